@@ -1,0 +1,33 @@
+# `make run` and `make test` do all set-up on a fresh machine, then run.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-stamp
+
+.PHONY: setup run test lint unit sim clean
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+run: setup
+	$(VENV)/bin/folio up
+
+lint: setup
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
+
+test: lint
+	$(PY) -m pytest -q
+
+unit: setup
+	$(PY) -m pytest -q -m "unit or sim"
+
+clean:
+	rm -rf $(VENV) .folio .pytest_cache .mypy_cache .ruff_cache

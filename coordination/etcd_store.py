@@ -1,0 +1,449 @@
+"""``MetadataStore`` over a real etcd v3 cluster, through aetcd's gRPC stubs.
+
+Owns: the gRPC channel to etcd, the translation of etcd requests/responses into
+the store protocol, and of gRPC/connection failures into ``Unavailable``.
+Rule: same semantics as ``MemoryStore`` (one contract suite runs against both):
+
+- compare-and-swap is one etcd transaction: ``mod_revision(key) == expected``
+  (``version(key) == 0`` when expected is 0, i.e. "must not exist") -> put;
+- listings are paginated (``list_page_size`` keys per request) at one pinned
+  revision, so a large prefix never exceeds gRPC message limits and is still a
+  consistent snapshot;
+- a watch resumes by itself after a broken stream, from the revision after the
+  last event it queued, retrying for ``watch_reconnect_s``; it then ends with
+  ``Unavailable``. Overflow/compaction end it as described in watch_stream.py;
+- writes are never retried here (a retried CAS whose first attempt landed would
+  report a false conflict); the caller sees ``Unavailable`` and decides. With
+  several endpoints the client moves to the next one after an ``Unavailable``.
+
+``namespace`` (e.g. ``"/t-1234"``) is prepended to every key and stripped from
+results, so tests - or two Folio clusters - can share one etcd.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import aetcd
+import aetcd.exceptions
+import aetcd.utils
+from aetcd import rpc
+
+from coordination.errors import Compacted, CoordinationError, LeaseLost, Unavailable
+from coordination.store import EventKind, KeyValue, WatchEvent
+from coordination.watch_stream import WATCH_QUEUE_SIZE, WatchStream
+
+LIST_PAGE_SIZE = 1000  # keys per Range request when listing a prefix
+LIST_ATTEMPTS = 3  # a paginated listing restarts if its pinned revision gets compacted
+DEFAULT_TIMEOUT_S = 5.0  # per request
+WATCH_RECONNECT_S = 30.0  # how long a watch keeps trying to re-subscribe before Unavailable
+RECONNECT_BACKOFF_S = (0.05, 1.0)  # first and largest pause between watch re-subscriptions
+MAX_MESSAGE_BYTES = 16 * 1024 * 1024
+
+_CHANNEL_OPTIONS: dict[str, Any] = {
+    "grpc.keepalive_time_ms": 10_000,  # detect a silently dead etcd on idle watch streams
+    "grpc.keepalive_timeout_ms": 5_000,
+    "grpc.keepalive_permit_without_calls": 1,
+    "grpc.initial_reconnect_backoff_ms": 100,
+    "grpc.min_reconnect_backoff_ms": 100,
+    "grpc.max_reconnect_backoff_ms": 1_000,
+    "grpc.max_receive_message_length": MAX_MESSAGE_BYTES,
+}
+
+_CLIENT_ERRORS = (aetcd.exceptions.ClientError, rpc.BaseError, rpc.RpcError, asyncio.TimeoutError)
+_UNAVAILABLE_CODES = (rpc.StatusCode.UNAVAILABLE, rpc.StatusCode.DEADLINE_EXCEEDED, rpc.StatusCode.CANCELLED)
+_UNAVAILABLE_TYPES = (
+    aetcd.exceptions.ConnectionFailedError,
+    aetcd.exceptions.ConnectionTimeoutError,
+    aetcd.exceptions.WatchTimeoutError,
+    asyncio.TimeoutError,
+)
+
+
+def parse_endpoints(endpoints: str) -> list[tuple[str, int]]:
+    """``"host:port[,host:port...]"`` (an ``http://`` prefix and ``[v6]`` hosts allowed)."""
+    out = []
+    for raw in endpoints.split(","):
+        item = raw.strip().removeprefix("http://").removeprefix("https://").rstrip("/")
+        if not item:
+            continue
+        host, sep, port = item.rpartition(":")
+        if not sep or not host or not port.isdigit():
+            raise ValueError(f"bad etcd endpoint {raw!r}: want host:port")
+        out.append((host.strip("[]"), int(port)))
+    if not out:
+        raise ValueError("no etcd endpoints given")
+    return out
+
+
+def map_error(exc: BaseException) -> CoordinationError:
+    """Translate an aetcd/gRPC failure into the coordination error tree."""
+    if isinstance(exc, CoordinationError):
+        return exc
+    if isinstance(exc, aetcd.exceptions.RevisionCompactedError):
+        return Compacted(int(exc.compacted_revision))
+    code = None
+    text = str(exc) or type(exc).__name__
+    for candidate in (exc, exc.__cause__):
+        if isinstance(candidate, rpc.AioRpcError):
+            code = candidate.code()
+            text = candidate.details() or text
+            break
+    if "lease not found" in text:
+        return LeaseLost(text)
+    if "compacted" in text:
+        return Compacted(0, text)
+    if isinstance(exc, _UNAVAILABLE_TYPES) or code in _UNAVAILABLE_CODES or "closed" in text.lower():
+        return Unavailable(f"etcd unavailable: {text}")
+    return CoordinationError(f"etcd error: {text}")
+
+
+class EtcdStore:
+    """A ``MetadataStore`` on etcd; create it with ``await connect(...)``."""
+
+    def __init__(
+        self,
+        endpoints: list[tuple[str, int]],
+        *,
+        namespace: str = "",
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        watch_queue_size: int = WATCH_QUEUE_SIZE,
+        list_page_size: int = LIST_PAGE_SIZE,
+        watch_reconnect_s: float = WATCH_RECONNECT_S,
+    ) -> None:
+        if not endpoints:
+            raise ValueError("no etcd endpoints")
+        if list_page_size < 1:
+            raise ValueError("list_page_size must be >= 1")
+        self.endpoints = list(endpoints)
+        self.namespace = namespace
+        self.timeout_s = timeout_s
+        self.watch_queue_size = watch_queue_size
+        self.list_page_size = list_page_size
+        self.watch_reconnect_s = watch_reconnect_s
+        self._index = 0
+        self._client: Any = None
+        self._closed = False
+        self._watches: list[_EtcdWatch] = []
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    @property
+    def endpoint(self) -> str:
+        host, port = self.endpoints[self._index]
+        return f"{host}:{port}"
+
+    # -- plumbing ---------------------------------------------------------------------------
+
+    async def _connected(self) -> Any:
+        if self._closed:
+            raise Unavailable("etcd store closed")
+        if self._client is None:
+            host, port = self.endpoints[self._index]
+            client = aetcd.Client(host=host, port=port, timeout=self.timeout_s, options=_CHANNEL_OPTIONS)
+            with self._translate(client):
+                await client.connect()
+            self._client = client
+        return self._client
+
+    @contextlib.contextmanager
+    def _translate(self, client: Any) -> Iterator[None]:
+        try:
+            yield
+        except _CLIENT_ERRORS as exc:
+            error = map_error(exc)
+            if isinstance(error, Unavailable):
+                self._move_on(client)
+            raise error from exc
+
+    def _move_on(self, failed_client: Any) -> None:
+        """After an Unavailable, use the next endpoint (only with several endpoints)."""
+        if len(self.endpoints) > 1 and failed_client is self._client and failed_client is not None:
+            self._index = (self._index + 1) % len(self.endpoints)
+            self._client = None
+            self._spawn(failed_client.close())  # its watches re-subscribe on the new client
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _key(self, key: str) -> bytes:
+        if not key:
+            raise ValueError("empty key")
+        return (self.namespace + key).encode()
+
+    def _range(self, prefix: str) -> tuple[bytes, bytes]:
+        full = (self.namespace + prefix).encode()
+        if not full:
+            return b"\0", b"\0"  # every key
+        return full, aetcd.utils.prefix_range_end(full)
+
+    def _strip(self, key: bytes) -> str:
+        return key.decode()[len(self.namespace) :]
+
+    def _kv(self, kv: Any) -> KeyValue:
+        return KeyValue(
+            key=self._strip(kv.key),
+            value=bytes(kv.value),
+            create_revision=int(kv.create_revision),
+            mod_revision=int(kv.mod_revision),
+            version=int(kv.version),
+            lease=int(kv.lease),
+        )
+
+    async def _call(self, stub_name: str, method: str, request: Any) -> Any:
+        client = await self._connected()
+        with self._translate(client):
+            stub = getattr(client, stub_name)
+            return await getattr(stub, method)(request, timeout=self.timeout_s, metadata=client.metadata)
+
+    # -- MetadataStore ------------------------------------------------------------------------
+
+    async def get(self, key: str) -> KeyValue | None:
+        resp = await self._call("kvstub", "Range", rpc.RangeRequest(key=self._key(key)))
+        return self._kv(resp.kvs[0]) if resp.kvs else None
+
+    async def list_prefix(self, prefix: str) -> list[KeyValue]:
+        return (await self.list_prefix_at(prefix))[0]
+
+    async def list_prefix_at(self, prefix: str) -> tuple[list[KeyValue], int]:
+        """The listing plus the revision it reflects (watch from revision + 1)."""
+        for attempt in range(LIST_ATTEMPTS):
+            try:
+                return await self._list_once(prefix)
+            except Compacted:
+                if attempt == LIST_ATTEMPTS - 1:
+                    raise
+        raise AssertionError("unreachable")
+
+    async def _list_once(self, prefix: str) -> tuple[list[KeyValue], int]:
+        start, end = self._range(prefix)
+        out: list[KeyValue] = []
+        revision = 0
+        while True:
+            req = rpc.RangeRequest(key=start, range_end=end, limit=self.list_page_size, revision=revision)
+            resp = await self._call("kvstub", "Range", req)
+            if revision == 0:
+                revision = int(resp.header.revision)
+            out.extend(self._kv(kv) for kv in resp.kvs)
+            if not resp.more or not resp.kvs:
+                return out, revision
+            start = bytes(resp.kvs[-1].key) + b"\0"
+
+    async def revision(self) -> int:
+        resp = await self._call("kvstub", "Range", rpc.RangeRequest(key=b"\0", count_only=True))
+        return int(resp.header.revision)
+
+    async def put(self, key: str, value: bytes, lease: int = 0) -> int:
+        req = rpc.PutRequest(key=self._key(key), value=value, lease=lease)
+        return int((await self._call("kvstub", "Put", req)).header.revision)
+
+    async def delete(self, key: str) -> bool:
+        resp = await self._call("kvstub", "DeleteRange", rpc.DeleteRangeRequest(key=self._key(key)))
+        return int(resp.deleted) > 0
+
+    async def delete_prefix(self, prefix: str) -> int:
+        start, end = self._range(prefix)
+        resp = await self._call("kvstub", "DeleteRange", rpc.DeleteRangeRequest(key=start, range_end=end))
+        return int(resp.deleted)
+
+    def _compare(self, key: bytes, expected_mod_revision: int) -> Any:
+        if expected_mod_revision == 0:
+            return rpc.Compare(
+                key=key, target=rpc.Compare.VERSION, result=rpc.Compare.EQUAL, version=0
+            )
+        return rpc.Compare(
+            key=key, target=rpc.Compare.MOD, result=rpc.Compare.EQUAL, mod_revision=expected_mod_revision
+        )
+
+    async def compare_and_swap(
+        self, key: str, value: bytes, expected_mod_revision: int, lease: int = 0
+    ) -> int | None:
+        k = self._key(key)
+        put = rpc.RequestOp(request_put=rpc.PutRequest(key=k, value=value, lease=lease))
+        req = rpc.TxnRequest(compare=[self._compare(k, expected_mod_revision)], success=[put], failure=[])
+        resp = await self._call("kvstub", "Txn", req)
+        return int(resp.header.revision) if resp.succeeded else None
+
+    async def compare_and_delete(self, key: str, expected_mod_revision: int) -> bool:
+        if expected_mod_revision <= 0:
+            return False  # "must not exist": there is nothing to delete
+        k = self._key(key)
+        delete = rpc.RequestOp(request_delete_range=rpc.DeleteRangeRequest(key=k))
+        req = rpc.TxnRequest(compare=[self._compare(k, expected_mod_revision)], success=[delete], failure=[])
+        resp = await self._call("kvstub", "Txn", req)
+        return bool(resp.succeeded) and int(resp.responses[0].response_delete_range.deleted) > 0
+
+    async def grant_lease(self, ttl_s: int) -> int:
+        if ttl_s < 1:
+            raise ValueError("lease ttl must be >= 1 s")
+        resp = await self._call("leasestub", "LeaseGrant", rpc.LeaseGrantRequest(TTL=ttl_s, ID=0))
+        if resp.error:
+            raise CoordinationError(f"lease grant failed: {resp.error}")
+        return int(resp.ID)
+
+    async def refresh_lease(self, lease: int) -> None:
+        client = await self._connected()
+        with self._translate(client):
+            reply = await client.refresh_lease(lease)
+        if reply is None:
+            raise Unavailable("etcd closed the keepalive stream without an answer")
+        if int(reply.TTL) <= 0:
+            raise LeaseLost(f"lease {lease:x} expired or revoked")
+
+    async def revoke_lease(self, lease: int) -> None:
+        try:
+            await self._call("leasestub", "LeaseRevoke", rpc.LeaseRevokeRequest(ID=lease))
+        except LeaseLost:
+            pass  # already gone: revoking is idempotent
+
+    async def lease_ttl(self, lease: int) -> int:
+        """Remaining TTL in seconds as etcd sees it (-1 if the lease is gone)."""
+        resp = await self._call("leasestub", "LeaseTimeToLive", rpc.LeaseTimeToLiveRequest(ID=lease))
+        return int(resp.TTL)
+
+    async def compact(self, revision: int) -> None:
+        """Compact etcd's history below ``revision`` (watches from before raise Compacted)."""
+        await self._call("kvstub", "Compact", rpc.CompactionRequest(revision=revision, physical=True))
+
+    def watch_prefix(self, prefix: str, start_revision: int = 0) -> AsyncIterator[WatchEvent]:
+        watch = _EtcdWatch(self, prefix, start_revision)
+        if self._closed:
+            watch.fail(Unavailable("etcd store closed"))
+        self._watches = [w for w in self._watches if w.active]
+        self._watches.append(watch)
+        return watch
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        for watch in self._watches:
+            watch.finish()
+        self._watches.clear()
+        client, self._client = self._client, None
+        if client is not None:
+            with contextlib.suppress(*_CLIENT_ERRORS):
+                await client.close()
+        for task in list(self._tasks):
+            with contextlib.suppress(Exception, asyncio.CancelledError):
+                await task
+
+
+class _EtcdWatch(WatchStream):
+    """A server-side etcd watch feeding a ``WatchStream``; re-subscribes when broken."""
+
+    def __init__(self, store: EtcdStore, prefix: str, start_revision: int) -> None:
+        super().__init__(store.watch_queue_size, on_close=self._cancel)
+        self._store = store
+        self._prefix = prefix
+        self._next_revision = start_revision  # 0 until known (then: after the last queued event)
+        self._generation = 0  # callbacks from an older subscription are ignored
+        self._subscribed = False
+        self._watcher: Any = None
+        self._watch_id: int | None = None
+
+    async def _before_wait(self) -> None:
+        if self._subscribed:
+            return
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._store.watch_reconnect_s
+        delay, max_delay = RECONNECT_BACKOFF_S
+        while self.active:
+            try:
+                if self._next_revision == 0:
+                    self._next_revision = await self._store.revision() + 1
+                await self._subscribe()
+                return
+            except Compacted as exc:
+                self.fail(exc)
+            except Unavailable as exc:
+                if self._store._closed:
+                    self.finish()
+                elif loop.time() >= deadline:
+                    self.fail(exc)
+                else:
+                    await asyncio.sleep(delay)  # back-off between reconnect attempts
+                    delay = min(delay * 2, max_delay)
+
+    async def _subscribe(self) -> None:
+        client = await self._store._connected()
+        start, end = self._store._range(self._prefix)
+        self._generation += 1
+        self._subscribed = True
+        callback = functools.partial(self._on_event, self._generation)
+        try:
+            with self._store._translate(client):
+                handle = await client._watcher.add_callback(
+                    start, callback, range_end=end, start_revision=self._next_revision
+                )
+        except BaseException:
+            self._subscribed = False
+            raise
+        self._watcher, self._watch_id = client._watcher, handle.watch_id
+
+    async def _on_event(self, generation: int, item: Any) -> None:
+        if generation != self._generation or not self.active:
+            return
+        if isinstance(item, aetcd.exceptions.RevisionCompactedError):
+            self.fail(Compacted(int(item.compacted_revision)))
+            return
+        if item is None or isinstance(item, BaseException):
+            self._subscribed = False  # stream broke (or client closed): re-subscribe on demand
+            self.wake()
+            return
+        kind = EventKind.PUT if item.kind == "PUT" else EventKind.DELETE
+        event = WatchEvent(
+            kind=kind,
+            key=self._store._strip(item.kv.key),
+            value=bytes(item.kv.value) if kind is EventKind.PUT else b"",
+            mod_revision=int(item.kv.mod_revision),
+        )
+        if self.offer(event):
+            self._next_revision = event.mod_revision + 1
+        else:
+            self._store._spawn(self._cancel())  # overflowed: stop the server-side watch
+
+    async def _cancel(self) -> None:
+        watcher, watch_id = self._watcher, self._watch_id
+        self._generation += 1
+        self._watcher = self._watch_id = None
+        if watcher is not None and watch_id is not None:
+            with contextlib.suppress(*_CLIENT_ERRORS):
+                await watcher.cancel(watch_id)
+
+
+async def connect(
+    endpoints: str,
+    *,
+    namespace: str = "",
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    watch_queue_size: int = WATCH_QUEUE_SIZE,
+    list_page_size: int = LIST_PAGE_SIZE,
+    watch_reconnect_s: float = WATCH_RECONNECT_S,
+    check: bool = True,
+) -> EtcdStore:
+    """Open an ``EtcdStore`` on ``"host:port[,host:port...]"``. With ``check`` (default)
+    one endpoint must answer, else ``Unavailable`` is raised."""
+    store = EtcdStore(
+        parse_endpoints(endpoints),
+        namespace=namespace,
+        timeout_s=timeout_s,
+        watch_queue_size=watch_queue_size,
+        list_page_size=list_page_size,
+        watch_reconnect_s=watch_reconnect_s,
+    )
+    if check:
+        for attempt in range(len(store.endpoints)):
+            try:
+                await store.revision()
+                break
+            except Unavailable:
+                if attempt == len(store.endpoints) - 1:
+                    await store.close()
+                    raise
+    return store

@@ -1,0 +1,1 @@
+"""The ``folio`` command line and the local-cluster supervisor. Nothing imports it."""

@@ -1,0 +1,72 @@
+"""``folio`` command line: up, storage, status, bench.
+
+Owns: argument parsing and dispatch only; every command lives in its own module.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from pathlib import Path
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="folio", description="Folio messaging system")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    up = sub.add_parser("up", help="start etcd + 3 storage nodes on loopback (data in ./.folio)")
+    up.add_argument("--data", default=".folio", help="data root (default ./.folio)")
+    up.add_argument("--etcd-port", type=int, default=2379)
+
+    sub.add_parser("storage", help="run one storage node (see `folio storage --help`)", add_help=False)
+    sub.add_parser(
+        "auditor", help="run the auto-recovery auditor", add_help=False
+    )
+
+    status = sub.add_parser("status", help="members, ledgers, under-replicated counts")
+    status.add_argument("--etcd", default="127.0.0.1:2379")
+    status.add_argument("--ledgers", type=int, default=20, help="how many ledgers to list (newest first)")
+
+    bench = sub.add_parser("bench", help="benchmarks")
+    bench_sub = bench.add_subparsers(dest="bench", required=True)
+    ledger = bench_sub.add_parser("ledger", help="ledger append throughput/latency, E=3 Qw=3 Qa=2")
+    ledger.add_argument("--etcd", default="", help="use a running cluster (else start a temporary one)")
+    ledger.add_argument("--sizes", default="100,1024,65536")
+    ledger.add_argument("--seconds", type=float, default=5.0, help="duration of each measured phase")
+    ledger.add_argument("--inflight", type=int, default=512)
+    ledger.add_argument("--json", action="store_true", help="also print one JSON line per result")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "storage":
+        from storage.node.main import main as storage_main
+
+        return storage_main(argv[1:])
+    if argv and argv[0] == "auditor":
+        from storage.auditor.main import main as auditor_main
+
+        return auditor_main(argv[1:])
+    args = _parser().parse_args(argv)
+    if args.command == "up":
+        from folio.supervisor import LocalCluster, run_until_signalled
+
+        cluster = LocalCluster(
+            root=Path(args.data).resolve(), etcd_client_port=args.etcd_port, etcd_peer_port=args.etcd_port + 1
+        )
+        return run_until_signalled(cluster)
+    if args.command == "status":
+        from folio.status import status
+
+        return asyncio.run(status(args.etcd, args.ledgers))
+    if args.command == "bench" and args.bench == "ledger":
+        from folio.bench_ledger import run_bench
+
+        return run_bench(args)
+    return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,140 @@
+"""What is under-replicated and what to do about it (pure).
+
+Owns: the auditor's decisions — which nodes count as *gone* (missing from
+membership longer than ``grace_ms``), which fragments of which ledgers had a
+replica on them, which entries of a fragment must be copied, and how the
+ledger's ensemble is rewritten once they are. Rules (BookKeeper auto-recovery):
+- a fragment is the entry range of one ensemble segment; an entry is on node N
+  of that segment iff N is in the entry's write set;
+- segments of CLOSED ledgers, and every segment but the last of an OPEN one,
+  have fixed ranges and are copied as they are;
+- the last segment of a ledger that is still OPEN / IN_RECOVERY is copied only
+  after the ledger is fenced and closed (its writer is idle or dead — a live
+  writer would have changed its ensemble itself on the first failed add);
+- the ensemble change is a CAS that replaces the gone node in that one segment,
+  and is skipped if someone already did it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from storage.types import LedgerMetadata, LedgerState, NodeId, Segment
+
+DEFAULT_GRACE_MS = 30_000
+
+
+@dataclass(frozen=True, slots=True)
+class Fragment:
+    ledger_id: int
+    segment_index: int
+    first_entry_id: int
+    last_entry_id: int  # inclusive
+    lost_node: NodeId
+
+
+@dataclass(frozen=True, slots=True)
+class LedgerPlan:
+    ledger_id: int
+    lost_nodes: tuple[NodeId, ...]
+    needs_fence: bool  # OPEN/IN_RECOVERY with a gone node in its last segment: recover (close) first
+    fragments: tuple[Fragment, ...]  # copyable now (fixed ranges)
+
+
+class Membership:
+    """Tracks since when each known node has been missing (pure)."""
+
+    def __init__(self, grace_ms: int = DEFAULT_GRACE_MS) -> None:
+        self.grace_ms = grace_ms
+        self._missing_since: dict[NodeId, int] = {}
+        self._live: frozenset[NodeId] = frozenset()
+
+    def on_members(self, live: Iterable[NodeId], referenced: Iterable[NodeId], now_ms: int) -> None:
+        """``live``: registered nodes; ``referenced``: nodes named by any ensemble."""
+        self._live = frozenset(live)
+        for node in set(referenced) | set(self._missing_since):
+            if node in self._live:
+                self._missing_since.pop(node, None)
+            else:
+                self._missing_since.setdefault(node, now_ms)
+
+    def gone(self, now_ms: int) -> frozenset[NodeId]:
+        return frozenset(n for n, since in self._missing_since.items() if now_ms - since >= self.grace_ms)
+
+    def missing(self) -> dict[NodeId, int]:
+        return dict(self._missing_since)
+
+    def next_deadline_ms(self, now_ms: int) -> int | None:
+        pending = [s + self.grace_ms for s in self._missing_since.values() if s + self.grace_ms > now_ms]
+        return min(pending) if pending else None
+
+
+def segment_last_entry(metadata: LedgerMetadata, index: int, lac: int | None = None) -> int:
+    """Last entry id of segment ``index``: bounded by the next segment, or by
+    the ledger's last entry when CLOSED (or ``lac`` when given for an open one)."""
+    if index + 1 < len(metadata.segments):
+        return metadata.segments[index + 1].first_entry_id - 1
+    if metadata.state is LedgerState.CLOSED:
+        return metadata.last_entry_id
+    assert lac is not None, "the open segment of an unclosed ledger has no fixed end"
+    return lac
+
+
+def plan_ledger(metadata: LedgerMetadata, gone: frozenset[NodeId]) -> LedgerPlan | None:
+    """The work needed to bring ``metadata`` back to Qw copies, or None."""
+    fragments: list[Fragment] = []
+    lost: set[NodeId] = set()
+    needs_fence = False
+    last_index = len(metadata.segments) - 1
+    for index, segment in enumerate(metadata.segments):
+        lost_here = [n for n in segment.ensemble if n in gone]
+        if not lost_here:
+            continue
+        open_tail = index == last_index and metadata.state is not LedgerState.CLOSED
+        if open_tail:
+            needs_fence = True
+            lost.update(lost_here)
+            continue
+        last = segment_last_entry(metadata, index)
+        if last < segment.first_entry_id:
+            continue  # empty segment: holds no entries
+        for node in lost_here:
+            if entries_on_node(metadata, segment, last, node):
+                fragments.append(Fragment(metadata.ledger_id, index, segment.first_entry_id, last, node))
+                lost.add(node)
+    if not fragments and not needs_fence:
+        return None
+    return LedgerPlan(metadata.ledger_id, tuple(sorted(lost)), needs_fence, tuple(fragments))
+
+
+def entries_on_node(metadata: LedgerMetadata, segment: Segment, last: int, node: NodeId) -> list[int]:
+    """Entry ids in ``segment`` (up to ``last``) whose write set includes ``node``."""
+    position = segment.ensemble.index(node)
+    e, qw = metadata.ensemble_size, metadata.write_quorum
+    # entry x is on member p iff (p - x) mod E < Qw
+    return [x for x in range(segment.first_entry_id, last + 1) if (position - x) % e < qw]
+
+
+def replace_in_segment(
+    metadata: LedgerMetadata, segment_index: int, lost: NodeId, replacement: NodeId
+) -> LedgerMetadata | None:
+    """``metadata`` with ``lost`` replaced by ``replacement`` in one segment;
+    None if that segment no longer names ``lost`` (already repaired)."""
+    if segment_index >= len(metadata.segments):
+        return None
+    segment = metadata.segments[segment_index]
+    if lost not in segment.ensemble or replacement in segment.ensemble:
+        return None
+    ensemble = tuple(replacement if n == lost else n for n in segment.ensemble)
+    segments = list(metadata.segments)
+    segments[segment_index] = Segment(segment.first_entry_id, ensemble)
+    return metadata.with_changes(segments=tuple(segments))
+
+
+def referenced_nodes(ledgers: Iterable[LedgerMetadata]) -> set[NodeId]:
+    nodes: set[NodeId] = set()
+    for metadata in ledgers:
+        for segment in metadata.segments:
+            nodes.update(segment.ensemble)
+    return nodes

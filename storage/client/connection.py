@@ -1,0 +1,272 @@
+"""One pipelined TCP connection from the client to one storage node.
+
+Owns: the socket to a node, request ids, the table of requests awaiting a
+reply, write coalescing, reconnect with backoff, and the in-flight bound.
+Rules (DESIGN §3 "Wire protocol"): many requests in flight per connection;
+frames written in one batch per event-loop turn (no drain per request);
+at most ``in_flight_max`` requests on the wire and ``waiting_max`` queued
+behind them, anything more is refused at once with UNAVAILABLE; every request
+gets exactly one reply callback: the node's, or UNAVAILABLE when the
+connection is lost / cannot be made. After a failed connect, requests are
+refused for a backoff interval (doubling up to ``backoff_max_ms``), so a dead
+node is reported fast and the writer can replace it.
+Reply callbacks run on the event loop, never inside ``send``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from storage import wire
+from storage.errors import ProtocolViolation, Status
+from storage.types import NodeId
+
+log = logging.getLogger(__name__)
+
+ReplyCallback = Callable[[NodeId, Any, Status, bytes], None]  # (node, token, status, body)
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionConfig:
+    in_flight_max: int = 16_384  # requests written and not yet answered
+    waiting_max: int = 65_536  # requests queued behind the in-flight bound or a connect
+    connect_timeout_ms: int = 2_000
+    backoff_initial_ms: int = 50
+    backoff_max_ms: int = 2_000
+    request_timeout_ms: int = 10_000  # default for ``request``
+
+
+def _now_ms() -> int:
+    return time.monotonic_ns() // 1_000_000
+
+
+class _Protocol(asyncio.Protocol):
+    def __init__(self, owner: NodeConnection) -> None:
+        self.owner = owner
+        self.decoder = wire.FrameDecoder()
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            frames = self.decoder.feed(data)
+        except ProtocolViolation as exc:
+            self.owner._abort(f"bad frame: {exc}")
+            return
+        self.owner._on_frames(frames)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.owner._on_lost(self, exc)
+
+    def pause_writing(self) -> None:
+        self.owner._paused = True
+
+    def resume_writing(self) -> None:
+        self.owner._paused = False
+        self.owner._schedule_flush()
+
+
+class NodeConnection:
+    def __init__(self, node_id: NodeId, config: ConnectionConfig | None = None) -> None:
+        self.node_id = node_id
+        self.config = config or ConnectionConfig()
+        host, _, port = node_id.rpartition(":")
+        self._host, self._port = host, int(port)
+        self._loop = asyncio.get_running_loop()
+        self._transport: asyncio.Transport | None = None
+        self._protocol: _Protocol | None = None
+        self._connecting: asyncio.Task[None] | None = None
+        self._in_flight: dict[int, tuple[ReplyCallback, Any]] = {}
+        self._waiting: deque[tuple[int, int, bytes, ReplyCallback, Any]] = deque()
+        self._out: list[bytes] = []
+        self._flush_scheduled = False
+        self._paused = False
+        self._next_id = 1
+        self._retry_at_ms = 0
+        self._backoff_ms = self.config.backoff_initial_ms
+        self._closed = False
+        self.connects = 0
+
+    # ------------------------------------------------------------ queries
+
+    @property
+    def connected(self) -> bool:
+        return self._transport is not None
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._in_flight)
+
+    @property
+    def waiting(self) -> int:
+        return len(self._waiting)
+
+    @property
+    def idle(self) -> bool:
+        return not self._in_flight and not self._waiting
+
+    # ------------------------------------------------------------ sending
+
+    def send(self, op: int, body: bytes, callback: ReplyCallback, token: Any) -> int:
+        """Queue one request; ``callback(node, token, status, body)`` runs later,
+        exactly once. Returns the request id."""
+        rid = self._next_id
+        self._next_id = rid + 1
+        if self._transport is not None and len(self._in_flight) < self.config.in_flight_max and not self._waiting:
+            self._in_flight[rid] = (callback, token)
+            self._out.append(wire.encode_request(op, rid, body))
+            if not self._flush_scheduled:
+                self._flush_scheduled = True
+                self._loop.call_soon(self._flush)
+            return rid
+        if self._closed or len(self._waiting) >= self.config.waiting_max:
+            self._refuse(callback, token)
+            return rid
+        if self._transport is None and self._connecting is None:
+            if _now_ms() < self._retry_at_ms:
+                self._refuse(callback, token)  # in backoff after a failure: fail fast
+                return rid
+            self._connecting = self._loop.create_task(self._connect())
+        self._waiting.append((rid, op, body, callback, token))
+        return rid
+
+    async def request(self, op: int, body: bytes, timeout_ms: int | None = None) -> tuple[Status, bytes]:
+        """One request/reply; a timeout is reported as (TIMEOUT, b"")."""
+        future: asyncio.Future[tuple[Status, bytes]] = self._loop.create_future()
+        rid = self.send(op, body, _resolve, future)
+        timeout = (timeout_ms if timeout_ms is not None else self.config.request_timeout_ms) / 1000
+        try:
+            return await asyncio.wait_for(future, timeout)
+        except TimeoutError:
+            self._forget(rid)
+            return Status.TIMEOUT, b""
+
+    def _refuse(self, callback: ReplyCallback, token: Any) -> None:
+        self._loop.call_soon(callback, self.node_id, token, Status.UNAVAILABLE, b"")
+
+    def _forget(self, rid: int) -> None:
+        if self._in_flight.pop(rid, None) is not None:
+            self._admit_waiting()
+            return
+        for i, item in enumerate(self._waiting):
+            if item[0] == rid:
+                del self._waiting[i]
+                return
+
+    def _schedule_flush(self) -> None:
+        if not self._flush_scheduled and self._out:
+            self._flush_scheduled = True
+            self._loop.call_soon(self._flush)
+
+    def _flush(self) -> None:
+        self._flush_scheduled = False
+        if self._paused or self._transport is None or not self._out:
+            return
+        data = b"".join(self._out) if len(self._out) > 1 else self._out[0]
+        self._out.clear()
+        self._transport.write(data)
+
+    def _admit_waiting(self) -> None:
+        if self._transport is None:
+            return
+        limit = self.config.in_flight_max
+        while self._waiting and len(self._in_flight) < limit:
+            rid, op, body, callback, token = self._waiting.popleft()
+            self._in_flight[rid] = (callback, token)
+            self._out.append(wire.encode_request(op, rid, body))
+        self._schedule_flush()
+
+    # ------------------------------------------------------------ receiving
+
+    def _on_frames(self, frames: list[bytes]) -> None:
+        node = self.node_id
+        in_flight = self._in_flight
+        for frame in frames:
+            try:
+                response = wire.parse_response(frame)
+            except ProtocolViolation as exc:
+                self._abort(f"bad reply: {exc}")
+                return
+            entry = in_flight.pop(response.request_id, None)
+            if entry is None:
+                continue  # timed out and forgotten
+            callback, token = entry
+            callback(node, token, response.status, response.body)
+        if self._waiting:
+            self._admit_waiting()
+
+    # ------------------------------------------------------------ connecting
+
+    async def _connect(self) -> None:
+        try:
+            transport, protocol = await asyncio.wait_for(
+                self._loop.create_connection(lambda: _Protocol(self), self._host, self._port),
+                self.config.connect_timeout_ms / 1000,
+            )
+        except (OSError, TimeoutError) as exc:
+            self._connecting = None
+            self._note_failure(f"connect failed: {exc!r}")
+            self._fail_all()
+            return
+        self._connecting = None
+        if self._closed:
+            transport.close()
+            self._fail_all()
+            return
+        assert isinstance(transport, asyncio.Transport) and isinstance(protocol, _Protocol)
+        self._transport, self._protocol = transport, protocol
+        self._paused = False
+        self._backoff_ms = self.config.backoff_initial_ms
+        self.connects += 1
+        self._admit_waiting()
+
+    def _note_failure(self, why: str) -> None:
+        log.info("node %s: %s; retry in %d ms", self.node_id, why, self._backoff_ms)
+        self._retry_at_ms = _now_ms() + self._backoff_ms
+        self._backoff_ms = min(self._backoff_ms * 2, self.config.backoff_max_ms)
+
+    def _on_lost(self, protocol: _Protocol, exc: Exception | None) -> None:
+        if protocol is not self._protocol:
+            return
+        self._transport = None
+        self._protocol = None
+        self._out.clear()
+        if not self._closed:
+            self._note_failure(f"connection lost ({exc!r})")
+        self._fail_all()
+
+    def _abort(self, why: str) -> None:
+        log.warning("node %s: %s; closing the connection", self.node_id, why)
+        if self._transport is not None:
+            self._transport.abort()
+
+    def _fail_all(self) -> None:
+        failed = list(self._in_flight.values()) + [(w[3], w[4]) for w in self._waiting]
+        self._in_flight.clear()
+        self._waiting.clear()
+        for callback, token in failed:
+            callback(self.node_id, token, Status.UNAVAILABLE, b"")
+
+    async def close(self) -> None:
+        self._closed = True
+        if self._connecting is not None:
+            self._connecting.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._connecting
+            self._connecting = None
+        if self._transport is not None:
+            self._flush()
+            self._transport.close()
+            self._transport = None
+            self._protocol = None
+        self._fail_all()
+
+
+def _resolve(node: NodeId, future: asyncio.Future[tuple[Status, bytes]], status: Status, body: bytes) -> None:
+    if not future.done():
+        future.set_result((status, body))

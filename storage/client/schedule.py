@@ -1,0 +1,118 @@
+"""Striping rules of a ledger: write sets, ack sets and recovery coverage (pure).
+
+Owns: which ensemble indexes hold entry *e* (round-robin from ``e mod E``),
+when an entry has reached its ack quorum, and the coverage question asked by
+fencing and recovery. Rule (BookKeeper ``RoundRobinDistributionSchedule`` /
+``QuorumCoverageSet``, pulsar-api.md §6.2-6.4): an add is acked once Qa
+distinct members of its write set made it durable; a fence (or "this entry is
+absent") is conclusive once, for every write set, at least ``Qw - Qa + 1`` of
+its members answered, because then no write set can still gather Qa acks for
+the old writer.
+No I/O, no clock: plain functions and one small mutable ack tracker.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+
+from storage.types import NodeId
+
+
+def write_set_indexes(entry_id: int, ensemble_size: int, write_quorum: int) -> tuple[int, ...]:
+    """Ensemble indexes receiving ``entry_id``: ``(e + i) mod E`` for i < Qw."""
+    assert entry_id >= 0 and ensemble_size >= write_quorum >= 1
+    start = entry_id % ensemble_size
+    return tuple((start + i) % ensemble_size for i in range(write_quorum))
+
+
+def write_set(ensemble: Sequence[NodeId], entry_id: int, write_quorum: int) -> tuple[NodeId, ...]:
+    """Nodes receiving ``entry_id`` within one segment's ensemble."""
+    return tuple(ensemble[i] for i in write_set_indexes(entry_id, len(ensemble), write_quorum))
+
+
+def all_write_sets(ensemble: Sequence[NodeId], write_quorum: int) -> list[tuple[NodeId, ...]]:
+    """The E distinct write sets of an ensemble (one per starting index)."""
+    return [write_set(ensemble, start, write_quorum) for start in range(len(ensemble))]
+
+
+def coverage_needed(write_quorum: int, ack_quorum: int) -> int:
+    """Answers needed from one write set: ``Qw - Qa + 1``."""
+    assert write_quorum >= ack_quorum >= 1
+    return write_quorum - ack_quorum + 1
+
+
+def is_covered(
+    ensemble: Sequence[NodeId], write_quorum: int, ack_quorum: int, answered: Collection[NodeId]
+) -> bool:
+    """True once every write set of ``ensemble`` has ``Qw - Qa + 1`` members
+    in ``answered`` (the nodes that gave a definite answer)."""
+    needed = coverage_needed(write_quorum, ack_quorum)
+    return all(
+        sum(1 for node in ws if node in answered) >= needed for ws in all_write_sets(ensemble, write_quorum)
+    )
+
+
+def entry_absent(
+    entry_write_set: Sequence[NodeId], write_quorum: int, ack_quorum: int, negatives: Collection[NodeId]
+) -> bool:
+    """True when enough members of the entry's write set said "no such entry"
+    that it can never have been acked (``Qw - Qa + 1`` of them)."""
+    needed = coverage_needed(write_quorum, ack_quorum)
+    return sum(1 for node in entry_write_set if node in negatives) >= needed
+
+
+def can_still_cover(
+    ensemble: Sequence[NodeId],
+    write_quorum: int,
+    ack_quorum: int,
+    answered: Collection[NodeId],
+    failed: Collection[NodeId],
+) -> bool:
+    """Whether coverage is still reachable if every node not yet ``failed``
+    eventually answers (used to give up early instead of waiting forever)."""
+    needed = coverage_needed(write_quorum, ack_quorum)
+    return all(
+        sum(1 for node in ws if node in answered or node not in failed) >= needed
+        for ws in all_write_sets(ensemble, write_quorum)
+    )
+
+
+class AckSet:
+    """Acks for one entry, by ensemble index (a bit mask; one per pending add).
+
+    ``add`` returns True when this ack completes the quorum. ``remove`` drops
+    an index (its node was replaced by an ensemble change before the entry was
+    confirmed: that ack no longer counts).
+    """
+
+    __slots__ = ("_count", "_mask", "ack_quorum")
+
+    def __init__(self, ack_quorum: int) -> None:
+        self.ack_quorum = ack_quorum
+        self._mask = 0
+        self._count = 0
+
+    def add(self, index: int) -> bool:
+        bit = 1 << index
+        if self._mask & bit:
+            return False
+        self._mask |= bit
+        self._count += 1
+        return self._count == self.ack_quorum
+
+    def remove(self, index: int) -> None:
+        bit = 1 << index
+        if self._mask & bit:
+            self._mask &= ~bit
+            self._count -= 1
+
+    def has(self, index: int) -> bool:
+        return bool(self._mask & (1 << index))
+
+    @property
+    def count(self) -> int:
+        return self._count
+
+    @property
+    def complete(self) -> bool:
+        return self._count >= self.ack_quorum

@@ -1,0 +1,355 @@
+"""The ledger writer's state machine: pending adds, in-order completion, LAC,
+ensemble change and fencing (pure).
+
+Owns: everything one open ledger's writer decides. Rules (pulsar-api.md
+§6.2-6.4, BookKeeper ``LedgerHandle`` / ``PendingAddOp``):
+- entry ids are 0,1,2,... in append order; entry e goes to its write set (Qw
+  members of the last segment's ensemble starting at e mod E) and needs Qa
+  distinct acks;
+- adds complete strictly in entry order; LAC is the highest id with every id
+  <= it confirmed; each add carries the LAC current when it was encoded;
+- a failed member of the ensemble (error, lost connection, read-only, or no
+  ack within ``add_timeout_ms``) is replaced: the core asks for the live nodes
+  (``FindNodes``), picks replacements via ``placement`` and proposes a new
+  segment starting at LAC+1 (``WriteSegment``). Completions pause until the
+  metadata CAS lands; then acks from replaced members for unconfirmed entries
+  are discarded and those entries are resent to the replacements;
+- no replacement available: keep writing to the surviving members while every
+  write set can still reach Qa, retry later; otherwise fail with QuorumLost;
+- FENCED from any node (or the ledger leaving OPEN) fails every pending add
+  with ``Fenced``; the writer is then done.
+No asyncio, no sockets, no clock: callers pass ``now_ms`` and carry out the
+returned effects in order.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from storage import wire
+from storage.client import placement
+from storage.client.schedule import AckSet, write_set_indexes
+from storage.errors import Fenced, MetadataConflict, NotEnoughNodes, QuorumLost, Status, StorageError
+from storage.types import LedgerMetadata, LedgerState, NodeId, NodeInfo, Segment
+
+NO_EFFECTS: tuple[()] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class WriterConfig:
+    outstanding_adds_max: int = 4096  # appended but not yet confirmed (backpressure bound)
+    outstanding_bytes_max: int = 64 * 1024 * 1024
+    add_timeout_ms: int = 5_000  # a member that has not acked by then counts as failed
+    ensemble_retry_ms: int = 1_000  # retry a replacement search that found no node
+
+
+# ---------------------------------------------------------------- effects
+
+
+@dataclass(frozen=True, slots=True)
+class SendAdd:
+    """Send the add ``body`` (wire add body) for ``entry_id`` to ``nodes``."""
+
+    entry_id: int
+    nodes: tuple[NodeId, ...]
+    body: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class CompleteAdds:
+    """Every entry up to ``lac`` is confirmed (in order)."""
+
+    lac: int
+
+
+@dataclass(frozen=True, slots=True)
+class FindNodes:
+    """List the live nodes, then call ``on_live_nodes``."""
+
+    failed: frozenset[NodeId]
+
+
+@dataclass(frozen=True, slots=True)
+class WriteSegment:
+    """CAS the metadata: the last segment (``old_ensemble``) is followed by one
+    starting at ``first_entry_id`` with ``ensemble`` (see ``apply_segment``);
+    then call ``on_segment_written`` or ``on_segment_failed``."""
+
+    first_entry_id: int
+    old_ensemble: tuple[NodeId, ...]
+    ensemble: tuple[NodeId, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class FailAll:
+    """Fail every pending add (and every later append) with ``error``."""
+
+    error: StorageError
+
+
+Effect = SendAdd | CompleteAdds | FindNodes | WriteSegment | FailAll
+
+
+def apply_segment(current: LedgerMetadata, change: WriteSegment) -> LedgerMetadata:
+    """The metadata after ``change``; the modify step of the CAS loop.
+
+    Raises Fenced when the ledger is no longer OPEN (someone is recovering or
+    closed it) and MetadataConflict when the last ensemble moved under us."""
+    if current.state is not LedgerState.OPEN:
+        raise Fenced(f"ledger {current.ledger_id} is {current.state.value}")
+    last = current.segments[-1]
+    if last.ensemble != change.old_ensemble:
+        raise MetadataConflict(f"ledger {current.ledger_id}: last ensemble changed concurrently")
+    new = Segment(change.first_entry_id, change.ensemble)
+    if last.first_entry_id == change.first_entry_id:  # nothing was written to the old one
+        segments = (*current.segments[:-1], new)
+    else:
+        assert last.first_entry_id < change.first_entry_id
+        segments = (*current.segments, new)
+    return current.with_changes(segments=segments)
+
+
+class _Pending:
+    __slots__ = ("acks", "body", "entry_id", "indexes", "sent_ms", "size")
+
+    def __init__(self, entry_id: int, body: bytes, size: int, indexes: tuple[int, ...], acks: AckSet) -> None:
+        self.entry_id = entry_id
+        self.body = body
+        self.size = size
+        self.indexes = indexes
+        self.acks = acks
+        self.sent_ms = 0
+
+
+_IDLE, _FINDING, _WRITING, _RETRY = "idle", "finding", "writing", "retry"
+
+
+class WriteCore:
+    def __init__(
+        self, metadata: LedgerMetadata, config: WriterConfig | None = None, rng: random.Random | None = None
+    ) -> None:
+        assert metadata.state is LedgerState.OPEN
+        self.config = config or WriterConfig()
+        self._rng = rng or random.Random(0)
+        self.metadata = metadata
+        self.lac = metadata.segments[-1].first_entry_id - 1
+        self.next_entry_id = self.lac + 1
+        self.confirmed_bytes = 0
+        self.outstanding_bytes = 0
+        self.error: StorageError | None = None
+        self.ensemble_changes = 0
+        self._pending: dict[int, _Pending] = {}
+        self._failed: set[NodeId] = set()  # members of the current ensemble not written to
+        self._ever_failed: set[NodeId] = set()  # never chosen again as a replacement
+        self._change = _IDLE
+        self._change_at_ms = 0
+        self._timeout_check_ms = 0
+        self._set_ensemble(metadata.last_ensemble)
+
+    # ------------------------------------------------------------ queries
+
+    @property
+    def outstanding(self) -> int:
+        return self.next_entry_id - 1 - self.lac
+
+    def can_accept(self, size: int) -> bool:
+        if self.outstanding >= self.config.outstanding_adds_max:
+            return False
+        return self.outstanding == 0 or self.outstanding_bytes + size <= self.config.outstanding_bytes_max
+
+    @property
+    def changing_ensemble(self) -> bool:
+        return self._change in (_FINDING, _WRITING)
+
+    @property
+    def failed_nodes(self) -> frozenset[NodeId]:
+        return frozenset(self._failed)
+
+    def next_deadline_ms(self) -> int | None:
+        deadlines = []
+        if self._pending:
+            deadlines.append(self._timeout_check_ms)
+        if self._change == _RETRY:
+            deadlines.append(self._change_at_ms)
+        return min(deadlines) if deadlines else None
+
+    # ------------------------------------------------------------ inputs
+
+    def on_append(self, payload: bytes, now_ms: int) -> tuple[int, list[Effect]]:
+        """Assign the next entry id; the caller checked ``can_accept``."""
+        assert self.error is None, "append on a failed writer"
+        entry_id = self.next_entry_id
+        self.next_entry_id = entry_id + 1
+        body = wire.add_body(wire.encode_entry(self.metadata.ledger_id, entry_id, self.lac, payload))
+        indexes = write_set_indexes(entry_id, self._ensemble_size, self._write_quorum)
+        pending = _Pending(entry_id, body, len(payload), indexes, AckSet(self._ack_quorum))
+        pending.sent_ms = now_ms
+        if not self._pending:
+            self._timeout_check_ms = now_ms + self.config.add_timeout_ms
+        self._pending[entry_id] = pending
+        self.outstanding_bytes += len(payload)
+        ensemble = self._ensemble
+        if self._failed:
+            nodes = tuple(ensemble[i] for i in indexes if ensemble[i] not in self._failed)
+        else:
+            nodes = tuple(ensemble[i] for i in indexes)
+        return entry_id, [SendAdd(entry_id, nodes, body)]
+
+    def on_add_response(self, node: NodeId, entry_id: int, status: Status, now_ms: int) -> list[Effect]:
+        if self.error is not None:
+            return []
+        if status is Status.OK:
+            pending = self._pending.get(entry_id)
+            if pending is None:
+                return []
+            index = self._index.get(node)
+            if index is None or index not in pending.indexes:
+                return []  # a replaced member: its ack no longer counts
+            if pending.acks.add(index) and entry_id == self.lac + 1:
+                return self._advance()
+            return []
+        if status is Status.FENCED:
+            return self._fail(Fenced(f"ledger {self.metadata.ledger_id} was fenced (by {node})"))
+        return self.on_node_failure(node, now_ms)
+
+    def on_node_failure(self, node: NodeId, now_ms: int) -> list[Effect]:
+        if self.error is not None or node not in self._index or node in self._failed:
+            return []
+        self._failed.add(node)
+        self._ever_failed.add(node)
+        if self._change in (_FINDING, _WRITING):
+            return []  # handled once the change in flight lands
+        return self._start_change()
+
+    def on_timer(self, now_ms: int) -> list[Effect]:
+        if self.error is not None:
+            return []
+        effects: list[Effect] = []
+        if self._change == _RETRY and now_ms >= self._change_at_ms:
+            effects.extend(self._start_change())
+        if self._pending and now_ms >= self._timeout_check_ms:
+            timeout = self.config.add_timeout_ms
+            next_check = now_ms + timeout
+            slow: set[NodeId] = set()
+            for pending in self._pending.values():
+                if pending.acks.complete:
+                    continue
+                if now_ms - pending.sent_ms >= timeout:
+                    for index in pending.indexes:
+                        if not pending.acks.has(index):
+                            slow.add(self._ensemble[index])
+                else:
+                    next_check = min(next_check, pending.sent_ms + timeout)
+            self._timeout_check_ms = next_check
+            fresh = {n for n in slow if n in self._index and n not in self._failed}
+            if fresh:
+                self._failed |= fresh
+                self._ever_failed |= fresh
+                if self._change not in (_FINDING, _WRITING):
+                    effects.extend(self._start_change())
+        return effects
+
+    def on_live_nodes(self, nodes: Iterable[NodeInfo], now_ms: int) -> list[Effect]:
+        """Answer to ``FindNodes``: propose a segment or degrade/fail."""
+        if self.error is not None or self._change != _FINDING:
+            return []
+        failed = self._failed & set(self._ensemble)
+        if not failed:
+            self._change = _IDLE
+            return self._advance()
+        try:
+            ensemble = placement.replace_members(
+                nodes, self._ensemble, failed, self._rng, exclude=self._ever_failed
+            )
+        except NotEnoughNodes as exc:
+            if not self._quorum_possible():
+                return self._fail(QuorumLost(f"ledger {self.metadata.ledger_id}: {exc}"))
+            self._change = _RETRY  # carry on degraded, look again later
+            self._change_at_ms = now_ms + self.config.ensemble_retry_ms
+            return self._advance()
+        self._change = _WRITING
+        return [WriteSegment(self.lac + 1, self._ensemble, ensemble)]
+
+    def on_segment_written(self, metadata: LedgerMetadata, now_ms: int) -> list[Effect]:
+        """The CAS of a ``WriteSegment`` landed; ``metadata`` is what is stored."""
+        if self.error is not None:
+            return []
+        assert self._change == _WRITING
+        old = self._ensemble
+        self.metadata = metadata
+        self._set_ensemble(metadata.last_ensemble)
+        self.ensemble_changes += 1
+        replaced = {i for i, (a, b) in enumerate(zip(old, self._ensemble, strict=True)) if a != b}
+        self._failed &= set(self._ensemble)
+        effects: list[Effect] = []
+        ensemble = self._ensemble
+        for entry_id in range(self.lac + 1, self.next_entry_id):
+            pending = self._pending[entry_id]
+            moved = [i for i in pending.indexes if i in replaced]
+            if not moved:
+                continue
+            for index in moved:
+                pending.acks.remove(index)
+            pending.sent_ms = now_ms
+            nodes = tuple(ensemble[i] for i in moved if ensemble[i] not in self._failed)
+            if nodes:
+                effects.append(SendAdd(entry_id, nodes, pending.body))
+        self._timeout_check_ms = min(self._timeout_check_ms, now_ms + self.config.add_timeout_ms)
+        self._change = _IDLE
+        if self._failed:
+            effects.extend(self._start_change())
+        else:
+            effects.extend(self._advance())
+        return effects
+
+    def on_segment_failed(self, error: StorageError, now_ms: int) -> list[Effect]:
+        """The CAS could not be done (ledger fenced/closed, or conflict)."""
+        if self.error is not None:
+            return []
+        return self._fail(error)
+
+    # ------------------------------------------------------------ internals
+
+    def _set_ensemble(self, ensemble: tuple[NodeId, ...]) -> None:
+        self._ensemble = ensemble
+        self._index = {node: i for i, node in enumerate(ensemble)}
+        self._ensemble_size = self.metadata.ensemble_size
+        self._write_quorum = self.metadata.write_quorum
+        self._ack_quorum = self.metadata.ack_quorum
+
+    def _start_change(self) -> list[Effect]:
+        self._change = _FINDING
+        return [FindNodes(frozenset(self._failed))]
+
+    def _quorum_possible(self) -> bool:
+        alive = [node not in self._failed for node in self._ensemble]
+        for start in range(self._ensemble_size):
+            indexes = write_set_indexes(start, self._ensemble_size, self._write_quorum)
+            if sum(1 for i in indexes if alive[i]) < self._ack_quorum:
+                return False
+        return True
+
+    def _advance(self) -> list[Effect]:
+        if self._change in (_FINDING, _WRITING):
+            return []  # completions wait for the new segment
+        lac = self.lac
+        pending_map = self._pending
+        pending = pending_map.get(lac + 1)
+        if pending is None or not pending.acks.complete:
+            return []
+        while pending is not None and pending.acks.complete:
+            del pending_map[lac + 1]
+            lac += 1
+            self.outstanding_bytes -= pending.size
+            self.confirmed_bytes += pending.size
+            pending = pending_map.get(lac + 1)
+        self.lac = lac
+        return [CompleteAdds(lac)]
+
+    def _fail(self, error: StorageError) -> list[Effect]:
+        self.error = error
+        self._pending.clear()
+        self.outstanding_bytes = 0
+        return [FailAll(error)]

@@ -1,0 +1,176 @@
+"""The journal shell: drives ``JournalCore`` with real time, files and a sync thread.
+
+Owns: the journal's in-memory records (bytes waiting for their group) and the
+execution of the core's effects. Runs entirely on the event-loop thread (one
+owner, no locks); the only other thread is the sync thread, which fdatasyncs
+the fds of the one ``SyncJob`` it was handed.
+Rule (DESIGN §3 durability contract): a record's ``on_durable`` callback runs
+only after an fdatasync covering it returned; an fdatasync failure is fatal.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from coordination.clock import Clock
+from storage.node.journal_core import Ack, Effect, JournalCore, Reject, Sync, Write
+from storage.node.journal_io import Buffer, JournalWriter, SyncJob, fatal
+
+log = logging.getLogger("folio.storage.journal")
+
+DurableCallback = Callable[[list[Any]], None]
+SyncObserver = Callable[[float, int], None]  # (seconds, records in the batch)
+
+
+class Journal:
+    def __init__(
+        self,
+        core: JournalCore,
+        writer: JournalWriter,
+        clock: Clock,
+        on_durable: DurableCallback,
+        on_sync: SyncObserver | None = None,
+    ) -> None:
+        self._core = core
+        self._writer = writer
+        self._clock = clock
+        self._on_durable = on_durable
+        self._on_sync = on_sync
+        self._loop = asyncio.get_running_loop()
+        self._executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="journal-sync")
+        self._records: dict[int, tuple[tuple[Buffer, ...], Any]] = {}
+        self._next_id = 1
+        self._idle_scheduled = False
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_at: int | None = None
+        self._sync_position: tuple[int, int] = writer.position
+        self._sync_started = 0.0
+        self._sync_count = 0
+        self.durable_position: tuple[int, int] = writer.position
+        self._drained: list[asyncio.Future[None]] = []
+        self._closed = False
+
+    # ------------------------------------------------------------ API
+
+    def submit(self, parts: tuple[Buffer, ...], size: int, cookie: Any) -> bool:
+        """Queue one record (``parts`` concatenated). False = queue full, nothing queued."""
+        if self._closed:
+            return False
+        record_id = self._next_id
+        self._next_id = record_id + 1
+        self._records[record_id] = (parts, cookie)
+        effects = self._core.on_add(record_id, size, self._clock.now_ms())
+        if effects:
+            if isinstance(effects[0], Reject):
+                del self._records[record_id]
+                return False
+            self._execute(effects)
+        if not self._idle_scheduled:
+            self._idle_scheduled = True
+            self._loop.call_soon(self._queue_empty)
+        self._arm_timer()
+        return True
+
+    @property
+    def queued_bytes(self) -> int:
+        return self._core.queued_bytes
+
+    @property
+    def sync_count(self) -> int:
+        return self._sync_count
+
+    async def drain(self) -> None:
+        """Flush and wait until every queued record is durable (shutdown)."""
+        while not self._core.idle:
+            self._execute(self._core.on_flush(self._clock.now_ms()))
+            fut: asyncio.Future[None] = self._loop.create_future()
+            self._drained.append(fut)
+            await fut
+
+    def close(self) -> None:
+        self._closed = True
+        if self._timer is not None:
+            self._timer.cancel()
+        self._executor.shutdown(wait=True)
+        self._writer.close()
+
+    def delete_files_before(self, file_id: int) -> int:
+        return self._writer.delete_before(file_id)
+
+    # ------------------------------------------------------------ effects
+
+    def _execute(self, effects: list[Effect]) -> None:
+        for effect in effects:
+            if isinstance(effect, Write):
+                records = self._records
+                buffers: list[Buffer] = []
+                for record_id in effect.record_ids:
+                    buffers.extend(records[record_id][0])
+                self._writer.write(buffers)
+            elif isinstance(effect, Sync):
+                self._start_sync(effect)
+            elif isinstance(effect, Ack):
+                self._ack(effect.record_ids)
+            else:  # a Reject only ever answers on_add
+                raise AssertionError(f"unexpected effect {effect!r}")
+
+    def _start_sync(self, sync: Sync) -> None:
+        job: SyncJob = self._writer.take_sync_job()
+        self._sync_position = self._writer.position
+        self._sync_started = time.perf_counter()
+        future = self._loop.run_in_executor(self._executor, self._writer.run_sync, job)
+        future.add_done_callback(lambda f, n=len(sync.record_ids): self._sync_done(f, n))
+
+    def _sync_done(self, future: asyncio.Future[None], count: int) -> None:
+        exc = future.exception()
+        if exc is not None:
+            fatal(f"journal fdatasync failed: {exc!r}")
+        self._sync_count += 1
+        if self._on_sync is not None:
+            self._on_sync(time.perf_counter() - self._sync_started, count)
+        self.durable_position = self._sync_position
+        self._execute(self._core.on_sync_done(self._clock.now_ms()))
+        self._arm_timer()
+        if self._drained and self._core.idle:
+            waiters, self._drained = self._drained, []
+            for fut in waiters:
+                if not fut.done():
+                    fut.set_result(None)
+        elif self._drained:
+            self._execute(self._core.on_flush(self._clock.now_ms()))
+
+    def _ack(self, record_ids: tuple[int, ...]) -> None:
+        records = self._records
+        cookies = [records.pop(record_id)[1] for record_id in record_ids]
+        self._on_durable(cookies)
+
+    # ------------------------------------------------------------ triggers
+
+    def _queue_empty(self) -> None:
+        self._idle_scheduled = False
+        self._execute(self._core.on_queue_empty(self._clock.now_ms()))
+        self._arm_timer()
+
+    def _arm_timer(self) -> None:
+        deadline = self._core.next_deadline_ms()
+        if deadline == self._timer_at:
+            return
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._timer_at = deadline
+        if deadline is not None:
+            # a little late rather than early: the clock has millisecond resolution
+            delay = max(0, deadline - self._clock.now_ms()) / 1000 + 0.0002
+            self._timer = self._loop.call_later(delay, self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        self._timer_at = None
+        self._execute(self._core.on_timer(self._clock.now_ms()))
+        self._arm_timer()

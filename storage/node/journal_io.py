@@ -1,0 +1,258 @@
+"""Journal files: record format, appending writer, fdatasync jobs, replay.
+
+Owns: ``data_dir/journal/*.journal`` (docs/decisions/0002).
+File   = 8-byte magic ``FOLIOJ01`` | record*
+Record = u32 length | u32 crc32c | record-bytes        (length/crc of record-bytes)
+record-bytes = u8 type | body:  ADD -> an encoded wire entry; FENCE -> u64 ledger id
+Rules:
+- appends go through one O_APPEND fd with ``os.writev`` (a whole group per call);
+  durability comes only from ``os.fdatasync`` (plus an fsync of the directory
+  after a new file is created); a write or fdatasync error is FATAL (``fatal``):
+  one clear log line, then ``os._exit(70)``; nothing is retried or acked;
+- files rotate at ``rotate_bytes``; a file is never appended to after a restart;
+- replay reads each file until the first record whose length or crc is wrong
+  (a torn tail), then goes on with the next file.
+Failpoints (tests only, read from the environment once):
+``FOLIO_FAILPOINT_FSYNC_ERROR_AFTER=N`` -> the N-th journal fdatasync raises EIO;
+``FOLIO_FAILPOINT_FSYNC_DELAY_MS=D`` -> each journal fdatasync sleeps D ms first.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import struct
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import NoReturn
+
+import crc32c
+
+log = logging.getLogger("folio.storage.journal")
+
+MAGIC = b"FOLIOJ01"
+HEAD = struct.Struct(">IIB")  # length, crc32c, type
+FENCE_BODY = struct.Struct(">Q")
+TYPE_ADD = 1
+TYPE_FENCE = 2
+RECORD_BYTES_MAX = 16 * 1024 * 1024  # a longer length field is a torn/corrupt record
+ROTATE_BYTES = 64 * 1024 * 1024
+IOV_MAX = 1024
+FATAL_EXIT_CODE = 70
+_CRC_ADD = crc32c.crc32c(bytes([TYPE_ADD]))
+_CRC_FENCE = crc32c.crc32c(bytes([TYPE_FENCE]))
+
+Buffer = bytes | memoryview
+
+
+def fatal(message: str) -> NoReturn:
+    """An unrecoverable storage error: one clear line, then exit without acking."""
+    line = f"FATAL folio storage node: {message}; exiting without acknowledging anything more"
+    try:
+        log.critical(line)
+        sys.stderr.write(line + "\n")
+        sys.stderr.flush()
+    finally:
+        os._exit(FATAL_EXIT_CODE)
+
+
+def add_record_head(entry: Buffer) -> bytes:
+    """The 9 bytes that precede an encoded entry in an ADD record."""
+    return HEAD.pack(len(entry) + 1, crc32c.crc32c(entry, _CRC_ADD), TYPE_ADD)
+
+
+def fence_record(ledger_id: int) -> bytes:
+    body = FENCE_BODY.pack(ledger_id)
+    return HEAD.pack(len(body) + 1, crc32c.crc32c(body, _CRC_FENCE), TYPE_FENCE) + body
+
+
+@dataclass(frozen=True, slots=True)
+class Failpoints:
+    fsync_error_after: int = 0  # 0 = off
+    fsync_delay_ms: int = 0
+
+    @staticmethod
+    def from_env() -> Failpoints:
+        return Failpoints(
+            fsync_error_after=int(os.environ.get("FOLIO_FAILPOINT_FSYNC_ERROR_AFTER", "0") or 0),
+            fsync_delay_ms=int(os.environ.get("FOLIO_FAILPOINT_FSYNC_DELAY_MS", "0") or 0),
+        )
+
+
+@dataclass(slots=True)
+class SyncJob:
+    """What one sync must make durable; built on the loop, run on the sync thread."""
+
+    fds: list[int] = field(default_factory=list)
+    close_after: list[int] = field(default_factory=list)
+    sync_dir: bool = False
+
+
+def journal_path(directory: Path, file_id: int) -> Path:
+    return directory / f"{file_id:010d}.journal"
+
+
+def list_journal_ids(directory: Path) -> list[int]:
+    ids = []
+    for path in directory.glob("*.journal"):
+        try:
+            ids.append(int(path.stem))
+        except ValueError:
+            continue
+    return sorted(ids)
+
+
+class JournalWriter:
+    """Appends groups of records to the current journal file; hands out sync jobs.
+
+    Used from the event-loop thread only, except ``run_sync`` (the sync thread),
+    which touches nothing but the fds of the job it was given."""
+
+    def __init__(
+        self,
+        directory: Path,
+        first_file_id: int,
+        rotate_bytes: int = ROTATE_BYTES,
+        fsync: bool = True,
+        failpoints: Failpoints | None = None,
+    ) -> None:
+        self.directory = directory
+        self.rotate_bytes = rotate_bytes
+        self.fsync = fsync
+        self.failpoints = failpoints or Failpoints()
+        self._syncs = 0
+        directory.mkdir(parents=True, exist_ok=True)
+        self._dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+        self.file_id = first_file_id - 1
+        self._fd = -1
+        self.offset = 0
+        self._job = SyncJob()
+        self._open_next()
+
+    @property
+    def position(self) -> tuple[int, int]:
+        return self.file_id, self.offset
+
+    def _open_next(self) -> None:
+        if self._fd >= 0:
+            self._job.close_after.append(self._fd)
+        self.file_id += 1
+        path = journal_path(self.directory, self.file_id)
+        try:
+            self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o644)
+            os.write(self._fd, MAGIC)
+        except OSError as exc:
+            fatal(f"cannot create journal file {path}: {exc}")
+        self.offset = len(MAGIC)
+        self._job.fds.append(self._fd)
+        self._job.sync_dir = True
+
+    def write(self, buffers: Sequence[Buffer]) -> tuple[int, int]:
+        """Append ``buffers`` (whole records) to the journal; returns the end position."""
+        fd = self._fd
+        total = 0
+        try:
+            for start in range(0, len(buffers), IOV_MAX):
+                chunk = buffers[start : start + IOV_MAX]
+                want = sum(len(b) for b in chunk)
+                done = os.writev(fd, chunk)
+                if done != want:
+                    raise OSError(errno.EIO, f"short journal write ({done} of {want} bytes)")
+                total += done
+        except OSError as exc:
+            fatal(f"journal write to {journal_path(self.directory, self.file_id)} failed: {exc}")
+        self.offset += total
+        if fd not in self._job.fds:
+            self._job.fds.append(fd)
+        end = (self.file_id, self.offset)
+        if self.offset >= self.rotate_bytes:
+            self._open_next()
+        return end
+
+    def take_sync_job(self) -> SyncJob:
+        job, self._job = self._job, SyncJob()
+        return job
+
+    def run_sync(self, job: SyncJob) -> None:
+        """Runs on the sync thread. Raises OSError on failure (the caller exits)."""
+        if self.fsync:
+            for fd in job.fds:
+                self._syncs += 1
+                fp = self.failpoints
+                if fp.fsync_delay_ms:
+                    time.sleep(fp.fsync_delay_ms / 1000)
+                if fp.fsync_error_after and self._syncs >= fp.fsync_error_after:
+                    raise OSError(errno.EIO, f"failpoint: fdatasync #{self._syncs} fails")
+                os.fdatasync(fd)
+            if job.sync_dir:
+                os.fsync(self._dir_fd)
+        for fd in job.close_after:
+            os.close(fd)
+
+    def delete_before(self, file_id: int) -> int:
+        """Delete journal files older than ``file_id`` (their content is checkpointed)."""
+        removed = 0
+        for fid in list_journal_ids(self.directory):
+            if fid < min(file_id, self.file_id):
+                journal_path(self.directory, fid).unlink(missing_ok=True)
+                removed += 1
+        return removed
+
+    def close(self) -> None:
+        for fd in (self._fd, self._dir_fd):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self._fd = -1
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayedRecord:
+    file_id: int
+    end_offset: int
+    rtype: int
+    body: memoryview
+
+
+def scan_file(data: bytes) -> Iterator[tuple[int, int, memoryview]]:
+    """(end_offset, type, body) for each valid record, stopping at the first bad one."""
+    if data[: len(MAGIC)] != MAGIC:
+        return
+    view = memoryview(data)
+    offset = len(MAGIC)
+    size = len(data)
+    while offset + 8 <= size:
+        length, crc, _ = HEAD.unpack_from(data, offset) if offset + 9 <= size else (0, 0, 0)
+        if length < 1 or length > RECORD_BYTES_MAX or offset + 8 + length > size:
+            return
+        record = view[offset + 8 : offset + 8 + length]
+        if crc32c.crc32c(record) != crc:
+            return
+        offset += 8 + length
+        yield offset, record[0], record[1:]
+
+
+def replay(directory: Path, start: tuple[int, int] | None) -> Iterator[ReplayedRecord]:
+    """Every valid record after ``start`` (file id, offset), oldest first."""
+    ids = list_journal_ids(directory) if directory.exists() else []
+    for fid in ids:
+        if start is not None and fid < start[0]:
+            continue
+        data = journal_path(directory, fid).read_bytes()
+        first = start[1] if start is not None and fid == start[0] else 0
+        end = len(MAGIC)
+        for end, rtype, body in scan_file(data):
+            if end > first:
+                yield ReplayedRecord(fid, end, rtype, body)
+        if end < len(data):
+            log.warning(
+                "journal %s: ignoring %d bytes after offset %d (torn or corrupt tail)",
+                journal_path(directory, fid).name,
+                len(data) - end,
+                end,
+            )

@@ -1,0 +1,271 @@
+"""The writer core: in-order completion, LAC, backpressure, ensemble change, fencing."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from storage import wire
+from storage.client.write_core import (
+    CompleteAdds,
+    FailAll,
+    FindNodes,
+    SendAdd,
+    WriteCore,
+    WriterConfig,
+    WriteSegment,
+    apply_segment,
+)
+from storage.errors import Fenced, MetadataConflict, QuorumLost, Status
+from storage.types import LedgerMetadata, LedgerState, NodeInfo, Segment
+
+pytestmark = pytest.mark.unit
+
+OK = Status.OK
+
+
+def md(ensemble: tuple[str, ...] = ("A", "B", "C"), qw: int = 3, qa: int = 2) -> LedgerMetadata:
+    return LedgerMetadata(7, len(ensemble), qw, qa, LedgerState.OPEN, (Segment(0, ensemble),))
+
+
+def info(name: str, read_only: bool = False) -> NodeInfo:
+    return NodeInfo(name, name, "", 10 << 30, 20 << 30, 0.0, read_only)
+
+
+def append(core: WriteCore, payload: bytes = b"x", now: int = 0) -> tuple[int, SendAdd]:
+    entry_id, effects = core.on_append(payload, now)
+    assert len(effects) == 1 and isinstance(effects[0], SendAdd)
+    return entry_id, effects[0]
+
+
+def test_entries_get_ids_in_order_and_go_to_their_write_set() -> None:
+    core = WriteCore(md(("A", "B", "C", "D"), qw=3))
+    sends = [append(core)[1] for _ in range(5)]
+    assert [s.entry_id for s in sends] == [0, 1, 2, 3, 4]
+    assert [s.nodes for s in sends] == [
+        ("A", "B", "C"),
+        ("B", "C", "D"),
+        ("C", "D", "A"),
+        ("D", "A", "B"),
+        ("A", "B", "C"),
+    ]
+
+
+def test_completion_is_strictly_in_entry_order_and_lac_is_piggybacked() -> None:
+    core = WriteCore(md())
+    for _ in range(3):
+        append(core)
+    # entry 2 and 1 reach quorum first: nothing completes
+    assert core.on_add_response("A", 2, OK, 1) == []
+    assert core.on_add_response("B", 2, OK, 1) == []
+    assert core.on_add_response("A", 1, OK, 1) == []
+    assert core.on_add_response("C", 1, OK, 1) == []
+    assert core.lac == -1
+    assert core.on_add_response("A", 0, OK, 1) == []  # one ack is not a quorum
+    assert core.on_add_response("B", 0, OK, 1) == [CompleteAdds(2)]
+    assert core.lac == 2 and core.outstanding == 0
+    # the next add carries LAC 2
+    _, send = append(core)
+    _, body = wire.parse_add(send.body)
+    entry = wire.decode_entry(body)
+    assert (entry.entry_id, entry.lac, entry.payload) == (3, 2, b"x")
+
+
+def test_duplicate_and_stranger_acks_do_not_count() -> None:
+    core = WriteCore(md())
+    append(core)
+    assert core.on_add_response("A", 0, OK, 0) == []
+    assert core.on_add_response("A", 0, OK, 0) == []
+    assert core.on_add_response("Z", 0, OK, 0) == []
+    assert core.lac == -1
+    assert core.on_add_response("C", 0, OK, 0) == [CompleteAdds(0)]
+    assert core.on_add_response("B", 0, OK, 0) == []  # late third ack: harmless
+
+
+def test_striped_write_set_ack_from_non_member_is_ignored() -> None:
+    core = WriteCore(md(("A", "B", "C", "D"), qw=2, qa=2))
+    append(core)  # entry 0 -> A, B
+    assert core.on_add_response("C", 0, OK, 0) == []
+    assert core.on_add_response("A", 0, OK, 0) == []
+    assert core.on_add_response("B", 0, OK, 0) == [CompleteAdds(0)]
+
+
+def test_backpressure_bounds_outstanding_adds_and_bytes() -> None:
+    core = WriteCore(md(), WriterConfig(outstanding_adds_max=2, outstanding_bytes_max=100))
+    assert core.can_accept(10)
+    append(core, b"a" * 10)
+    append(core, b"b" * 10)
+    assert not core.can_accept(1)  # count bound hit
+    core.on_add_response("A", 0, OK, 0)
+    core.on_add_response("B", 0, OK, 0)
+    assert core.can_accept(10)
+    assert not core.can_accept(95)  # byte bound: 10 outstanding + 95 > 100
+    core.on_add_response("A", 1, OK, 0)
+    core.on_add_response("B", 1, OK, 0)
+    assert core.can_accept(1000)  # one add larger than the bound is allowed when idle
+
+
+def change_to(core: WriteCore, nodes: list[NodeInfo], now: int = 0) -> WriteSegment:
+    effects = core.on_live_nodes(nodes, now)
+    assert len(effects) == 1 and isinstance(effects[0], WriteSegment)
+    return effects[0]
+
+
+def test_ensemble_change_resends_unconfirmed_entries_and_discards_old_acks() -> None:
+    core = WriteCore(md(), rng=random.Random(0))
+    for _ in range(4):
+        append(core)
+    for node in ("A", "B"):
+        core.on_add_response(node, 0, OK, 0)  # entry 0 confirmed
+    assert core.lac == 0
+    core.on_add_response("C", 1, OK, 0)  # entry 1: one ack from C (the node about to fail)
+    assert core.on_add_response("C", 2, Status.UNAVAILABLE, 5) == [FindNodes(frozenset({"C"}))]
+    assert core.changing_ensemble
+    # acks during the change are recorded but nothing completes
+    assert core.on_add_response("A", 1, OK, 6) == []
+    assert core.lac == 0
+    change = change_to(core, [info("A"), info("B"), info("C"), info("D")])
+    assert change == WriteSegment(1, ("A", "B", "C"), ("A", "B", "D"))
+    new_md = apply_segment(core.metadata, change)
+    assert new_md.segments == (Segment(0, ("A", "B", "C")), Segment(1, ("A", "B", "D")))
+    effects = core.on_segment_written(new_md, 10)
+    sends = [e for e in effects if isinstance(e, SendAdd)]
+    assert [(s.entry_id, s.nodes) for s in sends] == [(1, ("D",)), (2, ("D",)), (3, ("D",))]
+    assert not any(isinstance(e, CompleteAdds) for e in effects)  # C's ack on entry 1 was discarded
+    assert core.on_add_response("C", 3, OK, 11) == []  # replaced member: ignored
+    assert core.on_add_response("D", 1, OK, 11) == [CompleteAdds(1)]
+    # new appends go to the new ensemble
+    _, send = append(core)
+    assert send.nodes == ("B", "D", "A") and send.entry_id == 4
+    assert core.ensemble_changes == 1
+
+
+def test_confirmed_entries_are_unaffected_by_a_change() -> None:
+    core = WriteCore(md())
+    append(core)
+    core.on_add_response("A", 0, OK, 0)
+    core.on_add_response("B", 0, OK, 0)
+    core.on_add_response("C", 0, Status.UNAVAILABLE, 0)
+    change = change_to(core, [info(n) for n in "ABCD"])
+    assert change.first_entry_id == 1
+    assert core.on_segment_written(apply_segment(core.metadata, change), 1) == []
+    assert core.lac == 0
+
+
+def test_striped_change_only_resends_entries_whose_write_set_moved() -> None:
+    core = WriteCore(md(("A", "B", "C", "D"), qw=2, qa=2))
+    for _ in range(4):
+        append(core)  # 0:AB 1:BC 2:CD 3:DA
+    core.on_node_failure("B", 0)
+    change = change_to(core, [info(n) for n in "ABCDE"])
+    effects = core.on_segment_written(apply_segment(core.metadata, change), 1)
+    assert [(e.entry_id, e.nodes) for e in effects if isinstance(e, SendAdd)] == [(0, ("E",)), (1, ("E",))]
+
+
+def test_second_failure_during_change_starts_another_change() -> None:
+    core = WriteCore(md())
+    append(core)
+    core.on_node_failure("C", 0)
+    change = change_to(core, [info(n) for n in "ABCDE"])
+    assert core.on_node_failure("B", 1) == []  # noted; the change in flight lands first
+    effects = core.on_segment_written(apply_segment(core.metadata, change), 2)
+    assert effects[-1] == FindNodes(frozenset({"B"}))
+    change2 = change_to(core, [info(n) for n in "ABCDE"])
+    assert change2.first_entry_id == 0 and "B" not in change2.ensemble
+    new_md = apply_segment(core.metadata, change2)
+    assert len(new_md.segments) == 1  # same first entry: the segment is replaced
+    core.on_segment_written(new_md, 3)
+    assert set(core.metadata.last_ensemble) == {"A", "D", "E"}
+
+
+def test_fenced_fails_everything_and_the_writer_is_done() -> None:
+    core = WriteCore(md())
+    append(core)
+    append(core)
+    effects = core.on_add_response("B", 1, Status.FENCED, 0)
+    assert len(effects) == 1 and isinstance(effects[0], FailAll) and isinstance(effects[0].error, Fenced)
+    assert core.on_add_response("A", 0, OK, 0) == []
+    assert core.on_node_failure("A", 0) == []
+    assert core.error is not None
+
+
+def test_add_timeout_counts_as_node_failure() -> None:
+    core = WriteCore(md(), WriterConfig(add_timeout_ms=100))
+    append(core, now=0)
+    core.on_add_response("A", 0, OK, 10)
+    assert core.next_deadline_ms() == 100
+    assert core.on_timer(99) == []
+    effects = core.on_timer(100)
+    assert effects == [FindNodes(frozenset({"B", "C"}))]
+
+
+def test_no_replacement_keeps_writing_degraded_while_quorum_is_possible() -> None:
+    core = WriteCore(md(), WriterConfig(ensemble_retry_ms=500))
+    append(core)
+    core.on_add_response("A", 0, OK, 0)
+    core.on_add_response("C", 0, Status.UNAVAILABLE, 0)
+    assert core.on_live_nodes([info(n) for n in "ABC"], 0) == []
+    core.on_add_response("B", 0, OK, 1)
+    assert core.lac == 0  # completions continue
+    _, send = append(core)
+    assert send.nodes == ("B", "A")  # the failed member is skipped (write set B, C, A)
+    assert core.next_deadline_ms() == 500
+    assert core.on_timer(500) == [FindNodes(frozenset({"C"}))]
+    change = change_to(core, [info(n) for n in "ABCD"], 501)
+    assert change.first_entry_id == 1 and change.ensemble == ("A", "B", "D")
+
+
+def test_quorum_lost_when_no_replacement_and_too_few_members() -> None:
+    core = WriteCore(md())
+    append(core)
+    core.on_node_failure("C", 0)
+    core.on_node_failure("B", 0)
+    effects = core.on_live_nodes([info(n) for n in "ABC"], 0)
+    assert len(effects) == 1 and isinstance(effects[0], FailAll) and isinstance(effects[0].error, QuorumLost)
+
+
+def test_segment_cas_failure_fails_the_writer() -> None:
+    core = WriteCore(md())
+    append(core)
+    core.on_node_failure("A", 0)
+    change = change_to(core, [info(n) for n in "ABCD"])
+    recovering = core.metadata.with_changes(state=LedgerState.IN_RECOVERY)
+    with pytest.raises(Fenced):
+        apply_segment(recovering, change)
+    effects = core.on_segment_failed(Fenced("x"), 0)
+    assert isinstance(effects[0], FailAll)
+
+
+def test_apply_segment_detects_a_concurrent_ensemble_change() -> None:
+    current = md().with_changes(segments=(Segment(0, ("A", "B", "X")),))
+    with pytest.raises(MetadataConflict):
+        apply_segment(current, WriteSegment(3, ("A", "B", "C"), ("A", "B", "D")))
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_random_ack_orders_match_a_naive_model(seed: int) -> None:
+    """Against a naive model: LAC = longest prefix whose entries each have >= Qa acks."""
+    rng = random.Random(seed)
+    ensemble = ("A", "B", "C", "D", "E")
+    qw, qa = rng.choice([(3, 2), (5, 3), (2, 2), (3, 1)])
+    core = WriteCore(md(ensemble, qw=qw, qa=qa))
+    acks: dict[int, set[str]] = {}
+    outstanding: list[tuple[str, int]] = []
+    last_lac = -1
+    for _ in range(300):
+        if rng.random() < 0.3 and core.can_accept(1):
+            entry_id, send = append(core)
+            acks[entry_id] = set()
+            outstanding.extend((n, entry_id) for n in send.nodes)
+        elif outstanding:
+            node, entry_id = outstanding.pop(rng.randrange(len(outstanding)))
+            effects = core.on_add_response(node, entry_id, OK, 0)
+            acks[entry_id].add(node)
+            model = -1
+            while model + 1 in acks and len(acks[model + 1]) >= qa:
+                model += 1
+            assert core.lac == model
+            if effects:
+                assert effects == [CompleteAdds(model)] and model > last_lac
+            last_lac = core.lac

@@ -1,0 +1,85 @@
+"""Per-ledger rules on a node: fencing is sticky, LAC never decreases, recovery adds pass."""
+
+from __future__ import annotations
+
+import pytest
+
+from storage.errors import Status
+from storage.node.ledger_state import LedgerStates
+from storage.types import NO_ENTRY
+
+pytestmark = pytest.mark.unit
+
+
+def test_unknown_ledger_accepts_adds_and_has_no_lac() -> None:
+    s = LedgerStates()
+    assert s.check_add(1, recovery=False) is Status.OK
+    assert s.lac_reply(1) is None
+    assert 1 not in s
+
+
+def test_stored_entries_raise_last_entry_and_lac() -> None:
+    s = LedgerStates()
+    assert s.on_stored(1, 0, NO_ENTRY) is False
+    assert s.on_stored(1, 1, 0) is True
+    assert s.on_stored(1, 3, 2) is True
+    assert s.lac_reply(1) == (2, 3)
+    assert len(s) == 1
+
+
+def test_lac_and_last_entry_never_decrease() -> None:
+    s = LedgerStates()
+    s.on_stored(1, 9, 8)
+    assert s.on_stored(1, 4, 3) is False  # a late resend of an old entry
+    assert s.lac_reply(1) == (8, 9)
+    s.restore(1, fenced=False, lac=2, last_entry_id=1)
+    assert s.lac_reply(1) == (8, 9)
+
+
+def test_fence_refuses_normal_adds_but_not_recovery_adds() -> None:
+    s = LedgerStates()
+    s.on_stored(1, 0, NO_ENTRY)
+    assert s.fence(1) is False
+    assert s.check_add(1, recovery=False) is Status.FENCED
+    assert s.check_add(1, recovery=True) is Status.OK
+    assert s.check_add(2, recovery=False) is Status.OK  # other ledgers unaffected
+
+
+def test_fence_is_idempotent_and_never_cleared() -> None:
+    s = LedgerStates()
+    s.fence(1)
+    assert s.fence(1) is True
+    s.on_stored(1, 0, 0)  # a recovery add
+    s.restore(1, fenced=False, lac=0, last_entry_id=0)
+    assert s.check_add(1, recovery=False) is Status.FENCED
+    assert s.get(1) is not None and s.get(1).fenced  # type: ignore[union-attr]
+
+
+def test_fence_on_unknown_ledger_creates_it_fenced() -> None:
+    s = LedgerStates()
+    assert s.fence(7) is False
+    assert s.lac_reply(7) == (NO_ENTRY, NO_ENTRY)
+    assert s.check_add(7, recovery=False) is Status.FENCED
+
+
+def test_lac_advanced_past_for_long_poll() -> None:
+    s = LedgerStates()
+    assert s.lac_advanced_past(1, -1) is False
+    s.on_stored(1, 1, 0)
+    assert s.lac_advanced_past(1, -1) is True
+    assert s.lac_advanced_past(1, 0) is False
+
+
+def test_delete_forgets_ledger_and_snapshot_roundtrip() -> None:
+    s = LedgerStates()
+    s.on_stored(1, 2, 1)
+    s.fence(2)
+    snap = s.snapshot()
+    assert snap == {1: (False, 1, 2), 2: (True, NO_ENTRY, NO_ENTRY)}
+    assert s.delete(1) is True
+    assert s.delete(1) is False
+    assert s.ledger_ids() == [2]
+    t = LedgerStates()
+    for lid, (fenced, lac, last) in snap.items():
+        t.restore(lid, fenced, lac, last)
+    assert t.snapshot() == snap
