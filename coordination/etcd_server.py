@@ -64,6 +64,17 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def port_free(port: int) -> bool:
+    """True if nothing listens on loopback ``port`` (bound like Go does, SO_REUSEADDR)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((HOST, port))
+        except OSError:
+            return False
+    return True
+
+
 class EmbeddedEtcd:
     """One etcd member on loopback. ``client_port``/``peer_port`` 0 = pick free ports
     (kept across ``stop()``/``start()`` so a restart comes back at the same endpoint)."""
@@ -134,6 +145,12 @@ class EmbeddedEtcd:
                 self.peer_port = free_port()
                 while self.peer_port == self.client_port:
                     self.peer_port = free_port()
+            busy = [p for p in (self.client_port, self.peer_port) if not port_free(p)]
+            if busy:
+                # another process (maybe a stale etcd) would answer our health check
+                if attempt < attempts - 1:
+                    continue
+                raise EtcdStartError(f"port {busy[0]} on {HOST}: address already in use")
             try:
                 self._spawn()
                 self._wait_healthy()
@@ -252,7 +269,7 @@ class EmbeddedEtcd:
             code = self._proc.poll()
             if code is not None:
                 raise EtcdStartError(f"etcd exited with {code} during start-up:\n{self.log_tail()}")
-            if self.healthy():
+            if self.healthy() and self._proc.poll() is None:
                 return
             if time.monotonic() > deadline:
                 raise EtcdStartError(

@@ -11,20 +11,20 @@ Rule: same semantics as ``MemoryStore`` (one contract suite runs against both):
   consistent snapshot;
 - a watch resumes by itself after a broken stream, from the revision after the
   last event it queued, retrying for ``watch_reconnect_s``; it then ends with
-  ``Unavailable``. Overflow/compaction end it as described in watch_stream.py;
+  ``Unavailable`` (etcd_watch.py). Overflow/compaction end it as in watch_stream.py;
 - writes are never retried here (a retried CAS whose first attempt landed would
   report a false conflict); the caller sees ``Unavailable`` and decides. With
   several endpoints the client moves to the next one after an ``Unavailable``.
 
 ``namespace`` (e.g. ``"/t-1234"``) is prepended to every key and stripped from
-results, so tests - or two Folio clusters - can share one etcd.
+results, so tests - or two Folio clusters - can share one etcd. No namespace in
+use may be a prefix of another (``/a`` vs ``/ab``); ``/t-000001``-style names are safe.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -34,14 +34,14 @@ import aetcd.utils
 from aetcd import rpc
 
 from coordination.errors import Compacted, CoordinationError, LeaseLost, Unavailable
-from coordination.store import EventKind, KeyValue, WatchEvent
-from coordination.watch_stream import WATCH_QUEUE_SIZE, WatchStream
+from coordination.etcd_watch import CLIENT_ERRORS, EtcdWatch
+from coordination.store import KeyValue, WatchEvent
+from coordination.watch_stream import WATCH_QUEUE_SIZE
 
 LIST_PAGE_SIZE = 1000  # keys per Range request when listing a prefix
 LIST_ATTEMPTS = 3  # a paginated listing restarts if its pinned revision gets compacted
 DEFAULT_TIMEOUT_S = 5.0  # per request
 WATCH_RECONNECT_S = 30.0  # how long a watch keeps trying to re-subscribe before Unavailable
-RECONNECT_BACKOFF_S = (0.05, 1.0)  # first and largest pause between watch re-subscriptions
 MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 
 _CHANNEL_OPTIONS: dict[str, Any] = {
@@ -54,7 +54,6 @@ _CHANNEL_OPTIONS: dict[str, Any] = {
     "grpc.max_receive_message_length": MAX_MESSAGE_BYTES,
 }
 
-_CLIENT_ERRORS = (aetcd.exceptions.ClientError, rpc.BaseError, rpc.RpcError, asyncio.TimeoutError)
 _UNAVAILABLE_CODES = (rpc.StatusCode.UNAVAILABLE, rpc.StatusCode.DEADLINE_EXCEEDED, rpc.StatusCode.CANCELLED)
 _UNAVAILABLE_TYPES = (
     aetcd.exceptions.ConnectionFailedError,
@@ -128,8 +127,12 @@ class EtcdStore:
         self._index = 0
         self._client: Any = None
         self._closed = False
-        self._watches: list[_EtcdWatch] = []
+        self._watches: list[EtcdWatch] = []
         self._tasks: set[asyncio.Task[None]] = set()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
 
     @property
     def endpoint(self) -> str:
@@ -153,7 +156,7 @@ class EtcdStore:
     def _translate(self, client: Any) -> Iterator[None]:
         try:
             yield
-        except _CLIENT_ERRORS as exc:
+        except CLIENT_ERRORS as exc:
             error = map_error(exc)
             if isinstance(error, Unavailable):
                 self._move_on(client)
@@ -253,9 +256,7 @@ class EtcdStore:
 
     def _compare(self, key: bytes, expected_mod_revision: int) -> Any:
         if expected_mod_revision == 0:
-            return rpc.Compare(
-                key=key, target=rpc.Compare.VERSION, result=rpc.Compare.EQUAL, version=0
-            )
+            return rpc.Compare(key=key, target=rpc.Compare.VERSION, result=rpc.Compare.EQUAL, version=0)
         return rpc.Compare(
             key=key, target=rpc.Compare.MOD, result=rpc.Compare.EQUAL, mod_revision=expected_mod_revision
         )
@@ -311,7 +312,7 @@ class EtcdStore:
         await self._call("kvstub", "Compact", rpc.CompactionRequest(revision=revision, physical=True))
 
     def watch_prefix(self, prefix: str, start_revision: int = 0) -> AsyncIterator[WatchEvent]:
-        watch = _EtcdWatch(self, prefix, start_revision)
+        watch = EtcdWatch(self, prefix, start_revision)
         if self._closed:
             watch.fail(Unavailable("etcd store closed"))
         self._watches = [w for w in self._watches if w.active]
@@ -327,94 +328,11 @@ class EtcdStore:
         self._watches.clear()
         client, self._client = self._client, None
         if client is not None:
-            with contextlib.suppress(*_CLIENT_ERRORS):
+            with contextlib.suppress(*CLIENT_ERRORS):
                 await client.close()
         for task in list(self._tasks):
             with contextlib.suppress(Exception, asyncio.CancelledError):
                 await task
-
-
-class _EtcdWatch(WatchStream):
-    """A server-side etcd watch feeding a ``WatchStream``; re-subscribes when broken."""
-
-    def __init__(self, store: EtcdStore, prefix: str, start_revision: int) -> None:
-        super().__init__(store.watch_queue_size, on_close=self._cancel)
-        self._store = store
-        self._prefix = prefix
-        self._next_revision = start_revision  # 0 until known (then: after the last queued event)
-        self._generation = 0  # callbacks from an older subscription are ignored
-        self._subscribed = False
-        self._watcher: Any = None
-        self._watch_id: int | None = None
-
-    async def _before_wait(self) -> None:
-        if self._subscribed:
-            return
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self._store.watch_reconnect_s
-        delay, max_delay = RECONNECT_BACKOFF_S
-        while self.active:
-            try:
-                if self._next_revision == 0:
-                    self._next_revision = await self._store.revision() + 1
-                await self._subscribe()
-                return
-            except Compacted as exc:
-                self.fail(exc)
-            except Unavailable as exc:
-                if self._store._closed:
-                    self.finish()
-                elif loop.time() >= deadline:
-                    self.fail(exc)
-                else:
-                    await asyncio.sleep(delay)  # back-off between reconnect attempts
-                    delay = min(delay * 2, max_delay)
-
-    async def _subscribe(self) -> None:
-        client = await self._store._connected()
-        start, end = self._store._range(self._prefix)
-        self._generation += 1
-        self._subscribed = True
-        callback = functools.partial(self._on_event, self._generation)
-        try:
-            with self._store._translate(client):
-                handle = await client._watcher.add_callback(
-                    start, callback, range_end=end, start_revision=self._next_revision
-                )
-        except BaseException:
-            self._subscribed = False
-            raise
-        self._watcher, self._watch_id = client._watcher, handle.watch_id
-
-    async def _on_event(self, generation: int, item: Any) -> None:
-        if generation != self._generation or not self.active:
-            return
-        if isinstance(item, aetcd.exceptions.RevisionCompactedError):
-            self.fail(Compacted(int(item.compacted_revision)))
-            return
-        if item is None or isinstance(item, BaseException):
-            self._subscribed = False  # stream broke (or client closed): re-subscribe on demand
-            self.wake()
-            return
-        kind = EventKind.PUT if item.kind == "PUT" else EventKind.DELETE
-        event = WatchEvent(
-            kind=kind,
-            key=self._store._strip(item.kv.key),
-            value=bytes(item.kv.value) if kind is EventKind.PUT else b"",
-            mod_revision=int(item.kv.mod_revision),
-        )
-        if self.offer(event):
-            self._next_revision = event.mod_revision + 1
-        else:
-            self._store._spawn(self._cancel())  # overflowed: stop the server-side watch
-
-    async def _cancel(self) -> None:
-        watcher, watch_id = self._watcher, self._watch_id
-        self._generation += 1
-        self._watcher = self._watch_id = None
-        if watcher is not None and watch_id is not None:
-            with contextlib.suppress(*_CLIENT_ERRORS):
-                await watcher.cancel(watch_id)
 
 
 async def connect(

@@ -84,9 +84,9 @@ class _State:
         live = []
         for watcher in self.watchers:
             for event in events:
-                if event.key.startswith(watcher.prefix) and event.mod_revision >= watcher.min_revision:
-                    if not watcher.stream.offer(event):
-                        break
+                wanted = event.key.startswith(watcher.prefix) and event.mod_revision >= watcher.min_revision
+                if wanted and not watcher.stream.offer(event):
+                    break
             if watcher.stream.active:
                 live.append(watcher)
         self.watchers = live
@@ -190,9 +190,10 @@ class MemoryStore:
     def clock(self) -> Clock:
         return self._state.clock
 
-    def view(self) -> MemoryStore:
+    def view(self, *, watch_queue_size: int | None = None) -> MemoryStore:
         """Another handle on the same data (own watches and availability switch)."""
-        return MemoryStore(self._state.clock, watch_queue_size=self._watch_queue_size, _state=self._state)
+        size = self._watch_queue_size if watch_queue_size is None else watch_queue_size
+        return MemoryStore(self._state.clock, watch_queue_size=size, _state=self._state)
 
     def set_available(self, available: bool) -> None:
         """False: every call on this handle raises ``Unavailable`` and its watches end

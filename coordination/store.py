@@ -11,6 +11,7 @@ Two implementations share these semantics and one contract test suite:
 from __future__ import annotations
 
 import enum
+import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Protocol
@@ -105,7 +106,7 @@ async def update_with_retry(
         current = await store.get(key)
         old = current.value if current else None
         result = modify(old)
-        new = await result if isinstance(result, Awaitable) else result  # type: ignore[arg-type]
+        new = await result if inspect.isawaitable(result) else result
         if new is None:
             return old, current.mod_revision if current else 0
         revision = await store.compare_and_swap(key, new, current.mod_revision if current else 0)

@@ -20,9 +20,7 @@ def _parser() -> argparse.ArgumentParser:
     up.add_argument("--etcd-port", type=int, default=2379)
 
     sub.add_parser("storage", help="run one storage node (see `folio storage --help`)", add_help=False)
-    sub.add_parser(
-        "auditor", help="run the auto-recovery auditor", add_help=False
-    )
+    sub.add_parser("auditor", help="run the auto-recovery auditor", add_help=False)
 
     status = sub.add_parser("status", help="members, ledgers, under-replicated counts")
     status.add_argument("--etcd", default="127.0.0.1:2379")

@@ -22,7 +22,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from storage import wire
 from storage.errors import ProtocolViolation, Status
@@ -117,7 +117,11 @@ class NodeConnection:
         exactly once. Returns the request id."""
         rid = self._next_id
         self._next_id = rid + 1
-        if self._transport is not None and len(self._in_flight) < self.config.in_flight_max and not self._waiting:
+        if (
+            self._transport is not None
+            and len(self._in_flight) < self.config.in_flight_max
+            and not self._waiting
+        ):
             self._in_flight[rid] = (callback, token)
             self._out.append(wire.encode_request(op, rid, body))
             if not self._flush_scheduled:
@@ -218,8 +222,8 @@ class NodeConnection:
             transport.close()
             self._fail_all()
             return
-        assert isinstance(transport, asyncio.Transport) and isinstance(protocol, _Protocol)
-        self._transport, self._protocol = transport, protocol
+        # uvloop's transports are not asyncio.Transport subclasses: no isinstance here
+        self._transport, self._protocol = cast(asyncio.Transport, transport), protocol
         self._paused = False
         self._backoff_ms = self.config.backoff_initial_ms
         self.connects += 1

@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 from coordination import keys
 from coordination.store import MetadataStore, update_with_retry
-from storage.errors import NoSuchLedger, StorageError
+from storage.errors import NoSuchLedger
 from storage.types import LedgerMetadata, NodeInfo
 
 log = logging.getLogger(__name__)
@@ -78,6 +78,3 @@ class LedgerMetadataStore:
             except (ValueError, KeyError, TypeError) as exc:
                 log.warning("ignoring unreadable node registration %s: %r", kv.key, exc)
         return nodes
-
-
-__all__ = ["LedgerMetadataStore", "Modify", "StorageError"]

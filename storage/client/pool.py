@@ -18,7 +18,9 @@ CONNECTIONS_MAX = 1024
 
 
 class ConnectionPool:
-    def __init__(self, config: ConnectionConfig | None = None, connections_max: int = CONNECTIONS_MAX) -> None:
+    def __init__(
+        self, config: ConnectionConfig | None = None, connections_max: int = CONNECTIONS_MAX
+    ) -> None:
         self.config = config or ConnectionConfig()
         self.connections_max = connections_max
         self._connections: dict[NodeId, NodeConnection] = {}

@@ -163,7 +163,7 @@ class LacPoll:
         if self.done or node not in self._left:
             return None
         self._left.discard(node)
-        if status is Status.OK:
+        if status is Status.OK or status is Status.TIMEOUT:  # a timed-out poll still carries the LAC
             self.best = max(self.best, lac)
         if self.best > self.previous or not self._left:
             self.done = True

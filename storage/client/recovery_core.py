@@ -25,7 +25,14 @@ from dataclasses import dataclass
 
 from storage import wire
 from storage.client import schedule
-from storage.errors import ChecksumMismatch, NodeUnavailable, ProtocolViolation, QuorumLost, Status, StorageError
+from storage.errors import (
+    ChecksumMismatch,
+    NodeUnavailable,
+    ProtocolViolation,
+    QuorumLost,
+    Status,
+    StorageError,
+)
 from storage.types import LedgerMetadata, LedgerState, NodeId
 
 READ_WINDOW = 64  # entries read ahead during recovery
@@ -129,7 +136,9 @@ class RecoveryCore:
 
     # ------------------------------------------------------------ read forward
 
-    def on_read_response(self, node: NodeId, entry_id: int, status: Status, data: bytes) -> list[RecoveryEffect]:
+    def on_read_response(
+        self, node: NodeId, entry_id: int, status: Status, data: bytes
+    ) -> list[RecoveryEffect]:
         read = self._reads.get(entry_id)
         if self.done or read is None or read.data is not None or node not in read.write_set:
             return []

@@ -34,7 +34,6 @@ from storage.client.schedule import AckSet, write_set_indexes
 from storage.errors import Fenced, MetadataConflict, NotEnoughNodes, QuorumLost, Status, StorageError
 from storage.types import LedgerMetadata, LedgerState, NodeId, NodeInfo, Segment
 
-NO_EFFECTS: tuple[()] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +89,7 @@ class FailAll:
 
 
 Effect = SendAdd | CompleteAdds | FindNodes | WriteSegment | FailAll
+NO_EFFECTS_LIST: list[Effect] = []  # shared "nothing to do" result of the hot path; never mutated
 
 
 def apply_segment(current: LedgerMetadata, change: WriteSegment) -> LedgerMetadata:
@@ -183,7 +183,7 @@ class WriteCore:
         entry_id = self.next_entry_id
         self.next_entry_id = entry_id + 1
         body = wire.add_body(wire.encode_entry(self.metadata.ledger_id, entry_id, self.lac, payload))
-        indexes = write_set_indexes(entry_id, self._ensemble_size, self._write_quorum)
+        indexes = self._write_sets[entry_id % self._ensemble_size]
         pending = _Pending(entry_id, body, len(payload), indexes, AckSet(self._ack_quorum))
         pending.sent_ms = now_ms
         if not self._pending:
@@ -197,18 +197,22 @@ class WriteCore:
             nodes = tuple(ensemble[i] for i in indexes)
         return entry_id, [SendAdd(entry_id, nodes, body)]
 
+    def on_add_ack(self, node: NodeId, entry_id: int) -> list[Effect]:
+        """``node`` made ``entry_id`` durable (the hot path: no clock needed)."""
+        pending = self._pending.get(entry_id)
+        if pending is None or self.error is not None:
+            return NO_EFFECTS_LIST
+        index = self._index.get(node)
+        if index is None or index not in pending.indexes:
+            return NO_EFFECTS_LIST  # a replaced member: its ack no longer counts
+        if pending.acks.add(index) and entry_id == self.lac + 1:
+            return self._advance()
+        return NO_EFFECTS_LIST
+
     def on_add_response(self, node: NodeId, entry_id: int, status: Status, now_ms: int) -> list[Effect]:
-        if self.error is not None:
-            return []
         if status is Status.OK:
-            pending = self._pending.get(entry_id)
-            if pending is None:
-                return []
-            index = self._index.get(node)
-            if index is None or index not in pending.indexes:
-                return []  # a replaced member: its ack no longer counts
-            if pending.acks.add(index) and entry_id == self.lac + 1:
-                return self._advance()
+            return self.on_add_ack(node, entry_id)
+        if self.error is not None:
             return []
         if status is Status.FENCED:
             return self._fail(Fenced(f"ledger {self.metadata.ledger_id} was fenced (by {node})"))
@@ -318,6 +322,9 @@ class WriteCore:
         self._ensemble_size = self.metadata.ensemble_size
         self._write_quorum = self.metadata.write_quorum
         self._ack_quorum = self.metadata.ack_quorum
+        self._write_sets = [
+            write_set_indexes(start, self._ensemble_size, self._write_quorum) for start in range(self._ensemble_size)
+        ]
 
     def _start_change(self) -> list[Effect]:
         self._change = _FINDING
@@ -332,13 +339,13 @@ class WriteCore:
         return True
 
     def _advance(self) -> list[Effect]:
-        if self._change in (_FINDING, _WRITING):
-            return []  # completions wait for the new segment
+        if self._change is not _IDLE and self._change is not _RETRY:
+            return NO_EFFECTS_LIST  # completions wait for the new segment
         lac = self.lac
         pending_map = self._pending
         pending = pending_map.get(lac + 1)
         if pending is None or not pending.acks.complete:
-            return []
+            return NO_EFFECTS_LIST
         while pending is not None and pending.acks.complete:
             del pending_map[lac + 1]
             lac += 1

@@ -49,6 +49,12 @@ class LedgerIndex:
     def put(self, entry_id: int, location: int, length: int) -> None:
         i = entry_id - self.base
         locs = self.locs
+        if i == len(locs):  # the usual case: the next entry id
+            locs.append(location)
+            self.lens.append(length)
+            self.count += 1
+            self.last_entry_id = max(self.last_entry_id, entry_id)
+            return
         if i < 0:
             if -i > GAP_SLOTS_MAX:
                 self._put_extra(entry_id, location, length)
@@ -68,15 +74,13 @@ class LedgerIndex:
             self.count += 1
         locs[i] = location
         self.lens[i] = length
-        if entry_id > self.last_entry_id:
-            self.last_entry_id = entry_id
+        self.last_entry_id = max(self.last_entry_id, entry_id)
 
     def _put_extra(self, entry_id: int, location: int, length: int) -> None:
         if entry_id not in self.extra:
             self.count += 1
         self.extra[entry_id] = (location, length)
-        if entry_id > self.last_entry_id:
-            self.last_entry_id = entry_id
+        self.last_entry_id = max(self.last_entry_id, entry_id)
 
     def get(self, entry_id: int) -> tuple[int, int] | None:
         """(location, length) or None."""
@@ -99,7 +103,7 @@ class EntryIndex:
         index = self._ledgers.get(ledger_id)
         if index is None:
             index = self._ledgers[ledger_id] = LedgerIndex(entry_id)
-        index.put(entry_id, pack_location(log_id, offset), length)
+        index.put(entry_id, (log_id << 32) | offset, length)
 
     def get(self, ledger_id: int, entry_id: int) -> tuple[int, int, int] | None:
         """(log id, offset, length) or None."""

@@ -49,6 +49,7 @@ UNFLUSHED_MAX_BYTES = 128 * 1024 * 1024  # beyond this the node refuses adds (ov
 
 Key = tuple[int, int]
 Location = tuple[int, int, int]  # log id, offset, length
+_LEN_PACK = REC_LEN.pack
 
 
 class EntryStore:
@@ -75,13 +76,16 @@ class EntryStore:
         self._active_idx = array("q")
         self._sealed_unindexed: dict[int, array] = {}
         self._pending: list[tuple[int, list[Buffer]]] = []
+        self._pending_buffers: list[Buffer] | None = None  # the active log's, in _pending
         self._pending_bytes = 0
         self._unwritten_bytes = 0  # queued or being written
         self._cache: dict[Key, tuple[int, Buffer]] = {}
-        self._order: deque[tuple[int, Key, int]] = deque()
+        self._order: deque[tuple[int, list[Key], int]] = deque()  # (seq, keys, bytes) per batch
+        self._batch_keys: list[Key] = []
+        self._batch_bytes = 0
         self._cache_bytes = 0
-        self._seq = 0
-        self._written_seq = 0
+        self._seq = 1  # batch number of the batch being appended
+        self._written_seq = 0  # every batch <= this is in the log files
         self._read_fds: dict[int, int] = {}
         self._reading: dict[int, int] = {}
         self._dead: set[int] = set()
@@ -130,36 +134,65 @@ class EntryStore:
     # ------------------------------------------------------------ writes
 
     def append(self, ledger_id: int, entry_id: int, data: Buffer) -> None:
-        """Store a durable entry (called in journal order, on the loop thread)."""
+        """Store a durable entry (called in journal order, on the loop thread).
+        Cheap on purpose: bytes are queued for the log thread, the entry is
+        indexed and cached; eviction order is kept per batch (``end_batch``)."""
         length = len(data)
         log_id = self._active_id
-        offset = self._active_size + REC_LEN.size
-        if not self._pending or self._pending[-1][0] != log_id:
-            self._pending.append((log_id, []))
-        self._pending[-1][1].extend((REC_LEN.pack(length), data))
-        grown = REC_LEN.size + length
-        self._active_size += grown
-        self._pending_bytes += grown
-        self._unwritten_bytes += grown
-        self.bytes_appended += length
+        offset = self._active_size + 4
+        pending = self._pending_buffers
+        if pending is None:
+            pending = self._start_pending(log_id)
+        pending.append(_LEN_PACK(length))
+        pending.append(data)
+        self._active_size = offset + length
         self.index.put(ledger_id, entry_id, log_id, offset, length)
-        ledgers = self._log_ledgers.get(log_id)
-        if ledgers is None:
-            ledgers = self._log_ledgers[log_id] = set()
-        ledgers.add(ledger_id)
         self._active_idx.extend((ledger_id, entry_id, offset, length))
-        self._seq += 1
         key = (ledger_id, entry_id)
         self._cache[key] = (self._seq, data)
-        self._order.append((self._seq, key, length))
-        self._cache_bytes += length
+        self._batch_keys.append(key)
+        self._batch_bytes += length
         if self._active_size >= self.rotate_bytes:
-            self._sealed_unindexed[log_id] = self._active_idx
-            self._active_idx = array("q")
-            self._active_id = log_id + 1
-            self._active_size = len(LOG_MAGIC)
+            self._seal_active()
+
+    def end_batch(self) -> None:
+        """Close the current batch of appends: account it, maybe start a write."""
+        if not self._close_batch():
+            return
         if self._pending_bytes >= self.flush_bytes:
             self._submit(sync=False)
+        elif self._cache_bytes > self.cache_max_bytes:
+            self._evict()
+
+    def _close_batch(self) -> bool:
+        if not self._batch_keys:
+            return False
+        grown = self._batch_bytes + REC_LEN.size * len(self._batch_keys)
+        self._order.append((self._seq, self._batch_keys, self._batch_bytes))
+        self._cache_bytes += self._batch_bytes
+        self.bytes_appended += self._batch_bytes
+        self._pending_bytes += grown
+        self._unwritten_bytes += grown
+        self._batch_keys = []
+        self._batch_bytes = 0
+        self._seq += 1
+        return True
+
+    def _start_pending(self, log_id: int) -> list[Buffer]:
+        buffers: list[Buffer] = []
+        self._pending.append((log_id, buffers))
+        self._pending_buffers = buffers
+        return buffers
+
+    def _seal_active(self) -> None:
+        log_id = self._active_id
+        records = self._active_idx
+        self._sealed_unindexed[log_id] = records
+        self._log_ledgers[log_id] = {lid for lid in set(records[0::4]) if self.index.has_ledger(lid)}
+        self._active_idx = array("q")
+        self._active_id = log_id + 1
+        self._active_size = len(LOG_MAGIC)
+        self._pending_buffers = None
 
     @property
     def overloaded(self) -> bool:
@@ -167,13 +200,15 @@ class EntryStore:
         return self._unwritten_bytes > self.unflushed_max_bytes
 
     def _submit(self, sync: bool) -> asyncio.Future[None]:
+        self._close_batch()
         job = FlushJob(self._pending, sync=sync)
         if sync:
             job.sealed = self._sealed_unindexed
             self._sealed_unindexed = {}
         self._pending = []
+        self._pending_buffers = None
         written, self._pending_bytes = self._pending_bytes, 0
-        seq = self._seq
+        seq = self._seq - 1
         loop = asyncio.get_running_loop()
         future = loop.run_in_executor(self._write_exec, self._writer.run, job)
         future.add_done_callback(lambda _f: self._written(seq, written))
@@ -194,13 +229,15 @@ class EntryStore:
     # ------------------------------------------------------------ cache
 
     def _evict(self) -> None:
+        """Drop the oldest written batches while the cache is over its bound."""
         order, cache = self._order, self._cache
         while order and self._cache_bytes > self.cache_max_bytes and order[0][0] <= self._written_seq:
-            seq, key, length = order.popleft()
-            self._cache_bytes -= length
-            held = cache.get(key)
-            if held is not None and held[0] == seq:
-                del cache[key]
+            seq, batch_keys, nbytes = order.popleft()
+            self._cache_bytes -= nbytes
+            for key in batch_keys:
+                held = cache.get(key)
+                if held is not None and held[0] == seq:
+                    del cache[key]
 
     @property
     def cache_bytes(self) -> int:

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import functools
 import logging
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -49,7 +49,6 @@ class Journal:
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at: int | None = None
         self._sync_position: tuple[int, int] = writer.position
-        self._sync_started = 0.0
         self._sync_count = 0
         self.durable_position: tuple[int, int] = writer.position
         self._drained: list[asyncio.Future[None]] = []
@@ -70,10 +69,11 @@ class Journal:
                 del self._records[record_id]
                 return False
             self._execute(effects)
+            self._arm_timer()
         if not self._idle_scheduled:
+            # the deadline is (re)armed there too: at most one loop round later
             self._idle_scheduled = True
             self._loop.call_soon(self._queue_empty)
-        self._arm_timer()
         return True
 
     @property
@@ -122,17 +122,16 @@ class Journal:
     def _start_sync(self, sync: Sync) -> None:
         job: SyncJob = self._writer.take_sync_job()
         self._sync_position = self._writer.position
-        self._sync_started = time.perf_counter()
         future = self._loop.run_in_executor(self._executor, self._writer.run_sync, job)
-        future.add_done_callback(lambda f, n=len(sync.record_ids): self._sync_done(f, n))
+        future.add_done_callback(functools.partial(self._sync_done, count=len(sync.record_ids)))
 
-    def _sync_done(self, future: asyncio.Future[None], count: int) -> None:
+    def _sync_done(self, future: asyncio.Future[float], *, count: int) -> None:
         exc = future.exception()
         if exc is not None:
             fatal(f"journal fdatasync failed: {exc!r}")
         self._sync_count += 1
         if self._on_sync is not None:
-            self._on_sync(time.perf_counter() - self._sync_started, count)
+            self._on_sync(future.result(), count)
         self.durable_position = self._sync_position
         self._execute(self._core.on_sync_done(self._clock.now_ms()))
         self._arm_timer()

@@ -75,6 +75,7 @@ class Reject:
 
 
 Effect = Write | Sync | Ack | Reject
+_NOTHING: list[Effect] = []  # shared empty result: callers must not mutate effect lists
 
 
 class JournalCore:
@@ -88,27 +89,33 @@ class JournalCore:
         self._in_flight: tuple[int, ...] | None = None
         self._in_flight_bytes = 0
         self._next_batch = 1
-        self._synced_batches = 0
+        self._queued_records = 0  # pending + written + in flight
+        self._queued_bytes = 0
 
     # ------------------------------------------------------------ inputs
 
     def on_add(self, record_id: int, size: int, now_ms: int) -> list[Effect]:
         assert size > 0
+        config = self.config
         if (
-            self.queued_records + 1 > self.config.max_queued_records
-            or self.queued_bytes + size > self.config.max_queued_bytes
+            self._queued_records >= config.max_queued_records
+            or self._queued_bytes + size > config.max_queued_bytes
         ):
             return [Reject(record_id)]
+        self._queued_records += 1
+        self._queued_bytes += size
         self._pending.append((record_id, size, now_ms))
         self._pending_bytes += size
-        if self._size_trigger():
+        if self._pending_bytes >= config.buffered_bytes_threshold or (
+            config.buffered_entries_threshold > 0 and len(self._pending) >= config.buffered_entries_threshold
+        ):
             return self._close_group()
-        return []
+        return _NOTHING
 
     def on_timer(self, now_ms: int) -> list[Effect]:
         if self._in_flight is None and self._pending and self._time_trigger(now_ms):
             return self._close_group()
-        return []
+        return _NOTHING
 
     def on_queue_empty(self, now_ms: int) -> list[Effect]:
         """The shell has no more input right now (BookKeeper's "queue empty")."""
@@ -125,9 +132,10 @@ class JournalCore:
     def on_sync_done(self, now_ms: int) -> list[Effect]:
         assert self._in_flight is not None, "sync completion without a sync in flight"
         effects: list[Effect] = [Ack(self._in_flight)]
+        self._queued_records -= len(self._in_flight)
+        self._queued_bytes -= self._in_flight_bytes
         self._in_flight = None
         self._in_flight_bytes = 0
-        self._synced_batches += 1
         if self._pending and (
             self._size_trigger() or self._time_trigger(now_ms) or self.config.flush_when_queue_empty
         ):
@@ -146,12 +154,11 @@ class JournalCore:
 
     @property
     def queued_records(self) -> int:
-        in_flight = len(self._in_flight) if self._in_flight else 0
-        return len(self._pending) + len(self._written) + in_flight
+        return self._queued_records
 
     @property
     def queued_bytes(self) -> int:
-        return self._pending_bytes + self._written_bytes + self._in_flight_bytes
+        return self._queued_bytes
 
     @property
     def sync_in_flight(self) -> bool:

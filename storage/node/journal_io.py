@@ -23,7 +23,6 @@ import errno
 import logging
 import os
 import struct
-import sys
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -51,11 +50,9 @@ Buffer = bytes | memoryview
 
 def fatal(message: str) -> NoReturn:
     """An unrecoverable storage error: one clear line, then exit without acking."""
-    line = f"FATAL folio storage node: {message}; exiting without acknowledging anything more"
+    line = f"FATAL folio storage node: {message}; exiting without acknowledging anything more\n"
     try:
-        log.critical(line)
-        sys.stderr.write(line + "\n")
-        sys.stderr.flush()
+        os.write(2, line.encode())  # straight to stderr: no buffering, no logging machinery
     finally:
         os._exit(FATAL_EXIT_CODE)
 
@@ -177,8 +174,10 @@ class JournalWriter:
         job, self._job = self._job, SyncJob()
         return job
 
-    def run_sync(self, job: SyncJob) -> None:
-        """Runs on the sync thread. Raises OSError on failure (the caller exits)."""
+    def run_sync(self, job: SyncJob) -> float:
+        """Runs on the sync thread; returns the seconds spent syncing.
+        Raises OSError on failure (the caller exits)."""
+        started = time.perf_counter()
         if self.fsync:
             for fd in job.fds:
                 self._syncs += 1
@@ -192,6 +191,7 @@ class JournalWriter:
                 os.fsync(self._dir_fd)
         for fd in job.close_after:
             os.close(fd)
+        return time.perf_counter() - started
 
     def delete_before(self, file_id: int) -> int:
         """Delete journal files older than ``file_id`` (their content is checkpointed)."""

@@ -30,6 +30,7 @@ class LedgerInfo:
 class LedgerStates:
     def __init__(self) -> None:
         self._ledgers: dict[int, LedgerInfo] = {}
+        self.fenced: set[int] = set()  # read-only view for the add fast path
 
     def __len__(self) -> int:
         return len(self._ledgers)
@@ -55,8 +56,7 @@ class LedgerStates:
         info = self._ledgers.get(ledger_id)
         if info is None:
             info = self._ledgers[ledger_id] = LedgerInfo()
-        if entry_id > info.last_entry_id:
-            info.last_entry_id = entry_id
+        info.last_entry_id = max(info.last_entry_id, entry_id)
         if lac > info.lac:
             info.lac = lac
             return True
@@ -65,6 +65,7 @@ class LedgerStates:
     def fence(self, ledger_id: int) -> bool:
         """Set the fenced flag (creating the ledger if unknown).
         Returns True if it was already fenced."""
+        self.fenced.add(ledger_id)
         info = self._ledgers.get(ledger_id)
         if info is None:
             self._ledgers[ledger_id] = LedgerInfo(fenced=True)
@@ -77,11 +78,14 @@ class LedgerStates:
         """Merge persisted state at start-up (flags only set, numbers only raised)."""
         info = self._ledgers.setdefault(ledger_id, LedgerInfo())
         info.fenced = info.fenced or fenced
+        if info.fenced:
+            self.fenced.add(ledger_id)
         info.lac = max(info.lac, lac)
         info.last_entry_id = max(info.last_entry_id, last_entry_id)
 
     def delete(self, ledger_id: int) -> bool:
         """The ledger was deleted from the cluster; forget it."""
+        self.fenced.discard(ledger_id)
         return self._ledgers.pop(ledger_id, None) is not None
 
     def lac_reply(self, ledger_id: int) -> tuple[int, int] | None:

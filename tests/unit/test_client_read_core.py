@@ -99,6 +99,8 @@ def test_reads_bounded_by_lac_when_open_and_by_last_entry_when_closed() -> None:
 def test_lac_poll_returns_first_advance_or_max_when_all_answered() -> None:
     poll = LacPoll(WS, previous=5)
     assert poll.on_response("A", Status.TIMEOUT, 5) is None
+    assert poll.on_response("C", Status.TIMEOUT, 6) == 6  # a timed-out poll still reports its LAC
+    poll = LacPoll(WS, previous=5)
     assert poll.on_response("B", Status.OK, 8) == 8
     poll = LacPoll(WS, previous=5)
     assert poll.on_response("A", Status.OK, 5) is None

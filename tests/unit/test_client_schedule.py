@@ -15,7 +15,13 @@ E4 = ("B1", "B2", "B3", "B4")
 
 @pytest.mark.parametrize(
     ("entry_id", "expected"),
-    [(0, ("B1", "B2", "B3")), (1, ("B2", "B3", "B4")), (2, ("B3", "B4", "B1")), (3, ("B4", "B1", "B2")), (4, ("B1", "B2", "B3"))],
+    [
+        (0, ("B1", "B2", "B3")),
+        (1, ("B2", "B3", "B4")),
+        (2, ("B3", "B4", "B1")),
+        (3, ("B4", "B1", "B2")),
+        (4, ("B1", "B2", "B3")),
+    ],
 )
 def test_write_set_is_round_robin_from_e_mod_E(entry_id: int, expected: tuple[str, ...]) -> None:
     assert schedule.write_set(E4, entry_id, 3) == expected

@@ -1,0 +1,197 @@
+"""``folio bench ledger``: one writer, E=3 Qw=3 Qa=2, three local nodes.
+
+Owns: the ledger benchmark. For each entry size it measures throughput and
+add latency at saturation (a window of ``--inflight`` pipelined adds) and at
+half that rate (paced, open loop), and the raw append + fdatasync ceiling of
+the same disk. Prints figures; asserts nothing (speed is measured, not tested).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import functools
+import os
+import shutil
+import socket
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import orjson
+
+from coordination.etcd_store import connect
+from folio.bench_disk import DiskCeiling, measure
+from folio.bench_stats import percentile
+from folio.supervisor import LocalCluster
+from storage.client.api import LedgerClient
+from storage.client.writer import LedgerWriter
+
+
+@dataclass(frozen=True)
+class Phase:
+    entry_bytes: int
+    mode: str  # "saturation" or "half"
+    entries: int
+    seconds: float
+    entries_per_s: float
+    mb_per_s: float
+    p50_ms: float
+    p99_ms: float
+    ensemble_changes: int
+
+
+def free_ports(count: int) -> list[int]:
+    sockets = [socket.socket() for _ in range(count)]
+    try:
+        for s in sockets:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
+
+
+async def saturate(writer: LedgerWriter, size: int, seconds: float, inflight: int) -> Phase:
+    payload = os.urandom(size)
+    loop = asyncio.get_running_loop()
+    latencies: list[float] = []
+    window = asyncio.Semaphore(inflight)
+    done = 0
+
+    def finished(started: float, _future: asyncio.Future[int]) -> None:
+        nonlocal done
+        latencies.append((loop.time() - started) * 1000)
+        done += 1
+        window.release()
+
+    start = loop.time()
+    last: asyncio.Future[int] | None = None
+    while loop.time() - start < seconds:
+        await window.acquire()
+        started = loop.time()
+        last = await writer.submit(payload)
+        last.add_done_callback(functools.partial(finished, started))
+    if last is not None:
+        await last
+    elapsed = loop.time() - start
+    return Phase(
+        size,
+        "saturation",
+        done,
+        elapsed,
+        done / elapsed,
+        done * size / elapsed / 1e6,
+        percentile(latencies, 50),
+        percentile(latencies, 99),
+        writer.ensemble_changes,
+    )
+
+
+async def paced(writer: LedgerWriter, size: int, seconds: float, rate: float) -> Phase:
+    payload = os.urandom(size)
+    loop = asyncio.get_running_loop()
+    latencies: list[float] = []
+    futures: list[asyncio.Future[int]] = []
+
+    def record(started: float, _future: asyncio.Future[int]) -> None:
+        latencies.append((loop.time() - started) * 1000)
+
+    start = loop.time()
+    sent = 0
+    while loop.time() - start < seconds:
+        due = int((loop.time() - start) * rate) + 1
+        while sent < due:
+            started = loop.time()
+            future = await writer.submit(payload)
+            future.add_done_callback(functools.partial(record, started))
+            futures.append(future)
+            sent += 1
+        await asyncio.sleep(max(0.0, start + sent / rate - loop.time()))
+    await asyncio.gather(*futures)
+    elapsed = loop.time() - start
+    return Phase(
+        size,
+        "half",
+        sent,
+        elapsed,
+        sent / elapsed,
+        sent * size / elapsed / 1e6,
+        percentile(latencies, 50),
+        percentile(latencies, 99),
+        writer.ensemble_changes,
+    )
+
+
+async def bench(etcd: str, sizes: list[int], seconds: float, inflight: int) -> list[Phase]:
+    store = await connect(etcd)
+    client = LedgerClient(store)
+    phases: list[Phase] = []
+    try:
+        for size in sizes:
+            writer = await client.create(3, 3, 2)
+            warm = await saturate(writer, size, min(1.0, seconds / 4), inflight)
+            del warm
+            full = await saturate(writer, size, seconds, inflight)
+            half = await paced(writer, size, seconds, full.entries_per_s / 2)
+            phases += [full, half]
+            await writer.close()
+            await client.delete(writer.ledger_id)
+    finally:
+        await client.close()
+        await store.close()
+    return phases
+
+
+def run_bench(args: argparse.Namespace) -> int:
+    sizes = [int(s) for s in args.sizes.split(",")]
+    root = Path(".folio-bench").resolve()
+    cluster: LocalCluster | None = None
+    etcd = args.etcd
+    if not etcd:
+        shutil.rmtree(root, ignore_errors=True)
+        ports = free_ports(8)
+        cluster = LocalCluster(
+            root=root,
+            node_ports=tuple(ports[0:3]),
+            metrics_ports=tuple(ports[3:6]),
+            etcd_client_port=ports[6],
+            etcd_peer_port=ports[7],
+        )
+        cluster.start()
+        etcd = cluster.etcd.endpoint if cluster.etcd else ""
+    try:
+        print(
+            f"folio bench ledger: E=3 Qw=3 Qa=2, 3 storage nodes, etcd {etcd}, inflight {args.inflight},"
+            f" {args.seconds:.0f} s per phase, {os.cpu_count()} CPUs"
+        )
+        started = time.monotonic()
+        phases = asyncio.run(bench(etcd, sizes, args.seconds, args.inflight))
+        ceilings: list[DiskCeiling] = [measure(root / "ceiling", size) for size in sizes]
+    finally:
+        if cluster is not None:
+            cluster.stop()
+            shutil.rmtree(root, ignore_errors=True)
+    print(f"\n{'entry':>7} {'load':<11} {'entries/s':>10} {'MB/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'chg':>4}")
+    for p in phases:
+        print(
+            f"{p.entry_bytes:>7} {p.mode:<11} {p.entries_per_s:>10,.0f} {p.mb_per_s:>8.1f} {p.p50_ms:>8.2f}"
+            f" {p.p99_ms:>8.2f} {p.ensemble_changes:>4}"
+        )
+    print("\ndisk ceiling on the same disk (one writer):")
+    print(
+        f"{'entry':>7} {'fdatasync/entry: ops/s':>24} {'p50 ms':>7} {'p99 ms':>7} {'256KiB/sync: MB/s':>18}"
+        f" {'entries/s':>10}"
+    )
+    for c in ceilings:
+        print(
+            f"{c.entry_bytes:>7} {c.syncs_per_s:>24,.0f} {c.sync_p50_ms:>7.2f} {c.sync_p99_ms:>7.2f}"
+            f" {c.grouped_mb_per_s:>18.1f} {c.grouped_entries_per_s:>10,.0f}"
+        )
+    print(f"\n(total {time.monotonic() - started:.0f} s)")
+    if args.json:
+        for p in phases:
+            print(orjson.dumps({"kind": "ledger", **asdict(p)}).decode())
+        for c in ceilings:
+            print(orjson.dumps({"kind": "disk", **asdict(c)}).decode())
+    return 0

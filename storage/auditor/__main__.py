@@ -1,0 +1,3 @@
+from storage.auditor.main import main
+
+raise SystemExit(main())

@@ -1,0 +1,249 @@
+"""The auditor: elected once per cluster, it re-replicates lost fragments.
+
+Owns: the auditor task (one leader at a time, via ``coordination.election``),
+its worker tasks, the ``/folio/under-replicated/`` markers and the progress
+record ``/folio/recovery-status``. Decisions come from ``audit_core``; this
+shell only reads etcd, copies entries and CASes ensembles. Rules:
+- a node counts as gone after ``grace_ms`` missing from membership;
+- entries are copied from surviving replicas (checksums verified by the
+  reader) to the replacement with recovery-adds, *then* the ensemble is CASed,
+  so metadata never names a node that lacks the fragment;
+- a ledger still open on a gone node is recovered (fenced + closed) first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import time
+from dataclasses import dataclass, field
+
+import orjson
+
+from coordination import keys
+from coordination.clock import Clock, SystemClock
+from coordination.errors import CoordinationError
+from coordination.store import MetadataStore
+from storage import wire
+from storage.auditor.audit_core import (
+    DEFAULT_GRACE_MS,
+    Fragment,
+    LedgerPlan,
+    Membership,
+    entries_on_node,
+    plan_ledger,
+    referenced_nodes,
+    replace_in_segment,
+)
+from storage.client import placement
+from storage.client.api import LedgerClient
+from storage.client.reader import LedgerReader
+from storage.errors import Status, StorageError
+from storage.types import LedgerMetadata, NodeId
+
+log = logging.getLogger(__name__)
+
+WORKERS_MAX = 4  # ledgers re-replicated at once
+COPY_CHUNK_ENTRIES = 256  # entries read per range request while copying
+COPY_INFLIGHT_MAX = 256  # recovery-adds outstanding to the replacement node
+CHECK_INTERVAL_MS = 5_000  # full scan period even without membership changes
+
+
+@dataclass
+class Progress:
+    gone: list[str] = field(default_factory=list)
+    under_replicated: int = 0
+    fragments_done: int = 0
+    entries_copied: int = 0
+    ledgers_fenced: int = 0
+    failures: int = 0
+
+    def to_json(self, auditor_id: str) -> bytes:
+        return orjson.dumps(
+            {
+                "auditor": auditor_id,
+                "goneNodes": self.gone,
+                "underReplicatedLedgers": self.under_replicated,
+                "fragmentsReplicated": self.fragments_done,
+                "entriesCopied": self.entries_copied,
+                "ledgersFenced": self.ledgers_fenced,
+                "failures": self.failures,
+                "updatedAtMs": int(time.time() * 1000),
+            }
+        )
+
+
+class Auditor:
+    def __init__(
+        self,
+        store: MetadataStore,
+        auditor_id: str,
+        grace_ms: int = DEFAULT_GRACE_MS,
+        check_interval_ms: int = CHECK_INTERVAL_MS,
+        clock: Clock | None = None,
+        seed: int | None = None,
+    ) -> None:
+        self.store = store
+        self.auditor_id = auditor_id
+        self.clock: Clock = clock or SystemClock()
+        self.client = LedgerClient(store, self.clock, seed)
+        self.membership = Membership(grace_ms)
+        self.check_interval_ms = check_interval_ms
+        self.progress = Progress()
+        self._rng = random.Random(seed)
+        self._workers = asyncio.Semaphore(WORKERS_MAX)
+
+    async def run_once(self) -> int:
+        """One audit pass; returns how many ledgers still need work."""
+        now = self.clock.now_ms()
+        nodes = await self.client.metadata.live_nodes()
+        ledgers = await self._all_ledgers()
+        self.membership.on_members({n.node_id for n in nodes}, referenced_nodes(ledgers), now)
+        gone = self.membership.gone(now)
+        plans = [p for p in (plan_ledger(m, gone) for m in ledgers) if p is not None]
+        self.progress.gone = sorted(gone)
+        self.progress.under_replicated = len(plans)
+        for plan in plans:
+            marker = orjson.dumps({"nodes": list(plan.lost_nodes), "needsFence": plan.needs_fence})
+            await self.store.put(keys.under_replicated(plan.ledger_id), marker)
+        await self._publish()
+        results = await asyncio.gather(*(self._repair(plan, gone) for plan in plans), return_exceptions=True)
+        remaining = 0
+        for plan, result in zip(plans, results, strict=True):
+            if result is True:
+                await self.store.delete(keys.under_replicated(plan.ledger_id))
+            else:
+                remaining += 1
+                if isinstance(result, BaseException):
+                    self.progress.failures += 1
+                    log.warning("auditor: ledger %d not repaired yet: %r", plan.ledger_id, result)
+        # markers of ledgers that vanished or healed by themselves
+        wanted = {
+            keys.under_replicated(p.ledger_id) for p, r in zip(plans, results, strict=True) if r is not True
+        }
+        for kv in await self.store.list_prefix(keys.UNDER_REPLICATED):
+            if kv.key not in wanted:
+                await self.store.delete(kv.key)
+        self.progress.under_replicated = remaining
+        await self._publish()
+        return remaining
+
+    async def _all_ledgers(self) -> list[LedgerMetadata]:
+        return [LedgerMetadata.from_json(kv.value) for kv in await self.store.list_prefix(keys.LEDGERS)]
+
+    async def _publish(self) -> None:
+        with contextlib.suppress(CoordinationError):
+            await self.store.put(keys.RECOVERY_STATUS, self.progress.to_json(self.auditor_id))
+
+    async def _repair(self, plan: LedgerPlan, gone: frozenset[NodeId]) -> bool:
+        async with self._workers:
+            if plan.needs_fence:
+                log.info(
+                    "auditor: fencing and closing ledger %d (open on %s)", plan.ledger_id, plan.lost_nodes
+                )
+                await self.client.open(plan.ledger_id, recover=True)
+                self.progress.ledgers_fenced += 1
+                fresh = plan_ledger(await self.client.metadata.read(plan.ledger_id), gone)
+                if fresh is None:
+                    return True
+                plan = fresh
+            for fragment in plan.fragments:
+                await self._copy_fragment(fragment, gone)
+                self.progress.fragments_done += 1
+                await self._publish()
+            return plan_ledger(await self.client.metadata.read(plan.ledger_id), gone) is None
+
+    async def _copy_fragment(self, fragment: Fragment, gone: frozenset[NodeId]) -> None:
+        metadata = await self.client.metadata.read(fragment.ledger_id)
+        segment = metadata.segments[fragment.segment_index]
+        if fragment.lost_node not in segment.ensemble:
+            return  # repaired by someone else meanwhile
+        nodes = await self.client.metadata.live_nodes()
+        replacement = placement.choose_replacement(nodes, segment.ensemble, gone, self._rng)
+        wanted = set(entries_on_node(metadata, segment, fragment.last_entry_id, fragment.lost_node))
+        reader = LedgerReader(metadata, self.client.metadata, self.client.pool, self.clock)
+        target = self.client.pool.get(replacement)
+        log.info(
+            "auditor: ledger %d segment %d entries %d..%d: %s -> %s (%d entries)",
+            fragment.ledger_id,
+            fragment.segment_index,
+            fragment.first_entry_id,
+            fragment.last_entry_id,
+            fragment.lost_node,
+            replacement,
+            len(wanted),
+        )
+        window = asyncio.Semaphore(COPY_INFLIGHT_MAX)
+        pending: list[asyncio.Task[None]] = []
+
+        async def copy_one(entry: wire.Entry) -> None:
+            try:
+                data = wire.encode_entry(entry.ledger_id, entry.entry_id, entry.lac, entry.payload)
+                status, _ = await target.request(wire.Op.ADD, wire.add_body(data, recovery=True))
+                if status is not Status.OK:
+                    raise StorageError(
+                        f"recovery-add of {entry.ledger_id}:{entry.entry_id} to {replacement}: {status.name}"
+                    )
+            finally:
+                window.release()
+
+        for first in range(fragment.first_entry_id, fragment.last_entry_id + 1, COPY_CHUNK_ENTRIES):
+            last = min(fragment.last_entry_id, first + COPY_CHUNK_ENTRIES - 1)
+            for entry in await reader.read_range_entries(first, last):
+                if entry.entry_id in wanted:
+                    await window.acquire()
+                    pending.append(asyncio.ensure_future(copy_one(entry)))
+        await asyncio.gather(*pending)
+        self.progress.entries_copied += len(wanted)
+        index, lost = fragment.segment_index, fragment.lost_node
+        await self.client.metadata.update(
+            fragment.ledger_id, lambda current: replace_in_segment(current, index, lost, replacement)
+        )
+
+    async def run_as_leader(self, stop: asyncio.Event) -> None:
+        """Audit until ``stop`` is set: after each pass, wait for the next grace
+        deadline, the check interval, or a membership change."""
+        changed = asyncio.Event()
+        watcher = asyncio.ensure_future(self._watch_members(changed))
+        try:
+            while not stop.is_set():
+                try:
+                    remaining = await self.run_once()
+                except (CoordinationError, StorageError) as exc:
+                    log.warning("auditor pass failed: %r", exc)
+                    remaining = 1
+                now = self.clock.now_ms()
+                wait_ms = self.check_interval_ms if not remaining else min(self.check_interval_ms, 1000)
+                deadline = self.membership.next_deadline_ms(now)
+                if deadline is not None:
+                    wait_ms = min(wait_ms, max(10, deadline - now))
+                changed.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(_first(stop, changed), wait_ms / 1000)
+        finally:
+            watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await watcher
+            await self.client.close()
+
+    async def _watch_members(self, changed: asyncio.Event) -> None:
+        from coordination.membership import watch_members
+
+        while True:
+            try:
+                async for _ in watch_members(self.store, keys.NODES):
+                    changed.set()
+            except CoordinationError as exc:
+                log.warning("auditor: membership watch restarted: %r", exc)
+                await asyncio.sleep(1)
+
+
+async def _first(*events: asyncio.Event) -> None:
+    waiters = [asyncio.ensure_future(e.wait()) for e in events]
+    try:
+        await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for waiter in waiters:
+            waiter.cancel()

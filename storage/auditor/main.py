@@ -1,0 +1,86 @@
+"""``folio auditor``: campaign for the auditor role and audit while leading.
+
+Owns: the process — etcd connection, lease session, election, signals.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import signal
+import socket
+
+from coordination.election import Election
+from coordination.errors import CoordinationError
+from coordination.etcd_store import connect
+from coordination.session import LeaseSession
+from storage.auditor.audit_core import DEFAULT_GRACE_MS
+from storage.auditor.auditor import CHECK_INTERVAL_MS, Auditor
+
+log = logging.getLogger("folio.auditor")
+READY_LINE = "FOLIO-AUDITOR READY"
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="folio auditor", description="auto-recovery auditor")
+    parser.add_argument("--etcd", required=True, help="host:port[,host:port...]")
+    parser.add_argument("--etcd-namespace", default="", help="key prefix inside etcd (tests, shared etcd)")
+    parser.add_argument("--id", default=f"{socket.gethostname()}-{os.getpid()}")
+    parser.add_argument("--grace-ms", type=int, default=DEFAULT_GRACE_MS, help="how long a node may be gone")
+    parser.add_argument("--check-interval-ms", type=int, default=CHECK_INTERVAL_MS)
+    parser.add_argument("--lease-ttl", type=int, default=5)
+    return parser
+
+
+async def _serve(args: argparse.Namespace) -> int:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    store = await connect(args.etcd, namespace=args.etcd_namespace)
+    print(f"{READY_LINE} id={args.id}", flush=True)
+    try:
+        while not stop.is_set():
+            session = await LeaseSession(store, args.lease_ttl).start()
+            election = Election(store, "auditor", args.id, session)
+            try:
+                campaign = asyncio.ensure_future(election.campaign())
+                stopper = asyncio.ensure_future(stop.wait())
+                await asyncio.wait([campaign, stopper], return_when=asyncio.FIRST_COMPLETED)
+                stopper.cancel()
+                if stop.is_set():
+                    campaign.cancel()
+                    break
+                await campaign
+                log.info("auditor %s leads", args.id)
+                auditor = Auditor(store, args.id, args.grace_ms, args.check_interval_ms)
+                leading = asyncio.Event()
+                lost = asyncio.ensure_future(session.lost.wait())
+                audit = asyncio.ensure_future(auditor.run_as_leader(leading))
+                stopper = asyncio.ensure_future(stop.wait())
+                await asyncio.wait([lost, audit, stopper], return_when=asyncio.FIRST_COMPLETED)
+                leading.set()
+                for task in (lost, stopper):
+                    task.cancel()
+                await audit
+            except CoordinationError as exc:
+                log.warning("auditor %s: %r; campaigning again", args.id, exc)
+                await asyncio.sleep(1)
+            finally:
+                await session.close()
+    finally:
+        await store.close()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        import uvloop
+
+        return uvloop.run(_serve(args))
+    except ImportError:
+        return asyncio.run(_serve(args))

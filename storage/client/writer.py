@@ -1,0 +1,271 @@
+"""LedgerWriter: the asyncio shell around ``write_core`` for one open ledger.
+
+Owns: the futures of pending appends, the wiring of core effects to node
+connections, and one background task per writer that runs the core's timers
+and its ensemble changes (live-node listing and the metadata CAS).
+Rules: the core is only touched from the event loop thread and never across
+an ``await`` in the middle of a decision, so no lock is needed: appends and
+reply callbacks call it synchronously, the background task calls it between
+its awaits. Appends complete strictly in entry order (``CompleteAdds``).
+Backpressure: at most ``WriterConfig.outstanding_adds_max`` adds /
+``outstanding_bytes_max`` bytes unconfirmed; ``append_nowait`` raises
+``WriterFull`` beyond that, ``submit``/``append`` wait for room.
+Closing (pulsar-api.md §6.4): CAS OPEN -> CLOSED with the LAC; IN_RECOVERY
+means someone fenced us (Fenced); CLOSED with the same last entry is success.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+from collections import deque
+
+from coordination.clock import Clock
+from coordination.errors import CoordinationError
+from storage import wire
+from storage.client.metadata import LedgerMetadataStore
+from storage.client.pool import ConnectionPool
+from storage.client.write_core import (
+    CompleteAdds,
+    Effect,
+    FailAll,
+    FindNodes,
+    SendAdd,
+    WriteCore,
+    WriterConfig,
+    WriteSegment,
+    apply_segment,
+)
+from storage.errors import Fenced, LedgerClosed, MetadataConflict, Status, StorageError, TooLarge
+from storage.types import LedgerMetadata, LedgerState, NodeId
+
+log = logging.getLogger(__name__)
+
+TIMER_INTERVAL_MS_MAX = 200  # the background task looks at the core at least this often
+METADATA_RETRY_MS = 200  # etcd unavailable during an ensemble change: retry after this
+
+
+class WriterFull(StorageError):
+    """Too many unconfirmed appends; wait (``submit``) or slow down."""
+
+    code = "writer_full"
+    retriable = True
+
+
+def close_writer(current: LedgerMetadata, last_entry_id: int, length: int) -> LedgerMetadata | None:
+    """Modify step of the writer's closing CAS (pulsar-api.md §6.4)."""
+    if current.state is LedgerState.OPEN:
+        return current.with_changes(state=LedgerState.CLOSED, last_entry_id=last_entry_id, length=length)
+    if current.state is LedgerState.IN_RECOVERY:
+        raise Fenced(f"ledger {current.ledger_id} is being recovered by another client")
+    if current.last_entry_id == last_entry_id:
+        return None
+    raise MetadataConflict(
+        f"ledger {current.ledger_id} was closed at {current.last_entry_id}, "
+        f"this writer confirmed {last_entry_id}"
+    )
+
+
+class LedgerWriter:
+    def __init__(
+        self,
+        metadata: LedgerMetadata,
+        metadata_store: LedgerMetadataStore,
+        pool: ConnectionPool,
+        clock: Clock,
+        config: WriterConfig | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        self._core = WriteCore(metadata, config, rng)
+        self._meta = metadata_store
+        self._pool = pool
+        self._clock = clock
+        self._loop = asyncio.get_running_loop()
+        self._futures: deque[asyncio.Future[int]] = deque()
+        self._first_future_id = self._core.next_entry_id
+        self._room = asyncio.Event()
+        self._wakeup = asyncio.Event()
+        self._changes: deque[FindNodes | WriteSegment] = deque()
+        self._closing = False
+        self._closed: LedgerMetadata | None = None
+        self._task = self._loop.create_task(self._run(), name=f"ledger-writer-{metadata.ledger_id}")
+
+    # ------------------------------------------------------------ queries
+
+    @property
+    def ledger_id(self) -> int:
+        return self._core.metadata.ledger_id
+
+    @property
+    def metadata(self) -> LedgerMetadata:
+        return self._closed or self._core.metadata
+
+    @property
+    def last_add_confirmed(self) -> int:
+        return self._core.lac
+
+    @property
+    def outstanding(self) -> int:
+        return self._core.outstanding
+
+    @property
+    def ensemble_changes(self) -> int:
+        return self._core.ensemble_changes
+
+    @property
+    def error(self) -> StorageError | None:
+        return self._core.error
+
+    # ------------------------------------------------------------ appending
+
+    def append_nowait(self, payload: bytes) -> asyncio.Future[int]:
+        """Start an append; the future resolves to its entry id once it and
+        every earlier entry are confirmed. Raises WriterFull when at the bound."""
+        core = self._core
+        if core.error is not None:
+            raise type(core.error)(str(core.error))
+        if self._closing:
+            raise LedgerClosed(f"ledger {self.ledger_id} is closing")
+        size = len(payload)
+        if size > wire.MAX_ENTRY_PAYLOAD_BYTES:
+            raise TooLarge(f"entry of {size} bytes exceeds {wire.MAX_ENTRY_PAYLOAD_BYTES}")
+        if not core.can_accept(size):
+            raise WriterFull(f"ledger {self.ledger_id}: {core.outstanding} appends outstanding")
+        _, effects = core.on_append(payload, self._clock.now_ms())
+        future: asyncio.Future[int] = self._loop.create_future()
+        self._futures.append(future)
+        self._execute(effects)
+        return future
+
+    async def submit(self, payload: bytes) -> asyncio.Future[int]:
+        """Like ``append_nowait`` but waits for room instead of raising."""
+        core = self._core
+        while core.error is None and not self._closing and not core.can_accept(len(payload)):
+            self._room.clear()
+            await self._room.wait()
+        return self.append_nowait(payload)
+
+    async def append(self, payload: bytes) -> int:
+        return await (await self.submit(payload))
+
+    # ------------------------------------------------------------ effects
+
+    def _execute(self, effects: list[Effect]) -> None:
+        for effect in effects:
+            if type(effect) is SendAdd:
+                pool, on_reply, entry_id, body = self._pool, self._on_add_reply, effect.entry_id, effect.body
+                for node in effect.nodes:
+                    pool.get(node).send(wire.Op.ADD, body, on_reply, entry_id)
+            elif type(effect) is CompleteAdds:
+                self._complete(effect.lac)
+            elif type(effect) is FailAll:
+                self._fail(effect.error)
+            else:
+                assert isinstance(effect, FindNodes | WriteSegment)
+                self._changes.append(effect)
+                self._wakeup.set()
+
+    def _on_add_reply(self, node: NodeId, entry_id: int, status: Status, body: bytes) -> None:
+        effects = self._core.on_add_response(node, entry_id, status, self._clock.now_ms())
+        if effects:
+            self._execute(effects)
+
+    def _complete(self, lac: int) -> None:
+        futures = self._futures
+        first = self._first_future_id
+        while first <= lac:
+            future = futures.popleft()
+            if not future.done():
+                future.set_result(first)
+            first += 1
+        self._first_future_id = first
+        self._room.set()
+
+    def _fail(self, error: StorageError) -> None:
+        log.warning("ledger %d writer failed: %s (%s)", self.ledger_id, error, error.code)
+        while self._futures:
+            future = self._futures.popleft()
+            if not future.done():
+                future.set_exception(type(error)(str(error)))
+        self._room.set()
+        self._wakeup.set()
+
+    # ------------------------------------------------------------ background task
+
+    async def _run(self) -> None:
+        core = self._core
+        while core.error is None and self._closed is None:
+            deadline = core.next_deadline_ms()
+            wait_ms = TIMER_INTERVAL_MS_MAX
+            if deadline is not None:
+                wait_ms = max(0, min(wait_ms, deadline - self._clock.now_ms()))
+            if not self._changes:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wakeup.wait(), wait_ms / 1000)
+            self._wakeup.clear()
+            self._execute(core.on_timer(self._clock.now_ms()))
+            while self._changes and core.error is None:
+                await self._change(self._changes.popleft())
+
+    async def _change(self, effect: FindNodes | WriteSegment) -> None:
+        core = self._core
+        while True:
+            try:
+                if isinstance(effect, FindNodes):
+                    nodes = await self._meta.live_nodes()
+                    self._execute(core.on_live_nodes(nodes, self._clock.now_ms()))
+                else:
+                    stored = await self._meta.update(self.ledger_id, lambda cur: apply_segment(cur, effect))
+                    log.info(
+                        "ledger %d: ensemble %s -> %s from entry %d",
+                        self.ledger_id,
+                        effect.old_ensemble,
+                        effect.ensemble,
+                        effect.first_entry_id,
+                    )
+                    self._execute(core.on_segment_written(stored, self._clock.now_ms()))
+                return
+            except StorageError as exc:
+                self._execute(core.on_segment_failed(exc, self._clock.now_ms()))
+                return
+            except CoordinationError as exc:
+                if not exc.retriable:
+                    self._execute(core.on_segment_failed(MetadataConflict(str(exc)), self._clock.now_ms()))
+                    return
+                log.info("ledger %d: metadata store unavailable (%s); retrying", self.ledger_id, exc.code)
+                await asyncio.sleep(METADATA_RETRY_MS / 1000)
+
+    # ------------------------------------------------------------ closing
+
+    async def close(self) -> LedgerMetadata:
+        """Wait for outstanding appends, then close the ledger at its LAC.
+        Raises the writer's error (e.g. Fenced) if it failed."""
+        if self._closed is not None:
+            return self._closed
+        self._closing = True
+        self._room.set()
+        if self._futures:
+            await asyncio.gather(*list(self._futures), return_exceptions=True)
+        try:
+            if self._core.error is not None:
+                raise type(self._core.error)(str(self._core.error))
+            lac, length = self._core.lac, self._core.confirmed_bytes
+            self._closed = await self._meta.update(self.ledger_id, lambda cur: close_writer(cur, lac, length))
+            return self._closed
+        finally:
+            await self._stop()
+
+    async def _stop(self) -> None:
+        self._wakeup.set()
+        if not self._task.done():
+            self._task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._task
+
+    async def abandon(self) -> None:
+        """Stop without closing the ledger (e.g. the client shuts down)."""
+        self._closing = True
+        await self._stop()
+        self._fail(LedgerClosed(f"ledger {self.ledger_id} writer abandoned"))

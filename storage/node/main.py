@@ -1,0 +1,172 @@
+"""``folio storage`` / ``python -m storage.node``: run one storage node.
+
+Owns: command-line parsing, process lifecycle (start-up order, READY line,
+signals, clean stop) and the node-id cookie check.
+Start-up order: open the data dir (replay) -> listen -> metrics -> cookie ->
+etcd registration -> print ``FOLIO-STORAGE READY address=H:P metrics=H:P``.
+Stop (SIGTERM/SIGINT): stop listening, finish syncing what was accepted,
+checkpoint, revoke the lease, exit 0. Exit 2 = bad arguments or a data dir
+belonging to another node id; 70 = fatal storage error (journal_io.fatal).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import signal
+import sys
+from pathlib import Path
+
+import uvloop
+
+from coordination.clock import SystemClock
+from coordination.etcd_store import EtcdStore, connect
+from storage.node.checkpoint import CookieMismatch, check_cookie
+from storage.node.journal_core import JournalConfig
+from storage.node.metrics import NodeMetrics
+from storage.node.registration import DiskPolicy, Registration
+from storage.node.server import MAX_CONNECTIONS, MAX_IN_FLIGHT, NodeServer
+from storage.node.service import NodeConfig, NodeService
+
+log = logging.getLogger("folio.storage.main")
+
+EXIT_USAGE = 2
+STOP_TIMEOUT_S = 3.0
+SWITCH_INTERVAL_S = 0.0005
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="folio storage", description="Run a Folio storage node.")
+    p.add_argument("--port", type=int, required=True, help="wire-protocol port (0 = any free)")
+    p.add_argument("--data-dir", type=Path, required=True)
+    p.add_argument("--etcd", required=True, help="host:port[,host:port...]")
+    p.add_argument("--etcd-namespace", default="", help="key prefix inside etcd (tests, shared etcd)")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--metrics-port", type=int, default=0, help="0 = any free port")
+    p.add_argument("--min-free-bytes", type=int, default=0, help="read-only below this free space")
+    p.add_argument("--min-free-ratio", type=float, default=0.05, help="read-only below this free share")
+    p.add_argument("--lease-ttl", type=int, default=10, help="seconds")
+    p.add_argument("--journal-max-wait-ms", type=int, default=2)
+    p.add_argument("--journal-rotate-bytes", type=int, default=64 * 1024 * 1024)
+    p.add_argument("--journal-queue-bytes", type=int, default=64 * 1024 * 1024)
+    p.add_argument("--entry-log-rotate-bytes", type=int, default=64 * 1024 * 1024)
+    p.add_argument("--cache-bytes", type=int, default=64 * 1024 * 1024)
+    p.add_argument("--checkpoint-interval", type=float, default=1.0, help="seconds")
+    p.add_argument("--max-connections", type=int, default=MAX_CONNECTIONS)
+    p.add_argument("--max-in-flight", type=int, default=MAX_IN_FLIGHT, help="requests per connection")
+    p.add_argument("--max-lac-waiters", type=int, default=10_000)
+    p.add_argument(
+        "--unsafe-no-fsync",
+        action="store_true",
+        help="CONTROL TESTS ONLY: ack adds without fdatasync (acked data can be lost)",
+    )
+    p.add_argument("--log-level", default="INFO")
+    return p.parse_args(argv)
+
+
+def node_config(args: argparse.Namespace) -> NodeConfig:
+    return NodeConfig(
+        data_dir=args.data_dir,
+        journal=JournalConfig(
+            max_group_wait_ms=args.journal_max_wait_ms,
+            flush_when_queue_empty=True,
+            max_queued_bytes=args.journal_queue_bytes,
+        ),
+        journal_rotate_bytes=args.journal_rotate_bytes,
+        fsync=not args.unsafe_no_fsync,
+        entry_log_rotate_bytes=args.entry_log_rotate_bytes,
+        cache_max_bytes=args.cache_bytes,
+        checkpoint_interval_s=args.checkpoint_interval,
+        max_lac_waiters=args.max_lac_waiters,
+    )
+
+
+async def run(args: argparse.Namespace) -> int:
+    args.data_dir.mkdir(parents=True, exist_ok=True)
+    if args.port:
+        try:
+            check_cookie(args.data_dir, f"{args.host}:{args.port}")
+        except CookieMismatch as exc:
+            log.error("%s; refusing to start", exc)
+            return EXIT_USAGE
+    metrics = NodeMetrics()
+    service = NodeService(node_config(args), SystemClock(), metrics)
+    await service.start()
+    registration: Registration | None = None
+
+    def node_info() -> bytes:
+        return registration.node_info().to_json() if registration is not None else b"{}"
+
+    server = NodeServer(service, node_info, args.max_connections, args.max_in_flight)
+    host, port = await server.start(args.host, args.port)
+    node_id = f"{host}:{port}"
+    try:
+        check_cookie(args.data_dir, node_id)
+    except CookieMismatch as exc:
+        log.error("%s; refusing to start", exc)
+        server.stop_listening()
+        await service.stop()
+        return EXIT_USAGE
+    metrics_address = metrics.serve(args.host, args.metrics_port)
+    store = await connect(args.etcd, namespace=args.etcd_namespace)
+    policy = DiskPolicy(args.min_free_bytes, args.min_free_ratio)
+    registration = Registration(store, service, node_id, metrics_address, policy, args.lease_ttl)
+    await registration.register()
+    registration.start()
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    loop.add_signal_handler(signal.SIGUSR1, _dump_tasks)  # debugging a stuck node
+    print(f"FOLIO-STORAGE READY address={node_id} metrics={metrics_address}", flush=True)
+    await stop.wait()
+
+    log.info("stopping: finishing journal syncs, revoking the lease")
+    server.stop_listening()
+    await registration.stop_tasks()  # no ledger reclaim while the service shuts down
+    await service.stop()  # every accepted add/fence is durable and answered after this
+    await server.close_connections()
+    await registration.stop()
+    await _leave_tasks_behind(store)
+    log.info("stopped cleanly")
+    return 0
+
+
+async def _leave_tasks_behind(store: EtcdStore) -> None:
+    """Close the etcd client and cancel leftovers, bounded: a task stuck in aetcd
+    must not keep a stopped node alive (asyncio.run would wait for it forever)."""
+    closing = asyncio.ensure_future(store.close())
+    await asyncio.wait({closing}, timeout=STOP_TIMEOUT_S)
+    others = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+    for task in others:
+        task.cancel()
+    if others:
+        _, stuck = await asyncio.wait(others, timeout=STOP_TIMEOUT_S)
+        if stuck:
+            log.warning("%d task(s) did not stop; exiting anyway", len(stuck))
+            logging.shutdown()
+            os._exit(0)
+
+
+def _dump_tasks() -> None:
+    for task in asyncio.all_tasks():
+        task.print_stack(file=sys.stderr)
+    sys.stderr.flush()
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    logging.basicConfig(
+        level=getattr(logging, str(args.log_level).upper(), logging.INFO),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    if args.unsafe_no_fsync:
+        log.warning("!!! --unsafe-no-fsync: this node acks adds WITHOUT fdatasync; control tests only !!!")
+    # the sync thread must get the GIL back quickly after fdatasync returns:
+    # the default 5 ms switch interval would add up to 5 ms to every group commit
+    sys.setswitchinterval(SWITCH_INTERVAL_S)
+    return uvloop.run(run(args))

@@ -1,0 +1,227 @@
+"""The node's TCP server: storage/wire.py frames in, NodeService calls, replies out.
+
+Owns: client connections, per-connection pipelining and flow control.
+Rules:
+- many requests in flight per connection; replies go out as they complete,
+  batched into one socket write per connection per loop round;
+- bounds: ``max_connections`` (more are closed at once), ``max_in_flight``
+  requests per connection (the socket is not read while the bound is hit, or
+  while the peer does not read our replies);
+- bad input: a frame length out of bounds closes that connection; a
+  malformed body, a wrong entry checksum -> BAD_REQUEST; an unknown op ->
+  UNKNOWN_OP; either way nothing is stored and other clients are unaffected.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import struct
+from collections import deque
+from collections.abc import Callable
+
+from storage import wire
+from storage.errors import ProtocolViolation, Status
+from storage.node.journal_io import Buffer
+from storage.node.reads import dispatch_read
+from storage.node.service import NodeService
+
+log = logging.getLogger("folio.storage.server")
+
+MAX_CONNECTIONS = 1024
+MAX_IN_FLIGHT = 4096  # requests per connection
+_REQ_HEAD = struct.Struct(">BQ")
+_REQ_HEAD_SIZE = _REQ_HEAD.size
+
+_ADD = int(wire.Op.ADD)
+_READ = int(wire.Op.READ)
+_RANGE = int(wire.Op.READ_RANGE)
+_LAC = int(wire.Op.READ_LAC)
+_FENCE = int(wire.Op.FENCE)
+_INFO = int(wire.Op.NODE_INFO)
+
+
+class Connection(asyncio.Protocol):
+    def __init__(self, server: NodeServer) -> None:
+        self._server = server
+        self._service = server.service
+        self._decoder = wire.FrameDecoder()
+        self._transport: asyncio.Transport | None = None
+        self._backlog: deque[bytes] = deque()
+        self._out: list[Buffer] = []
+        self._flush_scheduled = False
+        self._reading_paused = False
+        self._write_paused = False
+        self.in_flight = 0
+        self.closed = False
+        self._loop = asyncio.get_running_loop()
+
+    # ------------------------------------------------------------ transport events
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = transport  # type: ignore[assignment]  # uvloop's is no asyncio.Transport
+        if not self._server.admit(self):
+            log.warning("connection refused: %d connections open (max)", self._server.max_connections)
+            self.closed = True
+            transport.close()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        self._server.release(self)
+        self._service.waiters.drop_connection(self)
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            frames = self._decoder.feed(data)
+        except ProtocolViolation as exc:
+            log.warning("closing connection %s: %s", self._peer(), exc)
+            self._abort()
+            return
+        if frames:
+            self._backlog.extend(frames)
+            self._process()
+        self._flush()
+
+    def pause_writing(self) -> None:
+        self._write_paused = True
+        self._update_reading()
+
+    def resume_writing(self) -> None:
+        self._write_paused = False
+        self._update_reading()
+
+    # ------------------------------------------------------------ requests
+
+    def _process(self) -> None:
+        backlog = self._backlog
+        limit = self._server.max_in_flight
+        while backlog and self.in_flight < limit and not self.closed:
+            frame = backlog.popleft()
+            self.in_flight += 1
+            self._dispatch(frame)
+        self._update_reading()
+
+    def _dispatch(self, frame: bytes) -> None:
+        op, request_id = _REQ_HEAD.unpack_from(frame)
+        service = self._service
+        if op == _ADD:
+            service.add(self, request_id, memoryview(frame)[_REQ_HEAD_SIZE:])
+        elif op in (_READ, _RANGE, _LAC):
+            dispatch_read(service, self, op, request_id, frame[_REQ_HEAD_SIZE:])
+        elif op == _FENCE:
+            try:
+                ledger_id = wire.parse_ledger(frame[_REQ_HEAD_SIZE:])
+            except ProtocolViolation:
+                self.reply(op, request_id, Status.BAD_REQUEST)
+                return
+            service.fence(self, request_id, ledger_id)
+        elif op == _INFO:
+            self.reply(op, request_id, Status.OK, self._server.node_info())
+        else:
+            self.reply(op, request_id, Status.UNKNOWN_OP)
+
+    def reply(self, op: int, request_id: int, status: Status, body: Buffer = b"") -> None:
+        if self.closed:
+            return
+        self.in_flight -= 1
+        self._out.append(wire.encode_response(op, request_id, status, body))  # type: ignore[arg-type]
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            self._loop.call_soon(self._flush)
+
+    def _flush(self) -> None:
+        """Write every reply gathered this round in one go; then take more requests."""
+        self._flush_scheduled = False
+        if self.closed or self._transport is None:
+            return
+        if self._out:
+            out, self._out = self._out, []
+            self._transport.write(b"".join(out))
+        if self._backlog and self.in_flight < self._server.max_in_flight:
+            self._process()
+            if self._out and not self._flush_scheduled:
+                self._flush_scheduled = True
+                self._loop.call_soon(self._flush)
+        else:
+            self._update_reading()
+
+    def _update_reading(self) -> None:
+        transport = self._transport
+        if transport is None or self.closed:
+            return
+        want_pause = bool(self._backlog) or self.in_flight >= self._server.max_in_flight or self._write_paused
+        if want_pause and not self._reading_paused:
+            self._reading_paused = True
+            transport.pause_reading()
+        elif not want_pause and self._reading_paused:
+            self._reading_paused = False
+            transport.resume_reading()
+
+    def _abort(self) -> None:
+        self.closed = True
+        if self._transport is not None:
+            self._transport.abort()
+
+    def _peer(self) -> str:
+        peer = self._transport.get_extra_info("peername") if self._transport else None
+        return f"{peer[0]}:{peer[1]}" if peer else "?"
+
+    def stop_reading(self) -> None:
+        if self._transport is not None and not self.closed and not self._reading_paused:
+            self._reading_paused = True
+            self._transport.pause_reading()
+
+    def close(self) -> None:
+        if self._transport is not None and not self.closed:
+            self._flush()
+            self._transport.close()
+
+
+class NodeServer:
+    def __init__(
+        self,
+        service: NodeService,
+        node_info: Callable[[], bytes],
+        max_connections: int = MAX_CONNECTIONS,
+        max_in_flight: int = MAX_IN_FLIGHT,
+    ) -> None:
+        self.service = service
+        self._node_info = node_info
+        self.max_connections = max_connections
+        self.max_in_flight = max_in_flight
+        self.connections: set[Connection] = set()
+        self._server: asyncio.Server | None = None
+
+    def node_info(self) -> bytes:
+        return self._node_info()
+
+    def admit(self, conn: Connection) -> bool:
+        if len(self.connections) >= self.max_connections:
+            return False
+        self.connections.add(conn)
+        self.service.metrics.connections.set(len(self.connections))
+        return True
+
+    def release(self, conn: Connection) -> None:
+        self.connections.discard(conn)
+        self.service.metrics.connections.set(len(self.connections))
+
+    async def start(self, host: str, port: int) -> tuple[str, int]:
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(lambda: Connection(self), host, port, backlog=1024)
+        sock = self._server.sockets[0].getsockname()
+        return str(sock[0]), int(sock[1])
+
+    def stop_listening(self) -> None:
+        """No new connections, and no new requests on open ones (replies still go out)."""
+        if self._server is not None:
+            self._server.close()
+        self.max_in_flight = 0  # connections take no more requests; replies still flush
+        for conn in self.connections:
+            conn.stop_reading()
+
+    async def close_connections(self) -> None:
+        for conn in list(self.connections):
+            conn.close()
+        if self._server is not None:
+            await self._server.wait_closed()

@@ -1,0 +1,156 @@
+"""(c) One storage node removed for good: the elected auditor restores Qw copies.
+
+Real etcd, four real storage-node processes and two real auditor processes
+(one leads, one stands by). A closed ledger and an idle open ledger are
+written with E=3 Qw=3 Qa=2; one node of their ensembles is killed and never
+restarted. Within a bounded time the auditor must have rewritten every
+ensemble without the dead node, and every entry must be readable, with a
+valid checksum, directly from *each* node of its write set. A control reads
+the same way before repair and must find the missing copies.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import orjson
+import pytest
+from conftest import LedgerCluster
+
+from coordination import keys
+from coordination.store import MetadataStore
+from storage import wire
+from storage.client.api import LedgerClient
+from storage.errors import Status
+from storage.types import LedgerMetadata, LedgerState
+
+pytestmark = pytest.mark.component
+
+REPO = Path(__file__).resolve().parents[2]
+REPAIR_DEADLINE_S = 60.0
+GRACE_MS = 1500
+
+
+def start_auditor(cluster: LedgerCluster, name: str) -> subprocess.Popen[str]:
+    log = open(cluster.root / f"auditor-{name}.log", "w")  # noqa: SIM115 - handed to the child
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "storage.auditor",
+            "--etcd",
+            cluster.endpoint,
+            "--etcd-namespace",
+            cluster.namespace,
+            "--id",
+            name,
+            "--grace-ms",
+            str(GRACE_MS),
+            "--check-interval-ms",
+            "500",
+            "--lease-ttl",
+            "2",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=log,
+        text=True,
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    log.close()
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    assert line.startswith("FOLIO-AUDITOR READY"), line
+    return proc
+
+
+async def missing_copies(
+    store: MetadataStore, cluster: LedgerCluster, ledger_id: int
+) -> list[tuple[int, str]]:
+    """(entry, node) pairs where a node of the entry's write set lacks a valid copy."""
+    kv = await store.get(keys.ledger(ledger_id))
+    assert kv is not None
+    metadata = LedgerMetadata.from_json(kv.value)
+    assert metadata.state is LedgerState.CLOSED
+    missing: list[tuple[int, str]] = []
+    clients: dict[str, object] = {}
+    for entry_id in range(metadata.last_entry_id + 1):
+        for node_id in metadata.write_set(entry_id):
+            node = next((n for n in cluster.nodes if n.address == node_id and n.running()), None)
+            if node is None:
+                missing.append((entry_id, node_id))
+                continue
+            client = clients.setdefault(node_id, node.client())
+            status, entry = client.read(ledger_id, entry_id)  # type: ignore[attr-defined]
+            if status is not Status.OK or entry is None or entry.payload != payload_of(ledger_id, entry_id):
+                missing.append((entry_id, node_id))
+    for client in clients.values():
+        client.close()  # type: ignore[attr-defined]
+    return missing
+
+
+def payload_of(ledger_id: int, entry_id: int) -> bytes:
+    return f"ledger {ledger_id} entry {entry_id} ".encode() * 8
+
+
+async def test_auditor_restores_write_quorum_after_node_loss(
+    ledger_cluster: Callable[[int], Awaitable[LedgerCluster]],
+) -> None:
+    cluster = await ledger_cluster(4)
+    store = await cluster.store()
+    client = LedgerClient(store, seed=7)
+    auditors: list[subprocess.Popen[str]] = []
+    try:
+        # a closed ledger with 600 entries, then an open ledger left idle
+        closed = await client.create(3, 3, 2)
+        for entry_id in range(600):
+            closed.append_nowait(payload_of(closed.ledger_id, entry_id))
+        await closed.close()
+        idle = await client.create(3, 3, 2)
+        await asyncio.gather(*(idle.append_nowait(payload_of(idle.ledger_id, e)) for e in range(200)))
+
+        shared = set(closed.metadata.segments[0].ensemble) & set(idle.metadata.segments[0].ensemble)
+        victim_id = sorted(shared)[0]
+        victim = cluster.node(victim_id)
+        victim.kill9()
+
+        # control: before the auditor runs, the checker sees the lost copies
+        assert len(await missing_copies(store, cluster, closed.ledger_id)) == 600
+
+        auditors = [start_auditor(cluster, "auditor-a"), start_auditor(cluster, "auditor-b")]
+        started = time.monotonic()
+        ledgers = [closed.ledger_id, idle.ledger_id]
+        while True:
+            metas = [LedgerMetadata.from_json((await store.get(keys.ledger(i))).value) for i in ledgers]  # type: ignore[union-attr]
+            named = any(victim_id in s.ensemble for m in metas for s in m.segments)
+            if not named and all(m.state is LedgerState.CLOSED for m in metas):
+                break
+            assert time.monotonic() - started < REPAIR_DEADLINE_S, f"not repaired: {metas}"
+            await asyncio.sleep(0.2)
+        repaired_after = time.monotonic() - started
+
+        for ledger_id in ledgers:
+            assert await missing_copies(store, cluster, ledger_id) == [], ledger_id
+        # the idle open ledger was fenced and closed with everything it had confirmed
+        idle_meta = LedgerMetadata.from_json((await store.get(keys.ledger(idle.ledger_id))).value)  # type: ignore[union-attr]
+        assert idle_meta.last_entry_id >= 199
+        reader = await client.open(closed.ledger_id)
+        assert await reader.read_range(0, 599) == [payload_of(closed.ledger_id, e) for e in range(600)]
+
+        progress = await store.get(keys.RECOVERY_STATUS)
+        assert progress is not None
+        report = orjson.loads(progress.value)
+        assert report["entriesCopied"] >= 600 and report["underReplicatedLedgers"] == 0
+        assert await store.list_prefix(keys.UNDER_REPLICATED) == []
+        print(f"repaired in {repaired_after:.1f}s (grace {GRACE_MS} ms): {report}")
+    finally:
+        for proc in auditors:
+            proc.terminate()
+            proc.wait(20)
+        await client.close()

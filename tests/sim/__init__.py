@@ -1,0 +1,1 @@
+"""Seeded deterministic simulation of the storage layer (see world.py)."""
