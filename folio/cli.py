@@ -17,7 +17,10 @@ def _parser() -> argparse.ArgumentParser:
 
     up = sub.add_parser("up", help="start etcd + 3 storage nodes on loopback (data in ./.folio)")
     up.add_argument("--data", default=".folio", help="data root (default ./.folio)")
-    up.add_argument("--etcd-port", type=int, default=2379)
+    up.add_argument("--etcd-port", type=int, default=2379, help="etcd client port (peer port = +1)")
+    up.add_argument("--node-port", type=int, default=3181, help="first storage-node port (3 consecutive)")
+    up.add_argument("--metrics-port", type=int, default=8001, help="first node metrics port (3 consecutive)")
+    up.add_argument("--auditor-grace-ms", type=int, default=30_000)
 
     sub.add_parser("storage", help="run one storage node (see `folio storage --help`)", add_help=False)
     sub.add_parser("auditor", help="run the auto-recovery auditor", add_help=False)
@@ -52,7 +55,12 @@ def main(argv: list[str] | None = None) -> int:
         from folio.supervisor import LocalCluster, run_until_signalled
 
         cluster = LocalCluster(
-            root=Path(args.data).resolve(), etcd_client_port=args.etcd_port, etcd_peer_port=args.etcd_port + 1
+            node_ports=tuple(range(args.node_port, args.node_port + 3)),
+            metrics_ports=tuple(range(args.metrics_port, args.metrics_port + 3)),
+            auditor_grace_ms=args.auditor_grace_ms,
+            root=Path(args.data).resolve(),
+            etcd_client_port=args.etcd_port,
+            etcd_peer_port=args.etcd_port + 1,
         )
         return run_until_signalled(cluster)
     if args.command == "status":

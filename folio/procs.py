@@ -115,3 +115,50 @@ class NodeProcess:
                 self.process.kill()
                 self.process.wait(10)
         return self.process.returncode
+
+
+AUDITOR_READY_PREFIX = "FOLIO-AUDITOR READY"
+
+
+@dataclass
+class AuditorProcess:
+    """The auto-recovery auditor child of a local cluster."""
+
+    etcd: str
+    log_path: Path
+    grace_ms: int = 30_000
+    process: subprocess.Popen[str] | None = None
+
+    def start(self) -> None:
+        args = [
+            sys.executable,
+            "-m",
+            "storage.auditor",
+            "--etcd",
+            self.etcd,
+            "--grace-ms",
+            str(self.grace_ms),
+        ]
+        stderr = open(self.log_path, "ab")  # noqa: SIM115 - handed to the child
+        self.process = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=stderr, text=True)
+        stderr.close()
+        assert self.process.stdout is not None
+        line = self.process.stdout.readline()
+        if not line.startswith(AUDITOR_READY_PREFIX):
+            self.stop()
+            raise RuntimeError(f"auditor did not start (see {self.log_path})")
+
+    @property
+    def pid(self) -> int:
+        assert self.process is not None
+        return self.process.pid
+
+    def stop(self, grace_s: float = 10.0) -> None:
+        if self.process is None or self.process.poll() is not None:
+            return
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            self.process.wait(grace_s)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(10)

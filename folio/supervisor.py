@@ -14,7 +14,7 @@ from pathlib import Path
 from types import FrameType
 
 from coordination.etcd_server import EmbeddedEtcd
-from folio.procs import NodeProcess
+from folio.procs import AuditorProcess, NodeProcess
 
 DEFAULT_NODE_PORTS = (3181, 3182, 3183)
 DEFAULT_METRICS_PORTS = (8001, 8002, 8003)
@@ -29,6 +29,8 @@ class LocalCluster:
     etcd_peer_port: int = 2380
     etcd: EmbeddedEtcd | None = None
     nodes: list[NodeProcess] = field(default_factory=list)
+    auditor: AuditorProcess | None = None
+    auditor_grace_ms: int = 30_000
 
     def start(self) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
@@ -46,6 +48,10 @@ class LocalCluster:
             )
             node.start()
             self.nodes.append(node)
+        self.auditor = AuditorProcess(
+            etcd=self.etcd.endpoint, log_path=self.root / "auditor.log", grace_ms=self.auditor_grace_ms
+        )
+        self.auditor.start()
 
     def describe(self) -> str:
         assert self.etcd is not None
@@ -55,10 +61,16 @@ class LocalCluster:
                 f"storage node   {node.address}   metrics http://{node.metrics_address}/metrics"
                 f"   (pid {node.pid}, data {node.data_dir})"
             )
+        if self.auditor is not None:
+            lines.append(f"auditor        pid {self.auditor.pid}, grace {self.auditor_grace_ms} ms")
+        lines.append(f"status         folio status --etcd {self.etcd.endpoint}")
         lines.append(f"logs           {self.root}/*.log")
         return "\n".join(lines)
 
     def stop(self) -> None:
+        if self.auditor is not None:
+            self.auditor.stop()
+            self.auditor = None
         for node in reversed(self.nodes):
             node.stop()
         self.nodes.clear()

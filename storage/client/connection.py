@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import struct
 import time
 from collections import deque
 from collections.abc import Callable
@@ -25,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from storage import wire
-from storage.errors import ProtocolViolation, Status
+from storage.errors import Status
 from storage.types import NodeId
 
 log = logging.getLogger(__name__)
@@ -47,18 +48,48 @@ def _now_ms() -> int:
     return time.monotonic_ns() // 1_000_000
 
 
+# The hot path packs request headers and splits replies itself, with the exact
+# layout of storage/wire.py (tests/contract/test_client_connection.py checks the
+# two agree): request = u32 len | u8 op | u64 id | body; reply = u32 len |
+# u8 op|0x80 | u64 id | u8 status | body.
+_REQUEST_HEAD = struct.Struct(">IBQ")
+_REPLY_HEAD = struct.Struct(">IBQB")
+_REQUEST_HEAD_EXTRA = _REQUEST_HEAD.size - 4
+_STATUS = {int(status): status for status in Status}
+
+
+def encode_request_head(op: int, request_id: int, body_length: int) -> bytes:
+    return _REQUEST_HEAD.pack(_REQUEST_HEAD_EXTRA + body_length, op, request_id)
+
+
 class _Protocol(asyncio.Protocol):
     def __init__(self, owner: NodeConnection) -> None:
         self.owner = owner
-        self.decoder = wire.FrameDecoder()
+        self.buffer = bytearray()
 
     def data_received(self, data: bytes) -> None:
-        try:
-            frames = self.decoder.feed(data)
-        except ProtocolViolation as exc:
-            self.owner._abort(f"bad frame: {exc}")
-            return
-        self.owner._on_frames(frames)
+        buffer = self.buffer
+        buffer += data
+        size = len(buffer)
+        offset = 0
+        replies: list[tuple[int, int, bytes]] = []
+        head = _REPLY_HEAD
+        head_size = head.size
+        while size - offset >= head_size:
+            length, _op, request_id, status = head.unpack_from(buffer, offset)
+            end = offset + 4 + length
+            if length < head_size - 4 or length > wire.MAX_FRAME_BYTES:
+                self.owner._abort(f"reply frame length {length} out of bounds")
+                return
+            if end > size:
+                break
+            body = bytes(buffer[offset + head_size : end]) if end > offset + head_size else b""
+            replies.append((request_id, status, body))
+            offset = end
+        if offset:
+            del buffer[:offset]
+        if replies:
+            self.owner._on_replies(replies)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.owner._on_lost(self, exc)
@@ -182,25 +213,26 @@ class NodeConnection:
         while self._waiting and len(self._in_flight) < limit:
             rid, op, body, callback, token = self._waiting.popleft()
             self._in_flight[rid] = (callback, token)
-            self._out.append(wire.encode_request(op, rid, body))
+            self._out.append(encode_request_head(op, rid, len(body)))
+            self._out.append(body)
         self._schedule_flush()
 
     # ------------------------------------------------------------ receiving
 
-    def _on_frames(self, frames: list[bytes]) -> None:
+    def _on_replies(self, replies: list[tuple[int, int, bytes]]) -> None:
         node = self.node_id
         in_flight = self._in_flight
-        for frame in frames:
-            try:
-                response = wire.parse_response(frame)
-            except ProtocolViolation as exc:
-                self._abort(f"bad reply: {exc}")
+        statuses = _STATUS
+        for request_id, code, body in replies:
+            status = statuses.get(code)
+            if status is None:
+                self._abort(f"unknown status {code} in a reply")
                 return
-            entry = in_flight.pop(response.request_id, None)
+            entry = in_flight.pop(request_id, None)
             if entry is None:
                 continue  # timed out and forgotten
             callback, token = entry
-            callback(node, token, response.status, response.body)
+            callback(node, token, status, body)
         if self._waiting:
             self._admit_waiting()
 

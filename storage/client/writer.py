@@ -168,7 +168,10 @@ class LedgerWriter:
                 self._wakeup.set()
 
     def _on_add_reply(self, node: NodeId, entry_id: int, status: Status, body: bytes) -> None:
-        effects = self._core.on_add_response(node, entry_id, status, self._clock.now_ms())
+        if status is Status.OK:
+            effects = self._core.on_add_ack(node, entry_id)
+        else:
+            effects = self._core.on_add_response(node, entry_id, status, self._clock.now_ms())
         if effects:
             self._execute(effects)
 

@@ -285,6 +285,9 @@ class EntryStore:
     def delete_ledger(self, ledger_id: int) -> list[int]:
         """Forget a deleted ledger; returns the log ids that became reclaimable."""
         self.index.delete_ledger(ledger_id)
+        cache = self._cache
+        for key in [key for key in cache if key[0] == ledger_id]:
+            del cache[key]  # its bytes leave the accounting when their batch is evicted
         dead = []
         for log_id, ledgers in self._log_ledgers.items():
             ledgers.discard(ledger_id)

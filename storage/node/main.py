@@ -6,7 +6,8 @@ Start-up order: open the data dir (replay) -> listen -> metrics -> cookie ->
 etcd registration -> print ``FOLIO-STORAGE READY address=H:P metrics=H:P``.
 Stop (SIGTERM/SIGINT): stop listening, finish syncing what was accepted,
 checkpoint, revoke the lease, exit 0. Exit 2 = bad arguments or a data dir
-belonging to another node id; 70 = fatal storage error (journal_io.fatal).
+belonging to another node id; 3 = etcd unreachable at start; 70 = fatal
+storage error (journal_io.fatal).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from pathlib import Path
 import uvloop
 
 from coordination.clock import SystemClock
+from coordination.errors import CoordinationError
 from coordination.etcd_store import EtcdStore, connect
 from storage.node.checkpoint import CookieMismatch, check_cookie
 from storage.node.journal_core import JournalConfig
@@ -33,6 +35,7 @@ from storage.node.service import NodeConfig, NodeService
 log = logging.getLogger("folio.storage.main")
 
 EXIT_USAGE = 2
+EXIT_NO_ETCD = 3
 STOP_TIMEOUT_S = 3.0
 SWITCH_INTERVAL_S = 0.0005
 
@@ -110,10 +113,16 @@ async def run(args: argparse.Namespace) -> int:
         await service.stop()
         return EXIT_USAGE
     metrics_address = metrics.serve(args.host, args.metrics_port)
-    store = await connect(args.etcd, namespace=args.etcd_namespace)
-    policy = DiskPolicy(args.min_free_bytes, args.min_free_ratio)
-    registration = Registration(store, service, node_id, metrics_address, policy, args.lease_ttl)
-    await registration.register()
+    try:
+        store = await connect(args.etcd, namespace=args.etcd_namespace)
+        policy = DiskPolicy(args.min_free_bytes, args.min_free_ratio)
+        registration = Registration(store, service, node_id, metrics_address, policy, args.lease_ttl)
+        await registration.register()
+    except CoordinationError as exc:
+        log.error("cannot register in etcd at %s: %s; stopping", args.etcd, exc)
+        server.stop_listening()
+        await service.stop()
+        return EXIT_NO_ETCD
     registration.start()
 
     stop = asyncio.Event()

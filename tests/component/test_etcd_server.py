@@ -1,7 +1,7 @@
 """Real etcd processes: EmbeddedEtcd lifecycle, and EtcdStore across etcd crashes,
 restarts and pauses (Unavailable, watch resumption, session loss, failover).
 
-Each test starts its own etcd (it kills or pauses it), so none uses ``etcd_endpoint``.
+Tests that kill or pause etcd start their own; the pagination test uses ``etcd_endpoint``.
 """
 
 from __future__ import annotations
@@ -154,3 +154,29 @@ async def test_several_endpoints_fail_over_to_one_that_answers(etcd: EmbeddedEtc
         await store.close()
         with pytest.raises(Unavailable):
             await connect(dead, timeout_s=1.0)
+
+
+async def test_listing_is_paginated_at_one_pinned_revision(
+    etcd_endpoint: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = await connect(etcd_endpoint, namespace="/paging-000001", list_page_size=3)
+    try:
+        for i in reversed(range(10)):
+            await store.put(f"/p/{i}", str(i).encode())
+        last = await store.put("/q", b"outside")
+        requests: list[int] = []
+        call = store._call
+
+        async def counting(stub: str, method: str, request: object) -> object:
+            if method == "Range":
+                requests.append(getattr(request, "revision", 0))
+            return await call(stub, method, request)
+
+        monkeypatch.setattr(store, "_call", counting)
+        listing, revision = await store.list_prefix_at("/p/")
+        assert [kv.key for kv in listing] == [f"/p/{i}" for i in range(10)]
+        assert revision == last
+        assert requests == [0, last, last, last]  # 3 + 3 + 3 + 1 keys, later pages pinned
+    finally:
+        await store.delete_prefix("")
+        await store.close()

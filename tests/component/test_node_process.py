@@ -224,7 +224,7 @@ def test_read_only_below_free_space_threshold(
 def test_deleted_ledger_is_reclaimed(
     nodes: list[NodeProcess], tmp_path: Path, etcd_endpoint: str, ns: str
 ) -> None:
-    args = ("--checkpoint-interval", "0.2", "--entry-log-rotate-bytes", "60000", "--cache-bytes", "10000")
+    args = ("--checkpoint-interval", "0.2", "--entry-log-rotate-bytes", "60000")
     node = new_node(nodes, tmp_path, etcd_endpoint, ns, *args).start()
     put_ledger(etcd_endpoint, ns, 1)
     put_ledger(etcd_endpoint, ns, 2)
@@ -235,7 +235,8 @@ def test_deleted_ledger_is_reclaimed(
         wait_until(lambda: len(list(logs_dir.glob("*.idx"))) >= 5, what="sealed logs indexed")
         before = len(list(logs_dir.glob("*.log")))
         delete_ledger(etcd_endpoint, ns, 1)
-        wait_until(lambda: c.read(1, 0)[0] is Status.NO_SUCH_LEDGER, what="ledger 1 dropped")
+        wait_until(lambda: c.read(1, 299)[0] is Status.NO_SUCH_LEDGER, what="ledger 1 dropped")
+        assert c.read_range(1, 0, 10)[0] is Status.NO_SUCH_LEDGER  # not even from the cache
         wait_until(lambda: len(list(logs_dir.glob("*.log"))) <= before - 4, what="dead logs deleted")
         assert c.read(2, 99)[1] == wire.Entry(2, 99, 98, payload(2, 99))
     node.kill9()

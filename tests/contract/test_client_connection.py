@@ -203,3 +203,25 @@ async def test_pool_bound_evicts_idle_connections_and_refuses_when_all_busy(node
     assert len(pool) == 2 and "127.0.0.1:1" not in pool and c is not b
     node.release()
     await pool.close()
+
+
+def test_hot_path_framing_matches_wire() -> None:
+    from storage.client.connection import encode_request_head
+
+    for op, rid, body in [(1, 1, b""), (3, 2**63, b"abc" * 100), (255, 7, b"\x00")]:
+        assert encode_request_head(op, rid, len(body)) + body == wire.encode_request(op, rid, body)
+
+
+async def test_bad_reply_frame_closes_the_connection() -> None:
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.read(100)
+        writer.write(b"\x00\x00\x00\x01\x00")  # length 1: shorter than a reply head
+        await writer.drain()
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    conn = NodeConnection(f"127.0.0.1:{port}")
+    status, _ = await conn.request(wire.Op.READ, b"", 2000)
+    assert status is Status.UNAVAILABLE
+    await conn.close()
+    server.close()

@@ -12,7 +12,9 @@ returned. Rules checked (style.md §3d, reliability.md §5.2 C1/C3, pulsar-api.m
   nor past ``last_entry_id`` once it is CLOSED, and only the writer's bytes;
 - once CLOSED, ``last_entry_id`` never changes and every confirmed entry is <= it;
 - at the end, entries 0..last_entry_id are all readable, in order, byte-identical
-  to what the writer appended (so every confirmed add survived recovery).
+  to what the writer appended (so every confirmed add survived recovery), and
+  each is stored on at least Qa members of its write set (confirmed entries were
+  acked by Qa of them; recovery wrote the tail back to Qa of them).
 Violations are collected, not raised, so the control run can count them.
 """
 
@@ -156,3 +158,15 @@ class Checker:
                 self.fail(f"a reader saw entry {entry_id}, which is not in the closed ledger (last {last})")
             elif read_back.get(entry_id, entry) != entry:
                 self.fail(f"a reader saw entry {entry_id} with bytes the closed ledger does not have")
+
+    def replicated(self, md: LedgerMetadata | None, stored: dict[str, set[int]]) -> None:
+        """Every entry of the closed ledger is on >= Qa members of its write set."""
+        if md is None or md.state is not LedgerState.CLOSED:
+            return
+        thin = []
+        for entry_id in range(md.last_entry_id + 1):
+            copies = sum(1 for node in md.write_set(entry_id) if entry_id in stored.get(node, ()))
+            if copies < md.ack_quorum:
+                thin.append((entry_id, copies))
+        if thin:
+            self.fail(f"under-replicated entries of the closed ledger (entry, copies): {thin[:10]}")

@@ -79,6 +79,7 @@ class Scenario:
     journal: JournalConfig
     net: NetConfig
     fsync_ms: tuple[int, int]
+    slow_disks: tuple[int, ...]  # nodes whose fsync takes 5-20x longer (a slow or busy disk)
     fsync: bool = True
     fencing: bool = True
 
@@ -159,6 +160,7 @@ def make_scenario(
         journal=journal,
         net=net,
         fsync_ms=fsync_ms,
+        slow_disks=tuple(n for n in range(nodes) if rng.random() < 0.25),
     )
     return replace(base, fsync=fsync, fencing=fencing)
 
@@ -188,7 +190,7 @@ def run(scenario: Scenario) -> Outcome:
             s.journal,
             seeded(s.seed, f"node{i}"),
             fsync_enabled=s.fsync,
-            fsync_ms=s.fsync_ms,
+            fsync_ms=(s.fsync_ms[0] * 5, s.fsync_ms[1] * 20) if i in s.slow_disks else s.fsync_ms,
             fencing=s.fencing,
         )
         for i in range(s.nodes)
@@ -294,6 +296,9 @@ def run(scenario: Scenario) -> Outcome:
     ):
         checker.fail(f"liveness: final read-back not done by {clock.now_ms()}ms")
     checker.final(current_metadata(), final.read, final.complete)
+    checker.replicated(
+        current_metadata(), {n.name: {e for lid, e in n.entries if lid == LEDGER_ID} for n in nodes}
+    )
 
     closed = current_metadata()
     stats = {

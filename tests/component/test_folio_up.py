@@ -1,0 +1,117 @@
+"""``folio up`` starts etcd + 3 storage nodes + the auditor, ``folio status``
+sees them, and SIGTERM stops every child cleanly (no process left behind)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.component
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def free_port_block(count: int) -> int:
+    """A first port such that ``count`` consecutive loopback ports are free."""
+    for _ in range(200):
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            base = probe.getsockname()[1]
+        if base + count >= 65535:
+            continue
+        try:
+            held = []
+            for port in range(base, base + count):
+                s = socket.socket()
+                held.append(s)
+                s.bind(("127.0.0.1", port))
+            return base
+        except OSError:
+            continue
+        finally:
+            for s in held:
+                s.close()
+    raise RuntimeError("no free port block")
+
+
+def children_of(pid: int) -> list[int]:
+    out = subprocess.run(["ps", "-o", "pid=", "--ppid", str(pid)], capture_output=True, text=True).stdout
+    return [int(p) for p in out.split()]
+
+
+def test_folio_up_status_and_clean_stop(tmp_path: Path) -> None:
+    base = free_port_block(8)
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    up = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "folio",
+            "up",
+            "--data",
+            str(tmp_path / "data"),
+            "--etcd-port",
+            str(base),
+            "--node-port",
+            str(base + 2),
+            "--metrics-port",
+            str(base + 5),
+            "--auditor-grace-ms",
+            "5000",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+    )
+    assert up.stdout is not None
+    lines: list[str] = []
+    ready = threading.Event()
+
+    def pump() -> None:
+        assert up.stdout is not None
+        for line in up.stdout:
+            lines.append(line)
+            if "Folio is up" in line:
+                ready.set()
+
+    threading.Thread(target=pump, daemon=True).start()
+    try:
+        assert ready.wait(90), "".join(lines)
+        banner = "".join(lines)
+        for port in (base, base + 2, base + 3, base + 4):
+            assert f"127.0.0.1:{port}" in banner, banner
+        children = children_of(up.pid)
+        assert len(children) == 5, banner  # etcd, 3 nodes, auditor
+
+        status = subprocess.run(
+            [sys.executable, "-m", "folio", "status", "--etcd", f"127.0.0.1:{base}"],
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+            env=env,
+            timeout=60,
+        )
+        assert status.returncode == 0, status.stderr
+        assert "storage nodes (3 live)" in status.stdout, status.stdout
+        assert "auditor: " in status.stdout and "none elected" not in status.stdout, status.stdout
+
+        up.send_signal(signal.SIGTERM)
+        assert up.wait(60) == 0
+        for pid in children:
+            with pytest.raises(ProcessLookupError):
+                os.kill(pid, 0)
+    finally:
+        if up.poll() is None:
+            for pid in children_of(up.pid):
+                os.kill(pid, signal.SIGKILL)
+            up.kill()
+            up.wait(10)
