@@ -54,6 +54,7 @@ def _now_ms() -> int:
 # u8 op|0x80 | u64 id | u8 status | body.
 _REQUEST_HEAD = struct.Struct(">IBQ")
 _REPLY_HEAD = struct.Struct(">IBQB")
+_LENGTH = struct.Struct(">I")
 _REQUEST_HEAD_EXTRA = _REQUEST_HEAD.size - 4
 _STATUS = {int(status): status for status in Status}
 
@@ -75,14 +76,16 @@ class _Protocol(asyncio.Protocol):
         replies: list[tuple[int, int, bytes]] = []
         head = _REPLY_HEAD
         head_size = head.size
-        while size - offset >= head_size:
-            length, _op, request_id, status = head.unpack_from(buffer, offset)
-            end = offset + 4 + length
+        length_of = _LENGTH.unpack_from
+        while size - offset >= 4:
+            (length,) = length_of(buffer, offset)
             if length < head_size - 4 or length > wire.MAX_FRAME_BYTES:
                 self.owner._abort(f"reply frame length {length} out of bounds")
                 return
+            end = offset + 4 + length
             if end > size:
                 break
+            _, _op, request_id, status = head.unpack_from(buffer, offset)
             body = bytes(buffer[offset + head_size : end]) if end > offset + head_size else b""
             replies.append((request_id, status, body))
             offset = end
@@ -106,6 +109,7 @@ class NodeConnection:
     def __init__(self, node_id: NodeId, config: ConnectionConfig | None = None) -> None:
         self.node_id = node_id
         self.config = config or ConnectionConfig()
+        self._in_flight_max = self.config.in_flight_max
         host, _, port = node_id.rpartition(":")
         self._host, self._port = host, int(port)
         self._loop = asyncio.get_running_loop()
@@ -148,13 +152,12 @@ class NodeConnection:
         exactly once. Returns the request id."""
         rid = self._next_id
         self._next_id = rid + 1
-        if (
-            self._transport is not None
-            and len(self._in_flight) < self.config.in_flight_max
-            and not self._waiting
-        ):
-            self._in_flight[rid] = (callback, token)
-            self._out.append(wire.encode_request(op, rid, body))
+        in_flight = self._in_flight
+        if self._transport is not None and len(in_flight) < self._in_flight_max and not self._waiting:
+            in_flight[rid] = (callback, token)
+            out = self._out
+            out.append(_REQUEST_HEAD.pack(_REQUEST_HEAD_EXTRA + len(body), op, rid))
+            out.append(body)
             if not self._flush_scheduled:
                 self._flush_scheduled = True
                 self._loop.call_soon(self._flush)

@@ -145,7 +145,10 @@ class RecoveryCore:
         if status is Status.OK and self._valid(entry_id, data):
             read.data = data
             return self._progress()
-        if status in _NEGATIVE:
+        if status in _NEGATIVE and node in self._answered:
+            # final only from a node whose fence reply we counted: it answered
+            # after everything queued before the fence was durable (an add still
+            # waiting for its fsync elsewhere would otherwise look absent)
             read.negatives.add(node)
             read.failed.discard(node)
         else:
@@ -200,8 +203,8 @@ class RecoveryCore:
             add = wire.add_body(read.data, recovery=True)
             effects.extend(SendRecoveryAdd(node, entry_id, add) for node in read.write_set)
         if self._end is not None:
-            for entry_id in [e for e in self._reads if e > self._end]:
-                del self._reads[entry_id]  # past the end: cannot have been confirmed
+            for entry_id in [e for e in self._reads if e >= self._end]:
+                del self._reads[entry_id]  # at or past the end: cannot have been confirmed
         effects.extend(self._fill_window())
         effects.extend(self._maybe_close())
         return effects

@@ -168,6 +168,8 @@ class WriteCore:
         return frozenset(self._failed)
 
     def next_deadline_ms(self) -> int | None:
+        if self.error is not None:
+            return None  # a failed writer has nothing left to time
         deadlines = []
         if self._pending:
             deadlines.append(self._timeout_check_ms)

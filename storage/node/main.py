@@ -161,8 +161,12 @@ async def _leave_tasks_behind(store: EtcdStore) -> None:
 
 
 def _dump_tasks() -> None:
+    """SIGUSR1: print every task's stack to stderr (finding a stuck node)."""
     for task in asyncio.all_tasks():
-        task.print_stack(file=sys.stderr)
+        try:
+            task.print_stack(file=sys.stderr)
+        except Exception as exc:  # a frame linecache cannot render must not stop the dump
+            sys.stderr.write(f"({task!r}: stack unavailable: {exc!r})\n")
     sys.stderr.flush()
 
 

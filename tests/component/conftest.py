@@ -78,7 +78,7 @@ async def ledger_cluster(
     clusters: list[LedgerCluster] = []
 
     async def make(count: int) -> LedgerCluster:
-        namespace = f"/ledger-test-{os.getpid()}-{next(_namespaces)}"
+        namespace = f"/ledger-test-{os.getpid()}-{next(_namespaces):06d}"
         cluster = LedgerCluster(etcd_endpoint, namespace, tmp_path)
         clusters.append(cluster)
         await cluster.add_nodes(count)

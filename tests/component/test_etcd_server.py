@@ -16,7 +16,7 @@ import pytest
 
 from coordination.errors import Unavailable
 from coordination.etcd_server import EmbeddedEtcd, EtcdStartError, find_etcd_binary, free_port
-from coordination.etcd_store import connect, parse_endpoints
+from coordination.etcd_store import EtcdStore, connect, parse_endpoints
 from coordination.session import LeaseSession
 from coordination.watch_stream import close_watch
 
@@ -180,3 +180,14 @@ async def test_listing_is_paginated_at_one_pinned_revision(
     finally:
         await store.delete_prefix("")
         await store.close()
+
+
+async def test_the_etcd_store_fixture_keeps_tests_apart(etcd_store: EtcdStore, etcd_endpoint: str) -> None:
+    await etcd_store.put("/folio/x", b"mine")
+    raw = await connect(etcd_endpoint)
+    try:
+        kv = await raw.get(etcd_store.namespace + "/folio/x")
+        assert kv is not None and kv.value == b"mine"
+        assert await raw.get("/folio/x") is None
+    finally:
+        await raw.close()

@@ -1,4 +1,4 @@
-"""Seeded scenarios: one ledger, a pipelining writer, node crashes, recovery, read-back.
+"""Seeded scenarios: one ledger, a pipelining writer, faults, recovery, read-back.
 
 Owns: turning a seed into a ``Scenario`` (cluster shape, workload, fault plan,
 timing) and running it in a fresh world with the checkers wired to every step.
@@ -6,21 +6,28 @@ Phases of a run (pulsar-api.md §6.2-6.5):
 1. nodes boot and register; the ledger is created OPEN on an ensemble chosen by
    the real ``placement``; the writer appends ``entries`` with up to ``window``
    adds in flight (ensemble changes follow from crashes, resets and time-outs);
-2. until ``faults_end_ms`` nodes crash at seeded instants (at most ``max_down``
-   at a time) and restart after a seeded down time; a crash loses only what was
-   not fsynced (dropped, a prefix kept, or torn);
+2. until ``faults_end_ms``: single crashes at seeded instants (at most
+   ``max_down`` nodes down at a time), sometimes a correlated outage (several
+   nodes lose power at once), clogged writer<->node connections, slow disks and
+   fsync stalls; a crash loses only what was not fsynced (dropped, a prefix
+   kept, or torn);
 3. at ``recovery_at_ms`` - while the writer is still writing in many seeds - a
-   recovering client fences and closes the ledger; a tailing reader may run
-   throughout;
+   recovering client (sometimes two) fences and closes the ledger; a tailing
+   reader may run throughout;
 4. after the faults every node is restarted, and a fresh reader reads the
    closed ledger back; the checker then compares it with what the writer did.
+A quarter of the seeds use the ``takeover`` family instead (see ``takeover``).
 Mutations for control runs: ``fsync=False`` (the node acks before its bytes are
 durable) and ``fencing=False`` (nodes ignore the fenced flag for normal adds).
+Why any number of simultaneous crashes is fair game: an acked entry was fsynced
+on Qa nodes and a crash loses only un-fsynced bytes, so the model never needs
+to limit crashes for safety - only permanent disk loss would (not simulated).
 """
 
 from __future__ import annotations
 
 import hashlib
+import random
 from dataclasses import dataclass, field, replace
 from functools import partial
 
@@ -80,16 +87,18 @@ class Scenario:
     net: NetConfig
     fsync_ms: tuple[int, int]
     slow_disks: tuple[int, ...]  # nodes whose fsync takes 5-20x longer (a slow or busy disk)
+    fsync_stall: float  # chance that any one fsync stalls for 20-300 ms
     fsync: bool = True
     fencing: bool = True
+    family: str = "random"  # or "takeover" (see takeover())
 
     def describe(self) -> str:
         return (
-            f"SEED={self.seed} E={self.ensemble} Qw={self.write_quorum} Qa={self.ack_quorum} "
-            f"nodes={self.nodes} entries={self.entries} window={self.window} crashes={len(self.crashes)} "
-            f"max_down={self.max_down} clogs={len(self.clogs)} outage={[c.node for c in self.outage]} "
-            f"recovery_at={self.recovery_at_ms}ms fsync={self.fsync} "
-            f"fencing={self.fencing}"
+            f"SEED={self.seed} family={self.family} E={self.ensemble} Qw={self.write_quorum} "
+            f"Qa={self.ack_quorum} nodes={self.nodes} entries={self.entries} window={self.window} "
+            f"crashes={len(self.crashes)} max_down={self.max_down} outage={[c.node for c in self.outage]} "
+            f"clogs={len(self.clogs)} slow_disks={list(self.slow_disks)} recovery_at={self.recovery_at_ms}ms "
+            f"fsync={self.fsync} fencing={self.fencing}"
         )
 
 
@@ -133,10 +142,11 @@ def make_scenario(
     outage_down = rng.randint(1, 200)
     victims = rng.sample(range(nodes), rng.randint(2, nodes)) if rng.random() < 0.4 else []
     outage = tuple(Crash(outage_at, victim, outage_down) for victim in sorted(victims))
-    clogs = tuple(
+    clogs = [
         Clog(rng.randint(0, horizon), rng.randrange(nodes), rng.random() < 0.5, rng.randint(20, 600))
         for _ in range(rng.choice((0, 0, 1, 2)))
-    )
+    ]
+    slow_disks = {n for n in range(nodes) if rng.random() < 0.25}
     during = rng.random() < 0.6  # recovery while the writer is still writing
     recovery_at = rng.randint(horizon // 5, horizon) if during else rng.randint(horizon, horizon * 2)
     base = Scenario(
@@ -151,7 +161,7 @@ def make_scenario(
         crashes=crashes,
         max_down=rng.choice((1, 1, 2, 2, 3)),
         outage=outage,
-        clogs=clogs,
+        clogs=tuple(clogs),
         faults_end_ms=max(recovery_at, horizon * 3 // 2) + rng.randint(0, 300),
         recovery_at_ms=recovery_at,
         second_recovery_at_ms=recovery_at + rng.randint(0, 40) if rng.random() < 0.25 else None,
@@ -160,9 +170,39 @@ def make_scenario(
         journal=journal,
         net=net,
         fsync_ms=fsync_ms,
-        slow_disks=tuple(n for n in range(nodes) if rng.random() < 0.25),
+        slow_disks=tuple(sorted(slow_disks)),
+        fsync_stall=rng.choice((0.0, 0.0, 0.05, 0.2)),
     )
+    if rng.random() < 0.25:
+        base = takeover(base, rng)
     return replace(base, fsync=fsync, fencing=fencing)
+
+
+def takeover(base: Scenario, rng: random.Random) -> Scenario:
+    """The classic zombie-writer takeover: just before a new owner recovers the ledger,
+    one replica is cut off from the old writer and another has a slow disk, so the
+    writer waits on the slow one while the recoverer fences and reads."""
+    nodes = rng.choice((3, 3, 4))
+    recovery_at = rng.randint(60, 200)
+    cut_off, slow = rng.sample(range(nodes), 2)
+    return replace(
+        base,
+        family="takeover",
+        ensemble=3,
+        nodes=nodes,
+        entries=rng.randint(40, 64),
+        window=rng.choice((4, 8, 16)),
+        think_ms_max=1,
+        crashes=(),
+        outage=(),
+        clogs=(Clog(recovery_at - rng.randint(5, 60), cut_off, True, 2000),),
+        slow_disks=(slow,),
+        fsync_stall=0.0,
+        recovery_at_ms=recovery_at,
+        second_recovery_at_ms=None,
+        faults_end_ms=recovery_at + 100,
+        add_timeout_ms=rng.choice((150, 400, 1000)),
+    )
 
 
 @dataclass(slots=True)
@@ -171,6 +211,45 @@ class Outcome:
     violations: list[str]
     stats: dict[str, int] = field(default_factory=dict)
     digest: str = ""  # of everything observable: equal digests = an exact replay
+
+
+def inject_faults(s: Scenario, sched: Scheduler, net: SimNetwork, nodes: list[SimNode]) -> None:
+    """Schedule the crashes, the correlated outage, the clogs and the final restart."""
+    clock = sched.clock
+
+    def restart_later(node: SimNode, down_ms: int) -> None:
+        sched.after(down_ms, lambda: None if node.up else node.restart())
+
+    def crash(plan: Crash) -> None:
+        node = nodes[plan.node]
+        down = sum(1 for n in nodes if not n.up)
+        if node.up and down < s.max_down and clock.now_ms() < s.faults_end_ms:
+            node.crash()
+            restart_later(node, plan.down_ms)
+
+    def outage() -> None:
+        for plan in s.outage:
+            node = nodes[plan.node]
+            if node.up:
+                node.crash()
+                restart_later(node, plan.down_ms)
+
+    def clog(src: str, dst: str, ms: int) -> None:
+        net.clog(src, dst, clock.now_ms() + ms)
+
+    def restart_all() -> None:
+        for node in nodes:
+            if not node.up:
+                node.restart()
+
+    for plan in s.crashes:
+        sched.at(plan.at_ms, partial(crash, plan))
+    if s.outage:
+        sched.at(s.outage[0].at_ms, outage)
+    for c in s.clogs:
+        path = ("writer", nodes[c.node].name) if c.to_node else (nodes[c.node].name, "writer")
+        sched.at(c.at_ms, partial(clog, *path, c.ms))
+    sched.at(s.faults_end_ms, restart_all)
 
 
 def run(scenario: Scenario) -> Outcome:
@@ -192,6 +271,7 @@ def run(scenario: Scenario) -> Outcome:
             fsync_enabled=s.fsync,
             fsync_ms=(s.fsync_ms[0] * 5, s.fsync_ms[1] * 20) if i in s.slow_disks else s.fsync_ms,
             fencing=s.fencing,
+            fsync_stall=s.fsync_stall,
         )
         for i in range(s.nodes)
     ]
@@ -224,40 +304,7 @@ def run(scenario: Scenario) -> Outcome:
     if s.tailing_reader_at_ms is not None:
         sched.at(s.tailing_reader_at_ms, tailing.start)
 
-    def restart_later(node: SimNode, down_ms: int) -> None:
-        sched.after(down_ms, lambda: None if node.up else node.restart())
-
-    def crash(plan: Crash) -> None:
-        node = nodes[plan.node]
-        down = sum(1 for n in nodes if not n.up)
-        if node.up and down < s.max_down and clock.now_ms() < s.faults_end_ms:
-            node.crash()
-            restart_later(node, plan.down_ms)
-
-    def outage() -> None:
-        for plan in s.outage:
-            node = nodes[plan.node]
-            if node.up:
-                node.crash()
-                restart_later(node, plan.down_ms)
-
-    def clog(src: str, dst: str, ms: int) -> None:
-        net.clog(src, dst, clock.now_ms() + ms)
-
-    for plan in s.crashes:
-        sched.at(plan.at_ms, partial(crash, plan))
-    if s.outage:
-        sched.at(s.outage[0].at_ms, outage)
-    for c in s.clogs:
-        path = ("writer", nodes[c.node].name) if c.to_node else (nodes[c.node].name, "writer")
-        sched.at(c.at_ms, partial(clog, *path, c.ms))
-
-    def restart_all() -> None:
-        for node in nodes:
-            if not node.up:
-                node.restart()
-
-    sched.at(s.faults_end_ms, restart_all)
+    inject_faults(s, sched, net, nodes)
 
     key = keys.ledger(LEDGER_ID)
     cached: list[tuple[int, LedgerMetadata | None]] = [(-1, None)]

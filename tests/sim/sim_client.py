@@ -124,12 +124,6 @@ class WriterShell(SimClient):
         self.error: StorageError | None = None
         self.appended = 0
         self.confirmed = NO_ENTRY
-        self.segment_writes = 0
-
-    @property
-    def done(self) -> bool:
-        """Nothing more will happen: failed, or everything appended was confirmed."""
-        return self.error is not None or (self.appended == self.entries and self.core.lac == self.entries - 1)
 
     def start(self) -> None:
         self.sched.soon(self._pump)
@@ -180,7 +174,6 @@ class WriterShell(SimClient):
             elif isinstance(effect, FindNodes):
                 self._meta.call(lambda: self._store.list_prefix(keys.NODES), self._on_nodes)
             elif isinstance(effect, WriteSegment):
-                self.segment_writes += 1
                 self._meta.call(partial(self._write_segment, effect), self._on_segment)
             elif isinstance(effect, FailAll):
                 self.error = effect.error

@@ -92,6 +92,7 @@ class SimNode:
         fsync_enabled: bool,
         fsync_ms: tuple[int, int] = (1, 3),
         fencing: bool = True,
+        fsync_stall: float = 0.0,
     ) -> None:
         self.name = name
         self._sched = sched
@@ -101,6 +102,7 @@ class SimNode:
         self._config = journal_config
         self._rng = rng
         self._fsync_ms = fsync_ms
+        self._fsync_stall = fsync_stall  # chance that one fsync stalls for 20-300 ms
         self._fencing = fencing  # False only in a control run: normal adds ignore the fence
         self.disk = SimDisk(rng, fsync_enabled)
         self.stats = NodeStats()
@@ -247,6 +249,8 @@ class SimNode:
                 upto = self.disk.size(self._file)
                 incarnation = self.incarnation
                 delay = self._rng.randint(*self._fsync_ms)
+                if self._fsync_stall and self._rng.random() < self._fsync_stall:
+                    delay += self._rng.randint(20, 300)
                 self._sched.after(delay, partial(self._sync_done, incarnation, upto))
             elif isinstance(effect, Ack):
                 for record_id in effect.record_ids:

@@ -93,6 +93,9 @@ def test_scenarios_exercise_every_fault() -> None:
         shapes["recovery while writing"] += outcome.stats["appended"] < scenario.entries
         shapes["outage"] += bool(scenario.outage)
         shapes["second recoverer"] += scenario.second_recovery_at_ms is not None
+        shapes["slow disk"] += bool(scenario.slow_disks)
+        shapes["clogged connection"] += bool(scenario.clogs)
+        shapes[scenario.family] += 1
     for stat in (
         "crashes",
         "torn_or_lost_tails",
@@ -106,5 +109,15 @@ def test_scenarios_exercise_every_fault() -> None:
     ):
         assert totals[stat] > 0, f"no {stat} in seeds {COVERAGE_SEEDS}: {dict(totals)}"
     assert totals["recovery_attempts"] > len(COVERAGE_SEEDS), "no recovery ever had to retry"
-    for shape in ("E=3", "E=4", "E=5", "recovery while writing", "outage", "second recoverer"):
+    for shape in (
+        "E=3",
+        "E=4",
+        "E=5",
+        "recovery while writing",
+        "outage",
+        "second recoverer",
+        "slow disk",
+        "clogged connection",
+        "takeover",
+    ):
         assert shapes[shape] > 0, f"no seed with {shape}: {dict(shapes)}"

@@ -138,7 +138,21 @@ def test_empty_ledger_closes_at_minus_one() -> None:
     core.on_fence_response("A", OK, -1)
     core.on_fence_response("B", OK, -1)
     core.on_read_response("A", 0, NO_ENTRY, b"")
-    assert core.on_read_response("C", 0, NO_ENTRY, b"") == [CloseLedger(-1, 0)]
+    assert core.on_read_response("B", 0, NO_ENTRY, b"") == [CloseLedger(-1, 0)]
+
+
+def test_absence_counts_only_from_nodes_whose_fence_reply_counted() -> None:
+    # SEED=8 of the simulation: C still had the old writer's add waiting for its
+    # fsync when it said "no such entry"; it never answered the fence, so its
+    # negative must not end the ledger before entry 0.
+    core = RecoveryCore(md(), read_window=2)
+    core.start()
+    core.on_fence_response("A", OK, -1)
+    core.on_fence_response("B", OK, -1)
+    assert core.on_read_response("C", 0, NO_ENTRY, b"") == []
+    assert core.on_read_response("B", 0, NO_ENTRY, b"") == []
+    effects = core.on_read_response("A", 0, OK, entry(0))
+    assert {e.entry_id for e in effects if isinstance(e, SendRecoveryAdd)} == {0}
 
 
 def test_lac_starting_point_never_below_last_segment_start() -> None:
