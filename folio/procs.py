@@ -1,120 +1,154 @@
 """Child processes of a local cluster: start, wait for readiness, stop by PID.
 
-Owns: the storage-node child processes that ``folio up`` (and the component
-test harness) starts. A child is ready when it prints its READY line; it is
-stopped with SIGTERM, then SIGKILL after a grace period. Only processes this
-module started are ever signalled.
+Owns: the storage-node and auditor child processes that ``folio up`` and the
+component tests start. A node is ready when it prints its READY line (read by
+a pump thread, so nothing else on stdout can stall it); it is stopped with
+SIGTERM, then SIGKILL. Only processes started here are ever signalled.
 """
 
 from __future__ import annotations
 
 import os
-import selectors
 import signal
 import subprocess
 import sys
+import threading
 import time
-from dataclasses import dataclass, field
+from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
-READY_PREFIX = "FOLIO-STORAGE READY"
-READY_TIMEOUT_S = 30.0
+REPO = Path(__file__).resolve().parents[1]
+READY_PREFIX = "FOLIO-STORAGE READY "
+START_TIMEOUT_S = 30.0
 
 
-@dataclass
 class NodeProcess:
-    port: int
-    data_dir: Path
-    etcd: str
-    metrics_port: int = 0
-    extra_args: list[str] = field(default_factory=list)
-    env: dict[str, str] = field(default_factory=dict)
-    log_path: Path | None = None
-    process: subprocess.Popen[str] | None = None
-    address: str = ""
-    metrics_address: str = ""
+    """One storage node process. ``port`` 0 on first start = any free port; a
+    restart reuses the port it got (the node id is host:port)."""
+
+    def __init__(
+        self,
+        data_dir: Path,
+        etcd: str,
+        *,
+        port: int = 0,
+        namespace: str = "",
+        extra_args: Iterable[str] = (),
+        env: dict[str, str] | None = None,
+        log_path: Path | None = None,
+        metrics_port: int = 0,
+    ) -> None:
+        self.data_dir = Path(data_dir)
+        self.etcd = etcd
+        self.port = port
+        self.namespace = namespace
+        self.extra_args = list(extra_args)
+        self.env = dict(env or {})
+        self.metrics_port = metrics_port
+        self.log_path = log_path or self.data_dir.with_name(self.data_dir.name + ".log")
+        self.proc: subprocess.Popen[str] | None = None
+        self.address = ""
+        self.metrics_address = ""
+        self._ready = threading.Event()
 
     @property
-    def node_id(self) -> str:
-        return f"127.0.0.1:{self.port}"
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
 
-    def start(self) -> None:
-        assert self.process is None or self.process.poll() is not None
-        self.data_dir.mkdir(parents=True, exist_ok=True)
-        args = [
-            sys.executable,
-            "-m",
-            "storage.node",
-            "--port",
-            str(self.port),
+    @property
+    def host_port(self) -> tuple[str, int]:
+        host, _, port = self.address.rpartition(":")
+        return host, int(port)
+
+    def command(self) -> list[str]:
+        cmd = [sys.executable, "-m", "storage.node", "--port", str(self.port)]
+        cmd += [
             "--data-dir",
             str(self.data_dir),
             "--etcd",
             self.etcd,
             "--metrics-port",
             str(self.metrics_port),
-            *self.extra_args,
         ]
-        log_path = self.log_path or self.data_dir.parent / f"node-{self.port}.log"
-        stderr = open(log_path, "ab")  # noqa: SIM115 - handed to the child
-        self.process = subprocess.Popen(
-            args,
-            stdout=subprocess.PIPE,
-            stderr=stderr,
-            text=True,
-            env={**os.environ, **self.env},
-        )
-        stderr.close()
-        self._wait_ready()
+        if self.namespace:
+            cmd += ["--etcd-namespace", self.namespace]
+        return cmd + self.extra_args
 
-    def _wait_ready(self) -> None:
-        assert self.process is not None and self.process.stdout is not None
-        deadline = time.monotonic() + READY_TIMEOUT_S
-        selector = selectors.DefaultSelector()
-        selector.register(self.process.stdout, selectors.EVENT_READ)
+    def start(self, timeout_s: float = START_TIMEOUT_S, expect_ready: bool = True) -> NodeProcess:
+        assert self.proc is None or self.proc.poll() is not None, "already running"
+        env = {**os.environ, **self.env, "PYTHONUNBUFFERED": "1"}
+        env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
+        log = open(self.log_path, "a")  # noqa: SIM115 - handed to the child
+        log.write(f"--- start {' '.join(self.command())}\n")
+        log.flush()
+        self._ready.clear()
+        self.proc = subprocess.Popen(self.command(), stdout=subprocess.PIPE, stderr=log, text=True, env=env)
+        log.close()
+        threading.Thread(target=self._pump_stdout, args=(self.proc,), daemon=True).start()
+        if not expect_ready:
+            return self
+        deadline = time.monotonic() + timeout_s
+        while not self._ready.wait(0.05):
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"node exited with {self.proc.returncode}:\n{self.log_tail()}")
+            if time.monotonic() > deadline:
+                self.kill9()
+                raise RuntimeError(f"node not ready in {timeout_s}s:\n{self.log_tail()}")
+        return self
+
+    def _pump_stdout(self, proc: subprocess.Popen[str]) -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            if line.startswith(READY_PREFIX):
+                fields = dict(part.split("=", 1) for part in line.split()[2:])
+                self.address, self.metrics_address = fields["address"], fields["metrics"]
+                self.port = self.host_port[1]
+                self._ready.set()
+
+    def kill9(self) -> int:
+        return self._signal(signal.SIGKILL)
+
+    def terminate(self, timeout_s: float = 20.0) -> int:
+        return self._signal(signal.SIGTERM, timeout_s)
+
+    def _signal(self, sig: int, timeout_s: float = 20.0) -> int:
+        assert self.proc is not None
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, sig)
         try:
-            while time.monotonic() < deadline:
-                if not selector.select(timeout=0.2):
-                    if self.process.poll() is not None:
-                        raise RuntimeError(f"storage node {self.port} exited with {self.process.returncode}")
-                    continue
-                line = self.process.stdout.readline()
-                if not line:
-                    raise RuntimeError(f"storage node {self.port} closed stdout before READY")
-                if line.startswith(READY_PREFIX):
-                    fields = dict(part.split("=", 1) for part in line.split()[2:] if "=" in part)
-                    self.address = fields.get("address", self.node_id)
-                    self.metrics_address = fields.get("metrics", "")
-                    return
-        finally:
-            selector.close()
-        raise RuntimeError(f"storage node {self.port} not ready after {READY_TIMEOUT_S}s")
+            return self.proc.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            if self.proc.poll() is None:
+                os.kill(self.proc.pid, signal.SIGUSR1)  # the node dumps its tasks to its log
+                time.sleep(0.5)
+            raise
 
-    @property
-    def pid(self) -> int:
-        assert self.process is not None
-        return self.process.pid
+    def wait(self, timeout_s: float = 20.0) -> int:
+        assert self.proc is not None
+        return self.proc.wait(timeout_s)
 
-    def alive(self) -> bool:
-        return self.process is not None and self.process.poll() is None
+    def restart(self, sig: int = signal.SIGKILL) -> NodeProcess:
+        self._signal(sig)
+        return self.start()
 
-    def kill9(self) -> None:
-        if self.alive():
-            assert self.process is not None
-            os.kill(self.process.pid, signal.SIGKILL)
-            self.process.wait(10)
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
 
-    def stop(self, grace_s: float = 10.0) -> int | None:
-        if self.process is None:
-            return None
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
+    def log_text(self) -> str:
+        return self.log_path.read_text() if self.log_path.exists() else ""
+
+    def log_tail(self, chars: int = 4000) -> str:
+        return self.log_text()[-chars:]
+
+    def stop(self) -> None:
+        """Best-effort cleanup for fixtures: SIGTERM, then SIGKILL."""
+        if self.proc is not None and self.proc.poll() is None:
             try:
-                self.process.wait(grace_s)
+                self.terminate(10.0)
             except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(10)
-        return self.process.returncode
+                self.kill9()
 
 
 AUDITOR_READY_PREFIX = "FOLIO-AUDITOR READY"

@@ -40,9 +40,9 @@ class LocalCluster:
         self.etcd.start()
         for port, metrics_port in zip(self.node_ports, self.metrics_ports, strict=True):
             node = NodeProcess(
+                self.root / f"node-{port}",
+                self.etcd.endpoint,
                 port=port,
-                data_dir=self.root / f"node-{port}",
-                etcd=self.etcd.endpoint,
                 metrics_port=metrics_port,
                 log_path=self.root / f"node-{port}.log",
             )
@@ -92,9 +92,9 @@ def run_until_signalled(cluster: LocalCluster) -> int:
         print(cluster.describe(), flush=True)
         print("Folio is up. Ctrl-C stops everything.", flush=True)
         while not stop.wait(1.0):
-            dead = [n for n in cluster.nodes if not n.alive()]
+            dead = [n for n in cluster.nodes if not n.running()]
             for node in dead:
-                print(f"storage node {node.node_id} exited with {node.process and node.process.returncode}")
+                print(f"storage node {node.address} exited with {node.proc and node.proc.returncode}")
                 cluster.nodes.remove(node)
     finally:
         print("stopping…", flush=True)

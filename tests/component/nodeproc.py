@@ -9,152 +9,27 @@ Reusable by any component test that needs storage nodes.
 from __future__ import annotations
 
 import asyncio
-import os
-import signal
 import socket
-import subprocess
-import sys
-import threading
 import time
 from collections.abc import Awaitable, Callable, Iterable
-from pathlib import Path
 from typing import TypeVar
 
 from coordination import keys
 from coordination.etcd_store import EtcdStore, connect
+from folio.procs import NodeProcess as BaseNodeProcess
 from storage import wire
 from storage.errors import Status
 from storage.types import LedgerMetadata, LedgerState, Segment
 
 T = TypeVar("T")
 
-REPO = Path(__file__).resolve().parents[2]
-READY_PREFIX = "FOLIO-STORAGE READY "
-START_TIMEOUT_S = 30.0
 
 
-class NodeProcess:
-    """One storage node process. ``port`` 0 on first start = any free port; a
-    restart reuses the port it got (the node id is host:port)."""
-
-    def __init__(
-        self,
-        data_dir: Path,
-        etcd: str,
-        *,
-        port: int = 0,
-        namespace: str = "",
-        extra_args: Iterable[str] = (),
-        env: dict[str, str] | None = None,
-        log_path: Path | None = None,
-    ) -> None:
-        self.data_dir = Path(data_dir)
-        self.etcd = etcd
-        self.port = port
-        self.namespace = namespace
-        self.extra_args = list(extra_args)
-        self.env = dict(env or {})
-        self.log_path = log_path or self.data_dir.with_name(self.data_dir.name + ".log")
-        self.proc: subprocess.Popen[str] | None = None
-        self.address = ""
-        self.metrics_address = ""
-        self._ready = threading.Event()
-
-    @property
-    def pid(self) -> int:
-        assert self.proc is not None
-        return self.proc.pid
-
-    @property
-    def host_port(self) -> tuple[str, int]:
-        host, _, port = self.address.rpartition(":")
-        return host, int(port)
-
-    def command(self) -> list[str]:
-        cmd = [sys.executable, "-m", "storage.node", "--port", str(self.port)]
-        cmd += ["--data-dir", str(self.data_dir), "--etcd", self.etcd, "--metrics-port", "0"]
-        if self.namespace:
-            cmd += ["--etcd-namespace", self.namespace]
-        return cmd + self.extra_args
-
-    def start(self, timeout_s: float = START_TIMEOUT_S, expect_ready: bool = True) -> NodeProcess:
-        assert self.proc is None or self.proc.poll() is not None, "already running"
-        env = {**os.environ, **self.env, "PYTHONUNBUFFERED": "1"}
-        env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
-        log = open(self.log_path, "a")  # noqa: SIM115 - handed to the child
-        log.write(f"--- start {' '.join(self.command())}\n")
-        log.flush()
-        self._ready.clear()
-        self.proc = subprocess.Popen(
-            self.command(), stdout=subprocess.PIPE, stderr=log, text=True, cwd=REPO, env=env
-        )
-        log.close()
-        threading.Thread(target=self._pump_stdout, args=(self.proc,), daemon=True).start()
-        if not expect_ready:
-            return self
-        deadline = time.monotonic() + timeout_s
-        while not self._ready.wait(0.05):
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"node exited with {self.proc.returncode}:\n{self.log_tail()}")
-            if time.monotonic() > deadline:
-                self.kill9()
-                raise RuntimeError(f"node not ready in {timeout_s}s:\n{self.log_tail()}")
-        return self
-
-    def _pump_stdout(self, proc: subprocess.Popen[str]) -> None:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            if line.startswith(READY_PREFIX):
-                fields = dict(part.split("=", 1) for part in line.split()[2:])
-                self.address, self.metrics_address = fields["address"], fields["metrics"]
-                self.port = self.host_port[1]
-                self._ready.set()
-
-    def kill9(self) -> int:
-        return self._signal(signal.SIGKILL)
-
-    def terminate(self, timeout_s: float = 20.0) -> int:
-        return self._signal(signal.SIGTERM, timeout_s)
-
-    def _signal(self, sig: int, timeout_s: float = 20.0) -> int:
-        assert self.proc is not None
-        if self.proc.poll() is None:
-            os.kill(self.proc.pid, sig)
-        try:
-            return self.proc.wait(timeout_s)
-        except subprocess.TimeoutExpired:
-            if self.proc.poll() is None:
-                os.kill(self.proc.pid, signal.SIGUSR1)  # the node dumps its tasks to its log
-                time.sleep(0.5)
-            raise
-
-    def wait(self, timeout_s: float = 20.0) -> int:
-        assert self.proc is not None
-        return self.proc.wait(timeout_s)
-
-    def restart(self, sig: int = signal.SIGKILL) -> NodeProcess:
-        self._signal(sig)
-        return self.start()
-
-    def running(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    def log_text(self) -> str:
-        return self.log_path.read_text() if self.log_path.exists() else ""
-
-    def log_tail(self, chars: int = 4000) -> str:
-        return self.log_text()[-chars:]
+class NodeProcess(BaseNodeProcess):
+    """``folio.procs.NodeProcess`` plus a wire client for tests."""
 
     def client(self, timeout_s: float = 10.0) -> WireClient:
         return WireClient(*self.host_port, timeout_s=timeout_s)
-
-    def stop(self) -> None:
-        """Best-effort cleanup for fixtures: SIGTERM, then SIGKILL."""
-        if self.proc is not None and self.proc.poll() is None:
-            try:
-                self.terminate(10.0)
-            except subprocess.TimeoutExpired:
-                self.kill9()
 
 
 class WireClient:

@@ -25,7 +25,6 @@ from conftest import LedgerCluster
 
 from coordination import keys
 from coordination.store import MetadataStore
-from storage import wire
 from storage.client.api import LedgerClient
 from storage.errors import Status
 from storage.types import LedgerMetadata, LedgerState
