@@ -27,6 +27,7 @@ from __future__ import annotations
 import random
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from storage import wire
 from storage.client import placement
@@ -47,8 +48,7 @@ class WriterConfig:
 # ---------------------------------------------------------------- effects
 
 
-@dataclass(frozen=True, slots=True)
-class SendAdd:
+class SendAdd(NamedTuple):  # hot path: a NamedTuple is built ~3x faster than a frozen dataclass
     """Send the add ``body`` (wire add body) for ``entry_id`` to ``nodes``."""
 
     entry_id: int
@@ -56,8 +56,7 @@ class SendAdd:
     body: bytes
 
 
-@dataclass(frozen=True, slots=True)
-class CompleteAdds:
+class CompleteAdds(NamedTuple):
     """Every entry up to ``lac`` is confirmed (in order)."""
 
     lac: int
@@ -111,15 +110,17 @@ def apply_segment(current: LedgerMetadata, change: WriteSegment) -> LedgerMetada
     return current.with_changes(segments=segments)
 
 
-class _Pending:
-    __slots__ = ("acks", "body", "entry_id", "indexes", "sent_ms", "size")
+class _Pending(AckSet):
+    """One unconfirmed add: its ack set plus what a resend needs (one object per add)."""
 
-    def __init__(self, entry_id: int, body: bytes, size: int, indexes: tuple[int, ...], acks: AckSet) -> None:
+    __slots__ = ("body", "entry_id", "indexes", "sent_ms", "size")
+
+    def __init__(self, entry_id: int, body: bytes, size: int, indexes: tuple[int, ...], ack_quorum: int) -> None:
+        AckSet.__init__(self, ack_quorum)
         self.entry_id = entry_id
         self.body = body
         self.size = size
         self.indexes = indexes
-        self.acks = acks
         self.sent_ms = 0
 
 
@@ -132,6 +133,8 @@ class WriteCore:
     ) -> None:
         assert metadata.state is LedgerState.OPEN
         self.config = config or WriterConfig()
+        self._adds_max = self.config.outstanding_adds_max
+        self._bytes_max = self.config.outstanding_bytes_max
         self._rng = rng or random.Random(0)
         self.metadata = metadata
         self.lac = metadata.segments[-1].first_entry_id - 1
@@ -155,9 +158,10 @@ class WriteCore:
         return self.next_entry_id - 1 - self.lac
 
     def can_accept(self, size: int) -> bool:
-        if self.outstanding >= self.config.outstanding_adds_max:
+        outstanding = self.next_entry_id - 1 - self.lac
+        if outstanding >= self._adds_max:
             return False
-        return self.outstanding == 0 or self.outstanding_bytes + size <= self.config.outstanding_bytes_max
+        return outstanding == 0 or self.outstanding_bytes + size <= self._bytes_max
 
     @property
     def changing_ensemble(self) -> bool:
@@ -186,7 +190,7 @@ class WriteCore:
         self.next_entry_id = entry_id + 1
         body = wire.add_body(wire.encode_entry(self.metadata.ledger_id, entry_id, self.lac, payload))
         indexes = self._write_sets[entry_id % self._ensemble_size]
-        pending = _Pending(entry_id, body, len(payload), indexes, AckSet(self._ack_quorum))
+        pending = _Pending(entry_id, body, len(payload), indexes, self._ack_quorum)
         pending.sent_ms = now_ms
         if not self._pending:
             self._timeout_check_ms = now_ms + self.config.add_timeout_ms
@@ -207,7 +211,7 @@ class WriteCore:
         index = self._index.get(node)
         if index is None or index not in pending.indexes:
             return NO_EFFECTS_LIST  # a replaced member: its ack no longer counts
-        if pending.acks.add(index) and entry_id == self.lac + 1:
+        if pending.add(index) and entry_id == self.lac + 1:
             return self._advance()
         return NO_EFFECTS_LIST
 
@@ -240,11 +244,11 @@ class WriteCore:
             next_check = now_ms + timeout
             slow: set[NodeId] = set()
             for pending in self._pending.values():
-                if pending.acks.complete:
+                if pending.complete:
                     continue
                 if now_ms - pending.sent_ms >= timeout:
                     for index in pending.indexes:
-                        if not pending.acks.has(index):
+                        if not pending.has(index):
                             slow.add(self._ensemble[index])
                 else:
                     next_check = min(next_check, pending.sent_ms + timeout)
@@ -297,7 +301,7 @@ class WriteCore:
             if not moved:
                 continue
             for index in moved:
-                pending.acks.remove(index)
+                pending.remove(index)
             pending.sent_ms = now_ms
             nodes = tuple(ensemble[i] for i in moved if ensemble[i] not in self._failed)
             if nodes:
@@ -346,9 +350,9 @@ class WriteCore:
         lac = self.lac
         pending_map = self._pending
         pending = pending_map.get(lac + 1)
-        if pending is None or not pending.acks.complete:
+        if pending is None or not pending.complete:
             return NO_EFFECTS_LIST
-        while pending is not None and pending.acks.complete:
+        while pending is not None and pending.complete:
             del pending_map[lac + 1]
             lac += 1
             self.outstanding_bytes -= pending.size

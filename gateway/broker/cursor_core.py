@@ -1,0 +1,336 @@
+"""A durable subscription's acknowledgement state (pure).
+
+Owns: ``Cursor`` - the mark-delete position (every entry <= it is acked),
+the sorted disjoint ranges of fully acked entries beyond it, the batch-index
+acks of partly acked entries, and the message count of every entry the
+subscription has read and not yet fully acked; its bounded ``snapshot`` and
+``Cursor.restore``. What it needs to know about the topic's log comes in as
+a ``log_layout.LogView`` argument (``LedgerLayout`` is the plain one).
+
+Rules (reference/pulsar-api.md §4.6-4.8, DESIGN §4):
+- Individual ack of an entry, or of its last unacked batch index, makes the
+  entry acked; the mark-delete position then moves to the highest P such that
+  every entry <= P is acked (holes that fill collapse into it). A partly acked
+  batch entry is not acked: it counts in the backlog and is redelivered whole,
+  and ``is_acked`` tells a dispatcher which of its messages to skip.
+- Cumulative ack of (L, E, B) acks every message up to and including it.
+- An ack is an idempotent no-op when its entry is at or before mark-delete,
+  already acked, or was never seen: an entry is seen once ``on_read`` told the
+  cursor its message count (so a client cannot ack entries it was never sent,
+  and batch-index acks are always checked against the real batch size).
+- Backlog = entries after mark-delete that are not fully acked (a batch is 1).
+- ``snapshot`` persists mark-delete exactly plus the first
+  ``RANGES_PERSISTED_MAX`` acked ranges and ``BATCHES_PERSISTED_MAX`` partly
+  acked entries (Pulsar's managedLedgerMaxUnackedRangesToPersistInMetadataStore
+  = 1000). Acks beyond the cap live in memory only: after a crash those
+  messages are delivered again (at-least-once), never lost.
+- Bounds: acked ranges and partial entries only ever cover seen entries, whose
+  number is capped by ``ENTRIES_TRACKED_MAX`` (and in practice by the
+  dispatcher's unacked limits); past the cap a read entry is not tracked and
+  its acks are no-ops until it is read again (at-least-once).
+"""
+
+from __future__ import annotations
+
+import re
+from bisect import bisect_right, insort
+from typing import Any
+
+from gateway.broker.entry_format import MESSAGES_PER_ENTRY_MAX
+from gateway.broker.log_layout import LogView
+from gateway.broker.positions import EARLIEST, LATEST, NO_BATCH, MessagePosition, Position
+from gateway.errors import CorruptCursorSnapshot
+
+RANGES_PERSISTED_MAX = 1000
+BATCHES_PERSISTED_MAX = 1000
+ENTRIES_TRACKED_MAX = 200_000  # must exceed the dispatcher's unacked + read-ahead limits
+SNAPSHOT_VERSION = 1
+
+_AFTER_ANY = 2**64  # sorts after every entry id in a (ledger, entry, _AFTER_ANY) probe
+_HEX = re.compile(r"[0-9a-f]{1,256}")
+
+
+class Cursor:
+    """Ack state of one durable subscription. Mutators return True when the
+    state changed (``revision`` then increases: persist when it moved)."""
+
+    def __init__(
+        self,
+        mark_delete: Position,
+        *,
+        ranges_persisted_max: int = RANGES_PERSISTED_MAX,
+        batches_persisted_max: int = BATCHES_PERSISTED_MAX,
+        entries_tracked_max: int = ENTRIES_TRACKED_MAX,
+    ) -> None:
+        assert ranges_persisted_max >= 0 and batches_persisted_max >= 0 and entries_tracked_max >= 1
+        self._mark_delete = mark_delete
+        self._ranges: list[tuple[int, int, int]] = []  # (ledger, first, last): sorted, > mark-delete
+        self._acked_entries = 0  # entries in _ranges
+        self._partial: dict[Position, int] = {}  # entry -> bitmask of acked batch indices
+        self._sizes: dict[Position, int] = {}  # seen entry -> message count (not fully acked)
+        self._ranges_persisted_max = ranges_persisted_max
+        self._batches_persisted_max = batches_persisted_max
+        self._entries_tracked_max = entries_tracked_max
+        self.revision = 0
+
+    # -- queries ---------------------------------------------------------------
+
+    @property
+    def mark_delete(self) -> Position:
+        return self._mark_delete
+
+    def is_acked(self, message: MessagePosition) -> bool:
+        """Whether ``message`` is acked (for a NO_BATCH position: the whole entry)."""
+        entry = message.entry
+        if entry <= self._mark_delete or self._in_ranges(entry):
+            return True
+        if message.batch_index == NO_BATCH:
+            return False
+        return bool(self._partial.get(entry, 0) >> message.batch_index & 1)
+
+    def backlog(self, log: LogView) -> int:
+        """Entries after mark-delete that are not fully acked."""
+        total = log.entries_between(self._mark_delete, log.last_position())
+        return max(0, total - self._acked_entries)
+
+    def acked_ranges(self) -> list[tuple[Position, Position]]:
+        """Fully acked entries beyond mark-delete, as inclusive (first, last) pairs."""
+        return [(Position(ledger, first), Position(ledger, last)) for ledger, first, last in self._ranges]
+
+    def individually_deleted_messages(self) -> str:
+        """The ranges in Pulsar's internal-stats form, e.g. ``[(5:2..5:7], (6:-1..6:0]]``."""
+        inner = ", ".join(f"({ledger}:{first - 1}..{ledger}:{last}]" for ledger, first, last in self._ranges)
+        return f"[{inner}]"
+
+    @property
+    def partially_acked_entries(self) -> int:
+        return len(self._partial)
+
+    @property
+    def tracked_entries(self) -> int:
+        return len(self._sizes)
+
+    # -- inputs ----------------------------------------------------------------
+
+    def on_read(self, entry: Position, message_count: int) -> None:
+        """The subscription read ``entry`` holding ``message_count`` messages; call
+        it for every entry read or re-read, before delivering its messages."""
+        assert 1 <= message_count <= MESSAGES_PER_ENTRY_MAX, message_count
+        if entry <= self._mark_delete or entry in self._sizes or self._in_ranges(entry):
+            return
+        if len(self._sizes) >= self._entries_tracked_max:
+            self._sizes = {p: n for p, n in self._sizes.items() if p > self._mark_delete}
+            if len(self._sizes) >= self._entries_tracked_max:
+                return
+        self._sizes[entry] = message_count
+
+    def ack(self, message: MessagePosition, log: LogView) -> bool:
+        """Individual ack of one message (NO_BATCH: of its whole entry)."""
+        entry = message.entry
+        size = self._sizes.get(entry)
+        if size is None or entry <= self._mark_delete:
+            return False  # never seen, already acked, or at/before mark-delete
+        if message.batch_index != NO_BATCH:
+            if not 0 <= message.batch_index < size:
+                return False
+            mask = self._partial.get(entry, 0)
+            bit = 1 << message.batch_index
+            if mask & bit:
+                return False
+            if mask | bit != (1 << size) - 1:
+                self._partial[entry] = mask | bit
+                self.revision += 1
+                return True
+        self._partial.pop(entry, None)
+        del self._sizes[entry]
+        self._insert_range(entry)
+        self._collapse(log)
+        self.revision += 1
+        return True
+
+    def ack_cumulative(self, message: MessagePosition, log: LogView) -> bool:
+        """Cumulative ack: every message up to and including ``message``."""
+        entry = message.entry
+        if entry <= self._mark_delete:
+            return False
+        size = self._sizes.get(entry)
+        if size is None:
+            return self._in_ranges(entry) and self._advance(entry, log)  # an acked entry: whole
+        index = message.batch_index
+        if index == NO_BATCH or index == size - 1:
+            return self._advance(entry, log)
+        if not 0 <= index < size:
+            return False
+        mask = self._partial.get(entry, 0) | (1 << index + 1) - 1
+        if mask == (1 << size) - 1:
+            return self._advance(entry, log)
+        changed = self._advance(Position(entry.ledger_id, entry.entry_id - 1), log)
+        if mask != self._partial.get(entry, 0):
+            self._partial[entry] = mask
+            changed = True
+            self.revision += 1
+        return changed
+
+    def expire(self, upto: Position, log: LogView) -> bool:
+        """Message TTL: ack every entry up to ``upto`` (clamped to the log's end)."""
+        return self._advance(min(upto, log.last_position()), log)
+
+    def skip(self, count: int, log: LogView) -> bool:
+        """Ack the next ``count`` entries that are not acked yet (admin skip)."""
+        assert count >= 0
+        remaining = count
+        current = self._mark_delete
+        for ledger, first, last in self._ranges:
+            gap = log.entries_between(current, Position(ledger, first - 1))
+            if remaining <= gap:
+                break
+            remaining -= gap
+            current = Position(ledger, last)
+        if remaining:
+            current = log.position_after(current, remaining)
+        return self._advance(current, log)
+
+    def seek(self, position: Position, log: LogView, *, inclusive: bool = True) -> None:
+        """Reset: everything before ``position`` (and it too unless ``inclusive``)
+        is acked, everything after it is not; EARLIEST and LATEST are the log's
+        ends. Never moves past the log's last entry."""
+        if position == EARLIEST:
+            mark_delete = EARLIEST
+        elif position == LATEST:
+            mark_delete = log.last_position()
+        elif inclusive and position.entry_id >= 0:
+            mark_delete = Position(position.ledger_id, position.entry_id - 1)
+        else:
+            mark_delete = position
+        self._mark_delete = min(mark_delete, log.last_position())
+        self._ranges.clear()
+        self._acked_entries = 0
+        self._partial.clear()
+        self._sizes.clear()
+        self.revision += 1
+
+    # -- persistence -----------------------------------------------------------
+
+    def snapshot(self) -> dict[str, Any]:
+        """A JSON-serialisable, bounded picture of the ack state."""
+        partial = sorted(self._partial.items())[: self._batches_persisted_max]
+        return {
+            "version": SNAPSHOT_VERSION,
+            "markDelete": [self._mark_delete.ledger_id, self._mark_delete.entry_id],
+            "ranges": [list(r) for r in self._ranges[: self._ranges_persisted_max]],
+            "batches": [[p.ledger_id, p.entry_id, self._sizes[p], format(mask, "x")] for p, mask in partial],
+        }
+
+    @classmethod
+    def restore(cls, snapshot: Any, **limits: int) -> Cursor:
+        """A cursor from ``snapshot()``'s output; ``CorruptCursorSnapshot`` if invalid."""
+        try:
+            return cls._restore(snapshot, **limits)
+        except (KeyError, IndexError, TypeError, ValueError) as exc:
+            raise CorruptCursorSnapshot(f"cursor snapshot unusable: {exc!r}") from exc
+
+    @classmethod
+    def _restore(cls, snapshot: Any, **limits: int) -> Cursor:
+        if not isinstance(snapshot, dict) or snapshot.get("version") != SNAPSHOT_VERSION:
+            raise ValueError("not a version-1 cursor snapshot")
+        ledger, entry = _ints(snapshot["markDelete"], 2)
+        cursor = cls(Position(ledger, entry), **limits)
+        previous = (ledger, entry)
+        for item in snapshot["ranges"][: cursor._ranges_persisted_max]:
+            ledger, first, last = _ints(item, 3)
+            if not (previous < (ledger, first - 1) and first <= last):
+                raise ValueError(f"range {item} is not sorted, disjoint and after mark-delete")
+            cursor._ranges.append((ledger, first, last))
+            cursor._acked_entries += last - first + 1
+            previous = (ledger, last)
+        for item in snapshot["batches"][: cursor._batches_persisted_max]:
+            ledger, entry, size = _ints(item[:3], 3)
+            position = Position(ledger, entry)
+            if not (
+                isinstance(item[3], str) and _HEX.fullmatch(item[3]) and 1 < size <= MESSAGES_PER_ENTRY_MAX
+            ):
+                raise ValueError(f"batch {item} has a bad size or mask")
+            mask = int(item[3], 16)
+            if (
+                not 0 < mask < (1 << size) - 1
+                or position <= cursor._mark_delete
+                or cursor._in_ranges(position)
+            ):
+                raise ValueError(f"batch {item} is empty, full or already acked")
+            cursor._partial[position] = mask
+            cursor._sizes[position] = size
+        return cursor
+
+    # -- internals -------------------------------------------------------------
+
+    def _in_ranges(self, entry: Position) -> bool:
+        i = bisect_right(self._ranges, (entry.ledger_id, entry.entry_id, _AFTER_ANY)) - 1
+        if i < 0:
+            return False
+        ledger, first, last = self._ranges[i]
+        return ledger == entry.ledger_id and first <= entry.entry_id <= last
+
+    def _insert_range(self, entry: Position) -> None:
+        ledger, e = entry.ledger_id, entry.entry_id
+        i = bisect_right(self._ranges, (ledger, e, _AFTER_ANY))
+        joins_previous = i > 0 and self._ranges[i - 1][0] == ledger and self._ranges[i - 1][2] == e - 1
+        joins_next = i < len(self._ranges) and self._ranges[i][0] == ledger and self._ranges[i][1] == e + 1
+        if joins_previous and joins_next:
+            self._ranges[i - 1] = (ledger, self._ranges[i - 1][1], self._ranges[i][2])
+            del self._ranges[i]
+        elif joins_previous:
+            self._ranges[i - 1] = (ledger, self._ranges[i - 1][1], e)
+        elif joins_next:
+            self._ranges[i] = (ledger, e, self._ranges[i][2])
+        else:
+            insort(self._ranges, (ledger, e, e))
+        self._acked_entries += 1
+
+    def _advance(self, mark_delete: Position, log: LogView) -> bool:
+        """Move mark-delete forward to ``mark_delete`` and forget what it covers
+        (not if no entry lies in between: (5:99) and (6:-1) may be the same point)."""
+        if mark_delete <= self._mark_delete or not log.entries_between(self._mark_delete, mark_delete):
+            return False
+        self._mark_delete = mark_delete
+        covered = 0
+        for ledger, first, last in self._ranges:
+            if (ledger, last) > (mark_delete.ledger_id, mark_delete.entry_id):
+                break
+            covered += 1
+            self._acked_entries -= last - first + 1
+        del self._ranges[:covered]
+        if (
+            self._ranges
+            and self._ranges[0][0] == mark_delete.ledger_id
+            and self._ranges[0][1] <= mark_delete.entry_id
+        ):
+            ledger, first, last = self._ranges[0]
+            self._ranges[0] = (ledger, mark_delete.entry_id + 1, last)
+            self._acked_entries -= mark_delete.entry_id + 1 - first
+        if self._partial:
+            self._partial = {p: mask for p, mask in self._partial.items() if p > mark_delete}
+        while self._sizes and next(iter(self._sizes)) <= mark_delete:  # read in log order: oldest first
+            del self._sizes[next(iter(self._sizes))]
+        self._collapse(log)
+        self.revision += 1
+        return True
+
+    def _collapse(self, log: LogView) -> None:
+        """Fold acked ranges that start right after mark-delete into it."""
+        while self._ranges:
+            ledger, first, last = self._ranges[0]
+            if ledger == self._mark_delete.ledger_id:
+                adjacent = first == self._mark_delete.entry_id + 1
+            else:
+                adjacent = log.next_position(self._mark_delete) == Position(ledger, first)
+            if not adjacent:
+                return
+            self._mark_delete = Position(ledger, last)
+            self._acked_entries -= last - first + 1
+            del self._ranges[0]
+
+
+def _ints(item: Any, count: int) -> tuple[int, ...]:
+    if not isinstance(item, list | tuple) or len(item) != count or any(type(v) is not int for v in item):
+        raise ValueError(f"expected {count} integers, got {item!r}")
+    return tuple(item)

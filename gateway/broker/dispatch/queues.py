@@ -1,0 +1,145 @@
+"""In-memory message queues of the multi-consumer dispatchers (pure).
+
+Owns three containers, each keyed by message position so re-reads can be
+recognised and acks can cancel a queued redelivery:
+- ``ReplayQueue`` (Shared): messages to (re)deliver, lowest position first -
+  Pulsar's replay set, which has priority over new reads;
+- ``DelayedIndex`` (Shared, Key_Shared): messages whose ``deliver_at_ms`` is in
+  the future, released in time order (Pulsar's in-memory
+  ``DelayedDeliveryTracker``, pulsar-api.md §4.10; released when due, never
+  early, so no tick imprecision);
+- ``HeldBySlot`` (Key_Shared): messages waiting per hash slot, in log order
+  per slot, so a slot's messages leave in order.
+Bounds are enforced by the dispatchers (``DispatcherConfig``), not here.
+"""
+
+from __future__ import annotations
+
+import bisect
+import heapq
+from collections.abc import Iterator
+
+from gateway.broker.dispatch.base import Message
+from gateway.broker.positions import MessagePosition
+
+
+class ReplayQueue:
+    def __init__(self) -> None:
+        self._heap: list[MessagePosition] = []
+        self._items: dict[MessagePosition, tuple[Message, int]] = {}
+
+    def add(self, message: Message, redelivery_count: int) -> None:
+        assert message.position not in self._items, message.position
+        self._items[message.position] = (message, redelivery_count)
+        heapq.heappush(self._heap, message.position)
+
+    def pop(self) -> tuple[Message, int]:
+        """The lowest-position message and its redelivery count."""
+        while True:
+            position = heapq.heappop(self._heap)
+            item = self._items.pop(position, None)
+            if item is not None:
+                return item
+
+    def remove(self, position: MessagePosition) -> bool:
+        """Cancel a queued message (lazy: the heap entry is skipped later)."""
+        if self._items.pop(position, None) is None:
+            return False
+        if not self._items:
+            self._heap.clear()
+        return True
+
+    def __contains__(self, position: MessagePosition) -> bool:
+        return position in self._items
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+
+class DelayedIndex:
+    def __init__(self) -> None:
+        self._heap: list[tuple[int, MessagePosition]] = []
+        self._items: dict[MessagePosition, Message] = {}
+
+    def add(self, message: Message) -> None:
+        assert message.deliver_at_ms is not None
+        assert message.position not in self._items, message.position
+        self._items[message.position] = message
+        heapq.heappush(self._heap, (message.deliver_at_ms, message.position))
+
+    def pop_due(self, now_ms: int) -> list[Message]:
+        """Messages with ``deliver_at_ms <= now_ms``, in time then log order."""
+        due: list[Message] = []
+        while self._heap and self._heap[0][0] <= now_ms:
+            _, position = heapq.heappop(self._heap)
+            message = self._items.pop(position, None)
+            if message is not None:
+                due.append(message)
+        return due
+
+    def remove(self, position: MessagePosition) -> bool:
+        if self._items.pop(position, None) is None:
+            return False
+        if not self._items:
+            self._heap.clear()
+        return True
+
+    def next_deadline_ms(self) -> int | None:
+        while self._heap and self._heap[0][1] not in self._items:
+            heapq.heappop(self._heap)  # cancelled entry
+        return self._heap[0][0] if self._heap else None
+
+    def __contains__(self, position: MessagePosition) -> bool:
+        return position in self._items
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+
+class HeldBySlot:
+    def __init__(self) -> None:
+        self._slots: dict[int, list[tuple[MessagePosition, Message, int]]] = {}
+        self._slot_of: dict[MessagePosition, int] = {}
+
+    def add(self, message: Message, redelivery_count: int) -> None:
+        position = message.position
+        assert position not in self._slot_of, position
+        queue = self._slots.setdefault(message.hash_slot, [])
+        bisect.insort(queue, (position, message, redelivery_count), key=lambda item: item[0])
+        self._slot_of[position] = message.hash_slot
+
+    def pop(self, slot: int) -> tuple[Message, int]:
+        """The lowest-position message waiting in ``slot``."""
+        queue = self._slots[slot]
+        position, message, count = queue.pop(0)
+        if not queue:
+            del self._slots[slot]
+        del self._slot_of[position]
+        return message, count
+
+    def remove(self, position: MessagePosition) -> int | None:
+        """Cancel a waiting message; returns its slot."""
+        slot = self._slot_of.pop(position, None)
+        if slot is None:
+            return None
+        queue = self._slots[slot]
+        queue.pop(next(i for i, item in enumerate(queue) if item[0] == position))
+        if not queue:
+            del self._slots[slot]
+        return slot
+
+    def has(self, slot: int) -> bool:
+        return slot in self._slots
+
+    def slot_count(self, slot: int) -> int:
+        return len(self._slots.get(slot, ()))
+
+    def slots(self) -> Iterator[int]:
+        """Slots with waiting messages (a snapshot: safe to pop while iterating)."""
+        return iter(list(self._slots))
+
+    def __contains__(self, position: MessagePosition) -> bool:
+        return position in self._slot_of
+
+    def __len__(self) -> int:
+        return len(self._slot_of)

@@ -1,0 +1,253 @@
+"""How a batch of published messages becomes one ledger entry payload.
+
+Owns: ``EntryMessage`` (a message as stored), the version-1 binary layout of
+an entry (docs/decisions/0004-entry-batch-format.md), its encoder
+(``encode_entry``, and ``EntryBatch`` for a batcher that fills an entry
+message by message), its decoder (``decode_entry``, ``entry_message_count``)
+and the bounds of an entry (``MESSAGES_PER_ENTRY_MAX``, ``ENTRY_BYTES_MAX``).
+
+Rule: the storage layer treats entries as opaque bytes; this module is the only
+place that knows their inside. A message's batch index is its position in the
+entry. Encoding is ``struct``-based (no JSON on the hot path); every length is
+checked on decode, and anything that is not exactly a valid entry raises
+``CorruptEntry``. A message that cannot fit in an entry on its own raises
+``MessageTooLarge``; other out-of-bounds fields raise ``InvalidMessage``.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from gateway.errors import CorruptEntry, InvalidMessage, MessageTooLarge
+from storage.wire import MAX_ENTRY_PAYLOAD_BYTES
+
+FORMAT_VERSION = 1
+MESSAGES_PER_ENTRY_MAX = 1000  # Pulsar's batchingMaxMessages default
+ENTRY_BYTES_MAX = MAX_ENTRY_PAYLOAD_BYTES  # the whole entry must fit a storage-node entry (5 MiB)
+PRODUCER_NAME_BYTES_MAX = 0xFFFF  # u16 length
+PROPERTIES_PER_MESSAGE_MAX = 0xFFFF  # u16 count
+PROPERTY_NAME_BYTES_MAX = 0xFFFF  # u16 length
+
+_ENTRY_HEAD = struct.Struct(">BH")  # version, message count
+_MESSAGE_HEAD = struct.Struct(
+    ">BHqqHI"
+)  # flags, property count, publish time, sequence id, name len, payload len
+_I64 = struct.Struct(">q")
+_U32 = struct.Struct(">I")
+_PROPERTY_HEAD = struct.Struct(">HI")  # name len, value len
+ENTRY_HEADER_BYTES = _ENTRY_HEAD.size
+
+_HAS_EVENT_TIME = 0x01
+_HAS_DELIVER_AT = 0x02
+_HAS_KEY = 0x04
+_HAS_ORDERING_KEY = 0x08
+_KNOWN_FLAGS = _HAS_EVENT_TIME | _HAS_DELIVER_AT | _HAS_KEY | _HAS_ORDERING_KEY
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+_MESSAGE_BYTES_MAX = ENTRY_BYTES_MAX - ENTRY_HEADER_BYTES
+
+
+@dataclass(frozen=True, slots=True)
+class EntryMessage:
+    """One message inside an entry. Times are epoch milliseconds; ``key`` is the
+    partition key and ``ordering_key`` the Key_Shared ordering key (both raw
+    bytes); ``deliver_at_ms`` is set for delayed delivery."""
+
+    payload: bytes
+    publish_time_ms: int
+    producer_name: str
+    sequence_id: int
+    key: bytes | None = None
+    ordering_key: bytes | None = None
+    properties: Mapping[str, str] = field(default_factory=dict)
+    event_time_ms: int | None = None
+    deliver_at_ms: int | None = None
+
+
+def encode_message(message: EntryMessage) -> bytes:
+    """The bytes of one message inside an entry (validated)."""
+    flags = 0
+    optional: list[bytes] = []
+    for flag, value in ((_HAS_EVENT_TIME, message.event_time_ms), (_HAS_DELIVER_AT, message.deliver_at_ms)):
+        if value is not None:
+            flags |= flag
+            optional.append(_I64.pack(_int64(value, "time")))
+    for flag, raw in ((_HAS_KEY, message.key), (_HAS_ORDERING_KEY, message.ordering_key)):
+        if raw is not None:
+            flags |= flag
+            optional.append(_U32.pack(_length(len(raw), 0xFFFFFFFF, "key")))
+            optional.append(raw)
+    name = _utf8(message.producer_name, "producer name")
+    properties = message.properties
+    _length(len(properties), PROPERTIES_PER_MESSAGE_MAX, "property count")
+    head = _MESSAGE_HEAD.pack(
+        flags,
+        len(properties),
+        _int64(message.publish_time_ms, "publish time"),
+        _int64(message.sequence_id, "sequence id"),
+        _length(len(name), PRODUCER_NAME_BYTES_MAX, "producer name"),
+        _length(len(message.payload), _MESSAGE_BYTES_MAX, "payload"),
+    )
+    parts = [head, *optional, name]
+    for prop_name, prop_value in properties.items():
+        name_bytes = _utf8(prop_name, "property name")
+        value_bytes = _utf8(prop_value, "property value")
+        _length(len(name_bytes), PROPERTY_NAME_BYTES_MAX, "property name")
+        parts += (_PROPERTY_HEAD.pack(len(name_bytes), len(value_bytes)), name_bytes, value_bytes)
+    parts.append(message.payload)
+    data = b"".join(parts)
+    if len(data) > _MESSAGE_BYTES_MAX:
+        raise MessageTooLarge(f"message of {len(data)} bytes exceeds {_MESSAGE_BYTES_MAX} (entry limit)")
+    return data
+
+
+def encode_entry(messages: Sequence[EntryMessage]) -> bytes:
+    """One entry holding ``messages`` (1..MESSAGES_PER_ENTRY_MAX, <= ENTRY_BYTES_MAX)."""
+    batch = EntryBatch()
+    for message in messages:
+        if not batch.add(message):
+            raise InvalidMessage(f"{len(messages)} messages do not fit in one entry")
+    return batch.encode()
+
+
+class EntryBatch:
+    """Accumulates encoded messages for one entry. ``add`` returns False when the
+    message would break a bound (cut the entry and start a new batch); it raises
+    ``MessageTooLarge`` if the message could not fit even in an empty entry."""
+
+    def __init__(self, messages_max: int = MESSAGES_PER_ENTRY_MAX, bytes_max: int = ENTRY_BYTES_MAX) -> None:
+        assert 1 <= messages_max <= MESSAGES_PER_ENTRY_MAX
+        assert ENTRY_HEADER_BYTES < bytes_max <= ENTRY_BYTES_MAX
+        self._messages_max = messages_max
+        self._bytes_max = bytes_max
+        self._parts: list[bytes] = []
+        self._size = ENTRY_HEADER_BYTES
+
+    def add(self, message: EntryMessage) -> bool:
+        if len(self._parts) >= self._messages_max:
+            return False
+        data = encode_message(message)
+        if ENTRY_HEADER_BYTES + len(data) > self._bytes_max:
+            raise MessageTooLarge(f"message of {len(data)} bytes exceeds the entry limit {self._bytes_max}")
+        if self._size + len(data) > self._bytes_max:
+            return False
+        self._parts.append(data)
+        self._size += len(data)
+        return True
+
+    def __len__(self) -> int:
+        return len(self._parts)
+
+    @property
+    def size_bytes(self) -> int:
+        """Bytes of the entry if encoded now (header included)."""
+        return self._size
+
+    def encode(self) -> bytes:
+        assert self._parts, "an entry holds at least one message"
+        return _ENTRY_HEAD.pack(FORMAT_VERSION, len(self._parts)) + b"".join(self._parts)
+
+
+def entry_message_count(payload: bytes) -> int:
+    """The number of messages in an entry, from its header only."""
+    return _read_head(payload)
+
+
+def decode_entry(payload: bytes) -> list[EntryMessage]:
+    """The messages of an entry, in batch-index order; ``CorruptEntry`` on any defect."""
+    count = _read_head(payload)
+    view = memoryview(payload)
+    end = len(payload)
+    pos = ENTRY_HEADER_BYTES
+    messages: list[EntryMessage] = []
+    try:
+        for _ in range(count):
+            flags, n_props, publish, sequence, name_len, payload_len = _MESSAGE_HEAD.unpack_from(view, pos)
+            pos += _MESSAGE_HEAD.size
+            if flags & ~_KNOWN_FLAGS:
+                raise CorruptEntry(f"unknown message flags {flags:#x}")
+            event_time = deliver_at = None
+            if flags & _HAS_EVENT_TIME:
+                (event_time,) = _I64.unpack_from(view, pos)
+                pos += 8
+            if flags & _HAS_DELIVER_AT:
+                (deliver_at,) = _I64.unpack_from(view, pos)
+                pos += 8
+            key = ordering_key = None
+            if flags & _HAS_KEY:
+                key, pos = _read_sized(view, pos, end)
+            if flags & _HAS_ORDERING_KEY:
+                ordering_key, pos = _read_sized(view, pos, end)
+            name, pos = _read_text(view, pos, pos + name_len, end)
+            properties: dict[str, str] = {}
+            for _ in range(n_props):
+                prop_name_len, prop_value_len = _PROPERTY_HEAD.unpack_from(view, pos)
+                pos += _PROPERTY_HEAD.size
+                prop_name, pos = _read_text(view, pos, pos + prop_name_len, end)
+                if prop_name in properties:
+                    raise CorruptEntry(f"property {prop_name!r} repeated")
+                properties[prop_name], pos = _read_text(view, pos, pos + prop_value_len, end)
+            if pos + payload_len > end:
+                raise CorruptEntry("payload runs past the end of the entry")
+            body = bytes(view[pos : pos + payload_len])
+            pos += payload_len
+            messages.append(
+                EntryMessage(
+                    body, publish, name, sequence, key, ordering_key, properties, event_time, deliver_at
+                )
+            )
+    except struct.error as exc:
+        raise CorruptEntry(f"entry truncated: {exc}") from exc
+    if pos != end:
+        raise CorruptEntry(f"{end - pos} trailing bytes after {count} messages")
+    return messages
+
+
+def _read_head(payload: bytes) -> int:
+    if len(payload) > ENTRY_BYTES_MAX:
+        raise CorruptEntry(f"entry of {len(payload)} bytes exceeds {ENTRY_BYTES_MAX}")
+    if len(payload) < ENTRY_HEADER_BYTES:
+        raise CorruptEntry(f"entry of {len(payload)} bytes has no header")
+    version, count = _ENTRY_HEAD.unpack_from(payload, 0)
+    if version != FORMAT_VERSION:
+        raise CorruptEntry(f"unknown entry format version {version}")
+    if not 1 <= count <= MESSAGES_PER_ENTRY_MAX:
+        raise CorruptEntry(f"message count {count} outside [1, {MESSAGES_PER_ENTRY_MAX}]")
+    return int(count)
+
+
+def _read_sized(view: memoryview, pos: int, end: int) -> tuple[bytes, int]:
+    (length,) = _U32.unpack_from(view, pos)
+    pos += 4
+    if pos + length > end:
+        raise CorruptEntry("key runs past the end of the entry")
+    return bytes(view[pos : pos + length]), pos + length
+
+
+def _read_text(view: memoryview, pos: int, stop: int, end: int) -> tuple[str, int]:
+    if stop > end:
+        raise CorruptEntry("text runs past the end of the entry")
+    try:
+        return str(view[pos:stop], "utf-8"), stop
+    except UnicodeDecodeError as exc:
+        raise CorruptEntry("text is not UTF-8") from exc
+
+
+def _int64(value: int, what: str) -> int:
+    if type(value) is not int or not _INT64_MIN <= value <= _INT64_MAX:
+        raise InvalidMessage(f"{what} {value!r} is not a 64-bit integer")
+    return value
+
+
+def _length(length: int, limit: int, what: str) -> int:
+    if length > limit:
+        raise MessageTooLarge(f"{what} of {length} exceeds {limit}")
+    return length
+
+
+def _utf8(text: str, what: str) -> bytes:
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidMessage(f"{what} is not valid Unicode text") from exc

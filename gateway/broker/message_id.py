@@ -1,0 +1,236 @@
+"""Message ids exactly as Pulsar clients see them.
+
+Owns: ``MessageId`` and its three encodings - the protobuf-2 ``MessageIdData``
+bytes (hand-written, no protobuf runtime), their standard base64 form used by
+the WebSocket API, and the ``L:E:P`` / ``L:E:P:B`` string forms used by REST
+and admin - plus the sentinels ``EARLIEST_ID``, ``LATEST_ID`` and the id
+answered for a deduplicated publish (``duplicate_id``).
+
+Rule: reference/pulsar-api.md §1.8, byte for byte, as the Java client's
+``MessageIdImpl``/``BatchMessageIdImpl.toByteArray`` writes it: fields in
+ascending number order; ledgerId (1) and entryId (2) always; partition (3) only
+when >= 0; batch_index (4) only for batch ids; batch_size (6) always (0 for a
+plain id). Negative values go on the wire as 10-byte two's-complement varints.
+The decoder is tolerant in the protobuf way (field 6 may be missing; fields 5,
+7 and unknown fields are skipped by wire type) but strict about garbage:
+truncation, over-long varints, group wire types, wrong wire types for known
+fields and out-of-range values raise ``MessageIdError``.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from dataclasses import dataclass, field
+
+from gateway.broker.positions import NO_BATCH, MessagePosition, Position
+from gateway.errors import MessageIdError
+
+INT64_MIN = -(2**63)
+INT64_MAX = 2**63 - 1
+INT32_MAX = 2**31 - 1
+NO_PARTITION = -1
+ENCODED_BYTES_MAX = 1024  # a real id is < 64 bytes; newer clients may append a topic name
+BASE64_CHARS_MAX = (ENCODED_BYTES_MAX + 2) // 3 * 4
+STRING_CHARS_MAX = 100  # "L:E:P:B" with four 20-digit signed numbers fits easily
+
+_U64_MASK = 2**64 - 1
+_WIRE_VARINT, _WIRE_FIXED64, _WIRE_LENGTH, _WIRE_FIXED32 = 0, 1, 2, 5
+_FIELD_LEDGER, _FIELD_ENTRY, _FIELD_PARTITION, _FIELD_BATCH_INDEX, _FIELD_BATCH_SIZE = 1, 2, 3, 4, 6
+
+
+@dataclass(frozen=True, slots=True)
+class MessageId:
+    """A message id: an entry (ledger, entry), the topic partition it came from
+    (-1 for a non-partitioned topic) and, for a message inside a batch entry,
+    its batch index. ``batch_size`` travels on the wire but, as in Java, is not
+    part of the id's identity (``==``/``hash`` ignore it)."""
+
+    ledger_id: int
+    entry_id: int
+    partition: int = NO_PARTITION
+    batch_index: int = NO_BATCH
+    batch_size: int = field(default=0, compare=False)
+
+    def __post_init__(self) -> None:
+        for name, value, low, high in (
+            ("ledger_id", self.ledger_id, INT64_MIN, INT64_MAX),
+            ("entry_id", self.entry_id, INT64_MIN, INT64_MAX),
+            ("partition", self.partition, NO_PARTITION, INT32_MAX),
+            ("batch_index", self.batch_index, NO_BATCH, INT32_MAX),
+            ("batch_size", self.batch_size, 0, INT32_MAX),
+        ):
+            if type(value) is not int or not low <= value <= high:
+                raise MessageIdError(f"{name} {value!r} is outside [{low}, {high}]")
+
+    @classmethod
+    def of(cls, position: MessagePosition, partition: int = NO_PARTITION, batch_size: int = 0) -> MessageId:
+        """The id of the message at ``position`` (batch id iff it has a batch index)."""
+        return cls(position.ledger_id, position.entry_id, partition, position.batch_index, batch_size)
+
+    @property
+    def is_batch(self) -> bool:
+        return self.batch_index != NO_BATCH
+
+    @property
+    def position(self) -> MessagePosition:
+        return MessagePosition(self.ledger_id, self.entry_id, self.batch_index)
+
+    @property
+    def entry(self) -> Position:
+        return Position(self.ledger_id, self.entry_id)
+
+    # -- protobuf bytes --------------------------------------------------------
+
+    def to_bytes(self) -> bytes:
+        out = bytearray()
+        _put_field(out, _FIELD_LEDGER, self.ledger_id)
+        _put_field(out, _FIELD_ENTRY, self.entry_id)
+        if self.partition >= 0:
+            _put_field(out, _FIELD_PARTITION, self.partition)
+        if self.is_batch:
+            _put_field(out, _FIELD_BATCH_INDEX, self.batch_index)
+        _put_field(out, _FIELD_BATCH_SIZE, self.batch_size if self.is_batch else 0)
+        return bytes(out)
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> MessageId:
+        if len(data) > ENCODED_BYTES_MAX:
+            raise MessageIdError(f"message id of {len(data)} bytes exceeds {ENCODED_BYTES_MAX}")
+        values: dict[int, int] = {}
+        pos = 0
+        while pos < len(data):
+            key, pos = _read_varint(data, pos)
+            number, wire = key >> 3, key & 7
+            if number == 0:
+                raise MessageIdError("field number 0")
+            if number in (
+                _FIELD_LEDGER,
+                _FIELD_ENTRY,
+                _FIELD_PARTITION,
+                _FIELD_BATCH_INDEX,
+                _FIELD_BATCH_SIZE,
+            ):
+                if wire != _WIRE_VARINT:
+                    raise MessageIdError(f"field {number} has wire type {wire}, expected varint")
+                raw, pos = _read_varint(data, pos)
+                values[number] = raw - 2**64 if raw > INT64_MAX else raw  # last one wins, as protobuf
+            else:
+                pos = _skip_field(data, pos, wire)
+        if _FIELD_LEDGER not in values or _FIELD_ENTRY not in values:
+            raise MessageIdError("required field ledgerId or entryId missing")
+        for number in (_FIELD_PARTITION, _FIELD_BATCH_INDEX, _FIELD_BATCH_SIZE):
+            if number in values and not -(2**31) <= values[number] <= INT32_MAX:
+                raise MessageIdError(f"field {number} value {values[number]} is not an int32")
+        batch_index = values.get(_FIELD_BATCH_INDEX, NO_BATCH)
+        return cls(
+            values[_FIELD_LEDGER],
+            values[_FIELD_ENTRY],
+            values.get(_FIELD_PARTITION, NO_PARTITION),
+            batch_index,
+            values.get(_FIELD_BATCH_SIZE, 0) if batch_index != NO_BATCH else 0,
+        )
+
+    # -- base64 (WebSocket) ----------------------------------------------------
+
+    def to_base64(self) -> str:
+        return base64.b64encode(self.to_bytes()).decode("ascii")
+
+    @classmethod
+    def from_base64(cls, text: str) -> MessageId:
+        """Standard alphabet; padding optional (Java's basic decoder accepts both)."""
+        if not text or len(text) > BASE64_CHARS_MAX:
+            raise MessageIdError(f"base64 message id of {len(text)} chars is empty or too long")
+        unpadded = text.rstrip("=")
+        if len(text) - len(unpadded) > 2 or (unpadded != text and len(text) % 4):
+            raise MessageIdError(f"message id {text[:40]!r} has bad base64 padding")
+        try:
+            raw = base64.b64decode(unpadded + "=" * (-len(unpadded) % 4), validate=True)
+        except (binascii.Error, ValueError) as exc:
+            raise MessageIdError(f"message id {text[:40]!r} is not base64") from exc
+        return cls.from_bytes(raw)
+
+    # -- string forms (REST / admin) -------------------------------------------
+
+    def __str__(self) -> str:
+        base = f"{self.ledger_id}:{self.entry_id}:{self.partition}"
+        return f"{base}:{self.batch_index}" if self.is_batch else base
+
+    @classmethod
+    def parse(cls, text: str) -> MessageId:
+        """``L:E``, ``L:E:P`` or ``L:E:P:B`` (decimal, possibly negative)."""
+        if len(text) > STRING_CHARS_MAX:
+            raise MessageIdError(f"message id string of {len(text)} chars exceeds {STRING_CHARS_MAX}")
+        parts = text.split(":")
+        if not 2 <= len(parts) <= 4 or not all(_is_decimal(part) for part in parts):
+            raise MessageIdError(f"message id {text!r} is not L:E[:P[:B]]")
+        numbers = [int(part) for part in parts]
+        return cls(*numbers)
+
+
+EARLIEST_ID = MessageId(-1, -1)
+LATEST_ID = MessageId(INT64_MAX, INT64_MAX)
+
+
+def duplicate_id(partition: int = NO_PARTITION) -> MessageId:
+    """The id answered for a publish recognised as a duplicate (§4.9): -1:-1."""
+    return MessageId(-1, -1, partition)
+
+
+def parse_start(text: str) -> MessageId:
+    """A reader's ``messageId`` query parameter: ``earliest``, ``latest`` or base64."""
+    if text == "earliest":
+        return EARLIEST_ID
+    if text == "latest":
+        return LATEST_ID
+    return MessageId.from_base64(text)
+
+
+def _is_decimal(part: str) -> bool:
+    digits = part[1:] if part.startswith("-") else part
+    return digits.isascii() and digits.isdigit()
+
+
+def _put_field(out: bytearray, number: int, value: int) -> None:
+    out.append(number << 3 | _WIRE_VARINT)
+    _put_varint(out, value & _U64_MASK)
+
+
+def _put_varint(out: bytearray, value: int) -> None:
+    while value >= 0x80:
+        out.append(value & 0x7F | 0x80)
+        value >>= 7
+    out.append(value)
+
+
+def _read_varint(data: bytes, pos: int) -> tuple[int, int]:
+    result = 0
+    shift = 0
+    while True:
+        if pos >= len(data):
+            raise MessageIdError("truncated varint")
+        byte = data[pos]
+        pos += 1
+        if shift == 63 and byte > 1:
+            raise MessageIdError("varint longer than 64 bits")
+        result |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return result, pos
+        shift += 7
+
+
+def _skip_field(data: bytes, pos: int, wire: int) -> int:
+    if wire == _WIRE_VARINT:
+        return _read_varint(data, pos)[1]
+    if wire == _WIRE_LENGTH:
+        length, pos = _read_varint(data, pos)
+        end = pos + length
+    elif wire == _WIRE_FIXED64:
+        end = pos + 8
+    elif wire == _WIRE_FIXED32:
+        end = pos + 4
+    else:
+        raise MessageIdError(f"unsupported wire type {wire}")
+    if end > len(data):
+        raise MessageIdError("truncated field")
+    return end
