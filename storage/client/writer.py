@@ -205,8 +205,13 @@ class LedgerWriter:
             if deadline is not None:
                 wait_ms = max(0, min(wait_ms, deadline - self._clock.now_ms()))
             if not self._changes:
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wakeup.wait(), wait_ms / 1000)
+                # a timer that sets the event, not asyncio.wait_for: cancelling a
+                # task inside 3.11's wait_for could leave it stuck "cancelling"
+                timer = self._loop.call_later(wait_ms / 1000, self._wakeup.set)
+                try:
+                    await self._wakeup.wait()
+                finally:
+                    timer.cancel()
             self._wakeup.clear()
             self._execute(core.on_timer(self._clock.now_ms()))
             while self._changes and core.error is None:

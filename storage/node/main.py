@@ -46,7 +46,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--data-dir", type=Path, required=True)
     p.add_argument("--etcd", required=True, help="host:port[,host:port...]")
     p.add_argument("--etcd-namespace", default="", help="key prefix inside etcd (tests, shared etcd)")
-    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    p.add_argument(
+        "--advertise-host",
+        default="",
+        help="host other processes reach this node at; part of the node id (default: --host)",
+    )
     p.add_argument("--metrics-port", type=int, default=0, help="0 = any free port")
     p.add_argument("--min-free-bytes", type=int, default=0, help="read-only below this free space")
     p.add_argument("--min-free-ratio", type=float, default=0.05, help="read-only below this free share")
@@ -90,7 +95,7 @@ async def run(args: argparse.Namespace) -> int:
     args.data_dir.mkdir(parents=True, exist_ok=True)
     if args.port:
         try:
-            check_cookie(args.data_dir, f"{args.host}:{args.port}")
+            check_cookie(args.data_dir, f"{args.advertise_host or args.host}:{args.port}")
         except CookieMismatch as exc:
             log.error("%s; refusing to start", exc)
             return EXIT_USAGE
@@ -104,7 +109,7 @@ async def run(args: argparse.Namespace) -> int:
 
     server = NodeServer(service, node_info, args.max_connections, args.max_in_flight)
     host, port = await server.start(args.host, args.port)
-    node_id = f"{host}:{port}"
+    node_id = f"{args.advertise_host or host}:{port}"
     try:
         check_cookie(args.data_dir, node_id)
     except CookieMismatch as exc:

@@ -51,7 +51,7 @@ async def test_writer_survives_kill9_of_an_ensemble_member(ledger_cluster) -> No
         future = await writer.submit(payloads[seq])
         future.add_done_callback(lambda f, seq=seq: on_done(seq, f))
         futures.append(future)
-    results = await asyncio.gather(*futures, return_exceptions=True)
+    results = await asyncio.wait_for(asyncio.gather(*futures, return_exceptions=True), 120)
 
     assert killed.is_set()
     assert errors == [], f"appends failed: {errors[:3]}"
@@ -63,10 +63,10 @@ async def test_writer_survives_kill9_of_an_ensemble_member(ledger_cluster) -> No
 
     # a second client takes over: fences, recovers, closes, reads everything
     reader_client = LedgerClient(await cluster.store(), seed=12)
-    reader = await reader_client.open(writer.ledger_id, recover=True)
+    reader = await asyncio.wait_for(reader_client.open(writer.ledger_id, recover=True), 60)
     assert reader.metadata.state is LedgerState.CLOSED
     assert reader.metadata.last_entry_id >= ENTRIES - 1
-    read_back = await reader.read_range(0, reader.metadata.last_entry_id)
+    read_back = await asyncio.wait_for(reader.read_range(0, reader.metadata.last_entry_id), 60)
     report = check_ledger(confirmed, read_back)
     assert report.ok, report
     assert report.read == ENTRIES and report.confirmed == ENTRIES

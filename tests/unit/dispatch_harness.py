@@ -132,7 +132,9 @@ class Checker:
         if info.pull_mode and self.used[c] >= self.granted[c]:
             raise Violation(f"pull consumer {c} got more than its {self.granted[c]} permits")
         if not info.pull_mode and outstanding >= info.receiver_queue_size:
-            raise Violation(f"push consumer {c} has {outstanding} outstanding, queue {info.receiver_queue_size}")
+            raise Violation(
+                f"push consumer {c} has {outstanding} outstanding, queue {info.receiver_queue_size}"
+            )
         limits = self.config.flow
         if limits.unacked_per_consumer_max and outstanding >= limits.unacked_per_consumer_max:
             raise Violation(f"consumer {c} over the unacked limit")
@@ -144,11 +146,11 @@ class Checker:
         pos = d.message.position
         slot = d.message.hash_slot
         for other, held in self.held.items():
-            if held.consumer_id != d.consumer_id and other != pos and self.keys_slot(other) == slot:
-                if self.live(other, now_ms):
-                    raise Violation(
-                        f"slot {slot}: {pos} to {d.consumer_id} while {other} pending on {held.consumer_id}"
-                    )
+            rival = held.consumer_id != d.consumer_id and other != pos and self.keys_slot(other) == slot
+            if rival and self.live(other, now_ms):
+                raise Violation(
+                    f"slot {slot}: {pos} to {d.consumer_id} while {other} pending on {held.consumer_id}"
+                )
         key = self.keys[pos]
         if first and pos not in self.delayed:
             last = self.last_first.get(key)

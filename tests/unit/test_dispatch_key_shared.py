@@ -25,7 +25,7 @@ from gateway.broker.dispatch import (
     RejectReason,
     RewindTo,
 )
-from gateway.broker.dispatch.hash_ranges import AutoSplitSelector
+from gateway.broker.dispatch.hash_ranges import STICKY_RANGES_MAX, AutoSplitSelector
 from gateway.broker.flow import FlowLimits
 from gateway.broker.positions import MessagePosition
 
@@ -44,7 +44,11 @@ def msg(entry: int, slot: int, deliver_at_ms: int | None = None) -> Message:
 
 
 def delivered(effects: list) -> list[tuple[ConsumerId, int, int]]:
-    return [(e.consumer_id, e.message.position.entry_id, e.redelivery_count) for e in effects if isinstance(e, Deliver)]
+    return [
+        (e.consumer_id, e.message.position.entry_id, e.redelivery_count)
+        for e in effects
+        if isinstance(e, Deliver)
+    ]
 
 
 # ---------------------------------------------------------------- selectors
@@ -63,7 +67,11 @@ def test_auto_split_halves_the_largest_range_and_gives_the_lower_half_to_the_new
     sel.add(B, info("b"))
     assert sel.ranges() == {B: (HashRange(0, 32768),), A: (HashRange(32769, 65535),)}
     sel.add(C, info("c"))  # tie between the two halves: the lowest is split
-    assert sel.ranges() == {C: (HashRange(0, 16384),), B: (HashRange(16385, 32768),), A: (HashRange(32769, 65535),)}
+    assert sel.ranges() == {
+        C: (HashRange(0, 16384),),
+        B: (HashRange(16385, 32768),),
+        A: (HashRange(32769, 65535),),
+    }
     assert (sel.select(0), sel.select(16384), sel.select(16385), sel.select(65535)) == (C, C, B, A)
 
 
@@ -100,11 +108,26 @@ def test_auto_split_rejects_when_no_range_can_be_split() -> None:
         ((HashRange(90, 200),), RejectReason.HASH_RANGE_CONFLICT),  # overlaps A's [100, 199]
     ],
 )
-def test_sticky_rejects_bad_or_overlapping_ranges(ranges: tuple[HashRange, ...], reason: RejectReason) -> None:
+def test_sticky_rejects_bad_or_overlapping_ranges(
+    ranges: tuple[HashRange, ...], reason: RejectReason
+) -> None:
     d = KeySharedDispatcher()
-    assert not any(isinstance(e, Reject) for e in d.add_consumer(A, info("a", key_shared_mode=STICKY, sticky_ranges=(HashRange(100, 199),)), 0))
+    assert not any(
+        isinstance(e, Reject)
+        for e in d.add_consumer(A, info("a", key_shared_mode=STICKY, sticky_ranges=(HashRange(100, 199),)), 0)
+    )
     [reject] = d.add_consumer(B, info("b", key_shared_mode=STICKY, sticky_ranges=ranges), 0)
     assert isinstance(reject, Reject) and reject.reason is reason
+
+
+def test_sticky_ranges_per_consumer_are_bounded() -> None:
+    d = KeySharedDispatcher()
+    ranges = tuple(HashRange(i, i) for i in range(STICKY_RANGES_MAX + 1))
+    [reject] = d.add_consumer(A, info("a", key_shared_mode=STICKY, sticky_ranges=ranges), 0)
+    assert isinstance(reject, Reject) and reject.reason is RejectReason.INVALID_HASH_RANGE
+    assert d.add_consumer(A, info("a", key_shared_mode=STICKY, sticky_ranges=ranges[:-1]), 0)[
+        0
+    ] == RangesChanged(A, ranges[:-1])
 
 
 def test_mode_is_fixed_by_the_first_consumer() -> None:
@@ -132,7 +155,10 @@ def test_ranges_changed_is_reported_to_every_consumer_whose_ranges_moved() -> No
     d = KeySharedDispatcher()
     assert d.add_consumer(A, info("a"), 0) == [RangesChanged(A, (HashRange(0, 65535),))]
     effects = d.add_consumer(B, info("b"), 0)
-    assert set(effects) == {RangesChanged(A, (HashRange(32769, 65535),)), RangesChanged(B, (HashRange(0, 32768),))}
+    assert set(effects) == {
+        RangesChanged(A, (HashRange(32769, 65535),)),
+        RangesChanged(B, (HashRange(0, 32768),)),
+    }
     assert d.remove_consumer(B, 0) == [RangesChanged(A, (HashRange(0, 65535),))]
 
 
@@ -149,7 +175,9 @@ def test_moved_hash_waits_for_the_old_owner_and_only_that_hash() -> None:
     assert delivered(effects) == [(B, 3, 0), (A, 4, 0)]  # only slot 100 is held back
     stats = d.stats()
     assert stats.draining_hashes == 1
-    assert {c.consumer_id: c.blocked_reason for c in stats.consumers}[B] == "1 hashes draining on other consumers"
+    assert {c.consumer_id: c.blocked_reason for c in stats.consumers}[
+        B
+    ] == "1 hashes draining on other consumers"
     assert delivered(d.on_ack(A, [MessagePosition(1, 0)], 0)) == [(B, 2, 0)]
     assert d.stats().draining_hashes == 0
 
@@ -193,6 +221,18 @@ def test_lookahead_per_consumer_bound_drops_then_rereads_in_order() -> None:
     assert shell.d.stats().reread_from is None
 
 
+def test_lookahead_subscription_bound() -> None:
+    d = KeySharedDispatcher(DispatcherConfig(lookahead_max=2, lookahead_per_consumer_max=100))
+    d.add_consumer(A, info("a", pull_mode=True), 0)
+    d.on_messages([msg(0, 1), msg(1, 2), msg(2, 3), msg(3, 1)], 0)
+    stats = d.stats()
+    assert stats.waiting == 2 and stats.reread_from == MessagePosition(1, 2)
+    effects = d.on_permits(A, 10, 0)
+    assert delivered(effects) == [(A, 0, 0), (A, 1, 0)] and effects[-1] == RewindTo(
+        MessagePosition(1, 2).entry
+    )
+
+
 def test_delayed_messages_wait_in_the_time_index() -> None:
     d = KeySharedDispatcher()
     d.add_consumer(A, info("a"), 0)
@@ -231,13 +271,15 @@ STICKY_CHOICES = [
 CHECKER_CONFIG = DispatcherConfig(
     flow=FlowLimits(unacked_per_consumer_max=5, unacked_per_subscription_max=9, pull_permits_max=6),
     read_batch_max=4,
-    lookahead_max=8,
-    lookahead_per_consumer_max=3,
+    lookahead_max=5,
+    lookahead_per_consumer_max=2,
     delayed_max=2,
 )
 
 
-def key_shared_machine(dispatcher_cls: type[KeySharedDispatcher], mode: KeySharedMode) -> type[RuleBasedStateMachine]:
+def key_shared_machine(
+    dispatcher_cls: type[KeySharedDispatcher], mode: KeySharedMode
+) -> type[RuleBasedStateMachine]:
     class KeySharedMachine(RuleBasedStateMachine):
         def __init__(self) -> None:
             super().__init__()
@@ -256,7 +298,15 @@ def key_shared_machine(dispatcher_cls: type[KeySharedDispatcher], mode: KeyShare
             max_redeliver=st.sampled_from([0, 0, 2]),
             ranges=st.sampled_from(STICKY_CHOICES),
         )
-        def join(self, pull: bool, queue: int, ack_timeout: int, nack_delay: int, max_redeliver: int, ranges: tuple[HashRange, ...]) -> None:
+        def join(
+            self,
+            pull: bool,
+            queue: int,
+            ack_timeout: int,
+            nack_delay: int,
+            max_redeliver: int,
+            ranges: tuple[HashRange, ...],
+        ) -> None:
             if len(self.checker.infos) >= 4:
                 return
             consumer = info(
@@ -277,7 +327,11 @@ def key_shared_machine(dispatcher_cls: type[KeySharedDispatcher], mode: KeyShare
         def leave(self, data: st.DataObject) -> None:
             self.shell.remove(self.pick(data))
 
-        @rule(keys=st.lists(st.sampled_from(KEYS), min_size=1, max_size=4), batch=st.booleans(), delay=st.sampled_from([None, None, None, 20]))
+        @rule(
+            keys=st.lists(st.sampled_from(KEYS), min_size=1, max_size=4),
+            batch=st.booleans(),
+            delay=st.sampled_from([None, None, None, 20]),
+        )
         def publish(self, keys: list[str], batch: bool, delay: int | None) -> None:
             if len(self.shell.log) < 80:
                 keys = [keys[0]] * len(keys) if batch else keys  # key-based batching
@@ -298,7 +352,9 @@ def key_shared_machine(dispatcher_cls: type[KeySharedDispatcher], mode: KeyShare
             consumer = self.pick(data)
             held = self.shell.held_by(consumer)
             if held:
-                self.shell.ack(consumer, data.draw(st.lists(st.sampled_from(held), min_size=1, max_size=3, unique=True)))
+                self.shell.ack(
+                    consumer, data.draw(st.lists(st.sampled_from(held), min_size=1, max_size=3, unique=True))
+                )
 
         @precondition(lambda self: self.checker.infos)
         @rule(data=st.data())
@@ -306,7 +362,9 @@ def key_shared_machine(dispatcher_cls: type[KeySharedDispatcher], mode: KeyShare
             consumer = self.pick(data)
             held = self.shell.held_by(consumer)
             if held:
-                self.shell.nack(consumer, data.draw(st.lists(st.sampled_from(held), min_size=1, max_size=2, unique=True)))
+                self.shell.nack(
+                    consumer, data.draw(st.lists(st.sampled_from(held), min_size=1, max_size=2, unique=True))
+                )
 
         @rule(ms=st.sampled_from([1, 5, 15, 40]))
         def advance(self, ms: int) -> None:
@@ -314,7 +372,9 @@ def key_shared_machine(dispatcher_cls: type[KeySharedDispatcher], mode: KeyShare
 
         def teardown(self) -> None:
             sticky = (HashRange(0, 65535),) if mode is STICKY else ()
-            self.shell.drain(info("drain", receiver_queue_size=50, key_shared_mode=mode, sticky_ranges=sticky))
+            self.shell.drain(
+                info("drain", receiver_queue_size=50, key_shared_mode=mode, sticky_ranges=sticky)
+            )
 
     return KeySharedMachine
 

@@ -45,7 +45,11 @@ def pos(entry: int) -> MessagePosition:
 
 
 def delivered(effects: list) -> list[tuple[ConsumerId, int, int]]:
-    return [(e.consumer_id, e.message.position.entry_id, e.redelivery_count) for e in effects if isinstance(e, Deliver)]
+    return [
+        (e.consumer_id, e.message.position.entry_id, e.redelivery_count)
+        for e in effects
+        if isinstance(e, Deliver)
+    ]
 
 
 def per_consumer(effects: list) -> dict[ConsumerId, list[int]]:
@@ -244,7 +248,9 @@ class SharedMachine(RuleBasedStateMachine):
         nack_delay=st.sampled_from([0, 10]),
         max_redeliver=st.sampled_from([0, 0, 1, 3]),
     )
-    def join(self, priority: int, pull: bool, queue: int, ack_timeout: int, nack_delay: int, max_redeliver: int) -> None:
+    def join(
+        self, priority: int, pull: bool, queue: int, ack_timeout: int, nack_delay: int, max_redeliver: int
+    ) -> None:
         if len(self.checker.infos) < 4:
             consumer = info(
                 f"c{self.next_id}",
@@ -283,7 +289,9 @@ class SharedMachine(RuleBasedStateMachine):
         consumer = self.pick(data)
         held = self.shell.held_by(consumer)
         if held:
-            self.shell.ack(consumer, data.draw(st.lists(st.sampled_from(held), min_size=1, max_size=3, unique=True)))
+            self.shell.ack(
+                consumer, data.draw(st.lists(st.sampled_from(held), min_size=1, max_size=3, unique=True))
+            )
 
     @precondition(lambda self: self.checker.infos)
     @rule(data=st.data())
@@ -291,7 +299,9 @@ class SharedMachine(RuleBasedStateMachine):
         consumer = self.pick(data)
         held = self.shell.held_by(consumer)
         if held:
-            self.shell.nack(consumer, data.draw(st.lists(st.sampled_from(held), min_size=1, max_size=2, unique=True)))
+            self.shell.nack(
+                consumer, data.draw(st.lists(st.sampled_from(held), min_size=1, max_size=2, unique=True))
+            )
 
     @rule(ms=st.sampled_from([1, 5, 15, 40]))
     def advance(self, ms: int) -> None:

@@ -25,7 +25,7 @@ from gateway.broker.dispatch import (
     RewindTo,
 )
 from gateway.broker.flow import FlowLimits
-from gateway.broker.positions import MessagePosition, Position
+from gateway.broker.positions import MessagePosition
 
 pytestmark = pytest.mark.unit
 
@@ -45,7 +45,11 @@ def pos(entry: int) -> MessagePosition:
 
 
 def delivered(effects: list) -> list[tuple[ConsumerId, int, int]]:
-    return [(e.consumer_id, e.message.position.entry_id, e.redelivery_count) for e in effects if isinstance(e, Deliver)]
+    return [
+        (e.consumer_id, e.message.position.entry_id, e.redelivery_count)
+        for e in effects
+        if isinstance(e, Deliver)
+    ]
 
 
 def rewinds(effects: list) -> list[int]:
@@ -146,6 +150,16 @@ def test_failover_partition_assignment(partition: int, active: str) -> None:
     assert d.active_consumer() == {"A": A, "B": B, "C": C}[active]
 
 
+def test_failover_consumers_are_bounded_and_config_is_checked() -> None:
+    d = FailoverDispatcher(DispatcherConfig(consumers_max=2))
+    [reject] = d.add_consumer(A, info("a", ack_timeout_ms=-1), 0)
+    assert isinstance(reject, Reject) and reject.reason is RejectReason.INVALID_CONFIG
+    d.add_consumer(A, info("a"), 0)
+    d.add_consumer(B, info("b"), 0)
+    [reject] = d.add_consumer(C, info("c"), 0)
+    assert isinstance(reject, Reject) and reject.reason is RejectReason.TOO_MANY_CONSUMERS
+
+
 def test_failover_only_the_best_priority_level_is_a_candidate() -> None:
     d = FailoverDispatcher(DispatcherConfig(partition_index=1))
     d.add_consumer(A, info("a", priority_level=1), 0)
@@ -171,7 +185,11 @@ def test_failover_tells_every_consumer_who_is_active() -> None:
     d = FailoverDispatcher(DispatcherConfig(partition_index=0))
     assert d.add_consumer(B, info("b"), 0) == [ActiveChanged(B, True)]
     assert d.add_consumer(C, info("c"), 0) == [ActiveChanged(C, False)]
-    assert set(d.add_consumer(A, info("a"), 0)) == {ActiveChanged(B, False), ActiveChanged(C, False), ActiveChanged(A, True)}
+    assert set(d.add_consumer(A, info("a"), 0)) == {
+        ActiveChanged(B, False),
+        ActiveChanged(C, False),
+        ActiveChanged(A, True),
+    }
     assert [c.blocked_reason for c in d.stats().consumers] == ["standby", "standby", None]  # B, C, A
 
 
@@ -233,9 +251,13 @@ CHECKER_CONFIG = DispatcherConfig(
 class FailoverMachine(RuleBasedStateMachine):
     """Plays the shell (log, acked set, read position) and checks every effect."""
 
+    exclusive = False
+
     def __init__(self) -> None:
         super().__init__()
-        self.d = FailoverDispatcher(CHECKER_CONFIG)
+        self.d: ExclusiveDispatcher | FailoverDispatcher = (
+            ExclusiveDispatcher(CHECKER_CONFIG) if self.exclusive else FailoverDispatcher(CHECKER_CONFIG)
+        )
         self.log = msgs(0, 0)
         self.acked: set[MessagePosition] = set()
         self.read_index = self.now = 0
@@ -252,10 +274,14 @@ class FailoverMachine(RuleBasedStateMachine):
             if isinstance(e, ActiveChanged):
                 self.active[e.consumer_id] = e.is_active
             elif isinstance(e, RewindTo):
-                self.read_index = next((i for i, m in enumerate(self.log) if m.entry >= e.position), len(self.log))
+                self.read_index = next(
+                    (i for i, m in enumerate(self.log) if m.entry >= e.position), len(self.log)
+                )
                 # a full rewind (to the first unacked) takes every sent message back; a
                 # partial one (to the first skipped) takes nothing back
-                self.outstanding = {c: [q for q in h if q.entry < e.position] for c, h in self.outstanding.items()}
+                self.outstanding = {
+                    c: [q for q in h if q.entry < e.position] for c, h in self.outstanding.items()
+                }
                 self.last = {c: q for c, q in self.last.items() if q.entry < e.position}
             elif isinstance(e, Deliver):
                 c, p = e.consumer_id, e.message.position
@@ -273,14 +299,31 @@ class FailoverMachine(RuleBasedStateMachine):
                 self.deliveries[p] = self.deliveries.get(p, 0) + 1
                 self.last[c] = p
 
-    @rule(pull=st.booleans(), queue=st.integers(1, 3), priority=st.integers(0, 1), timeout=st.sampled_from([0, 0, 30]))
+    @rule(
+        pull=st.booleans(),
+        queue=st.integers(1, 3),
+        priority=st.integers(0, 1),
+        timeout=st.sampled_from([0, 0, 30]),
+    )
     def join(self, pull: bool, queue: int, priority: int, timeout: int) -> None:
         if len(self.infos) < 3:
             c = ConsumerId(self.next_id)
             self.next_id += 1
-            consumer = info(f"c{c}", pull_mode=pull, receiver_queue_size=queue, priority_level=priority, ack_timeout_ms=timeout, nack_redelivery_delay_ms=10)
+            consumer = info(
+                f"c{c}",
+                pull_mode=pull,
+                receiver_queue_size=queue,
+                priority_level=priority,
+                ack_timeout_ms=timeout,
+                nack_redelivery_delay_ms=10,
+            )
+            effects = self.d.add_consumer(c, consumer, self.now)
+            if self.exclusive and self.infos:
+                assert [type(e) for e in effects] == [Reject]
+                return
             self.infos[c], self.outstanding[c], self.granted[c] = consumer, [], 0
-            self.apply(self.d.add_consumer(c, consumer, self.now))
+            self.active[c] = self.exclusive or self.active.get(c, False)
+            self.apply(effects)
 
     @precondition(lambda self: self.infos)
     @rule(data=st.data())
@@ -328,7 +371,11 @@ class FailoverMachine(RuleBasedStateMachine):
             done = [m.position for m in self.log if m.position <= p]
             self.outstanding[c] = [q for q in self.outstanding[c] if q > p]
         self.acked.update(done)
-        self.apply(self.d.on_cumulative_ack(c, p, self.now) if how == "cumulative" else self.d.on_ack(c, done, self.now))
+        self.apply(
+            self.d.on_cumulative_ack(c, p, self.now)
+            if how == "cumulative"
+            else self.d.on_ack(c, done, self.now)
+        )
 
     @rule(ms=st.sampled_from([1, 10, 25]))
     def advance(self, ms: int) -> None:
@@ -340,6 +387,7 @@ class FailoverMachine(RuleBasedStateMachine):
             self.leave_consumer(c)
         c = ConsumerId(999)
         self.infos[c], self.outstanding[c], self.granted[c] = info("drain", receiver_queue_size=50), [], 0
+        self.active[c] = self.exclusive
         self.apply(self.d.add_consumer(c, self.infos[c], self.now))
         for _ in range(100):
             self.now += 1000
@@ -357,9 +405,14 @@ class FailoverMachine(RuleBasedStateMachine):
         self.apply(self.d.remove_consumer(c, self.now))
 
 
-def test_checker_active_only_in_order_within_permits_no_loss() -> None:
+class ExclusiveMachine(FailoverMachine):
+    exclusive = True
+
+
+@pytest.mark.parametrize("machine", [FailoverMachine, ExclusiveMachine])
+def test_checker_active_only_in_order_within_permits_no_loss(machine: type[FailoverMachine]) -> None:
     run_state_machine_as_test(
-        FailoverMachine,
+        machine,
         settings=settings(
             max_examples=EXAMPLES,
             stateful_step_count=40,

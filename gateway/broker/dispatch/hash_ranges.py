@@ -33,6 +33,8 @@ from gateway.broker.dispatch.base import (
     RejectReason,
 )
 
+STICKY_RANGES_MAX = 1024  # ranges one STICKY consumer may bring
+
 
 class HashRangeSelector(Protocol):
     def add(self, consumer_id: ConsumerId, info: ConsumerInfo) -> Reject | None:
@@ -107,19 +109,24 @@ class StickySelector:
     def add(self, consumer_id: ConsumerId, info: ConsumerInfo) -> Reject | None:
         assert consumer_id not in self._ranges
         wanted = sorted(info.sticky_ranges)
-        if not wanted:
-            return Reject(consumer_id, RejectReason.INVALID_HASH_RANGE, "STICKY needs at least one range")
+        if not 0 < len(wanted) <= STICKY_RANGES_MAX:
+            detail = f"STICKY needs 1 to {STICKY_RANGES_MAX} ranges, got {len(wanted)}"
+            return Reject(consumer_id, RejectReason.INVALID_HASH_RANGE, detail)
         bad = [r for r in wanted if not r.is_valid()]
         if bad:
             return Reject(consumer_id, RejectReason.INVALID_HASH_RANGE, f"range {bad[0]} outside 0..65535")
         for first, second in itertools.pairwise(wanted):
             if first.overlaps(second):
                 return Reject(consumer_id, RejectReason.HASH_RANGE_CONFLICT, f"{first} overlaps {second}")
-        for wanted_range in wanted:
-            for taken, owner in self._spans:
-                if wanted_range.overlaps(taken):
-                    detail = f"{wanted_range} overlaps {taken} of consumer {owner}"
-                    return Reject(consumer_id, RejectReason.HASH_RANGE_CONFLICT, detail)
+        # sorted by start, a set of ranges overlaps iff two neighbours do; ours don't
+        # overlap each other and the existing ones don't either
+        combined = sorted(self._spans + [(r, consumer_id) for r in wanted])
+        for (first, a), (second, b) in itertools.pairwise(combined):
+            if first.overlaps(second):
+                theirs, owner = (first, a) if b == consumer_id else (second, b)
+                mine = second if b == consumer_id else first
+                detail = f"{mine} overlaps {theirs} of consumer {owner}"
+                return Reject(consumer_id, RejectReason.HASH_RANGE_CONFLICT, detail)
         self._ranges[consumer_id] = tuple(wanted)
         self._rebuild()
         return None

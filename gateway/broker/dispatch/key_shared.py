@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections import Counter
 
 from gateway.broker.dispatch.base import (
+    HASH_SLOTS,
     ConsumerId,
     ConsumerInfo,
     Deliver,
@@ -111,6 +112,7 @@ class KeySharedDispatcher(MultiConsumerDispatcher):
 
     def _offer(self, message: Message, now_ms: int) -> list[Effect]:
         slot = message.hash_slot
+        assert 0 <= slot < HASH_SLOTS, slot
         target = self._selector.select(slot)
         if slot in self._dropped_slots:
             self._drop(message, target)  # an earlier message of this slot was dropped
@@ -169,9 +171,12 @@ class KeySharedDispatcher(MultiConsumerDispatcher):
     # ------------------------------------------------------------ read-ahead
 
     def _budget_credit(self) -> int:
-        # Credit left after _dispatch belongs to consumers whose waiting slots
-        # (if any) are draining: reading on serves their other slots.
-        return self._flow.available_total()
+        # Credit left after _dispatch belongs to consumers whose waiting slots (if
+        # any) are draining: reading on serves their other slots - unless their
+        # look-ahead is full, when all we could do is drop what we read for them.
+        room = self._config.lookahead_per_consumer_max
+        credit = sum(self._flow.available(c) for c in self._infos if self._held_for[c] < room)
+        return min(credit, self._flow.available_total())
 
     def _may_rewind(self) -> bool:
         if not self._dropped_slots or len(self._held) > self._config.lookahead_max // 2:

@@ -150,13 +150,6 @@ class PendingTracker:
     def __len__(self) -> int:
         return len(self._by_position)
 
-    def count(self, consumer_id: ConsumerId) -> int:
-        timers = self._consumers.get(consumer_id)
-        if timers is None:
-            return 0
-        nacked = sum(1 for p in timers.nacked if self._by_position.get(p.position) is p)
-        return len(timers.unacked) + nacked
-
     def _prune(self, timers: _Timers) -> None:
         """Drop acked heads of the nack queue so its head is a live deadline."""
         while timers.nacked and self._by_position.get(timers.nacked[0].position) is not timers.nacked[0]:

@@ -1,0 +1,19 @@
+# One image for every Folio process: storage node, auditor, local cluster.
+#   docker build -t folio .
+#   docker compose up            (see compose.yaml: etcd + 3 storage nodes + auditor)
+FROM python:3.11-slim AS base
+ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1
+WORKDIR /opt/folio
+COPY pyproject.toml README.md ./
+COPY coordination ./coordination
+COPY storage ./storage
+COPY gateway ./gateway
+COPY folio ./folio
+RUN pip install . && useradd --system --home /var/lib/folio folio && mkdir -p /var/lib/folio \
+    && chown folio /var/lib/folio
+USER folio
+VOLUME ["/var/lib/folio"]
+# storage node wire port and metrics port
+EXPOSE 3181 8000
+ENTRYPOINT ["folio"]
+CMD ["--help"]
