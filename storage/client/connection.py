@@ -23,7 +23,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
 from storage import wire
 from storage.errors import Status
@@ -258,7 +258,7 @@ class NodeConnection:
             self._fail_all()
             return
         # uvloop's transports are not asyncio.Transport subclasses: no isinstance here
-        self._transport, self._protocol = cast(asyncio.Transport, transport), protocol
+        self._transport, self._protocol = transport, protocol
         self._paused = False
         self._backoff_ms = self.config.backoff_initial_ms
         self.connects += 1

@@ -37,6 +37,7 @@ from storage.types import LedgerMetadata, LedgerState, NodeId
 
 READ_WINDOW = 256  # single-entry reads in flight during a range read
 READ_TIMEOUT_MS = 10_000  # a read that no replica answers fails after this
+RANGE_TIMEOUT_MS = 3_000  # a range read not answered by then goes to the next replica
 LAC_POLL_MARGIN_MS = 2_000  # extra wait for a long-poll reply beyond its timeout
 
 
@@ -160,7 +161,7 @@ class LedgerReader:
     async def _range_from(self, node: NodeId, first: int, last: int) -> list[wire.Entry]:
         """Entries first.. (contiguous, verified) that ``node`` returned; [] on any problem."""
         status, body = await self._pool.get(node).request(
-            wire.Op.READ_RANGE, wire.range_body(self.ledger_id, first, last), READ_TIMEOUT_MS
+            wire.Op.READ_RANGE, wire.range_body(self.ledger_id, first, last), RANGE_TIMEOUT_MS
         )
         if status is not Status.OK:
             return []

@@ -14,8 +14,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from typing import Any
 
 from storage import wire
+from storage.client.connection import ReplyCallback
 from storage.client.metadata import LedgerMetadataStore
 from storage.client.pool import ConnectionPool
 from storage.client.recovery_core import (
@@ -35,6 +37,7 @@ from storage.types import LedgerMetadata, LedgerState, NodeId
 log = logging.getLogger(__name__)
 
 RECOVERY_TIMEOUT_MS = 60_000  # a recovery with no decision by then fails (retriable)
+REQUEST_TIMEOUT_MS = 5_000  # a fence/read/add a node has not answered by then counts as failed
 
 
 def mark_in_recovery(current: LedgerMetadata) -> LedgerMetadata | None:
@@ -49,6 +52,7 @@ async def recover_ledger(
     ledger_id: int,
     read_window: int = READ_WINDOW,
     timeout_ms: int = RECOVERY_TIMEOUT_MS,
+    request_timeout_ms: int = REQUEST_TIMEOUT_MS,
 ) -> LedgerMetadata:
     """Fence, recover and close ``ledger_id``; returns the CLOSED metadata."""
     metadata = await metadata_store.update(ledger_id, mark_in_recovery)
@@ -72,15 +76,35 @@ async def recover_ledger(
     def on_add(node: NodeId, entry_id: int, status: Status, body: bytes) -> None:
         run(core.on_recovery_add_response(node, entry_id, status))
 
+    def send(node: NodeId, op: int, body: bytes, handler: ReplyCallback, token: Any) -> None:
+        """Send with a deadline: a silent node (e.g. SIGSTOPped) answers TIMEOUT."""
+        timer: asyncio.TimerHandle | None = None
+
+        def on_reply(n: NodeId, t: Any, status: Status, data: bytes) -> None:
+            nonlocal timer
+            if timer is None:
+                return  # already reported as timed out
+            timer.cancel()
+            timer = None
+            handler(n, t, status, data)
+
+        def on_timeout() -> None:
+            nonlocal timer
+            timer = None
+            handler(node, token, Status.TIMEOUT, b"")
+
+        timer = loop.call_later(request_timeout_ms / 1000, on_timeout)
+        pool.get(node).send(op, body, on_reply, token)
+
     def run(effects: list[RecoveryEffect]) -> None:
         for effect in effects:
             if isinstance(effect, SendRead):
                 body = wire.ledger_entry_body(ledger_id, effect.entry_id)
-                pool.get(effect.node).send(wire.Op.READ, body, on_read, effect.entry_id)
+                send(effect.node, wire.Op.READ, body, on_read, effect.entry_id)
             elif isinstance(effect, SendRecoveryAdd):
-                pool.get(effect.node).send(wire.Op.ADD, effect.body, on_add, effect.entry_id)
+                send(effect.node, wire.Op.ADD, effect.body, on_add, effect.entry_id)
             elif isinstance(effect, SendFence):
-                pool.get(effect.node).send(wire.Op.FENCE, ledger_body, on_fence, None)
+                send(effect.node, wire.Op.FENCE, ledger_body, on_fence, None)
             elif isinstance(effect, CloseLedger):
                 if not outcome.done():
                     outcome.set_result(effect)

@@ -36,7 +36,6 @@ from storage.errors import Fenced, MetadataConflict, NotEnoughNodes, QuorumLost,
 from storage.types import LedgerMetadata, LedgerState, NodeId, NodeInfo, Segment
 
 
-
 @dataclass(frozen=True, slots=True)
 class WriterConfig:
     outstanding_adds_max: int = 4096  # appended but not yet confirmed (backpressure bound)
@@ -115,7 +114,9 @@ class _Pending(AckSet):
 
     __slots__ = ("body", "entry_id", "indexes", "sent_ms", "size")
 
-    def __init__(self, entry_id: int, body: bytes, size: int, indexes: tuple[int, ...], ack_quorum: int) -> None:
+    def __init__(
+        self, entry_id: int, body: bytes, size: int, indexes: tuple[int, ...], ack_quorum: int
+    ) -> None:
         AckSet.__init__(self, ack_quorum)
         self.entry_id = entry_id
         self.body = body
@@ -144,6 +145,11 @@ class WriteCore:
         self.error: StorageError | None = None
         self.ensemble_changes = 0
         self._pending: dict[int, _Pending] = {}
+        self._progress_check_ms = 0
+        self._sent: list[int] = []
+        self._acked: list[int] = []
+        self._acked_seen: list[int] = []
+        self._since_ms: list[int] = []
         self._failed: set[NodeId] = set()  # members of the current ensemble not written to
         self._ever_failed: set[NodeId] = set()  # never chosen again as a replacement
         self._change = _IDLE
@@ -177,6 +183,8 @@ class WriteCore:
         deadlines = []
         if self._pending:
             deadlines.append(self._timeout_check_ms)
+        if any(sent > acked for sent, acked in zip(self._sent, self._acked, strict=True)):
+            deadlines.append(self._progress_check_ms)
         if self._change == _RETRY:
             deadlines.append(self._change_at_ms)
         return min(deadlines) if deadlines else None
@@ -196,21 +204,33 @@ class WriteCore:
             self._timeout_check_ms = now_ms + self.config.add_timeout_ms
         self._pending[entry_id] = pending
         self.outstanding_bytes += len(payload)
-        ensemble = self._ensemble
+        sent = self._sent
         if self._failed:
+            ensemble = self._ensemble
             nodes = tuple(ensemble[i] for i in indexes if ensemble[i] not in self._failed)
+            for i in indexes:
+                if ensemble[i] not in self._failed:
+                    if sent[i] == self._acked[i]:
+                        self._since_ms[i] = now_ms
+                    sent[i] += 1
         else:
-            nodes = tuple(ensemble[i] for i in indexes)
+            nodes = self._write_set_nodes[entry_id % self._ensemble_size]
+            acked = self._acked
+            for i in indexes:
+                if sent[i] == acked[i]:
+                    self._since_ms[i] = now_ms  # the member was idle: its ack clock starts now
+                sent[i] += 1
         return entry_id, [SendAdd(entry_id, nodes, body)]
 
     def on_add_ack(self, node: NodeId, entry_id: int) -> list[Effect]:
         """``node`` made ``entry_id`` durable (the hot path: no clock needed)."""
-        pending = self._pending.get(entry_id)
-        if pending is None or self.error is not None:
-            return NO_EFFECTS_LIST
         index = self._index.get(node)
-        if index is None or index not in pending.indexes:
+        if index is None:
             return NO_EFFECTS_LIST  # a replaced member: its ack no longer counts
+        self._acked[index] += 1  # progress of this member, even for entries already confirmed
+        pending = self._pending.get(entry_id)
+        if pending is None or self.error is not None or index not in pending.indexes:
+            return NO_EFFECTS_LIST
         if pending.add(index) and entry_id == self.lac + 1:
             return self._advance()
         return NO_EFFECTS_LIST
@@ -253,6 +273,11 @@ class WriteCore:
                 else:
                     next_check = min(next_check, pending.sent_ms + timeout)
             self._timeout_check_ms = next_check
+        else:
+            slow = set()
+        if now_ms >= self._progress_check_ms:
+            slow |= self._stalled_members(now_ms)
+        if slow:
             fresh = {n for n in slow if n in self._index and n not in self._failed}
             if fresh:
                 self._failed |= fresh
@@ -260,6 +285,22 @@ class WriteCore:
                 if self._change not in (_FINDING, _WRITING):
                     effects.extend(self._start_change())
         return effects
+
+    def _stalled_members(self, now_ms: int) -> set[NodeId]:
+        """Members with adds outstanding that acked nothing for ``add_timeout_ms``
+        (an add that reached its quorum without them still counts: BookKeeper
+        times out every request to a bookie, not only unconfirmed entries)."""
+        timeout = self.config.add_timeout_ms
+        self._progress_check_ms = now_ms + max(1, timeout // 4)
+        stalled: set[NodeId] = set()
+        for index, node in enumerate(self._ensemble):
+            acked = self._acked[index]
+            if self._sent[index] <= acked or acked != self._acked_seen[index] or self._since_ms[index] < 0:
+                self._acked_seen[index] = acked
+                self._since_ms[index] = now_ms
+            elif now_ms - self._since_ms[index] >= timeout and node not in self._failed:
+                stalled.add(node)
+        return stalled
 
     def on_live_nodes(self, nodes: Iterable[NodeInfo], now_ms: int) -> list[Effect]:
         """Answer to ``FindNodes``: propose a segment or degrade/fail."""
@@ -304,6 +345,9 @@ class WriteCore:
                 pending.remove(index)
             pending.sent_ms = now_ms
             nodes = tuple(ensemble[i] for i in moved if ensemble[i] not in self._failed)
+            for index in moved:
+                if ensemble[index] not in self._failed:
+                    self._sent[index] += 1
             if nodes:
                 effects.append(SendAdd(entry_id, nodes, pending.body))
         self._timeout_check_ms = min(self._timeout_check_ms, now_ms + self.config.add_timeout_ms)
@@ -329,8 +373,18 @@ class WriteCore:
         self._write_quorum = self.metadata.write_quorum
         self._ack_quorum = self.metadata.ack_quorum
         self._write_sets = [
-            write_set_indexes(start, self._ensemble_size, self._write_quorum) for start in range(self._ensemble_size)
+            write_set_indexes(start, self._ensemble_size, self._write_quorum)
+            for start in range(self._ensemble_size)
         ]
+        self._write_set_nodes = [tuple(ensemble[i] for i in indexes) for indexes in self._write_sets]
+        old = getattr(self, "_members", ())
+        keep = [i < len(old) and old[i] == node for i, node in enumerate(ensemble)]
+        self._members = ensemble
+        # per member: adds sent, acks seen, ack count at the last check and since when it is unchanged
+        self._sent = [self._sent[i] if keep[i] else 0 for i in range(len(ensemble))]
+        self._acked = [self._acked[i] if keep[i] else 0 for i in range(len(ensemble))]
+        self._acked_seen = [self._acked_seen[i] if keep[i] else 0 for i in range(len(ensemble))]
+        self._since_ms = [self._since_ms[i] if keep[i] else -1 for i in range(len(ensemble))]
 
     def _start_change(self) -> list[Effect]:
         self._change = _FINDING

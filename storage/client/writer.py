@@ -276,4 +276,5 @@ class LedgerWriter:
         """Stop without closing the ledger (e.g. the client shuts down)."""
         self._closing = True
         await self._stop()
-        self._fail(LedgerClosed(f"ledger {self.ledger_id} writer abandoned"))
+        if self._futures:
+            self._fail(LedgerClosed(f"ledger {self.ledger_id} writer abandoned"))

@@ -4,18 +4,21 @@ Four real nodes (E=3, Qw=3, Qa=2: one spare for the ensemble change), real
 etcd. The writer must carry on through the ensemble change without a single
 failed append; afterwards a second client opens the ledger with recovery and
 every confirmed entry reads back byte-identical, none lost, duplicated or out
-of order. CONTROL: the same checker must flag a truncated ledger (entries cut
+of order. A paused (SIGSTOP) member is replaced after the add timeout.
+CONTROL: the same checker must flag a truncated ledger (entries cut
 off by a metadata close below the confirmed end) and tampered read-backs.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 
 import pytest
 from ledger_check import check_ledger, make_payload
 
-from storage.client import LedgerClient
+from storage.client import LedgerClient, WriterConfig
 from storage.types import LedgerState
 
 pytestmark = pytest.mark.component
@@ -98,12 +101,40 @@ async def test_control_checker_detects_loss_on_a_truncated_ledger(ledger_cluster
     full = [payloads[i] for i in range(300)]
     assert check_ledger(confirmed, full).ok
     assert check_ledger(confirmed, full[:10] + full[11:]).lost == 1
-    assert check_ledger(confirmed, full[:10] + [full[9]] + full[10:]).duplicated == 1
-    swapped = full[:5] + [full[6], full[5]] + full[7:]
+    assert check_ledger(confirmed, [*full[:10], full[9], *full[10:]]).duplicated == 1
+    swapped = [*full[:5], full[6], full[5], *full[7:]]
     assert check_ledger(confirmed, swapped).out_of_order == 1
     flipped = list(full)
     flipped[77] = flipped[77][:-1] + bytes([flipped[77][-1] ^ 1])
     report = check_ledger(confirmed, flipped)
     assert report.corrupted == 1 and report.lost == 1
     await writer.abandon()
+    await client.close()
+
+
+async def test_a_paused_member_is_replaced_after_the_add_timeout(ledger_cluster) -> None:  # type: ignore[no-untyped-def]
+    """SIGSTOP (no connection error at all): the add timeout counts as a failure."""
+    cluster = await ledger_cluster(4)
+    client = LedgerClient(await cluster.store(), seed=41, writer_config=WriterConfig(add_timeout_ms=400))
+    writer = await client.create(ensemble_size=3, write_quorum=3, ack_quorum=2)
+    paused = cluster.node(writer.metadata.last_ensemble[0])
+    payloads = [make_payload(seq, 512) for seq in range(1000)]
+    futures = [await writer.submit(p) for p in payloads]
+    os.kill(paused.pid, signal.SIGSTOP)
+    try:
+        deadline = asyncio.get_running_loop().time() + 30
+        while writer.ensemble_changes == 0 or len(payloads) < 3000:  # write on past the change
+            assert asyncio.get_running_loop().time() < deadline, "no ensemble change"
+            payload = make_payload(len(payloads), 512)
+            payloads.append(payload)
+            futures.append(await writer.submit(payload))
+            if len(payloads) % 100 == 0:
+                await asyncio.sleep(0.01)
+        assert await asyncio.wait_for(asyncio.gather(*futures), 60) == list(range(len(payloads)))
+        assert paused.address not in writer.metadata.last_ensemble
+        reader = await asyncio.wait_for(client.open(writer.ledger_id, recover=True), 60)
+        read_back = await asyncio.wait_for(reader.read_range(0, reader.metadata.last_entry_id), 60)
+        assert check_ledger(dict(enumerate(payloads)), read_back).ok
+    finally:
+        os.kill(paused.pid, signal.SIGCONT)
     await client.close()

@@ -35,7 +35,7 @@ class FakeNode:
 
     async def start(self, port: int = 0) -> None:
         self.server = await asyncio.start_server(self._serve, "127.0.0.1", port)
-        self.address = "127.0.0.1:%d" % self.server.sockets[0].getsockname()[1]
+        self.address = f"127.0.0.1:{self.server.sockets[0].getsockname()[1]}"
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.writers.append(writer)

@@ -20,9 +20,11 @@ holds and raises ``Violation`` on every effect that breaks a rule:
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, field
 
-import mmh3
+from hypothesis import HealthCheck, Phase, settings
+from hypothesis.stateful import RuleBasedStateMachine, run_state_machine_as_test
 
 from gateway.broker.dispatch import (
     ConsumerId,
@@ -36,7 +38,54 @@ from gateway.broker.dispatch import (
     Reject,
     RewindTo,
 )
+from gateway.broker.key_hash import key_slot
 from gateway.broker.positions import MessagePosition
+
+EXAMPLES = int(os.environ.get("FOLIO_DISPATCH_EXAMPLES", "100"))  # raise it to search harder
+
+
+def run_machine(
+    machine: type[RuleBasedStateMachine], examples: int = EXAMPLES, shrink: bool = True, steps: int = 40
+) -> None:
+    """Run a checker deterministically (same examples on every run)."""
+    run_state_machine_as_test(
+        machine,
+        settings=settings(
+            max_examples=examples,
+            stateful_step_count=steps,
+            phases=list(Phase) if shrink else [Phase.explicit, Phase.generate],
+            deadline=None,
+            derandomize=True,
+            database=None,
+            report_multiple_bugs=False,
+            suppress_health_check=list(HealthCheck),
+        ),
+    )
+
+
+def info(name: str, **kw: object) -> ConsumerInfo:
+    return ConsumerInfo(name=name, **kw)  # type: ignore[arg-type]
+
+
+def msgs(first: int, count: int, deliver_at_ms: int | None = None) -> list[Message]:
+    return [Message(MessagePosition(1, e), 0, deliver_at_ms) for e in range(first, first + count)]
+
+
+def pos(entry: int) -> MessagePosition:
+    return MessagePosition(1, entry)
+
+
+def delivered(effects: list[Effect]) -> list[tuple[ConsumerId, int, int]]:
+    """(consumer, entry id, redelivery count) of each Deliver."""
+    return [
+        (e.consumer_id, e.message.position.entry_id, e.redelivery_count)
+        for e in effects
+        if isinstance(e, Deliver)
+    ]
+
+
+def rewinds(effects: list[Effect]) -> list[int]:
+    return [e.position.entry_id for e in effects if isinstance(e, RewindTo)]
 
 
 class Violation(Exception):
@@ -44,7 +93,7 @@ class Violation(Exception):
 
 
 def slot_of(key: str) -> int:
-    return (mmh3.hash(key.encode(), 0, signed=False) & 0x7FFFFFFF) % 65536
+    return key_slot(key.encode())
 
 
 @dataclass

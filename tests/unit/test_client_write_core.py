@@ -193,11 +193,40 @@ def test_fenced_fails_everything_and_the_writer_is_done() -> None:
 def test_add_timeout_counts_as_node_failure() -> None:
     core = WriteCore(md(), WriterConfig(add_timeout_ms=100))
     append(core, now=0)
+    assert core.next_deadline_ms() == 0  # first look at the members' progress
+    assert core.on_timer(0) == []
     core.on_add_response("A", 0, OK, 10)
-    assert core.next_deadline_ms() == 100
+    assert core.next_deadline_ms() == 25  # members are checked every add_timeout_ms / 4
     assert core.on_timer(99) == []
     effects = core.on_timer(100)
     assert effects == [FindNodes(frozenset({"B", "C"}))]
+
+
+def test_a_silent_member_fails_even_when_its_entries_were_confirmed_without_it() -> None:
+    core = WriteCore(md(), WriterConfig(add_timeout_ms=100))
+    for entry_id in range(5):
+        append(core, now=entry_id)
+        core.on_add_response("A", entry_id, OK, entry_id)
+        core.on_add_response("B", entry_id, OK, entry_id)
+    assert core.lac == 4 and core.outstanding == 0
+    assert core.on_timer(60) == []
+    assert core.on_timer(99) == []  # C's clock started with its first add, at 0
+    assert core.on_timer(100) == []  # members are looked at every 25 ms: next at 124
+    assert core.on_timer(124) == [FindNodes(frozenset({"C"}))]
+
+
+def test_an_idle_member_is_not_timed_out_when_adds_resume() -> None:
+    core = WriteCore(md(), WriterConfig(add_timeout_ms=100))
+    append(core, now=0)
+    for node in "ABC":
+        core.on_add_response(node, 0, OK, 1)
+    assert core.on_timer(5) == []
+    append(core, now=10_000)  # long idle, then one more add
+    assert core.on_timer(10_050) == []
+    core.on_add_response("A", 1, OK, 10_060)
+    core.on_add_response("B", 1, OK, 10_060)
+    assert core.on_timer(10_099) == []
+    assert core.on_timer(10_124) == [FindNodes(frozenset({"C"}))]
 
 
 def test_no_replacement_keeps_writing_degraded_while_quorum_is_possible() -> None:
@@ -210,7 +239,7 @@ def test_no_replacement_keeps_writing_degraded_while_quorum_is_possible() -> Non
     assert core.lac == 0  # completions continue
     _, send = append(core)
     assert send.nodes == ("B", "A")  # the failed member is skipped (write set B, C, A)
-    assert core.next_deadline_ms() == 500
+    assert core.on_timer(499) == []
     assert core.on_timer(500) == [FindNodes(frozenset({"C"}))]
     change = change_to(core, [info(n) for n in "ABCD"], 501)
     assert change.first_entry_id == 1 and change.ensemble == ("A", "B", "D")

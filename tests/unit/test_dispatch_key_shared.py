@@ -3,18 +3,13 @@ a stateful checker (plus a control proving the checker catches a broken guard)."
 
 from __future__ import annotations
 
-import os
-
 import pytest
-from dispatch_harness import Checker, Shell, Violation, slot_of
-from hypothesis import HealthCheck, Phase, settings
+from dispatch_harness import Checker, Shell, Violation, delivered, info, run_machine, slot_of
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, precondition, rule, run_state_machine_as_test
+from hypothesis.stateful import RuleBasedStateMachine, precondition, rule
 
 from gateway.broker.dispatch import (
     ConsumerId,
-    ConsumerInfo,
-    Deliver,
     DispatcherConfig,
     HashRange,
     KeySharedDispatcher,
@@ -35,20 +30,8 @@ A, B, C = ConsumerId(1), ConsumerId(2), ConsumerId(3)
 STICKY = KeySharedMode.STICKY
 
 
-def info(name: str, **kw: object) -> ConsumerInfo:
-    return ConsumerInfo(name=name, **kw)  # type: ignore[arg-type]
-
-
 def msg(entry: int, slot: int, deliver_at_ms: int | None = None) -> Message:
     return Message(MessagePosition(1, entry), slot, deliver_at_ms)
-
-
-def delivered(effects: list) -> list[tuple[ConsumerId, int, int]]:
-    return [
-        (e.consumer_id, e.message.position.entry_id, e.redelivery_count)
-        for e in effects
-        if isinstance(e, Deliver)
-    ]
 
 
 # ---------------------------------------------------------------- selectors
@@ -257,7 +240,6 @@ def test_nack_and_dead_letter_after_max_redeliver_count() -> None:
 
 # ---------------------------------------------------------------- stateful checker
 
-EXAMPLES = int(os.environ.get("FOLIO_DISPATCH_EXAMPLES", "120"))
 KEYS = ["k0", "k1", "k2", "k3", "k4", "k5", "k9", "k11"]
 STICKY_CHOICES = [
     (HashRange(0, 16383),),
@@ -379,26 +361,9 @@ def key_shared_machine(
     return KeySharedMachine
 
 
-def run(machine: type[RuleBasedStateMachine], examples: int = EXAMPLES, shrink: bool = True) -> None:
-    phases = list(Phase) if shrink else [Phase.explicit, Phase.generate]
-    run_state_machine_as_test(
-        machine,
-        settings=settings(
-            max_examples=examples,
-            phases=phases,
-            stateful_step_count=40,
-            deadline=None,
-            derandomize=True,
-            database=None,
-            report_multiple_bugs=False,
-            suppress_health_check=list(HealthCheck),
-        ),
-    )
-
-
 @pytest.mark.parametrize("mode", [KeySharedMode.AUTO_SPLIT, STICKY])
 def test_checker_key_order_and_one_consumer_per_hash(mode: KeySharedMode) -> None:
-    run(key_shared_machine(KeySharedDispatcher, mode))
+    run_machine(key_shared_machine(KeySharedDispatcher, mode))
 
 
 class NoDrainingGuard(KeySharedDispatcher):
@@ -410,4 +375,5 @@ class NoDrainingGuard(KeySharedDispatcher):
 
 def test_checker_catches_a_selector_without_the_draining_guard() -> None:
     with pytest.raises(Violation, match=r"slot \d+: .* pending on|first delivered after"):
-        run(key_shared_machine(NoDrainingGuard, KeySharedMode.AUTO_SPLIT), examples=300, shrink=False)
+        broken = key_shared_machine(NoDrainingGuard, KeySharedMode.AUTO_SPLIT)
+        run_machine(broken, 300, shrink=False, steps=60)

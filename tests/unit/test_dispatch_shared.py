@@ -4,52 +4,26 @@ never beyond permits)."""
 
 from __future__ import annotations
 
-import os
-
 import pytest
-from dispatch_harness import Checker, Shell
-from hypothesis import HealthCheck, settings
+from dispatch_harness import EXAMPLES, Checker, Shell, delivered, info, msgs, pos, run_machine
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, precondition, rule, run_state_machine_as_test
+from hypothesis.stateful import RuleBasedStateMachine, precondition, rule
 
 from gateway.broker.dispatch import (
     ConsumerId,
-    ConsumerInfo,
     DeadLetter,
-    Deliver,
     DispatcherConfig,
-    Message,
     Reject,
     RejectReason,
     RewindTo,
     SharedDispatcher,
 )
 from gateway.broker.flow import FlowLimits
-from gateway.broker.positions import MessagePosition, Position
+from gateway.broker.positions import Position
 
 pytestmark = pytest.mark.unit
 
 A, B, C = ConsumerId(1), ConsumerId(2), ConsumerId(3)
-
-
-def info(name: str, **kw: object) -> ConsumerInfo:
-    return ConsumerInfo(name=name, **kw)  # type: ignore[arg-type]
-
-
-def msgs(first: int, count: int, deliver_at_ms: int | None = None) -> list[Message]:
-    return [Message(MessagePosition(1, e), 0, deliver_at_ms) for e in range(first, first + count)]
-
-
-def pos(entry: int) -> MessagePosition:
-    return MessagePosition(1, entry)
-
-
-def delivered(effects: list) -> list[tuple[ConsumerId, int, int]]:
-    return [
-        (e.consumer_id, e.message.position.entry_id, e.redelivery_count)
-        for e in effects
-        if isinstance(e, Deliver)
-    ]
 
 
 def per_consumer(effects: list) -> dict[ConsumerId, list[int]]:
@@ -220,7 +194,6 @@ def test_rereading_pending_or_queued_messages_is_ignored() -> None:
 
 # ---------------------------------------------------------------- stateful checker
 
-EXAMPLES = int(os.environ.get("FOLIO_DISPATCH_EXAMPLES", "120"))
 CHECKER_CONFIG = DispatcherConfig(
     flow=FlowLimits(unacked_per_consumer_max=4, unacked_per_subscription_max=7, pull_permits_max=5),
     read_batch_max=4,
@@ -312,15 +285,4 @@ class SharedMachine(RuleBasedStateMachine):
 
 
 def test_checker_one_consumer_per_message_no_loss_within_permits() -> None:
-    run_state_machine_as_test(
-        SharedMachine,
-        settings=settings(
-            max_examples=EXAMPLES,
-            stateful_step_count=40,
-            deadline=None,
-            derandomize=True,
-            database=None,
-            report_multiple_bugs=False,
-            suppress_health_check=list(HealthCheck),
-        ),
-    )
+    run_machine(SharedMachine, EXAMPLES)

@@ -4,12 +4,10 @@ checker (only the active consumer receives, log order, within permits, no loss).
 
 from __future__ import annotations
 
-import os
-
 import pytest
-from hypothesis import HealthCheck, settings
+from dispatch_harness import delivered, info, msgs, pos, rewinds, run_machine
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, precondition, rule, run_state_machine_as_test
+from hypothesis.stateful import RuleBasedStateMachine, precondition, rule
 
 from gateway.broker.dispatch import (
     ActiveChanged,
@@ -19,7 +17,6 @@ from gateway.broker.dispatch import (
     DispatcherConfig,
     ExclusiveDispatcher,
     FailoverDispatcher,
-    Message,
     Reject,
     RejectReason,
     RewindTo,
@@ -30,30 +27,6 @@ from gateway.broker.positions import MessagePosition
 pytestmark = pytest.mark.unit
 
 A, B, C = ConsumerId(1), ConsumerId(2), ConsumerId(3)
-
-
-def info(name: str, **kw: object) -> ConsumerInfo:
-    return ConsumerInfo(name=name, **kw)  # type: ignore[arg-type]
-
-
-def msgs(first: int, count: int) -> list[Message]:
-    return [Message(MessagePosition(1, e)) for e in range(first, first + count)]
-
-
-def pos(entry: int) -> MessagePosition:
-    return MessagePosition(1, entry)
-
-
-def delivered(effects: list) -> list[tuple[ConsumerId, int, int]]:
-    return [
-        (e.consumer_id, e.message.position.entry_id, e.redelivery_count)
-        for e in effects
-        if isinstance(e, Deliver)
-    ]
-
-
-def rewinds(effects: list) -> list[int]:
-    return [e.position.entry_id for e in effects if isinstance(e, RewindTo)]
 
 
 # ---------------------------------------------------------------- Exclusive
@@ -238,7 +211,6 @@ def test_failover_switching_back_before_the_delay_redoes_nothing() -> None:
 
 # ---------------------------------------------------------------- stateful checker
 
-EXAMPLES = int(os.environ.get("FOLIO_DISPATCH_EXAMPLES", "120"))
 CHECKER_CONFIG = DispatcherConfig(
     flow=FlowLimits(unacked_per_consumer_max=4, pull_permits_max=5),
     read_batch_max=3,
@@ -411,15 +383,4 @@ class ExclusiveMachine(FailoverMachine):
 
 @pytest.mark.parametrize("machine", [FailoverMachine, ExclusiveMachine])
 def test_checker_active_only_in_order_within_permits_no_loss(machine: type[FailoverMachine]) -> None:
-    run_state_machine_as_test(
-        machine,
-        settings=settings(
-            max_examples=EXAMPLES,
-            stateful_step_count=40,
-            deadline=None,
-            derandomize=True,
-            database=None,
-            report_multiple_bugs=False,
-            suppress_health_check=list(HealthCheck),
-        ),
-    )
+    run_machine(machine)

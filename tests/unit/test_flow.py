@@ -4,17 +4,14 @@ stalled while credit remains)."""
 
 from __future__ import annotations
 
-import os
-
 import pytest
-from hypothesis import HealthCheck, settings
+from dispatch_harness import run_machine
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     RuleBasedStateMachine,
     invariant,
     precondition,
     rule,
-    run_state_machine_as_test,
 )
 
 from gateway.broker.flow import FlowControl, FlowLimits, FlowMode
@@ -96,7 +93,6 @@ def test_unknown_consumers_are_harmless() -> None:
 
 # ---------------------------------------------------------------- stateful checker
 
-EXAMPLES = int(os.environ.get("FOLIO_DISPATCH_EXAMPLES", "120"))
 LIMITS = FlowLimits(
     unacked_per_consumer_max=6, unacked_per_subscription_max=10, receiver_queue_size_max=8, pull_permits_max=7
 )
@@ -211,14 +207,4 @@ class FlowMachine(RuleBasedStateMachine):
 
 
 def test_checker_flow_model() -> None:
-    run_state_machine_as_test(
-        FlowMachine,
-        settings=settings(
-            max_examples=EXAMPLES,
-            stateful_step_count=50,
-            deadline=None,
-            derandomize=True,
-            database=None,
-            suppress_health_check=list(HealthCheck),
-        ),
-    )
+    run_machine(FlowMachine)

@@ -31,11 +31,12 @@ from dataclasses import dataclass, field
 from typing import NewType, Protocol
 
 from gateway.broker.flow import FlowLimits
+from gateway.broker.key_hash import HASH_RANGE_SIZE
 from gateway.broker.positions import MessagePosition, Position
 
 ConsumerId = NewType("ConsumerId", int)
 
-HASH_SLOTS = 65536  # Key_Shared hash space: slot = murmur3_32(key) & 0x7FFFFFFF % 65536
+HASH_SLOTS = HASH_RANGE_SIZE  # Key_Shared slots 0..65535 (key_hash.key_slot)
 
 
 class KeySharedMode(enum.Enum):

@@ -31,8 +31,6 @@ from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-import mmh3
-
 from gateway.broker.dispatch.base import (
     ActiveChanged,
     ConsumerId,
@@ -49,6 +47,7 @@ from gateway.broker.dispatch.base import (
     validate_info,
 )
 from gateway.broker.flow import FlowControl, FlowMode
+from gateway.broker.key_hash import key_hash
 from gateway.broker.positions import MessagePosition
 
 RING_POINTS_PER_CONSUMER = 100
@@ -358,4 +357,4 @@ class FailoverDispatcher(_SingleActiveDispatcher):
 
 def _hash(text: str) -> int:
     """Pulsar's ``Murmur3_32Hash.makeHash``: murmur3 x86_32, seed 0, top bit masked."""
-    return int(mmh3.hash(text.encode(), 0, signed=False)) & 0x7FFFFFFF
+    return key_hash(text.encode())
