@@ -24,7 +24,6 @@ from storage.types import LedgerMetadata, LedgerState, Segment
 T = TypeVar("T")
 
 
-
 class NodeProcess(BaseNodeProcess):
     """``folio.procs.NodeProcess`` plus a wire client for tests."""
 
