@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import collections
 import functools
 import os
 import shutil
@@ -19,6 +20,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import orjson
+import uvloop
 
 from coordination.etcd_store import connect
 from folio.bench_disk import DiskCeiling, measure
@@ -53,28 +55,29 @@ def free_ports(count: int) -> list[int]:
 
 
 async def saturate(writer: LedgerWriter, size: int, seconds: float, inflight: int) -> Phase:
+    """Keep ``inflight`` appends outstanding; completions arrive in entry order,
+    so the oldest future is the next to finish."""
     payload = os.urandom(size)
-    loop = asyncio.get_running_loop()
     latencies: list[float] = []
-    window = asyncio.Semaphore(inflight)
-    done = 0
-
-    def finished(started: float, _future: asyncio.Future[int]) -> None:
-        nonlocal done
-        latencies.append((loop.time() - started) * 1000)
-        done += 1
-        window.release()
-
-    start = loop.time()
-    last: asyncio.Future[int] | None = None
-    while loop.time() - start < seconds:
-        await window.acquire()
-        started = loop.time()
-        last = await writer.submit(payload)
-        last.add_done_callback(functools.partial(finished, started))
-    if last is not None:
-        await last
-    elapsed = loop.time() - start
+    window: collections.deque[tuple[float, asyncio.Future[int]]] = collections.deque()
+    start = time.perf_counter()
+    while True:
+        now = time.perf_counter()
+        if now - start >= seconds:
+            break
+        while len(window) < inflight:
+            window.append((now, writer.append_nowait(payload)))
+        await window[0][1]
+        now = time.perf_counter()
+        while window and window[0][1].done():
+            sent, future = window.popleft()
+            future.result()
+            latencies.append((now - sent) * 1000)
+    for sent, future in window:
+        await future
+        latencies.append((time.perf_counter() - sent) * 1000)
+    elapsed = time.perf_counter() - start
+    done = len(latencies)
     return Phase(
         size,
         "saturation",
@@ -90,26 +93,25 @@ async def saturate(writer: LedgerWriter, size: int, seconds: float, inflight: in
 
 async def paced(writer: LedgerWriter, size: int, seconds: float, rate: float) -> Phase:
     payload = os.urandom(size)
-    loop = asyncio.get_running_loop()
     latencies: list[float] = []
     futures: list[asyncio.Future[int]] = []
 
     def record(started: float, _future: asyncio.Future[int]) -> None:
-        latencies.append((loop.time() - started) * 1000)
+        latencies.append((time.perf_counter() - started) * 1000)
 
-    start = loop.time()
+    start = time.perf_counter()
     sent = 0
-    while loop.time() - start < seconds:
-        due = int((loop.time() - start) * rate) + 1
+    while time.perf_counter() - start < seconds:
+        due = int((time.perf_counter() - start) * rate) + 1
         while sent < due:
-            started = loop.time()
+            started = time.perf_counter()
             future = await writer.submit(payload)
             future.add_done_callback(functools.partial(record, started))
             futures.append(future)
             sent += 1
-        await asyncio.sleep(max(0.0, start + sent / rate - loop.time()))
+        await asyncio.sleep(max(0.0, start + sent / rate - time.perf_counter()))
     await asyncio.gather(*futures)
-    elapsed = loop.time() - start
+    elapsed = time.perf_counter() - start
     return Phase(
         size,
         "half",
@@ -166,7 +168,7 @@ def run_bench(args: argparse.Namespace) -> int:
             f" {args.seconds:.0f} s per phase, {os.cpu_count()} CPUs"
         )
         started = time.monotonic()
-        phases = asyncio.run(bench(etcd, sizes, args.seconds, args.inflight))
+        phases = uvloop.run(bench(etcd, sizes, args.seconds, args.inflight))
         ceilings: list[DiskCeiling] = [measure(root / "ceiling", size) for size in sizes]
     finally:
         if cluster is not None:
