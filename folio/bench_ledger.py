@@ -28,6 +28,7 @@ from folio.bench_stats import percentile
 from folio.supervisor import LocalCluster
 from storage.client.api import LedgerClient
 from storage.client.writer import LedgerWriter
+from storage.runtime import tune_gc
 
 
 @dataclass(frozen=True)
@@ -168,6 +169,7 @@ def run_bench(args: argparse.Namespace) -> int:
             f" {args.seconds:.0f} s per phase, {os.cpu_count()} CPUs"
         )
         started = time.monotonic()
+        tune_gc()  # as every long-running Folio process does (storage/runtime.py)
         phases = uvloop.run(bench(etcd, sizes, args.seconds, args.inflight))
         ceilings: list[DiskCeiling] = [measure(root / "ceiling", size) for size in sizes]
     finally:

@@ -18,6 +18,7 @@ from coordination.etcd_store import connect
 from coordination.session import LeaseSession
 from storage.auditor.audit_core import DEFAULT_GRACE_MS
 from storage.auditor.auditor import CHECK_INTERVAL_MS, Auditor
+from storage.runtime import tune_gc
 
 log = logging.getLogger("folio.auditor")
 READY_LINE = "FOLIO-AUDITOR READY"
@@ -77,6 +78,7 @@ async def _serve(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    tune_gc()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         import uvloop

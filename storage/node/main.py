@@ -31,6 +31,7 @@ from storage.node.metrics import NodeMetrics
 from storage.node.registration import DiskPolicy, Registration
 from storage.node.server import MAX_CONNECTIONS, MAX_IN_FLIGHT, NodeServer
 from storage.node.service import NodeConfig, NodeService
+from storage.runtime import tune_gc
 
 log = logging.getLogger("folio.storage.main")
 
@@ -177,6 +178,7 @@ def _dump_tasks() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    tune_gc()
     logging.basicConfig(
         level=getattr(logging, str(args.log_level).upper(), logging.INFO),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",

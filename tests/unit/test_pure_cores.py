@@ -25,6 +25,7 @@ PURE = [
     "storage/client/recovery_core.py",
     "storage/client/read_core.py",
     "storage/auditor/audit_core.py",
+    "storage/runtime.py",
     "gateway/broker/positions.py",
     "gateway/broker/message_id.py",
     "gateway/broker/entry_format.py",
