@@ -16,7 +16,7 @@ import os
 import shutil
 import socket
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import orjson
@@ -30,11 +30,13 @@ from storage.client.api import LedgerClient
 from storage.client.writer import LedgerWriter
 from storage.runtime import tune_gc
 
+SETTLE_S = 3.0
+
 
 @dataclass(frozen=True)
 class Phase:
     entry_bytes: int
-    mode: str  # "saturation" or "half"
+    mode: str  # "saturation", "half" (of saturation) or a fixed light rate "N/s"
     entries: int
     seconds: float
     entries_per_s: float
@@ -126,7 +128,7 @@ async def paced(writer: LedgerWriter, size: int, seconds: float, rate: float) ->
     )
 
 
-async def bench(etcd: str, sizes: list[int], seconds: float, inflight: int) -> list[Phase]:
+async def bench(etcd: str, sizes: list[int], seconds: float, inflight: int, light_rate: float) -> list[Phase]:
     store = await connect(etcd)
     client = LedgerClient(store)
     phases: list[Phase] = []
@@ -136,8 +138,11 @@ async def bench(etcd: str, sizes: list[int], seconds: float, inflight: int) -> l
             warm = await saturate(writer, size, min(1.0, seconds / 4), inflight)
             del warm
             full = await saturate(writer, size, seconds, inflight)
+            await asyncio.sleep(SETTLE_S)  # let nodes finish background flushing of the last phase
             half = await paced(writer, size, seconds, full.entries_per_s / 2)
-            phases += [full, half]
+            await asyncio.sleep(SETTLE_S)
+            light = await paced(writer, size, seconds, light_rate)
+            phases += [full, half, replace(light, mode=f"{light_rate:.0f}/s")]
             await writer.close()
             await client.delete(writer.ledger_id)
     finally:
@@ -170,7 +175,7 @@ def run_bench(args: argparse.Namespace) -> int:
         )
         started = time.monotonic()
         tune_gc()  # as every long-running Folio process does (storage/runtime.py)
-        phases = uvloop.run(bench(etcd, sizes, args.seconds, args.inflight))
+        phases = uvloop.run(bench(etcd, sizes, args.seconds, args.inflight, args.light_rate))
         ceilings: list[DiskCeiling] = [measure(root / "ceiling", size) for size in sizes]
     finally:
         if cluster is not None:

@@ -36,6 +36,7 @@ def _parser() -> argparse.ArgumentParser:
     ledger.add_argument("--sizes", default="100,1024,65536")
     ledger.add_argument("--seconds", type=float, default=5.0, help="duration of each measured phase")
     ledger.add_argument("--inflight", type=int, default=512)
+    ledger.add_argument("--light-rate", type=float, default=1000.0, help="entries/s of the light-load phase")
     ledger.add_argument("--json", action="store_true", help="also print one JSON line per result")
     return parser
 
