@@ -24,7 +24,8 @@ import os
 from dataclasses import dataclass, field
 
 from hypothesis import HealthCheck, Phase, settings
-from hypothesis.stateful import RuleBasedStateMachine, run_state_machine_as_test
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, precondition, rule, run_state_machine_as_test
 
 from gateway.broker.dispatch import (
     ConsumerId,
@@ -342,3 +343,53 @@ class Shell:
                 return
         missing = [m.position for m in self.log if m.position not in self.checker.acked | self.checker.dead]
         raise Violation(f"lost messages: {missing[:5]} ({len(missing)} in all)")
+
+
+class MultiConsumerRules(RuleBasedStateMachine):
+    """The rules Shared and Key_Shared model checks share: consumers leave,
+    the shell reads, consumers grant permits, ack, nack, and time passes.
+    Subclasses set ``checker`` and ``shell`` and add join / publish / teardown."""
+
+    checker: Checker
+    shell: Shell
+
+    def pick(self, data: st.DataObject) -> ConsumerId:
+        return data.draw(st.sampled_from(sorted(self.checker.infos)))
+
+    @precondition(lambda self: self.checker.infos)
+    @rule(data=st.data())
+    def leave(self, data: st.DataObject) -> None:
+        self.shell.remove(self.pick(data))
+
+    @rule()
+    def read(self) -> None:
+        self.shell.read()
+
+    @precondition(lambda self: self.checker.infos)
+    @rule(data=st.data(), n=st.integers(1, 4))
+    def permits(self, data: st.DataObject, n: int) -> None:
+        self.shell.grant(self.pick(data), n)
+
+    @precondition(lambda self: self.checker.infos)
+    @rule(data=st.data())
+    def ack(self, data: st.DataObject) -> None:
+        consumer = self.pick(data)
+        held = self.shell.held_by(consumer)
+        if held:
+            self.shell.ack(
+                consumer, data.draw(st.lists(st.sampled_from(held), min_size=1, max_size=3, unique=True))
+            )
+
+    @precondition(lambda self: self.checker.infos)
+    @rule(data=st.data())
+    def nack(self, data: st.DataObject) -> None:
+        consumer = self.pick(data)
+        held = self.shell.held_by(consumer)
+        if held:
+            self.shell.nack(
+                consumer, data.draw(st.lists(st.sampled_from(held), min_size=1, max_size=2, unique=True))
+            )
+
+    @rule(ms=st.sampled_from([1, 5, 15, 40]))
+    def advance(self, ms: int) -> None:
+        self.shell.advance(ms)

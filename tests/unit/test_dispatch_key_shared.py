@@ -4,9 +4,18 @@ a stateful checker (plus a control proving the checker catches a broken guard)."
 from __future__ import annotations
 
 import pytest
-from dispatch_harness import Checker, Shell, Violation, delivered, info, run_machine, slot_of
+from dispatch_harness import (
+    Checker,
+    MultiConsumerRules,
+    Shell,
+    Violation,
+    delivered,
+    info,
+    run_machine,
+    slot_of,
+)
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, precondition, rule
+from hypothesis.stateful import RuleBasedStateMachine, rule
 
 from gateway.broker.dispatch import (
     ConsumerId,
@@ -262,15 +271,12 @@ CHECKER_CONFIG = DispatcherConfig(
 def key_shared_machine(
     dispatcher_cls: type[KeySharedDispatcher], mode: KeySharedMode
 ) -> type[RuleBasedStateMachine]:
-    class KeySharedMachine(RuleBasedStateMachine):
+    class KeySharedMachine(MultiConsumerRules):
         def __init__(self) -> None:
             super().__init__()
             self.checker = Checker(CHECKER_CONFIG, key_shared=True)
             self.shell = Shell(dispatcher_cls(CHECKER_CONFIG), self.checker)
             self.next_id = 1
-
-        def pick(self, data: st.DataObject) -> ConsumerId:
-            return data.draw(st.sampled_from(sorted(self.checker.infos)))
 
         @rule(
             pull=st.booleans(),
@@ -304,11 +310,6 @@ def key_shared_machine(
             self.shell.add(ConsumerId(self.next_id), consumer)
             self.next_id += 1
 
-        @precondition(lambda self: self.checker.infos)
-        @rule(data=st.data())
-        def leave(self, data: st.DataObject) -> None:
-            self.shell.remove(self.pick(data))
-
         @rule(
             keys=st.lists(st.sampled_from(KEYS), min_size=1, max_size=4),
             batch=st.booleans(),
@@ -318,39 +319,6 @@ def key_shared_machine(
             if len(self.shell.log) < 80:
                 keys = [keys[0]] * len(keys) if batch else keys  # key-based batching
                 self.shell.publish(keys, batch, None if delay is None else self.shell.now_ms + delay)
-
-        @rule()
-        def read(self) -> None:
-            self.shell.read()
-
-        @precondition(lambda self: self.checker.infos)
-        @rule(data=st.data(), n=st.integers(1, 4))
-        def permits(self, data: st.DataObject, n: int) -> None:
-            self.shell.grant(self.pick(data), n)
-
-        @precondition(lambda self: self.checker.infos)
-        @rule(data=st.data())
-        def ack(self, data: st.DataObject) -> None:
-            consumer = self.pick(data)
-            held = self.shell.held_by(consumer)
-            if held:
-                self.shell.ack(
-                    consumer, data.draw(st.lists(st.sampled_from(held), min_size=1, max_size=3, unique=True))
-                )
-
-        @precondition(lambda self: self.checker.infos)
-        @rule(data=st.data())
-        def nack(self, data: st.DataObject) -> None:
-            consumer = self.pick(data)
-            held = self.shell.held_by(consumer)
-            if held:
-                self.shell.nack(
-                    consumer, data.draw(st.lists(st.sampled_from(held), min_size=1, max_size=2, unique=True))
-                )
-
-        @rule(ms=st.sampled_from([1, 5, 15, 40]))
-        def advance(self, ms: int) -> None:
-            self.shell.advance(ms)
 
         def teardown(self) -> None:
             sticky = (HashRange(0, 65535),) if mode is STICKY else ()

@@ -5,9 +5,19 @@ never beyond permits)."""
 from __future__ import annotations
 
 import pytest
-from dispatch_harness import EXAMPLES, Checker, Shell, delivered, info, msgs, pos, run_machine
+from dispatch_harness import (
+    EXAMPLES,
+    Checker,
+    MultiConsumerRules,
+    Shell,
+    delivered,
+    info,
+    msgs,
+    pos,
+    run_machine,
+)
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, precondition, rule
+from hypothesis.stateful import rule
 
 from gateway.broker.dispatch import (
     ConsumerId,
@@ -203,15 +213,12 @@ CHECKER_CONFIG = DispatcherConfig(
 )
 
 
-class SharedMachine(RuleBasedStateMachine):
+class SharedMachine(MultiConsumerRules):
     def __init__(self) -> None:
         super().__init__()
         self.checker = Checker(CHECKER_CONFIG)
         self.shell = Shell(SharedDispatcher(CHECKER_CONFIG), self.checker)
         self.next_id = 1
-
-    def pick(self, data: st.DataObject) -> ConsumerId:
-        return data.draw(st.sampled_from(sorted(self.checker.infos)))
 
     @rule(
         priority=st.integers(0, 1),
@@ -237,48 +244,10 @@ class SharedMachine(RuleBasedStateMachine):
             self.shell.add(ConsumerId(self.next_id), consumer)
             self.next_id += 1
 
-    @precondition(lambda self: self.checker.infos)
-    @rule(data=st.data())
-    def leave(self, data: st.DataObject) -> None:
-        self.shell.remove(self.pick(data))
-
     @rule(count=st.integers(1, 4), batch=st.booleans(), delay=st.sampled_from([None, None, None, 20]))
     def publish(self, count: int, batch: bool, delay: int | None) -> None:
         if len(self.shell.log) < 80:
             self.shell.publish(["k"] * count, batch, None if delay is None else self.shell.now_ms + delay)
-
-    @rule()
-    def read(self) -> None:
-        self.shell.read()
-
-    @precondition(lambda self: self.checker.infos)
-    @rule(data=st.data(), n=st.integers(1, 4))
-    def permits(self, data: st.DataObject, n: int) -> None:
-        self.shell.grant(self.pick(data), n)
-
-    @precondition(lambda self: self.checker.infos)
-    @rule(data=st.data())
-    def ack(self, data: st.DataObject) -> None:
-        consumer = self.pick(data)
-        held = self.shell.held_by(consumer)
-        if held:
-            self.shell.ack(
-                consumer, data.draw(st.lists(st.sampled_from(held), min_size=1, max_size=3, unique=True))
-            )
-
-    @precondition(lambda self: self.checker.infos)
-    @rule(data=st.data())
-    def nack(self, data: st.DataObject) -> None:
-        consumer = self.pick(data)
-        held = self.shell.held_by(consumer)
-        if held:
-            self.shell.nack(
-                consumer, data.draw(st.lists(st.sampled_from(held), min_size=1, max_size=2, unique=True))
-            )
-
-    @rule(ms=st.sampled_from([1, 5, 15, 40]))
-    def advance(self, ms: int) -> None:
-        self.shell.advance(ms)
 
     def teardown(self) -> None:
         self.shell.drain(info("drain", receiver_queue_size=50))

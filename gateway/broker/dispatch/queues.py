@@ -18,31 +18,25 @@ from __future__ import annotations
 import bisect
 import heapq
 from collections.abc import Iterator
+from typing import Generic, TypeVar
 
 from gateway.broker.dispatch.base import Message
 from gateway.broker.positions import MessagePosition
 
+H = TypeVar("H")  # heap element
+V = TypeVar("V")  # queued item
 
-class ReplayQueue:
+
+class _LazyHeap(Generic[H, V]):
+    """Items by position plus a heap of keys; removal drops the item at once
+    and the stale heap entry is skipped when it surfaces."""
+
     def __init__(self) -> None:
-        self._heap: list[MessagePosition] = []
-        self._items: dict[MessagePosition, tuple[Message, int]] = {}
-
-    def add(self, message: Message, redelivery_count: int) -> None:
-        assert message.position not in self._items, message.position
-        self._items[message.position] = (message, redelivery_count)
-        heapq.heappush(self._heap, message.position)
-
-    def pop(self) -> tuple[Message, int]:
-        """The lowest-position message and its redelivery count."""
-        while True:
-            position = heapq.heappop(self._heap)
-            item = self._items.pop(position, None)
-            if item is not None:
-                return item
+        self._heap: list[H] = []
+        self._items: dict[MessagePosition, V] = {}
 
     def remove(self, position: MessagePosition) -> bool:
-        """Cancel a queued message (lazy: the heap entry is skipped later)."""
+        """Cancel a queued message; False if it was not queued."""
         if self._items.pop(position, None) is None:
             return False
         if not self._items:
@@ -56,11 +50,22 @@ class ReplayQueue:
         return len(self._items)
 
 
-class DelayedIndex:
-    def __init__(self) -> None:
-        self._heap: list[tuple[int, MessagePosition]] = []
-        self._items: dict[MessagePosition, Message] = {}
+class ReplayQueue(_LazyHeap[MessagePosition, tuple[Message, int]]):
+    def add(self, message: Message, redelivery_count: int) -> None:
+        assert message.position not in self._items, message.position
+        self._items[message.position] = (message, redelivery_count)
+        heapq.heappush(self._heap, message.position)
 
+    def pop(self) -> tuple[Message, int]:
+        """The lowest-position message and its redelivery count."""
+        while True:
+            position = heapq.heappop(self._heap)
+            item = self._items.pop(position, None)
+            if item is not None:
+                return item
+
+
+class DelayedIndex(_LazyHeap[tuple[int, MessagePosition], Message]):
     def add(self, message: Message) -> None:
         assert message.deliver_at_ms is not None
         assert message.position not in self._items, message.position
@@ -77,23 +82,10 @@ class DelayedIndex:
                 due.append(message)
         return due
 
-    def remove(self, position: MessagePosition) -> bool:
-        if self._items.pop(position, None) is None:
-            return False
-        if not self._items:
-            self._heap.clear()
-        return True
-
     def next_deadline_ms(self) -> int | None:
         while self._heap and self._heap[0][1] not in self._items:
             heapq.heappop(self._heap)  # cancelled entry
         return self._heap[0][0] if self._heap else None
-
-    def __contains__(self, position: MessagePosition) -> bool:
-        return position in self._items
-
-    def __len__(self) -> int:
-        return len(self._items)
 
 
 class HeldBySlot:
