@@ -45,6 +45,7 @@ log = logging.getLogger(__name__)
 
 TIMER_INTERVAL_MS_MAX = 200  # the background task looks at the core at least this often
 METADATA_RETRY_MS = 200  # etcd unavailable during an ensemble change: retry after this
+_ADD = int(wire.Op.ADD)
 
 
 class WriterFull(StorageError):
@@ -157,7 +158,7 @@ class LedgerWriter:
             if type(effect) is SendAdd:
                 pool, on_reply, entry_id, body = self._pool, self._on_add_reply, effect.entry_id, effect.body
                 for node in effect.nodes:
-                    pool.get(node).send(wire.Op.ADD, body, on_reply, entry_id)
+                    pool.get(node).send(_ADD, body, on_reply, entry_id)
             elif type(effect) is CompleteAdds:
                 self._complete(effect.lac)
             elif type(effect) is FailAll:

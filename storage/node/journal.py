@@ -46,6 +46,7 @@ class Journal:
         self._records: dict[int, tuple[tuple[Buffer, ...], Any]] = {}
         self._next_id = 1
         self._idle_scheduled = False
+        self._round_ms = 0
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at: int | None = None
         self._sync_position: tuple[int, int] = writer.position
@@ -63,7 +64,13 @@ class Journal:
         record_id = self._next_id
         self._next_id = record_id + 1
         self._records[record_id] = (parts, cookie)
-        effects = self._core.on_add(record_id, size, self._clock.now_ms())
+        # one clock read per loop round: later adds of the round reuse it (an
+        # enqueue time at most one round early only closes a group sooner)
+        if self._idle_scheduled:
+            now_ms = self._round_ms
+        else:
+            now_ms = self._round_ms = self._clock.now_ms()
+        effects = self._core.on_add(record_id, size, now_ms)
         if effects:
             if isinstance(effects[0], Reject):
                 del self._records[record_id]

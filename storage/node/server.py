@@ -32,6 +32,11 @@ MAX_CONNECTIONS = 1024
 MAX_IN_FLIGHT = 4096  # requests per connection
 _REQ_HEAD = struct.Struct(">BQ")
 _REQ_HEAD_SIZE = _REQ_HEAD.size
+_LEN_UNPACK = struct.Struct(">I").unpack_from
+# a reply without a body (every add reply) in one pack: u32 len | u8 op|0x80 | u64 id | u8 status
+_EMPTY_REPLY_PACK = struct.Struct(">IBQB").pack
+_EMPTY_REPLY_LENGTH = 10
+_RESPONSE_BIT = wire.RESPONSE_BIT
 
 _ADD = int(wire.Op.ADD)
 _READ = int(wire.Op.READ)
@@ -45,7 +50,7 @@ class Connection(asyncio.Protocol):
     def __init__(self, server: NodeServer) -> None:
         self._server = server
         self._service = server.service
-        self._decoder = wire.FrameDecoder()
+        self._buffer = bytearray()  # an incomplete frame carried over to the next read
         self._transport: asyncio.Transport | None = None
         self._backlog: deque[bytes] = deque()
         self._out: list[Buffer] = []
@@ -71,15 +76,42 @@ class Connection(asyncio.Protocol):
         self._service.waiters.drop_connection(self)
 
     def data_received(self, data: bytes) -> None:
-        try:
-            frames = self._decoder.feed(data)
-        except ProtocolViolation as exc:
-            log.warning("closing connection %s: %s", self._peer(), exc)
-            self._abort()
-            return
+        # splits frames like wire.FrameDecoder (same bounds), with one copy per frame
+        buffer = self._buffer
+        if buffer:
+            buffer += data
+            data = bytes(buffer)
+            buffer.clear()
+        size = len(data)
+        offset = 0
+        frames: list[bytes] = []
+        while size - offset >= 4:
+            (length,) = _LEN_UNPACK(data, offset)
+            if length < _REQ_HEAD_SIZE or length > wire.MAX_FRAME_BYTES:
+                log.warning("closing connection %s: frame length %d out of bounds", self._peer(), length)
+                self._abort()
+                return
+            end = offset + 4 + length
+            if end > size:
+                break
+            frames.append(data[offset + 4 : end])
+            offset = end
+        if offset < size:
+            buffer += data[offset:] if offset else data
         if frames:
-            self._backlog.extend(frames)
-            self._process()
+            if self._backlog:
+                self._backlog.extend(frames)
+                self._process()
+            else:
+                limit = self._server.max_in_flight
+                dispatch = self._dispatch
+                for i, frame in enumerate(frames):
+                    if self.in_flight >= limit or self.closed:
+                        self._backlog.extend(frames[i:])
+                        break
+                    self.in_flight += 1
+                    dispatch(frame)
+                self._update_reading()
         self._flush()
 
     def pause_writing(self) -> None:
@@ -124,7 +156,10 @@ class Connection(asyncio.Protocol):
         if self.closed:
             return
         self.in_flight -= 1
-        self._out.append(wire.encode_response(op, request_id, status, body))  # type: ignore[arg-type]
+        if body:
+            self._out.append(wire.encode_response(op, request_id, status, body))  # type: ignore[arg-type]
+        else:
+            self._out.append(_EMPTY_REPLY_PACK(_EMPTY_REPLY_LENGTH, op | _RESPONSE_BIT, request_id, status))
         if not self._flush_scheduled:
             self._flush_scheduled = True
             self._loop.call_soon(self._flush)

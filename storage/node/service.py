@@ -214,23 +214,39 @@ class NodeService:
 
     def _on_durable(self, cookies: list[Any]) -> None:
         ledgers, entries, waiters = self.ledgers, self.entries, self.waiters
+        append = entries.append
         adds = 0
         nbytes = 0
         ok = Status.OK
+        # ledger state is updated once per run of adds to one ledger (same end
+        # state as per add: last entry and LAC only grow), before any reply
+        run_ledger = -1
+        run_last = run_lac = -2
         for cookie in cookies:
-            conn, request_id, rtype = cookie[0], cookie[1], cookie[2]
-            if rtype == TYPE_ADD:
-                _, _, _, ledger_id, entry_id, lac, entry = cookie
-                if ledgers.on_stored(ledger_id, entry_id, lac):
-                    waiters.lac_advanced(ledger_id)
-                entries.append(ledger_id, entry_id, entry)
+            if cookie[2] == TYPE_ADD:
+                conn, request_id, _, ledger_id, entry_id, lac, entry = cookie
+                if ledger_id != run_ledger:
+                    if run_ledger >= 0 and ledgers.on_stored(run_ledger, run_last, run_lac):
+                        waiters.lac_advanced(run_ledger)
+                    run_ledger, run_last, run_lac = ledger_id, entry_id, lac
+                else:
+                    if entry_id > run_last:  # noqa: PLR1730 - hot path: no max() call
+                        run_last = entry_id
+                    if lac > run_lac:  # noqa: PLR1730 - hot path: no max() call
+                        run_lac = lac
+                append(ledger_id, entry_id, entry)
                 conn.reply(_ADD, request_id, ok)
                 adds += 1
                 nbytes += len(entry)
             else:
-                ledger_id = cookie[3]
+                if run_ledger >= 0 and ledgers.on_stored(run_ledger, run_last, run_lac):
+                    waiters.lac_advanced(run_ledger)
+                run_ledger = -1
+                conn, request_id, ledger_id = cookie[0], cookie[1], cookie[3]
                 lac, last = ledgers.lac_reply(ledger_id) or (-1, -1)
                 conn.reply(_FENCE, request_id, ok, wire.lac_reply(lac, last))
+        if run_ledger >= 0 and ledgers.on_stored(run_ledger, run_last, run_lac):
+            waiters.lac_advanced(run_ledger)
         if adds:
             entries.end_batch()
             self.ops += adds

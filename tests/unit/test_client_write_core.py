@@ -16,6 +16,7 @@ from storage.client.write_core import (
     WriterConfig,
     WriteSegment,
     apply_segment,
+    encode_add_body,
 )
 from storage.errors import Fenced, MetadataConflict, QuorumLost, Status
 from storage.types import LedgerMetadata, LedgerState, NodeInfo, Segment
@@ -298,3 +299,14 @@ def test_random_ack_orders_match_a_naive_model(seed: int) -> None:
             if effects:
                 assert effects == [CompleteAdds(model)] and model > last_lac
             last_lac = core.lac
+
+
+@pytest.mark.parametrize(
+    ("ledger_id", "entry_id", "lac", "payload"),
+    [(0, 0, -1, b""), (7, 1, 0, b"x"), (2**64 - 1, 2**63 - 1, 2**63 - 2, bytes(range(256)) * 5)],
+)
+def test_fast_add_body_is_byte_identical_to_the_wire_encoding(
+    ledger_id: int, entry_id: int, lac: int, payload: bytes
+) -> None:
+    expected = wire.add_body(wire.encode_entry(ledger_id, entry_id, lac, payload))
+    assert encode_add_body(ledger_id, entry_id, lac, payload) == expected
