@@ -33,6 +33,7 @@ class NodeMetrics:
         self.read_only = Gauge("folio_node_read_only", "1 when the node refuses adds (disk)", registry=r)
         self.free_bytes = Gauge("folio_node_disk_free_bytes", "Free bytes on the data disk", registry=r)
         self.connections = Gauge("folio_node_connections", "Open client connections", registry=r)
+        self.lac_waiters = Gauge("folio_node_lac_waiters", "Read-LAC long-polls parked now", registry=r)
         self.address = ""
 
     def on_sync(self, seconds: float, records: int) -> None:

@@ -95,6 +95,7 @@ class NodeService:
             cache_max_bytes=config.cache_max_bytes,
         )
         self.waiters = LacWaiters(self, config.max_lac_waiters)
+        self.metrics.lac_waiters.set_function(lambda: self.waiters.count)
         self.read_only = False
         self._fenced = self.ledgers.fenced
         self._submit = _not_started

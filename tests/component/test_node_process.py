@@ -8,7 +8,6 @@ import os
 import signal
 import socket
 import struct
-import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -276,7 +275,7 @@ def test_connection_in_flight_queue_and_waiter_bounds(
     # long-poll waiters: two wait, the third is answered at once (TIMEOUT)
     w1 = a.send(wire.Op.READ_LAC, wire.read_lac_body(1, 38, 10_000))
     w2 = b.send(wire.Op.READ_LAC, wire.read_lac_body(1, 38, 10_000))
-    time.sleep(0.3)  # no readiness signal for "parked"; the third poll must find both parked
+    wait_until(lambda: _metric(_metrics(node), "folio_node_lac_waiters") == 2, what="both polls parked")
     assert c.read_lac(1, 38, 10_000) == (Status.TIMEOUT, (38, 39))
     assert c.add(1, 40, b"z", lac=39) is Status.OK
     assert wire.parse_lac_reply(a.recv(w1).body) == (39, 40)
