@@ -39,3 +39,65 @@ def under_replicated(ledger_id: int) -> str:
 
 def election(name: str) -> str:
     return f"{ELECTIONS}{name}/"
+
+
+# ---------------------------------------------------------------- gateways (docs/decisions/0005)
+# Names below are validated by gateway.names (no "/" inside a segment).
+
+TENANTS = f"{ROOT}/tenants/"  # <tenant> -> JSON TenantInfo
+NAMESPACES = f"{ROOT}/namespaces/"  # <tenant>/<ns> -> JSON policies
+PARTITIONED = f"{ROOT}/partitioned/"  # <domain>/<tenant>/<ns>/<topic> -> {"partitions": N}
+MANAGED_LOGS = f"{ROOT}/logs/"  # <domain>/<tenant>/<ns>/<topic> -> JSON managed-log state
+CURSORS = f"{ROOT}/cursors/"  # <domain>/<tenant>/<ns>/<topic>/<sub> -> JSON cursor state
+DEDUP = f"{ROOT}/dedup/"  # <domain>/<tenant>/<ns>/<topic> -> JSON dedup snapshot
+BUNDLES = f"{ROOT}/bundles/"  # <tenant>/<ns>/<0xlo_0xhi> -> owner gateway id, under its lease
+LOAD_MANAGER = "load-manager"  # election name of the gateways' load manager
+
+
+def tenant(name: str) -> str:
+    return f"{TENANTS}{name}"
+
+
+def namespace(tenant_name: str, ns: str) -> str:
+    return f"{NAMESPACES}{tenant_name}/{ns}"
+
+
+def partitioned(topic_path: str) -> str:
+    return f"{PARTITIONED}{topic_path}"
+
+
+def managed_log(topic_path: str) -> str:
+    return f"{MANAGED_LOGS}{topic_path}"
+
+
+def cursors_of(topic_path: str) -> str:
+    return f"{CURSORS}{topic_path}/"
+
+
+def cursor(topic_path: str, subscription: str) -> str:
+    return f"{CURSORS}{topic_path}/{subscription}"
+
+
+def dedup(topic_path: str) -> str:
+    return f"{DEDUP}{topic_path}"
+
+
+def bundles_of(tenant_name: str, ns: str) -> str:
+    return f"{BUNDLES}{tenant_name}/{ns}/"
+
+
+def bundle(tenant_name: str, ns: str, bundle_range: str) -> str:
+    return f"{BUNDLES}{tenant_name}/{ns}/{bundle_range}"
+
+
+# bundle ownership protocol (gateway/ownership/load_manager.py): both under the load manager's lease
+BUNDLE_ASSIGN = f"{ROOT}/bundle-assign/"  # <tenant>/<ns>/<bundle> -> JSON {"gateway", "atMs"}
+BUNDLE_UNLOAD = f"{ROOT}/bundle-unload/"  # <tenant>/<ns>/<bundle> -> JSON {"from", "to", "ownerRevision"}
+
+
+def bundle_assignment(tenant_name: str, ns: str, bundle_range: str) -> str:
+    return f"{BUNDLE_ASSIGN}{tenant_name}/{ns}/{bundle_range}"
+
+
+def bundle_unload(tenant_name: str, ns: str, bundle_range: str) -> str:
+    return f"{BUNDLE_UNLOAD}{tenant_name}/{ns}/{bundle_range}"

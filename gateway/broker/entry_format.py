@@ -149,6 +149,13 @@ class EntryBatch:
         return _ENTRY_HEAD.pack(FORMAT_VERSION, len(self._parts)) + b"".join(self._parts)
 
 
+def join_entry(parts: Sequence[bytes]) -> bytes:
+    """One entry from messages already encoded with ``encode_message`` (the
+    caller keeps within the bounds, as ``publish_core.PublishBatcher`` does)."""
+    assert 1 <= len(parts) <= MESSAGES_PER_ENTRY_MAX
+    return _ENTRY_HEAD.pack(FORMAT_VERSION, len(parts)) + b"".join(parts)
+
+
 def entry_message_count(payload: bytes) -> int:
     """The number of messages in an entry, from its header only."""
     return _read_head(payload)

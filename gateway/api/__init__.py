@@ -1,0 +1,1 @@
+"""HTTP routers of the gateway (FastAPI), one module per area."""

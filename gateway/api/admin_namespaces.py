@@ -1,0 +1,354 @@
+"""Admin REST v2: tenants, namespaces, namespace policies, topic creation and partitions.
+
+Owns: the HTTP shape of ``/admin/v2/tenants…``, ``/admin/v2/namespaces/…`` and
+the create/list/partitions part of ``/admin/v2/persistent/{tenant}/{namespace}…``
+(reference/pulsar-api.md §3.1, §3.2), over a ``NamespaceStore``.
+Rule: the router is self-contained: its route class turns every ``GatewayError``
+and ``CoordinationError`` (by ``code``) and every request-validation error into
+``{"reason": "<message>"}`` with Pulsar's status: 400 bad input, 404 unknown,
+409 conflict, 412 invalid name or precondition, 503 etcd unavailable. Writes
+answer 204 as Pulsar does. Bodies are parsed by ``gateway.meta.policies`` (so the
+rules live in one pure place); a body sent without a JSON content type (curl's
+default) is parsed as JSON too.
+"""
+
+from collections.abc import Callable, Coroutine
+from typing import Annotated, Any
+
+import orjson
+from fastapi import APIRouter, Body, Depends, Query, Request, Response
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from fastapi.routing import APIRoute
+
+from coordination.errors import CoordinationError
+from gateway.errors import GatewayError
+from gateway.meta.errors import InvalidArgument
+from gateway.meta.namespaces import NamespaceStore
+from gateway.meta.policies import (
+    BACKLOG_QUOTA_TYPES,
+    AutoTopicCreation,
+    BacklogQuota,
+    Policies,
+    Retention,
+    TenantInfo,
+    parse_enabled,
+    parse_limit,
+    parse_ttl_seconds,
+)
+from gateway.names import NamespaceName, TopicName, check_tenant
+
+STATUS_BY_CODE = {
+    "invalid_name": 412,
+    "invalid_argument": 400,
+    "invalid_policy": 400,
+    "not_found": 404,
+    "conflict": 409,
+    "precondition_failed": 412,
+    "corrupt_metadata": 500,
+    "metadata_unavailable": 503,
+    "compare_failed": 503,
+}
+
+Force = Annotated[bool, Query(description="also delete what is inside")]
+
+
+def error_response(exc: GatewayError | CoordinationError) -> JSONResponse:
+    status = STATUS_BY_CODE.get(exc.code, 503 if exc.retriable else 500)
+    return JSONResponse({"reason": str(exc)}, status_code=status)
+
+
+def _describe(exc: RequestValidationError) -> str:
+    parts = []
+    for error in exc.errors():
+        where = ".".join(str(p) for p in error.get("loc", ()))
+        if error.get("type") == "missing" and tuple(error.get("loc", ())) == ("body",):
+            parts.append("a JSON request body is required")
+        elif error.get("type") == "json_invalid":
+            parts.append(f"request body is not JSON ({error.get('ctx', {}).get('error', 'decode error')})")
+        else:
+            detail = error.get("ctx", {}).get("error", "")
+            parts.append(f"{where}: {error.get('msg', 'invalid')}" + (f" ({detail})" if detail else ""))
+    return "; ".join(parts) or "invalid request"
+
+
+class ReasonRoute(APIRoute):
+    """Maps errors to ``{"reason": ...}`` responses inside the route itself."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+
+        async def run(request: Request) -> Response:
+            try:
+                return await handler(request)
+            except RequestValidationError as exc:
+                return JSONResponse({"reason": _describe(exc)}, status_code=400)
+            except (GatewayError, CoordinationError) as exc:
+                return error_response(exc)
+
+        return run
+
+
+def json_body(value: Any) -> Any:
+    """The request body as JSON (FastAPI hands non-JSON content types over as bytes)."""
+    if isinstance(value, bytes | bytearray):
+        try:
+            return orjson.loads(value)
+        except orjson.JSONDecodeError as exc:
+            raise InvalidArgument(f"request body is not JSON: {exc}") from exc
+    return value
+
+
+def _no_content() -> Response:
+    return Response(status_code=204)
+
+
+def make_router(get_store: Callable[[], NamespaceStore]) -> APIRouter:
+    """The admin router (prefix ``/admin/v2``); ``get_store`` is its dependency."""
+    router = APIRouter(prefix="/admin/v2", tags=["admin: tenants and namespaces"], route_class=ReasonRoute)
+    Store = Annotated[NamespaceStore, Depends(get_store)]
+
+    # ------------------------------------------------------------ tenants
+
+    @router.get("/tenants", summary="List tenants")
+    async def list_tenants(store: Store) -> list[str]:
+        return await store.list_tenants()
+
+    @router.get("/tenants/{tenant}", summary="Get a tenant's info")
+    async def get_tenant(store: Store, tenant: str) -> dict[str, Any]:
+        return (await store.get_tenant(tenant)).to_json()
+
+    @router.put("/tenants/{tenant}", status_code=204, summary="Create a tenant (409 if it exists)")
+    async def create_tenant(
+        store: Store, tenant: str, body: Annotated[Any, Body(examples=[{"adminRoles": []}])] = None
+    ) -> Response:
+        check_tenant(tenant)
+        await store.create_tenant(tenant, TenantInfo.from_json(json_body(body)))
+        return _no_content()
+
+    @router.post("/tenants/{tenant}", status_code=204, summary="Update a tenant's info")
+    async def update_tenant(store: Store, tenant: str, body: Annotated[Any, Body()]) -> Response:
+        check_tenant(tenant)
+        await store.update_tenant(tenant, TenantInfo.from_json(json_body(body)))
+        return _no_content()
+
+    @router.delete("/tenants/{tenant}", status_code=204, summary="Delete a tenant (409 if it has namespaces)")
+    async def delete_tenant(store: Store, tenant: str, force: Force = False) -> Response:
+        await store.delete_tenant(tenant, force=force)
+        return _no_content()
+
+    # ------------------------------------------------------------ namespaces
+
+    @router.get("/namespaces/{tenant}", summary="List a tenant's namespaces")
+    async def list_namespaces(store: Store, tenant: str) -> list[str]:
+        return await store.list_namespaces(tenant)
+
+    @router.put("/namespaces/{tenant}/{namespace}", status_code=204, summary="Create a namespace")
+    async def create_namespace(
+        store: Store,
+        tenant: str,
+        namespace: str,
+        body: Annotated[Any, Body(examples=[{"bundles": {"numBundles": 8}}])] = None,
+    ) -> Response:
+        ns = NamespaceName.of(tenant, namespace)
+        payload = json_body(body)
+        await store.create_namespace(ns, None if payload is None else Policies.from_json(payload))
+        return _no_content()
+
+    @router.get("/namespaces/{tenant}/{namespace}", summary="Get a namespace's policies")
+    async def get_policies(store: Store, tenant: str, namespace: str) -> dict[str, Any]:
+        return (await store.get_policies(NamespaceName.of(tenant, namespace))).to_json()
+
+    @router.delete("/namespaces/{tenant}/{namespace}", status_code=204, summary="Delete a namespace")
+    async def delete_namespace(store: Store, tenant: str, namespace: str, force: Force = False) -> Response:
+        await store.delete_namespace(NamespaceName.of(tenant, namespace), force=force)
+        return _no_content()
+
+    @router.get("/namespaces/{tenant}/{namespace}/bundles", summary="Bundle boundaries")
+    async def get_bundles(store: Store, tenant: str, namespace: str) -> dict[str, Any]:
+        return (await store.get_policies(NamespaceName.of(tenant, namespace))).bundles.to_json()
+
+    @router.get("/namespaces/{tenant}/{namespace}/topics", summary="Persistent topics, partitions included")
+    async def namespace_topics(store: Store, tenant: str, namespace: str) -> list[str]:
+        return await store.list_topics(NamespaceName.of(tenant, namespace))
+
+    # ------------------------------------------------------------ policies
+
+    def policy_routes(
+        path: str,
+        name: str,
+        read: Callable[[Policies], Any],
+        write: Callable[[Policies, Any], Policies],
+        reset: Callable[[Policies], Policies],
+        example: Any,
+    ) -> None:
+        """GET / POST / DELETE of one namespace policy at ``…/{path}``."""
+        route = f"/namespaces/{{tenant}}/{{namespace}}/{path}"
+
+        async def get(store: Store, tenant: str, namespace: str) -> Any:
+            return read(await store.get_policies(NamespaceName.of(tenant, namespace)))
+
+        async def post(
+            store: Store, tenant: str, namespace: str, body: Annotated[Any, Body(examples=[example])]
+        ) -> Response:
+            ns = NamespaceName.of(tenant, namespace)
+            value = json_body(body)
+            write(Policies(), value)  # validate before touching etcd
+            await store.update_policies(ns, lambda p: write(p, value))
+            return _no_content()
+
+        async def delete(store: Store, tenant: str, namespace: str) -> Response:
+            await store.update_policies(NamespaceName.of(tenant, namespace), reset)
+            return _no_content()
+
+        router.add_api_route(route, get, methods=["GET"], name=f"get_{name}", summary=f"Get {path}")
+        router.add_api_route(
+            route, post, methods=["POST"], status_code=204, name=f"set_{name}", summary=f"Set {path}"
+        )
+        router.add_api_route(
+            route,
+            delete,
+            methods=["DELETE"],
+            status_code=204,
+            name=f"remove_{name}",
+            summary=f"Remove {path}",
+        )
+
+    policy_routes(
+        "retention",
+        "retention",
+        lambda p: p.retention.to_json(),
+        lambda p, v: p.replace(retention=Retention.from_json(v)),
+        lambda p: p.replace(retention=Retention()),
+        {"retentionTimeInMinutes": 60, "retentionSizeInMB": 1024},
+    )
+    policy_routes(
+        "messageTTL",
+        "message_ttl",
+        lambda p: p.message_ttl_seconds,
+        lambda p, v: p.replace(message_ttl_seconds=parse_ttl_seconds(v)),
+        lambda p: p.replace(message_ttl_seconds=None),
+        3600,
+    )
+    policy_routes(
+        "deduplication",
+        "deduplication",
+        lambda p: p.deduplication_enabled,
+        lambda p, v: p.replace(deduplication_enabled=parse_enabled(v, "deduplication")),
+        lambda p: p.replace(deduplication_enabled=None),
+        True,
+    )
+    policy_routes(
+        "maxConsumersPerSubscription",
+        "max_consumers_per_subscription",
+        lambda p: p.max_consumers_per_subscription,
+        lambda p, v: p.replace(max_consumers_per_subscription=parse_limit(v, "maxConsumersPerSubscription")),
+        lambda p: p.replace(max_consumers_per_subscription=None),
+        10,
+    )
+    policy_routes(
+        "maxProducersPerTopic",
+        "max_producers_per_topic",
+        lambda p: p.max_producers_per_topic,
+        lambda p, v: p.replace(max_producers_per_topic=parse_limit(v, "maxProducersPerTopic")),
+        lambda p: p.replace(max_producers_per_topic=None),
+        10,
+    )
+    policy_routes(
+        "autoTopicCreation",
+        "auto_topic_creation",
+        lambda p: p.auto_topic_creation.to_json(),
+        lambda p, v: p.replace(auto_topic_creation=AutoTopicCreation.from_json(v)),
+        lambda p: p.replace(auto_topic_creation=AutoTopicCreation()),
+        {"allowAutoTopicCreation": True, "topicType": "partitioned", "defaultNumPartitions": 4},
+    )
+
+    QuotaType = Annotated[str, Query(alias="backlogQuotaType", description=" or ".join(BACKLOG_QUOTA_TYPES))]
+
+    def quota_type(value: str) -> str:
+        if value not in BACKLOG_QUOTA_TYPES:
+            raise InvalidArgument(f"backlogQuotaType must be one of {', '.join(BACKLOG_QUOTA_TYPES)}")
+        return value
+
+    @router.get("/namespaces/{tenant}/{namespace}/backlogQuotaMap", summary="Backlog quotas by type")
+    async def get_backlog_quotas(store: Store, tenant: str, namespace: str) -> dict[str, Any]:
+        policies = await store.get_policies(NamespaceName.of(tenant, namespace))
+        return {kind: quota.to_json() for kind, quota in sorted(policies.backlog_quotas.items())}
+
+    @router.post(
+        "/namespaces/{tenant}/{namespace}/backlogQuota", status_code=204, summary="Set a backlog quota"
+    )
+    async def set_backlog_quota(
+        store: Store,
+        tenant: str,
+        namespace: str,
+        body: Annotated[Any, Body(examples=[{"limitSize": 10737418240, "policy": "producer_request_hold"}])],
+        quota_kind: QuotaType = "destination_storage",
+    ) -> Response:
+        ns = NamespaceName.of(tenant, namespace)
+        kind = quota_type(quota_kind)
+        quota = BacklogQuota.from_json(json_body(body))
+        await store.update_policies(ns, lambda p: p.replace(backlog_quotas={**p.backlog_quotas, kind: quota}))
+        return _no_content()
+
+    @router.delete(
+        "/namespaces/{tenant}/{namespace}/backlogQuota", status_code=204, summary="Remove a backlog quota"
+    )
+    async def remove_backlog_quota(
+        store: Store,
+        tenant: str,
+        namespace: str,
+        quota_kind: QuotaType = "destination_storage",
+    ) -> Response:
+        ns = NamespaceName.of(tenant, namespace)
+        kind = quota_type(quota_kind)
+        await store.update_policies(
+            ns, lambda p: p.replace(backlog_quotas={k: q for k, q in p.backlog_quotas.items() if k != kind})
+        )
+        return _no_content()
+
+    # ------------------------------------------------------------ topics (create, list, partitions)
+
+    @router.get("/persistent/{tenant}/{namespace}", summary="Topics of a namespace, partitions included")
+    async def list_topics(store: Store, tenant: str, namespace: str) -> list[str]:
+        return await store.list_topics(NamespaceName.of(tenant, namespace))
+
+    @router.get("/persistent/{tenant}/{namespace}/partitioned", summary="Partitioned topics of a namespace")
+    async def list_partitioned(store: Store, tenant: str, namespace: str) -> list[str]:
+        return await store.list_partitioned(NamespaceName.of(tenant, namespace))
+
+    @router.put("/persistent/{tenant}/{namespace}/{topic}", status_code=204, summary="Create a topic")
+    async def create_topic(store: Store, tenant: str, namespace: str, topic: str) -> Response:
+        await store.create_topic(TopicName.of("persistent", tenant, namespace, topic))
+        return _no_content()
+
+    @router.put(
+        "/persistent/{tenant}/{namespace}/{topic}/partitions",
+        status_code=204,
+        summary="Create a partitioned topic",
+    )
+    async def create_partitioned(
+        store: Store, tenant: str, namespace: str, topic: str, body: Annotated[Any, Body(examples=[4])]
+    ) -> Response:
+        name = TopicName.of("persistent", tenant, namespace, topic)
+        await store.create_partitioned(name, json_body(body))
+        return _no_content()
+
+    @router.post(
+        "/persistent/{tenant}/{namespace}/{topic}/partitions",
+        status_code=204,
+        summary="Increase the partitions of a partitioned topic",
+    )
+    async def update_partitions(
+        store: Store, tenant: str, namespace: str, topic: str, body: Annotated[Any, Body(examples=[8])]
+    ) -> Response:
+        name = TopicName.of("persistent", tenant, namespace, topic)
+        await store.update_partitions(name, json_body(body))
+        return _no_content()
+
+    @router.get("/persistent/{tenant}/{namespace}/{topic}/partitions", summary="Partition count (0 = none)")
+    async def get_partitions(store: Store, tenant: str, namespace: str, topic: str) -> dict[str, int]:
+        name = TopicName.of("persistent", tenant, namespace, topic)
+        return {"partitions": await store.get_partitions(name)}
+
+    return router

@@ -1,0 +1,64 @@
+"""Typed errors of the broker shells (topics, subscriptions, producers).
+
+Owns: the errors a client can cause or meet on the messaging path. Rule
+(style.md §3c): stable ``code`` strings; ``gateway/api/errors.py`` maps them to
+HTTP status and WebSocket close codes in one table.
+"""
+
+from __future__ import annotations
+
+from gateway.errors import GatewayError
+
+
+class ProducerBusy(GatewayError):
+    """A producer with this name is already connected to the topic (409)."""
+
+    code = "producer_busy"
+
+
+class ConsumerBusy(GatewayError):
+    """Exclusive subscription taken, or consumer limit reached (409)."""
+
+    code = "consumer_busy"
+
+
+class SubscriptionTypeMismatch(GatewayError):
+    """The subscription has consumers of another type (409)."""
+
+    code = "subscription_type_mismatch"
+
+
+class SubscriptionNotFound(GatewayError):
+    code = "not_found"
+
+
+class NotAllowed(GatewayError):
+    """The operation does not apply (e.g. cumulative ack on Shared) (400/405)."""
+
+    code = "not_allowed"
+
+
+class TooManyRequests(GatewayError):
+    """A bounded queue is full; retry later (429)."""
+
+    code = "too_many_requests"
+    retriable = True
+
+
+class TopicUnavailable(GatewayError):
+    """The topic is closing or moved to another gateway; reconnect (503)."""
+
+    code = "topic_unavailable"
+    retriable = True
+
+
+class DuplicateUndetermined(GatewayError):
+    """Dedup: an earlier send with this sequence id is still in flight (retry)."""
+
+    code = "duplicate_undetermined"
+    retriable = True
+
+
+class BacklogQuotaExceeded(GatewayError):
+    code = "backlog_quota_exceeded"
+    retriable = True

@@ -1,0 +1,101 @@
+"""Managed-log policy decisions: when to roll a ledger and which ledgers to trim (pure).
+
+Owns: ``LedgerInfo`` (one ledger of a topic's log as listed in etcd),
+``RolloverPolicy`` and the two decisions ``should_roll`` and
+``ledgers_to_trim``. Rules (pulsar-api.md §4.11, §5.3):
+- roll the open ledger once it holds ``entries_max`` entries or ``bytes_max``
+  bytes, or has been open ``age_max_ms`` (and is not empty);
+- a ledger may be deleted only when it is closed, every durable cursor has
+  passed all of its entries (mark-delete at or beyond its last entry), and
+  retention no longer protects it: retention keeps consumed ledgers while
+  both the time limit (since the ledger was closed) and the size limit (newest
+  consumed ledgers first) hold; -1 means unlimited, 0 means nothing is kept;
+- the open (last) ledger is never trimmed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from gateway.broker.positions import Position
+
+
+@dataclass(frozen=True, slots=True)
+class LedgerInfo:
+    ledger_id: int
+    entries: int = 0  # confirmed entries (for the open ledger: 0 until it closes, as Pulsar shows it)
+    size: int = 0  # bytes
+    timestamp_ms: int = 0  # when the ledger was closed (0 while open)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "ledgerId": self.ledger_id,
+            "entries": self.entries,
+            "size": self.size,
+            "timestamp": self.timestamp_ms,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> LedgerInfo:
+        return cls(int(data["ledgerId"]), int(data["entries"]), int(data["size"]), int(data["timestamp"]))
+
+
+@dataclass(frozen=True, slots=True)
+class RolloverPolicy:
+    entries_max: int = 50_000  # managedLedgerMaxEntriesPerLedger
+    bytes_max: int = 512 * 1024 * 1024
+    age_max_ms: int = 4 * 3600 * 1000  # managedLedgerMaxLedgerRolloverTimeMinutes
+
+
+@dataclass(frozen=True, slots=True)
+class Retention:
+    minutes: int = 0  # -1 = unlimited
+    size_mb: int = 0  # -1 = unlimited
+
+
+def should_roll(policy: RolloverPolicy, entries: int, size: int, opened_ms: int, now_ms: int) -> bool:
+    if entries <= 0:
+        return False
+    return (
+        entries >= policy.entries_max or size >= policy.bytes_max or now_ms - opened_ms >= policy.age_max_ms
+    )
+
+
+def ledgers_to_trim(
+    ledgers: Sequence[LedgerInfo], consumed_upto: Position | None, retention: Retention, now_ms: int
+) -> list[int]:
+    """Ids of ledgers to delete, oldest first. ``consumed_upto`` is the slowest
+    durable cursor's mark-delete (None: no durable subscription, all consumed)."""
+    if len(ledgers) <= 1:
+        return []
+    closed = list(ledgers[:-1])  # the last ledger is the open one
+    consumed = [
+        info
+        for info in closed
+        if consumed_upto is None
+        or info.ledger_id < consumed_upto.ledger_id
+        or (info.ledger_id == consumed_upto.ledger_id and consumed_upto.entry_id >= info.entries - 1)
+    ]
+    if retention.minutes == -1 and retention.size_mb == -1:
+        return []
+    # consumed ledgers form a prefix of the log; keep the newest ones within retention
+    doomed: list[int] = []
+    kept_bytes = 0
+    size_limit = retention.size_mb * 1024 * 1024
+    for info in reversed(consumed):
+        within_time = retention.minutes == -1 or now_ms - info.timestamp_ms < retention.minutes * 60_000
+        within_size = retention.size_mb == -1 or kept_bytes + info.size <= size_limit
+        if within_time and within_size and (retention.minutes != 0 or retention.size_mb != 0):
+            kept_bytes += info.size
+            continue
+        doomed.append(info.ledger_id)
+    doomed.reverse()
+    # only a prefix of the log may go (no holes in the middle)
+    prefix: list[int] = []
+    for info, ledger_id in zip(closed, doomed, strict=False):
+        if info.ledger_id != ledger_id:
+            break
+        prefix.append(ledger_id)
+    return prefix

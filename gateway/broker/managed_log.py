@@ -1,0 +1,521 @@
+"""ManagedLog: one topic partition's log - a list of ledgers in etcd (asyncio shell).
+
+Owns: the topic's ledger list (``coordination.keys.managed_log``), its one open
+ledger writer, the entry cache of recent entries and the readers of older
+ledgers. Rules (DESIGN.md §4, §6; pulsar-api.md §5.3, BookKeeper's "ledgers to
+log" recipe):
+- ``open`` recovers (fences and closes) every ledger in the list that is not
+  closed, drops empty ones, creates a new ledger and appends it to the list by
+  compare-and-swap; it serves no write before that CAS succeeds. A failed CAS
+  means another gateway took the topic: ``LogFenced``.
+- appends complete in order; an add that comes back fenced makes the whole log
+  fenced at once (``on_fenced``): the owner must drop the topic.
+- rollover (log_policy.should_roll): wait for the open ledger's adds, close it,
+  create the next one, CAS the list; appends made meanwhile wait in order.
+- trim deletes whole closed ledgers that every durable cursor passed and that
+  retention no longer keeps (log_policy.ledgers_to_trim), list first, data after.
+- reads never go past the last confirmed entry; recent entries come from the
+  cache (bounded in bytes), older ones from the storage nodes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from coordination import keys
+from coordination.clock import Clock
+from coordination.store import MetadataStore
+from gateway.broker.log_layout import LedgerLayout
+from gateway.broker.log_policy import LedgerInfo, Retention, RolloverPolicy, ledgers_to_trim, should_roll
+from gateway.broker.positions import Position
+from gateway.errors import GatewayError
+from storage.client.api import LedgerClient
+from storage.client.reader import LedgerReader
+from storage.client.writer import LedgerWriter
+from storage.errors import Fenced, StorageError
+from storage.types import LedgerState
+
+log = logging.getLogger(__name__)
+
+CACHE_BYTES_MAX = 64 * 1024 * 1024  # recent entries kept per log
+READ_ENTRIES_MAX = 1000  # entries returned by one read call
+READERS_MAX = 16  # open readers of older ledgers kept per log
+
+
+class LogError(GatewayError):
+    code = "log_error"
+    retriable = True
+
+
+class LogFenced(LogError):
+    """Another gateway took this topic over (its ledger is fenced or the list moved)."""
+
+    code = "topic_fenced"
+
+
+class TopicNotFound(GatewayError):
+    code = "not_found"
+
+
+@dataclass(frozen=True, slots=True)
+class LogConfig:
+    ensemble_size: int = 3
+    write_quorum: int = 3
+    ack_quorum: int = 2
+    rollover: RolloverPolicy = field(default_factory=RolloverPolicy)
+    cache_bytes_max: int = CACHE_BYTES_MAX
+
+
+class EntryCache:
+    """Recent entries, evicted oldest first beyond ``bytes_max``."""
+
+    def __init__(self, bytes_max: int) -> None:
+        self._entries: OrderedDict[Position, bytes] = OrderedDict()
+        self._bytes = 0
+        self._bytes_max = bytes_max
+
+    def put(self, position: Position, payload: bytes) -> None:
+        self._entries[position] = payload
+        self._bytes += len(payload)
+        while self._bytes > self._bytes_max and self._entries:
+            _, old = self._entries.popitem(last=False)
+            self._bytes -= len(old)
+
+    def get(self, position: Position) -> bytes | None:
+        return self._entries.get(position)
+
+    @property
+    def size_bytes(self) -> int:
+        return self._bytes
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
+def encode_state(ledgers: list[LedgerInfo], created_ms: int, extra: dict[str, Any]) -> bytes:
+    return orjson.dumps({"ledgers": [info.to_json() for info in ledgers], "createdMs": created_ms, **extra})
+
+
+def decode_state(raw: bytes) -> tuple[list[LedgerInfo], int, dict[str, Any]]:
+    data = orjson.loads(raw)
+    ledgers = [LedgerInfo.from_json(item) for item in data.get("ledgers", [])]
+    extra = {k: v for k, v in data.items() if k not in ("ledgers", "createdMs")}
+    return ledgers, int(data.get("createdMs", 0)), extra
+
+
+class ManagedLog:
+    def __init__(
+        self, topic_path: str, store: MetadataStore, client: LedgerClient, clock: Clock, config: LogConfig
+    ) -> None:
+        self.topic_path = topic_path
+        self._store = store
+        self._client = client
+        self._clock = clock
+        self._config = config
+        self._key = keys.managed_log(topic_path)
+        self._revision = 0
+        self._created_ms = 0
+        self._extra: dict[str, Any] = {}
+        self._ledgers: list[LedgerInfo] = []
+        self._writer: LedgerWriter | None = None
+        self._writer_opened_ms = 0
+        self._current_entries = 0  # confirmed in the open ledger
+        self._current_bytes = 0
+        self._layout: LedgerLayout | None = None
+        self._cache = EntryCache(config.cache_bytes_max)
+        self._readers: OrderedDict[int, LedgerReader] = OrderedDict()
+        self._rolling: asyncio.Task[None] | None = None
+        self._waiting: list[tuple[bytes, asyncio.Future[Position]]] = []
+        self._new_entries = asyncio.Event()
+        self._lock = asyncio.Lock()  # list updates (roll, trim) one at a time
+        self.fenced = False
+        self.closed = False
+        self.on_fenced: Callable[[], None] | None = None
+        self.entries_added = 0
+        self.bytes_added = 0
+
+    # ------------------------------------------------------------ opening
+
+    @classmethod
+    async def open(
+        cls,
+        topic_path: str,
+        store: MetadataStore,
+        client: LedgerClient,
+        clock: Clock,
+        config: LogConfig | None = None,
+    ) -> ManagedLog:
+        self = cls(topic_path, store, client, clock, config or LogConfig())
+        current = await store.get(self._key)
+        if current is None:
+            raise TopicNotFound(f"topic {topic_path} does not exist")
+        ledgers, self._created_ms, self._extra = decode_state(current.value)
+        recovered: list[LedgerInfo] = []
+        for info in ledgers:
+            recovered_info = await self._recover(info)
+            if recovered_info is not None:
+                recovered.append(recovered_info)
+        cfg = self._config
+        writer = await client.create(cfg.ensemble_size, cfg.write_quorum, cfg.ack_quorum)
+        new_list = [*recovered, LedgerInfo(writer.ledger_id)]
+        revision = await store.compare_and_swap(
+            self._key, encode_state(new_list, self._created_ms, self._extra), current.mod_revision
+        )
+        if revision is None:
+            await writer.abandon()
+            with contextlib.suppress(StorageError):
+                await client.delete(writer.ledger_id)
+            raise LogFenced(f"topic {topic_path}: ledger list changed while opening (another owner)")
+        self._revision = revision
+        self._ledgers = new_list
+        self._writer = writer
+        self._writer_opened_ms = clock.now_ms()
+        kept = {info.ledger_id for info in recovered}
+        for dropped in (info for info in ledgers if info.ledger_id not in kept):
+            with contextlib.suppress(StorageError):
+                await client.delete(dropped.ledger_id)
+        return self
+
+    async def _recover(self, info: LedgerInfo) -> LedgerInfo | None:
+        """The ledger's final info (fenced and closed if it was not); None if empty."""
+        try:
+            metadata = await self._client.metadata.read(info.ledger_id)
+        except StorageError:
+            return info if info.entries > 0 else None  # deleted underneath: keep what the list says
+        if metadata.state is not LedgerState.CLOSED:
+            reader = await self._client.open(info.ledger_id, recover=True)
+            metadata = reader.metadata
+            await reader.close()
+        entries = metadata.last_entry_id + 1
+        if entries <= 0:
+            return None
+        return LedgerInfo(info.ledger_id, entries, metadata.length, info.timestamp_ms or self._clock.now_ms())
+
+    # ------------------------------------------------------------ queries
+
+    @property
+    def ledgers(self) -> list[LedgerInfo]:
+        return list(self._ledgers)
+
+    @property
+    def current_ledger_id(self) -> int:
+        return self._ledgers[-1].ledger_id
+
+    @property
+    def current_ledger_entries(self) -> int:
+        return self._current_entries
+
+    @property
+    def current_ledger_bytes(self) -> int:
+        return self._current_bytes
+
+    @property
+    def writer(self) -> LedgerWriter | None:
+        return self._writer
+
+    @property
+    def layout(self) -> LedgerLayout:
+        if self._layout is None:
+            pairs = [(info.ledger_id, info.entries) for info in self._ledgers[:-1]]
+            pairs.append((self._ledgers[-1].ledger_id, self._current_entries))
+            self._layout = LedgerLayout(pairs)
+        return self._layout
+
+    @property
+    def last_confirmed(self) -> Position:
+        return self.layout.last_position()
+
+    @property
+    def total_entries(self) -> int:
+        return self.layout.total_entries
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(info.size for info in self._ledgers[:-1]) + self._current_bytes
+
+    @property
+    def cache(self) -> EntryCache:
+        return self._cache
+
+    @property
+    def created_ms(self) -> int:
+        return self._created_ms
+
+    @property
+    def pending_appends(self) -> int:
+        writer = self._writer
+        return len(self._waiting) + (writer.outstanding if writer else 0)
+
+    async def wait_for_entries(self, after: Position, timeout_s: float | None = None) -> bool:
+        """Wait until an entry after ``after`` is confirmed (True) or the timeout."""
+        while self.last_confirmed <= after and not self.closed and not self.fenced:
+            self._new_entries.clear()
+            try:
+                await asyncio.wait_for(self._new_entries.wait(), timeout_s)
+            except TimeoutError:
+                return False
+        return self.last_confirmed > after
+
+    # ------------------------------------------------------------ appending
+
+    def append(self, payload: bytes) -> asyncio.Future[Position]:
+        """Append one entry; the future gives its position once confirmed (in order)."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Position] = loop.create_future()
+        if self.fenced:
+            future.set_exception(LogFenced(f"topic {self.topic_path} is fenced"))
+            return future
+        if self.closed:
+            future.set_exception(LogError(f"topic {self.topic_path} is closed"))
+            return future
+        if self._rolling is not None or self._writer is None:
+            self._waiting.append((payload, future))
+            return future
+        self._append_to_writer(self._writer, payload, future)
+        return future
+
+    def _append_to_writer(
+        self, writer: LedgerWriter, payload: bytes, future: asyncio.Future[Position]
+    ) -> None:
+        try:
+            entry = writer.append_nowait(payload)
+        except Fenced as exc:
+            self._on_fenced(exc)
+            future.set_exception(LogFenced(str(exc)))
+            return
+        except StorageError as exc:
+            future.set_exception(LogError(f"append failed: {exc}"))
+            return
+        ledger_id = writer.ledger_id
+        size = len(payload)
+
+        def done(entry_future: asyncio.Future[int]) -> None:
+            if entry_future.cancelled():
+                if not future.done():
+                    future.cancel()
+                return
+            exc = entry_future.exception()
+            if exc is not None:
+                if isinstance(exc, Fenced):
+                    self._on_fenced(exc)
+                    exc = LogFenced(str(exc))
+                if not future.done():
+                    future.set_exception(exc)
+                return
+            entry_id = entry_future.result()
+            position = Position(ledger_id, entry_id)
+            if ledger_id == self._ledgers[-1].ledger_id:
+                self._current_entries = entry_id + 1
+                self._current_bytes += size
+                self._layout = None
+            self.entries_added += 1
+            self.bytes_added += size
+            self._cache.put(position, payload)
+            self._new_entries.set()
+            if not future.done():
+                future.set_result(position)
+            self._maybe_roll()
+
+        entry.add_done_callback(done)
+
+    def _on_fenced(self, exc: Exception) -> None:
+        if self.fenced:
+            return
+        self.fenced = True
+        log.warning("topic %s: writes fenced (%s); another gateway owns it now", self.topic_path, exc)
+        self._new_entries.set()
+        for _, future in self._waiting:
+            if not future.done():
+                future.set_exception(LogFenced(str(exc)))
+        self._waiting.clear()
+        if self.on_fenced is not None:
+            self.on_fenced()
+
+    # ------------------------------------------------------------ rollover
+
+    def _maybe_roll(self) -> None:
+        if self._rolling is not None or self.closed or self.fenced:
+            return
+        policy = self._config.rollover
+        now = self._clock.now_ms()
+        if should_roll(policy, self._current_entries, self._current_bytes, self._writer_opened_ms, now):
+            self._rolling = asyncio.get_running_loop().create_task(
+                self._roll(), name=f"roll-{self.topic_path}"
+            )
+
+    async def roll(self) -> None:
+        """Roll now (tests, admin); waits for it."""
+        if self._rolling is None and not self.closed and not self.fenced:
+            self._rolling = asyncio.get_running_loop().create_task(self._roll())
+        if self._rolling is not None:
+            await asyncio.shield(self._rolling)
+
+    async def _roll(self) -> None:
+        old = self._writer
+        assert old is not None
+        try:
+            async with self._lock:
+                metadata = await old.close()
+                closed_info = LedgerInfo(
+                    old.ledger_id, metadata.last_entry_id + 1, metadata.length, self._clock.now_ms()
+                )
+                cfg = self._config
+                writer = await self._client.create(cfg.ensemble_size, cfg.write_quorum, cfg.ack_quorum)
+                new_list = [*self._ledgers[:-1]]
+                if closed_info.entries > 0:
+                    new_list.append(closed_info)
+                new_list.append(LedgerInfo(writer.ledger_id))
+                await self._write_list(new_list)
+                if closed_info.entries == 0:
+                    with contextlib.suppress(StorageError):
+                        await self._client.delete(old.ledger_id)
+                self._writer = writer
+                self._writer_opened_ms = self._clock.now_ms()
+                self._current_entries = 0
+                self._current_bytes = 0
+                self._layout = None
+        except Fenced as exc:
+            self._on_fenced(exc)
+        except (StorageError, GatewayError) as exc:
+            log.warning("topic %s: rollover failed: %s", self.topic_path, exc)
+            if isinstance(exc, LogFenced):
+                self._on_fenced(exc)
+        finally:
+            self._rolling = None
+        waiting, self._waiting = self._waiting, []
+        for payload, future in waiting:
+            if future.done():
+                continue
+            if self.fenced or self._writer is None:
+                future.set_exception(LogFenced(f"topic {self.topic_path} is fenced"))
+            else:
+                self._append_to_writer(self._writer, payload, future)
+
+    async def _write_list(self, new_list: list[LedgerInfo]) -> None:
+        revision = await self._store.compare_and_swap(
+            self._key, encode_state(new_list, self._created_ms, self._extra), self._revision
+        )
+        if revision is None:
+            raise LogFenced(f"topic {self.topic_path}: ledger list changed by another gateway")
+        self._revision = revision
+        self._ledgers = new_list
+
+    # ------------------------------------------------------------ trimming
+
+    async def trim(self, consumed_upto: Position | None, retention: Retention) -> list[int]:
+        """Delete ledgers no cursor needs and retention does not keep; returns their ids."""
+        if self.closed or self.fenced:
+            return []
+        async with self._lock:
+            doomed = ledgers_to_trim(self._ledgers, consumed_upto, retention, self._clock.now_ms())
+            if not doomed:
+                return []
+            gone = set(doomed)
+            await self._write_list([info for info in self._ledgers if info.ledger_id not in gone])
+            self._layout = None
+        for ledger_id in doomed:
+            reader = self._readers.pop(ledger_id, None)
+            if reader is not None:
+                await reader.close()
+            with contextlib.suppress(StorageError):
+                await self._client.delete(ledger_id)
+        return doomed
+
+    # ------------------------------------------------------------ reading
+
+    async def read(
+        self, start: Position, max_entries: int = READ_ENTRIES_MAX
+    ) -> list[tuple[Position, bytes]]:
+        """Confirmed entries from ``start`` (inclusive) on, at most ``max_entries``,
+        never crossing into the next ledger in one call."""
+        layout = self.layout
+        first = layout.next_position(Position(start.ledger_id, start.entry_id - 1))
+        if first is None:
+            return []
+        ledger_id = first.ledger_id
+        count = next((n for lid, n in layout.ledgers if lid == ledger_id), 0)
+        last_entry = min(count - 1, first.entry_id + max_entries - 1)
+        out: list[tuple[Position, bytes]] = []
+        entry_id = first.entry_id
+        cache = self._cache
+        while entry_id <= last_entry:  # cache first
+            payload = cache.get(Position(ledger_id, entry_id))
+            if payload is None:
+                break
+            out.append((Position(ledger_id, entry_id), payload))
+            entry_id += 1
+        if entry_id <= last_entry and not out:
+            reader = await self._reader(ledger_id)
+            payloads = await reader.read_range(entry_id, last_entry)
+            out.extend((Position(ledger_id, entry_id + i), p) for i, p in enumerate(payloads))
+        return out
+
+    async def read_entry(self, position: Position) -> bytes | None:
+        got = await self.read(position, 1)
+        return got[0][1] if got and got[0][0] == position else None
+
+    async def _reader(self, ledger_id: int) -> LedgerReader:
+        writer = self._writer
+        if writer is not None and ledger_id == writer.ledger_id:
+            return LedgerReader(
+                writer.metadata,
+                self._client.metadata,
+                self._client.pool,
+                self._clock,
+                lac=writer.last_add_confirmed,
+            )
+        reader = self._readers.get(ledger_id)
+        if reader is None:
+            reader = await self._client.open(ledger_id)
+            self._readers[ledger_id] = reader
+            while len(self._readers) > READERS_MAX:
+                _, old = self._readers.popitem(last=False)
+                await old.close()
+        else:
+            self._readers.move_to_end(ledger_id)
+        return reader
+
+    # ------------------------------------------------------------ closing
+
+    async def close(self) -> None:
+        """Close the open ledger (graceful unload); the next owner recovers nothing."""
+        if self.closed:
+            return
+        self.closed = True
+        self._new_entries.set()
+        if self._rolling is not None:
+            with contextlib.suppress(Exception):
+                await self._rolling
+        for _, future in self._waiting:
+            if not future.done():
+                future.set_exception(LogError(f"topic {self.topic_path} is closing"))
+        self._waiting.clear()
+        writer = self._writer
+        if writer is not None and not self.fenced:
+            try:
+                await writer.close()
+            except StorageError as exc:
+                log.info("topic %s: closing ledger %d: %s", self.topic_path, writer.ledger_id, exc)
+        elif writer is not None:
+            await writer.abandon()
+        for reader in self._readers.values():
+            await reader.close()
+        self._readers.clear()
+
+    async def abandon(self) -> None:
+        """Stop without closing the ledger (fenced, or shutting down hard)."""
+        self.closed = True
+        self._new_entries.set()
+        if self._writer is not None:
+            await self._writer.abandon()
+        for reader in self._readers.values():
+            await reader.close()
+        self._readers.clear()

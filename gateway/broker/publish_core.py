@@ -1,0 +1,168 @@
+"""Publish path decisions: adaptive entry batching and deduplication (pure).
+
+Owns: ``PublishBatcher`` (which published messages go into the next ledger
+entry, and when that entry is cut) and ``Dedup`` (per-producer sequence ids).
+Rules:
+- batching (DESIGN.md §4): an entry is cut when no add is in flight (the
+  previous one completed) or when the waiting messages fill an entry; at most
+  ``inflight_max`` entries are in flight; so latency stays one add at low rates
+  and entries grow with load. The queue of waiting messages is bounded in
+  messages and bytes; ``offer`` refuses beyond it (backpressure, HTTP 429).
+- dedup (pulsar-api.md §4.9, fix of pulsar #5218): per producer name the highest
+  sequence id *persisted* and *pushed*. A message at or below persisted is a
+  duplicate (not stored, answered as such); one at or below pushed but above
+  persisted is still in flight: the answer is a retriable error, never a silent
+  drop. A failed add lowers pushed back to persisted. At most
+  ``producers_max`` producers are tracked; the least recently used goes first.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections import OrderedDict, deque
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+from gateway.broker.entry_format import ENTRY_BYTES_MAX, ENTRY_HEADER_BYTES, MESSAGES_PER_ENTRY_MAX
+
+T = TypeVar("T")
+
+QUEUE_MESSAGES_MAX = 50_000  # waiting to be cut into entries, per topic
+QUEUE_BYTES_MAX = 64 * 1024 * 1024
+INFLIGHT_MAX = 8  # entries appended but not confirmed, per topic
+DEDUP_PRODUCERS_MAX = 10_000  # brokerDeduplicationMaxNumberOfProducers
+
+
+@dataclass(frozen=True, slots=True)
+class BatcherConfig:
+    entry_messages_max: int = MESSAGES_PER_ENTRY_MAX
+    entry_bytes_max: int = ENTRY_BYTES_MAX
+    inflight_max: int = INFLIGHT_MAX
+    queue_messages_max: int = QUEUE_MESSAGES_MAX
+    queue_bytes_max: int = QUEUE_BYTES_MAX
+
+
+class PublishBatcher(Generic[T]):
+    """Messages (already encoded) waiting for an entry, and entries in flight."""
+
+    def __init__(self, config: BatcherConfig | None = None) -> None:
+        self.config = config or BatcherConfig()
+        self._queue: deque[tuple[bytes, T]] = deque()
+        self._queued_bytes = 0
+        self.inflight = 0
+
+    @property
+    def queued(self) -> int:
+        return len(self._queue)
+
+    @property
+    def queued_bytes(self) -> int:
+        return self._queued_bytes
+
+    def has_room(self, count: int, size: int) -> bool:
+        cfg = self.config
+        return (
+            len(self._queue) + count <= cfg.queue_messages_max
+            and self._queued_bytes + size <= cfg.queue_bytes_max
+        )
+
+    def offer(self, encoded: bytes, token: T) -> bool:
+        """Queue one encoded message; False when the queue is full."""
+        if not self.has_room(1, len(encoded)):
+            return False
+        self._queue.append((encoded, token))
+        self._queued_bytes += len(encoded)
+        return True
+
+    def _full_entry_waiting(self) -> bool:
+        cfg = self.config
+        if len(self._queue) >= cfg.entry_messages_max:
+            return True
+        return ENTRY_HEADER_BYTES + self._queued_bytes >= cfg.entry_bytes_max
+
+    def cut(self) -> tuple[list[bytes], list[T]] | None:
+        """The next entry's messages if one should be appended now, else None.
+        Call repeatedly until None; call ``on_entry_done`` when its add ends."""
+        if not self._queue or self.inflight >= self.config.inflight_max:
+            return None
+        if self.inflight > 0 and not self._full_entry_waiting():
+            return None
+        cfg = self.config
+        parts: list[bytes] = []
+        tokens: list[T] = []
+        size = ENTRY_HEADER_BYTES
+        queue = self._queue
+        while queue and len(parts) < cfg.entry_messages_max:
+            encoded = queue[0][0]
+            if parts and size + len(encoded) > cfg.entry_bytes_max:
+                break
+            encoded, token = queue.popleft()
+            parts.append(encoded)
+            tokens.append(token)
+            size += len(encoded)
+        self._queued_bytes -= size - ENTRY_HEADER_BYTES
+        self.inflight += 1
+        return parts, tokens
+
+    def on_entry_done(self) -> None:
+        assert self.inflight > 0
+        self.inflight -= 1
+
+    def drain(self) -> list[T]:
+        """Forget every waiting message (topic closing); returns their tokens."""
+        tokens = [token for _, token in self._queue]
+        self._queue.clear()
+        self._queued_bytes = 0
+        return tokens
+
+
+class DedupVerdict(enum.Enum):
+    NEW = "new"
+    DUPLICATE = "duplicate"  # already persisted: answer with the duplicate id, store nothing
+    IN_FLIGHT = "in_flight"  # an add with this sequence id has not completed: retry later
+
+
+class Dedup:
+    """Highest sequence ids per producer name, pushed (in flight) and persisted."""
+
+    def __init__(self, producers_max: int = DEDUP_PRODUCERS_MAX) -> None:
+        self._persisted: OrderedDict[str, int] = OrderedDict()
+        self._pushed: dict[str, int] = {}
+        self._producers_max = producers_max
+
+    def last_persisted(self, producer: str) -> int:
+        return self._persisted.get(producer, -1)
+
+    def last_pushed(self, producer: str) -> int:
+        return max(self._pushed.get(producer, -1), self.last_persisted(producer))
+
+    def check(self, producer: str, sequence_id: int) -> DedupVerdict:
+        if sequence_id <= self.last_persisted(producer):
+            return DedupVerdict.DUPLICATE
+        if sequence_id <= self._pushed.get(producer, -1):
+            return DedupVerdict.IN_FLIGHT
+        return DedupVerdict.NEW
+
+    def on_pushed(self, producer: str, sequence_id: int) -> None:
+        if sequence_id > self._pushed.get(producer, -1):
+            self._pushed[producer] = sequence_id
+
+    def on_persisted(self, producer: str, sequence_id: int) -> None:
+        if sequence_id > self._persisted.get(producer, -1):
+            self._persisted[producer] = sequence_id
+        self._persisted.move_to_end(producer)
+        while len(self._persisted) > self._producers_max:
+            old, _ = self._persisted.popitem(last=False)
+            self._pushed.pop(old, None)
+
+    def on_failed(self, producer: str) -> None:
+        """An add failed: sequence ids above persisted may be retried."""
+        self._pushed[producer] = self.last_persisted(producer)
+
+    def snapshot(self) -> dict[str, int]:
+        return dict(self._persisted)
+
+    def restore(self, producers: Mapping[str, int]) -> None:
+        for name, seq in producers.items():
+            self.on_persisted(str(name), int(seq))

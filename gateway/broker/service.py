@@ -1,0 +1,203 @@
+"""BrokerService: the topics this gateway owns, loaded on demand (asyncio shell).
+
+Owns: the map of loaded topics (one load at a time per topic), the policies
+each topic acts on (refreshed from the namespace store), and publishing to a
+topic by name wherever it is owned (dead-letter topics). Rules (DESIGN.md
+§4, §6): a topic is loaded only by its bundle's owner (the API layer checks
+ownership before calling in); loading opens the managed log with recovery,
+which fences any previous owner; a topic whose ownership is lost is dropped
+at once; auto-creation follows the namespace policy; a topic never loads
+while its namespace is unknown.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+from coordination import keys
+from coordination.clock import Clock
+from coordination.store import MetadataStore
+from gateway.broker.broker_errors import TopicUnavailable
+from gateway.broker.entry_format import EntryMessage
+from gateway.broker.log_policy import Retention
+from gateway.broker.managed_log import LogConfig, ManagedLog, TopicNotFound, encode_state
+from gateway.broker.topic import Topic, TopicPolicies
+from gateway.names import NamespaceName, TopicName
+from storage.client.api import LedgerClient
+
+log = logging.getLogger(__name__)
+
+TOPICS_MAX = 10_000  # loaded topics per gateway
+POLICY_REFRESH_S = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class NamespaceView:
+    """What the service needs to know about a namespace."""
+
+    exists: bool
+    auto_create: bool = True
+    auto_create_partitions: int = 0  # 0 = non-partitioned
+    policies: TopicPolicies = field(default_factory=TopicPolicies)
+
+
+PolicySource = Callable[[NamespaceName], Awaitable[NamespaceView]]
+RemotePublish = Callable[[str, EntryMessage], Awaitable[None]]
+
+
+class NamespaceMissing(TopicNotFound):
+    code = "not_found"
+
+
+class BrokerService:
+    def __init__(
+        self,
+        store: MetadataStore,
+        client: LedgerClient,
+        clock: Clock,
+        policy_source: PolicySource,
+        log_config: LogConfig | None = None,
+        topics_max: int = TOPICS_MAX,
+    ) -> None:
+        self.store = store
+        self.client = client
+        self.clock = clock
+        self._policy_source = policy_source
+        self._log_config = log_config or LogConfig()
+        self._topics_max = topics_max
+        self.topics: dict[TopicName, Topic] = {}
+        self._loading: dict[TopicName, asyncio.Task[Topic]] = {}
+        self._namespaces: dict[NamespaceName, NamespaceView] = {}
+        self._refresh_task: asyncio.Task[None] | None = None
+        self.remote_publish: RemotePublish | None = None  # set by the API layer (forwarding)
+        self.is_local: Callable[[TopicName], bool] = lambda _name: True
+        self.closed = False
+
+    # ------------------------------------------------------------ policies
+
+    def policies_of(self, topic: TopicName) -> TopicPolicies:
+        view = self._namespaces.get(topic.namespace_name)
+        return view.policies if view is not None else TopicPolicies()
+
+    async def namespace(self, ns: NamespaceName, *, fresh: bool = False) -> NamespaceView:
+        view = self._namespaces.get(ns)
+        if view is None or fresh or not view.exists:
+            view = await self._policy_source(ns)
+            if view.exists:
+                self._namespaces[ns] = view
+        return view
+
+    async def _refresh_policies(self) -> None:
+        while not self.closed:
+            await asyncio.sleep(POLICY_REFRESH_S)
+            for ns in list(self._namespaces):
+                with contextlib.suppress(Exception):
+                    self._namespaces[ns] = await self._policy_source(ns)
+
+    def start(self) -> None:
+        if self._refresh_task is None:
+            self._refresh_task = asyncio.get_running_loop().create_task(self._refresh_policies())
+
+    # ------------------------------------------------------------ topics
+
+    async def topic_exists(self, name: TopicName) -> bool:
+        return name in self.topics or await self.store.get(keys.managed_log(name.path)) is not None
+
+    async def ensure_topic_metadata(self, name: TopicName, *, create: bool) -> None:
+        """Make sure the topic exists in etcd (auto-creating it if allowed)."""
+        view = await self.namespace(name.namespace_name)
+        if not view.exists:
+            raise NamespaceMissing(f"namespace {name.namespace_name} does not exist")
+        if await self.store.get(keys.managed_log(name.path)) is not None:
+            return
+        if not create or not view.auto_create:
+            raise TopicNotFound(f"topic {name} does not exist (auto-creation is off)")
+        await self.store.compare_and_swap(
+            keys.managed_log(name.path), encode_state([], self.clock.now_ms(), {}), 0
+        )  # a lost race means someone else created it: fine
+
+    async def topic(self, name: TopicName, *, create: bool = True) -> Topic:
+        """The loaded topic, loading (and auto-creating) it if needed."""
+        if self.closed:
+            raise TopicUnavailable("gateway is shutting down")
+        topic = self.topics.get(name)
+        if topic is not None and not topic.closed:
+            return topic
+        task = self._loading.get(name)
+        if task is None:
+            if len(self.topics) >= self._topics_max:
+                raise TopicUnavailable(f"this gateway serves its maximum of {self._topics_max} topics")
+            task = asyncio.get_running_loop().create_task(self._load(name, create))
+            self._loading[name] = task
+            task.add_done_callback(lambda _t: self._loading.pop(name, None))
+        return await asyncio.shield(task)
+
+    async def _load(self, name: TopicName, create: bool) -> Topic:
+        await self.ensure_topic_metadata(name, create=create)
+        managed_log = await ManagedLog.open(name.path, self.store, self.client, self.clock, self._log_config)
+        try:
+            topic = await Topic.load(name, managed_log, self)
+        except BaseException:
+            await managed_log.abandon()
+            raise
+        topic.on_closed = self._forget
+        self.topics[name] = topic
+        log.info("topic %s loaded (ledger %d)", name, managed_log.current_ledger_id)
+        return topic
+
+    def _forget(self, topic: Topic) -> None:
+        if self.topics.get(topic.name) is topic:
+            del self.topics[topic.name]
+
+    def topic_lost(self, topic: Topic) -> None:
+        self._forget(topic)
+
+    async def unload(self, name: TopicName) -> bool:
+        topic = self.topics.pop(name, None)
+        if topic is None:
+            return False
+        await topic.close()
+        return True
+
+    async def unload_where(self, predicate: Callable[[TopicName], bool]) -> int:
+        names = [name for name in self.topics if predicate(name)]
+        await asyncio.gather(*(self.unload(name) for name in names), return_exceptions=True)
+        return len(names)
+
+    async def drop_where(self, predicate: Callable[[TopicName], bool]) -> int:
+        """Ownership lost: close without persisting or closing ledgers."""
+        names = [name for name in self.topics if predicate(name)]
+        for name in names:
+            topic = self.topics.pop(name, None)
+            if topic is not None:
+                await topic.close(graceful=False)
+        return len(names)
+
+    async def publish_to(self, topic: str, message: EntryMessage) -> None:
+        name = TopicName.parse(topic)
+        if self.is_local(name):
+            target = await self.topic(name)
+            await target.publish(message)
+            return
+        if self.remote_publish is None:
+            raise TopicUnavailable(f"topic {name} is owned elsewhere and forwarding is not set up")
+        await self.remote_publish(str(name), message)
+
+    async def close(self) -> None:
+        self.closed = True
+        if self._refresh_task is not None:
+            self._refresh_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._refresh_task
+        for task in list(self._loading.values()):
+            task.cancel()
+        await asyncio.gather(*(topic.close() for topic in list(self.topics.values())), return_exceptions=True)
+        self.topics.clear()
+
+
+def retention_of(minutes: int, size_mb: int) -> Retention:
+    return Retention(minutes, size_mb)

@@ -1,0 +1,498 @@
+"""Subscription: one cursor, one dispatcher, and its consumers (asyncio shell).
+
+Owns: a subscription's cursor (ack state), its dispatcher (who gets what), its
+read position, its consumers' sinks, and the persistence of the cursor to
+etcd. Rules (DESIGN.md §4-5, dispatch/base.py contract):
+- one task (``_run``) reads the log at the read position as far as the
+  dispatcher's ``read_budget`` allows (overshooting by at most one entry),
+  skipping acked messages, and carries out the dispatcher's effects in order;
+  every other input (consumer join/leave, permits, acks, nacks, seek) is a
+  synchronous call that applies the cursor change first, then the dispatcher's
+  effects, then wakes the task - state is only touched between awaits;
+- ``RewindTo`` bumps an epoch so results of reads started before it are dropped;
+- the cursor is persisted in batches (at most every ``persist_interval_ms``)
+  by compare-and-swap; a failed CAS means another gateway owns the topic now:
+  the topic is dropped (at-least-once: unpersisted acks come back as
+  redeliveries, nothing is lost);
+- acks naming positions this topic never delivered move nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+import orjson
+
+from coordination import keys
+from gateway.broker.broker_errors import ConsumerBusy, NotAllowed, SubscriptionTypeMismatch
+from gateway.broker.cursor_core import Cursor
+from gateway.broker.dispatch import (
+    ActiveChanged,
+    ConsumerId,
+    ConsumerInfo,
+    DeadLetter,
+    Deliver,
+    Dispatcher,
+    DispatcherConfig,
+    Effect,
+    ExclusiveDispatcher,
+    FailoverDispatcher,
+    KeySharedDispatcher,
+    Message,
+    RangesChanged,
+    Reject,
+    RejectReason,
+    RewindTo,
+    SharedDispatcher,
+)
+from gateway.broker.dispatch.base import HashRange
+from gateway.broker.entry_format import EntryMessage
+from gateway.broker.key_hash import sticky_slot
+from gateway.broker.positions import NO_BATCH, MessagePosition, Position
+
+if TYPE_CHECKING:
+    from gateway.broker.topic import Topic
+
+log = logging.getLogger(__name__)
+
+SUBSCRIPTION_TYPES = ("Exclusive", "Shared", "Failover", "Key_Shared")
+PERSIST_INTERVAL_MS = 200
+READ_ENTRIES_MAX = 100
+_consumer_ids = itertools.count(1)
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    position: MessagePosition
+    message: EntryMessage
+    redelivery_count: int
+    batch_size: int  # messages in the entry (0 when the entry holds one message)
+
+
+class ConsumerSink(Protocol):
+    """What a subscription needs from a connected consumer session."""
+
+    def deliver(self, deliveries: list[Delivery]) -> None: ...
+
+    def active_changed(self, active: bool) -> None: ...
+
+    def ranges_changed(self, ranges: tuple[HashRange, ...]) -> None: ...
+
+    def close(self, code: str, reason: str) -> None: ...
+
+
+@dataclass(slots=True)
+class ConsumerRecord:
+    consumer_id: ConsumerId
+    info: ConsumerInfo
+    sink: ConsumerSink
+    connected_since_ms: int
+    dead_letter_topic: str | None = None
+    address: str = ""
+    msg_out: int = 0
+    bytes_out: int = 0
+    acks: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def make_dispatcher(sub_type: str, config: DispatcherConfig) -> Dispatcher:
+    if sub_type == "Exclusive":
+        return ExclusiveDispatcher(config)
+    if sub_type == "Failover":
+        return FailoverDispatcher(config)
+    if sub_type == "Shared":
+        return SharedDispatcher(config)
+    if sub_type == "Key_Shared":
+        return KeySharedDispatcher(config)
+    raise NotAllowed(f"unknown subscription type {sub_type!r}")
+
+
+class Subscription:
+    def __init__(
+        self,
+        topic: Topic,
+        name: str,
+        cursor: Cursor,
+        *,
+        durable: bool = True,
+        revision: int = 0,
+        sub_type: str | None = None,
+        config: DispatcherConfig | None = None,
+        persist_interval_ms: int = PERSIST_INTERVAL_MS,
+    ) -> None:
+        self.topic = topic
+        self.name = name
+        self.cursor = cursor
+        self.durable = durable
+        self.sub_type = sub_type  # fixed by the first consumer, free again when none is left
+        self._config = config or DispatcherConfig(
+            partition_index=topic.name.partition_index, topic_name=str(topic.name)
+        )
+        self._dispatcher: Dispatcher | None = None
+        self.consumers: dict[ConsumerId, ConsumerRecord] = {}
+        self._read_position = self._after(cursor.mark_delete)
+        self._epoch = 0
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._persist_task: asyncio.Task[None] | None = None
+        self._revision = revision  # etcd mod_revision of the cursor key (0 = not stored yet)
+        self._persisted = cursor.revision if revision else -1
+        self._persist_interval_ms = persist_interval_ms
+        self.closed = False
+        self.msg_out = 0
+        self.bytes_out = 0
+        self.msg_redelivered = 0
+        self.expired = 0
+        self.last_consumed_ms = 0
+        self.last_acked_ms = 0
+
+    # ------------------------------------------------------------ helpers
+
+    def _after(self, position: Position) -> Position:
+        nxt = self.topic.log.layout.next_position(position)
+        if nxt is not None:
+            return nxt
+        last = self.topic.log.last_confirmed
+        return Position(last.ledger_id, last.entry_id + 1) if last.entry_id >= -1 else Position(0, 0)
+
+    @property
+    def dispatcher(self) -> Dispatcher | None:
+        return self._dispatcher
+
+    @property
+    def key(self) -> str:
+        return keys.cursor(self.topic.name.path, self.name)
+
+    def _now(self) -> int:
+        return self.topic.clock.now_ms()
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._run(), name=f"sub-{self.name}")
+        if self.durable and self._persist_task is None:
+            self._persist_task = asyncio.get_running_loop().create_task(self._persist_loop())
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    # ------------------------------------------------------------ consumers
+
+    def add_consumer(
+        self, sub_type: str, info: ConsumerInfo, sink: ConsumerSink, dead_letter_topic: str | None = None
+    ) -> int:
+        if sub_type not in SUBSCRIPTION_TYPES:
+            raise NotAllowed(f"unknown subscription type {sub_type!r}")
+        if self.consumers and self.sub_type != sub_type:
+            raise SubscriptionTypeMismatch(
+                f"subscription {self.name} is {self.sub_type}; cannot subscribe as {sub_type}"
+            )
+        max_consumers = self.topic.max_consumers_per_subscription()
+        if max_consumers and len(self.consumers) >= max_consumers:
+            raise ConsumerBusy(f"subscription {self.name} reached its limit of {max_consumers} consumers")
+        if self._dispatcher is None or self.sub_type != sub_type:
+            self.sub_type = sub_type
+            self._dispatcher = make_dispatcher(sub_type, self._config)
+            self._rewind(self.cursor.mark_delete)
+        consumer_id = ConsumerId(next(_consumer_ids))
+        record = ConsumerRecord(consumer_id, info, sink, self._now(), dead_letter_topic)
+        self.consumers[consumer_id] = record
+        effects = self._dispatcher.add_consumer(consumer_id, info, self._now())
+        for effect in effects:
+            if isinstance(effect, Reject) and effect.consumer_id == consumer_id:
+                del self.consumers[consumer_id]
+                if effect.reason in (RejectReason.CONSUMER_BUSY, RejectReason.TOO_MANY_CONSUMERS):
+                    raise ConsumerBusy(f"Exclusive consumer is already connected to {self.name}")
+                if effect.reason is RejectReason.HASH_RANGE_CONFLICT:
+                    raise ConsumerBusy(f"Key_Shared range conflict: {effect.detail}")
+                raise NotAllowed(f"{effect.reason.value}: {effect.detail}")
+        self._apply_now(effects)
+        self.start()
+        return consumer_id
+
+    def remove_consumer(self, consumer_id: int) -> None:
+        record = self.consumers.pop(ConsumerId(consumer_id), None)
+        if record is None or self._dispatcher is None:
+            return
+        self._apply_now(self._dispatcher.remove_consumer(record.consumer_id, self._now()))
+
+    def permits(self, consumer_id: int, n: int) -> None:
+        if self._dispatcher is not None and ConsumerId(consumer_id) in self.consumers:
+            self._apply_now(self._dispatcher.on_permits(ConsumerId(consumer_id), n, self._now()))
+
+    def _valid(self, position: MessagePosition) -> bool:
+        layout = self.topic.log.layout
+        entry = position.entry
+        return (
+            entry.entry_id >= 0
+            and layout.entries_between(Position(entry.ledger_id, entry.entry_id - 1), entry) == 1
+        )
+
+    def ack(self, consumer_id: int, positions: Iterable[MessagePosition]) -> int:
+        """Individual acks; returns how many changed the cursor."""
+        log_view = self.topic.log.layout
+        acked = [p for p in positions if self._valid(p) and self.cursor.ack(p, log_view)]
+        record = self.consumers.get(ConsumerId(consumer_id))
+        if record is not None:
+            record.acks += len(acked)
+        if acked:
+            self.last_acked_ms = self._now()
+        if self._dispatcher is not None and acked:
+            self._apply_now(self._dispatcher.on_ack(ConsumerId(consumer_id), acked, self._now()))
+        self.topic.on_cursor_moved()
+        return len(acked)
+
+    def ack_cumulative(self, consumer_id: int, position: MessagePosition) -> bool:
+        if self.sub_type not in ("Exclusive", "Failover"):
+            raise NotAllowed(f"cumulative ack is not allowed on a {self.sub_type} subscription")
+        if not self._valid(position):
+            return False
+        changed = self.cursor.ack_cumulative(position, self.topic.log.layout)
+        dispatcher = self._dispatcher
+        if changed and isinstance(dispatcher, ExclusiveDispatcher | FailoverDispatcher):
+            self.last_acked_ms = self._now()
+            self._apply_now(dispatcher.on_cumulative_ack(ConsumerId(consumer_id), position, self._now()))
+        self.topic.on_cursor_moved()
+        return changed
+
+    def nack(self, consumer_id: int, positions: Iterable[MessagePosition]) -> None:
+        if self._dispatcher is not None:
+            valid = [p for p in positions if self._valid(p)]
+            self._apply_now(self._dispatcher.on_nack(ConsumerId(consumer_id), valid, self._now()))
+
+    # ------------------------------------------------------------ cursor admin
+
+    def seek(self, position: Position, *, inclusive: bool = True) -> None:
+        self.cursor.seek(position, self.topic.log.layout, inclusive=inclusive)
+        self._reset_delivery()
+
+    def skip(self, count: int) -> None:
+        self.cursor.skip(count, self.topic.log.layout)
+        self._reset_delivery()
+
+    def expire_upto(self, position: Position) -> bool:
+        changed = self.cursor.expire(position, self.topic.log.layout)
+        if changed:
+            self._reset_delivery()
+        return changed
+
+    def _reset_delivery(self) -> None:
+        """After a seek/skip: start delivery over from the new mark-delete."""
+        if self._dispatcher is not None:
+            infos = [(r.consumer_id, r.info) for r in self.consumers.values()]
+            self._dispatcher = make_dispatcher(self.sub_type or "Exclusive", self._config)
+            now = self._now()
+            for consumer_id, info in infos:
+                self._apply_now(self._dispatcher.add_consumer(consumer_id, info, now))
+        self._rewind(self.cursor.mark_delete)
+        self.topic.on_cursor_moved()
+
+    def _rewind(self, mark_delete: Position) -> None:
+        self._read_position = self._after(mark_delete)
+        self._epoch += 1
+        self._wake.set()
+
+    # ------------------------------------------------------------ effects
+
+    def _apply_now(self, effects: list[Effect]) -> None:
+        if not effects:
+            return
+        deliveries: dict[ConsumerId, list[Delivery]] = {}
+        later: list[Effect] = []
+        for effect in effects:
+            if isinstance(effect, Deliver):
+                delivery = self._resolve(effect)
+                if delivery is None:
+                    later.append(effect)
+                else:
+                    deliveries.setdefault(effect.consumer_id, []).append(delivery)
+            elif isinstance(effect, RewindTo):
+                self._read_position = effect.position
+                self._epoch += 1
+            elif isinstance(effect, ActiveChanged):
+                record = self.consumers.get(effect.consumer_id)
+                if record is not None:
+                    record.sink.active_changed(effect.is_active)
+            elif isinstance(effect, RangesChanged):
+                record = self.consumers.get(effect.consumer_id)
+                if record is not None:
+                    record.sink.ranges_changed(effect.ranges)
+            else:
+                later.append(effect)
+        self._send(deliveries)
+        if later:
+            asyncio.get_running_loop().create_task(self._apply_later(later))
+        self._wake.set()
+
+    def _resolve(self, effect: Deliver) -> Delivery | None:
+        position = effect.message.position
+        messages = self.topic.cached_messages(position.entry)
+        if messages is None:
+            return None
+        index = 0 if position.batch_index == NO_BATCH else position.batch_index
+        batch_size = len(messages) if len(messages) > 1 else 0
+        return Delivery(position, messages[index], effect.redelivery_count, batch_size)
+
+    def _send(self, deliveries: dict[ConsumerId, list[Delivery]]) -> None:
+        now = self._now()
+        for consumer_id, items in deliveries.items():
+            record = self.consumers.get(consumer_id)
+            if record is None:
+                continue
+            size = sum(len(d.message.payload) for d in items)
+            record.msg_out += len(items)
+            record.bytes_out += size
+            self.msg_out += len(items)
+            self.bytes_out += size
+            self.msg_redelivered += sum(1 for d in items if d.redelivery_count)
+            self.last_consumed_ms = now
+            record.sink.deliver(items)
+
+    async def _apply_later(self, effects: list[Effect]) -> None:
+        deliveries: dict[ConsumerId, list[Delivery]] = {}
+        for effect in effects:
+            if isinstance(effect, Deliver):
+                position = effect.message.position
+                messages = await self.topic.load_messages(position.entry)
+                if messages is None:
+                    continue
+                index = 0 if position.batch_index == NO_BATCH else position.batch_index
+                batch_size = len(messages) if len(messages) > 1 else 0
+                delivery = Delivery(position, messages[index], effect.redelivery_count, batch_size)
+                deliveries.setdefault(effect.consumer_id, []).append(delivery)
+            elif isinstance(effect, DeadLetter):
+                await self._dead_letter(effect)
+        self._send(deliveries)
+
+    async def _dead_letter(self, effect: DeadLetter) -> None:
+        position = effect.message.position
+        messages = await self.topic.load_messages(position.entry)
+        record = self.consumers.get(effect.consumer_id)
+        target = record.dead_letter_topic if record and record.dead_letter_topic else None
+        if target is None:
+            target = f"{self.topic.name}-{self.name}-DLQ"
+        if messages is not None:
+            index = 0 if position.batch_index == NO_BATCH else position.batch_index
+            try:
+                await self.topic.dead_letter(target, messages[index], position, self.name)
+            except Exception as exc:  # the message stays unacked: redelivered later
+                log.warning("dead-letter to %s failed: %s", target, exc)
+                return
+        self.ack(effect.consumer_id, [position])
+
+    # ------------------------------------------------------------ read loop
+
+    async def _run(self) -> None:
+        log_ = self.topic.log
+        while not self.closed:
+            dispatcher = self._dispatcher
+            now = self._now()
+            if dispatcher is None:
+                await self._sleep(None)
+                continue
+            deadline = dispatcher.next_deadline_ms()
+            if deadline is not None and deadline <= now:
+                self._apply_now(dispatcher.on_timer(now))
+                continue
+            budget = dispatcher.read_budget()
+            start = self._read_position
+            if budget > 0 and log_.last_confirmed >= start:
+                epoch = self._epoch
+                try:
+                    entries = await log_.read(start, min(budget, READ_ENTRIES_MAX))
+                except Exception as exc:
+                    log.warning("subscription %s: read at %s failed: %s", self.name, start, exc)
+                    await asyncio.sleep(0.2)
+                    continue
+                if epoch != self._epoch or self.closed or dispatcher is not self._dispatcher:
+                    continue
+                if not entries:
+                    nxt = log_.layout.next_position(Position(start.ledger_id, start.entry_id - 1))
+                    if nxt is not None and nxt > start:
+                        self._read_position = nxt  # skip a gap (empty or trimmed ledger)
+                        continue
+                    await self._sleep(deadline)
+                    continue
+                self._on_entries(dispatcher, entries, budget)
+                continue
+            await self._sleep(deadline)
+
+    def _on_entries(self, dispatcher: Dispatcher, entries: list[tuple[Position, bytes]], budget: int) -> None:
+        cursor = self.cursor
+        messages: list[Message] = []
+        last = entries[0][0]
+        for position, payload in entries:
+            decoded = self.topic.messages(position, payload)
+            count = len(decoded)
+            cursor.on_read(position, count)
+            last = position
+            for index, message in enumerate(decoded):
+                mp = MessagePosition(position.ledger_id, position.entry_id, index if count > 1 else NO_BATCH)
+                if cursor.is_acked(mp):
+                    continue
+                messages.append(
+                    Message(mp, sticky_slot(message.ordering_key, message.key), message.deliver_at_ms)
+                )
+            if len(messages) >= budget:
+                break
+        self._read_position = Position(last.ledger_id, last.entry_id + 1)
+        if messages:
+            self._apply_now(dispatcher.on_messages(messages, self._now()))
+
+    async def _sleep(self, deadline: int | None) -> None:
+        self._wake.clear()
+        timeout = None if deadline is None else max(0.0, (deadline - self._now()) / 1000)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._wake.wait(), timeout)
+
+    # ------------------------------------------------------------ persistence
+
+    def state_json(self) -> bytes:
+        return orjson.dumps(
+            {"cursor": self.cursor.snapshot(), "type": self.sub_type, "createdMs": self.topic.clock.now_ms()}
+        )
+
+    async def persist(self) -> None:
+        """Write the cursor now if it changed (CAS on the key's revision)."""
+        if not self.durable or self.cursor.revision == self._persisted:
+            return
+        revision_before = self.cursor.revision
+        new = await self.topic.store.compare_and_swap(self.key, self.state_json(), self._revision)
+        if new is None:
+            log.warning("subscription %s of %s: cursor moved by another gateway", self.name, self.topic.name)
+            self.topic.on_lost_ownership()
+            return
+        self._revision = new
+        self._persisted = revision_before
+
+    async def _persist_loop(self) -> None:
+        while not self.closed:
+            await asyncio.sleep(self._persist_interval_ms / 1000)
+            try:
+                await self.persist()
+            except Exception as exc:
+                log.info("subscription %s: cursor persist failed (%s); will retry", self.name, exc)
+
+    async def delete(self) -> None:
+        await self.close(persist=False)
+        if self.durable and self._revision:
+            await self.topic.store.compare_and_delete(self.key, self._revision)
+
+    async def close(self, *, persist: bool = True) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        self._wake.set()
+        for task in (self._task, self._persist_task):
+            if task is not None and task is not asyncio.current_task():
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+        if persist:
+            with contextlib.suppress(Exception):
+                await self.persist()

@@ -1,0 +1,531 @@
+"""Topic: one owned topic partition - producers, the publish path, subscriptions (asyncio shell).
+
+Owns: the topic's managed log, its producers (names unique per topic), the
+publish batcher and dedup state (publish_core), the decoded-entry cache, and
+its subscriptions and readers. Rules (DESIGN.md §4-6):
+- messages published to the topic are cut into entries by ``PublishBatcher``
+  (adaptive: cut when the previous add completed or the batch is full); a
+  message's id is (ledger, entry, partition, batch index), the batch index
+  only when the entry holds more than one message;
+- with dedup on, (producer, sequence id) at or below the persisted maximum is
+  answered as a duplicate and not stored; the state is snapshotted to etcd and
+  rebuilt from the snapshot plus the log tail when the topic is loaded;
+- a fenced add means another gateway owns the topic: everything is dropped at
+  once and sessions are closed so clients reconnect to the new owner;
+- every state change happens between awaits on the event loop (one owner).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+import secrets
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import orjson
+
+from coordination import keys
+from coordination.clock import Clock
+from coordination.store import MetadataStore
+from gateway.broker.broker_errors import (
+    ConsumerBusy,
+    DuplicateUndetermined,
+    ProducerBusy,
+    SubscriptionNotFound,
+    TooManyRequests,
+    TopicUnavailable,
+)
+from gateway.broker.cursor_core import Cursor
+from gateway.broker.dispatch import ConsumerInfo
+from gateway.broker.entry_format import EntryMessage, decode_entry, encode_message, join_entry
+from gateway.broker.log_policy import Retention
+from gateway.broker.managed_log import LogFenced, ManagedLog
+from gateway.broker.message_id import MessageId, duplicate_id
+from gateway.broker.positions import EARLIEST, NO_BATCH, MessagePosition, Position
+from gateway.broker.publish_core import BatcherConfig, Dedup, DedupVerdict, PublishBatcher
+from gateway.broker.subscription import ConsumerSink, Subscription
+from gateway.errors import GatewayError
+from gateway.names import TopicName
+
+log = logging.getLogger(__name__)
+
+DECODED_CACHE_ENTRIES = 4096
+DEDUP_SNAPSHOT_ENTRIES = 1000
+MAINTENANCE_INTERVAL_MS = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class PublishResult:
+    message_id: MessageId
+    duplicate: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class TopicPolicies:
+    """The namespace policies a topic acts on (resolved by the service)."""
+
+    dedup: bool = False
+    retention: Retention = field(default_factory=Retention)
+    ttl_seconds: int = 0
+    max_consumers_per_subscription: int = 0
+    max_producers: int = 0
+    backlog_limit_bytes: int = -1
+    backlog_policy: str = "producer_request_hold"
+
+
+class TopicHost(Protocol):
+    """What a topic needs from the gateway that owns it."""
+
+    store: MetadataStore
+    clock: Clock
+
+    def policies_of(self, topic: TopicName) -> TopicPolicies: ...
+
+    async def publish_to(self, topic: str, message: EntryMessage) -> None: ...
+
+    def topic_lost(self, topic: Topic) -> None: ...
+
+
+@dataclass(slots=True)
+class ProducerRecord:
+    name: str
+    connected_since_ms: int
+    msg_in: int = 0
+    bytes_in: int = 0
+
+
+@dataclass(slots=True)
+class _Pending:
+    future: asyncio.Future[PublishResult]
+    producer: str
+    sequence_id: int
+    size: int
+
+
+class Topic:
+    def __init__(self, name: TopicName, managed_log: ManagedLog, host: TopicHost) -> None:
+        self.name = name
+        self.log = managed_log
+        self.host = host
+        self.store = host.store
+        self.clock = host.clock
+        self.producers: dict[str, ProducerRecord] = {}
+        self.subscriptions: dict[str, Subscription] = {}
+        self.readers: dict[str, Subscription] = {}
+        self.dedup = Dedup()
+        self._batcher: PublishBatcher[_Pending] = PublishBatcher(BatcherConfig())
+        self._decoded: OrderedDict[Position, list[EntryMessage]] = OrderedDict()
+        self._dedup_revision = 0
+        self._entries_since_snapshot = 0
+        self._maintenance: asyncio.Task[None] | None = None
+        self.closed = False
+        self.on_closed: Callable[[Topic], None] | None = None
+        self.msg_in = 0
+        self.bytes_in = 0
+        self.msg_expired = 0
+        managed_log.on_fenced = self.on_lost_ownership
+
+    @property
+    def policies(self) -> TopicPolicies:
+        return self.host.policies_of(self.name)
+
+    @property
+    def partition(self) -> int:
+        return self.name.partition_index
+
+    # ------------------------------------------------------------ loading
+
+    @classmethod
+    async def load(cls, name: TopicName, managed_log: ManagedLog, host: TopicHost) -> Topic:
+        topic = cls(name, managed_log, host)
+        for item in await host.store.list_prefix(keys.cursors_of(name.path)):
+            sub_name = item.key.rsplit("/", 1)[1]
+            try:
+                data = orjson.loads(item.value)
+                cursor = Cursor.restore(data["cursor"])
+            except (GatewayError, ValueError, KeyError) as exc:
+                log.error(
+                    "topic %s: cursor %s unreadable (%s); starting it at the log's end", name, sub_name, exc
+                )
+                cursor = Cursor(managed_log.last_confirmed)
+            sub = Subscription(topic, sub_name, cursor, revision=item.mod_revision, sub_type=data.get("type"))
+            topic.subscriptions[sub_name] = sub
+        if topic.policies.dedup:
+            await topic._restore_dedup()
+        topic._maintenance = asyncio.get_running_loop().create_task(topic._maintain())
+        return topic
+
+    async def _restore_dedup(self) -> None:
+        current = await self.store.get(keys.dedup(self.name.path))
+        position = EARLIEST
+        if current is not None:
+            data = orjson.loads(current.value)
+            self.dedup.restore(data.get("producers", {}))
+            ledger, entry = data.get("position", [-1, -1])
+            position = Position(int(ledger), int(entry))
+            self._dedup_revision = current.mod_revision
+        nxt = self.log.layout.next_position(position)
+        while nxt is not None:  # replay the log tail after the snapshot
+            entries = await self.log.read(nxt, 1000)
+            if not entries:
+                break
+            for pos, payload in entries:
+                for message in self.messages(pos, payload):
+                    self.dedup.on_persisted(message.producer_name, message.sequence_id)
+            nxt = self.log.layout.next_position(entries[-1][0])
+
+    async def _snapshot_dedup(self) -> None:
+        value = orjson.dumps(
+            {
+                "producers": self.dedup.snapshot(),
+                "position": [self.log.last_confirmed.ledger_id, self.log.last_confirmed.entry_id],
+            }
+        )
+        revision = await self.store.compare_and_swap(keys.dedup(self.name.path), value, self._dedup_revision)
+        if revision is None:
+            self.on_lost_ownership()
+            return
+        self._dedup_revision = revision
+        self._entries_since_snapshot = 0
+
+    # ------------------------------------------------------------ producers
+
+    def add_producer(self, name: str | None) -> ProducerRecord:
+        if self.closed:
+            raise TopicUnavailable(f"topic {self.name} is closing")
+        limit = self.policies.max_producers
+        if limit and len(self.producers) >= limit:
+            raise ProducerBusy(f"topic {self.name} reached its limit of {limit} producers")
+        if name is None:
+            name = f"folio-{secrets.token_hex(6)}"
+        if name in self.producers:
+            raise ProducerBusy(f"Producer with name '{name}' is already connected to topic {self.name}")
+        record = ProducerRecord(name, self.clock.now_ms())
+        self.producers[name] = record
+        return record
+
+    def remove_producer(self, name: str) -> None:
+        self.producers.pop(name, None)
+
+    def last_sequence_id(self, producer: str) -> int:
+        return self.dedup.last_pushed(producer)
+
+    # ------------------------------------------------------------ publishing
+
+    def publish(self, message: EntryMessage) -> asyncio.Future[PublishResult]:
+        """Queue one message; the future resolves once it is stored (or refused)."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[PublishResult] = loop.create_future()
+        if self.closed or self.log.fenced:
+            future.set_exception(TopicUnavailable(f"topic {self.name} moved or is closing; reconnect"))
+            return future
+        policies = self.policies
+        if policies.dedup:
+            verdict = self.dedup.check(message.producer_name, message.sequence_id)
+            if verdict is DedupVerdict.DUPLICATE:
+                future.set_result(PublishResult(duplicate_id(self.partition), duplicate=True))
+                return future
+            if verdict is DedupVerdict.IN_FLIGHT:
+                future.set_exception(
+                    DuplicateUndetermined(
+                        f"sequence id {message.sequence_id} of {message.producer_name} is still in flight"
+                    )
+                )
+                return future
+        encoded = encode_message(message)
+        if not self._batcher.offer(encoded, _Pending(future, message.producer_name, message.sequence_id, 0)):
+            future.set_exception(TooManyRequests(f"topic {self.name}: publish queue full, retry later"))
+            return future
+        if policies.dedup:
+            self.dedup.on_pushed(message.producer_name, message.sequence_id)
+        self.msg_in += 1
+        self.bytes_in += len(message.payload)
+        record = self.producers.get(message.producer_name)
+        if record is not None:
+            record.msg_in += 1
+            record.bytes_in += len(message.payload)
+        self._pump()
+        return future
+
+    def _pump(self) -> None:
+        batcher = self._batcher
+        while True:
+            cut = batcher.cut()
+            if cut is None:
+                return
+            parts, tokens = cut
+            payload = join_entry(parts)
+            entry_future = self.log.append(payload)
+            entry_future.add_done_callback(functools.partial(self._entry_done, tokens=tokens))
+
+    def _entry_done(self, entry_future: asyncio.Future[Position], *, tokens: list[_Pending]) -> None:
+        self._batcher.on_entry_done()
+        dedup = self.policies.dedup
+        if entry_future.cancelled() or entry_future.exception() is not None:
+            exc = None if entry_future.cancelled() else entry_future.exception()
+            error: Exception = (
+                TopicUnavailable(f"topic {self.name} moved to another gateway; reconnect")
+                if isinstance(exc, LogFenced) or exc is None
+                else TopicUnavailable(f"topic {self.name}: write failed: {exc}")
+            )
+            for token in tokens:
+                if dedup:
+                    self.dedup.on_failed(token.producer)
+                if not token.future.done():
+                    token.future.set_exception(error)
+            self._pump()
+            return
+        position = entry_future.result()
+        count = len(tokens)
+        partition = self.partition
+        if count == 1:
+            ids = [MessageId(position.ledger_id, position.entry_id, partition, NO_BATCH, 0)]
+        else:
+            ids = [
+                MessageId(position.ledger_id, position.entry_id, partition, i, count) for i in range(count)
+            ]
+        for token, message_id in zip(tokens, ids, strict=True):
+            if dedup:
+                self.dedup.on_persisted(token.producer, token.sequence_id)
+            if not token.future.done():
+                token.future.set_result(PublishResult(message_id))
+        self._entries_since_snapshot += 1
+        for sub in self.subscriptions.values():
+            sub.wake()
+        for reader in self.readers.values():
+            reader.wake()
+        self._pump()
+
+    # ------------------------------------------------------------ decoded entries
+
+    def messages(self, position: Position, payload: bytes) -> list[EntryMessage]:
+        cached = self._decoded.get(position)
+        if cached is not None:
+            return cached
+        decoded = decode_entry(payload)
+        self._decoded[position] = decoded
+        if len(self._decoded) > DECODED_CACHE_ENTRIES:
+            self._decoded.popitem(last=False)
+        return decoded
+
+    def cached_messages(self, position: Position) -> list[EntryMessage] | None:
+        cached = self._decoded.get(position)
+        if cached is not None:
+            return cached
+        payload = self.log.cache.get(position)
+        return None if payload is None else self.messages(position, payload)
+
+    async def load_messages(self, position: Position) -> list[EntryMessage] | None:
+        cached = self.cached_messages(position)
+        if cached is not None:
+            return cached
+        payload = await self.log.read_entry(position)
+        return None if payload is None else self.messages(position, payload)
+
+    async def publish_time_at(self, position: Position) -> int | None:
+        messages = await self.load_messages(position)
+        return messages[0].publish_time_ms if messages else None
+
+    async def first_position_at_or_after(self, timestamp_ms: int) -> Position | None:
+        """The first entry whose publish time is >= ``timestamp_ms`` (binary search
+        over the log; publish times grow with the log); None if there is none."""
+        layout = self.log.layout
+        lo, hi = 1, layout.total_entries
+        found: Position | None = None
+        while lo <= hi:
+            mid = (lo + hi) // 2
+            position = layout.at(mid)
+            published = await self.publish_time_at(position)
+            if published is None or published >= timestamp_ms:
+                found = position
+                hi = mid - 1
+            else:
+                lo = mid + 1
+        return found
+
+    # ------------------------------------------------------------ subscriptions
+
+    def max_consumers_per_subscription(self) -> int:
+        return self.policies.max_consumers_per_subscription
+
+    async def subscription(self, name: str, *, initial: str = "Latest", create: bool = True) -> Subscription:
+        sub = self.subscriptions.get(name)
+        if sub is not None:
+            return sub
+        if not create:
+            raise SubscriptionNotFound(f"subscription {name} does not exist on {self.name}")
+        mark_delete = EARLIEST if initial == "Earliest" else self.log.last_confirmed
+        sub = Subscription(self, name, Cursor(mark_delete))
+        revision = await self.store.compare_and_swap(sub.key, sub.state_json(), 0)
+        existing = self.subscriptions.get(name)  # another session created it while we awaited
+        if existing is not None:
+            return existing
+        if revision is None:
+            raise TopicUnavailable(f"subscription {name} was created by another gateway; reconnect")
+        sub._revision = revision
+        sub._persisted = sub.cursor.revision
+        self.subscriptions[name] = sub
+        return sub
+
+    async def subscribe(
+        self,
+        name: str,
+        sub_type: str,
+        info: ConsumerInfo,
+        sink: ConsumerSink,
+        *,
+        initial: str = "Latest",
+        durable: bool = True,
+        dead_letter_topic: str | None = None,
+    ) -> tuple[Subscription, int]:
+        if self.closed:
+            raise TopicUnavailable(f"topic {self.name} is closing")
+        if durable:
+            sub = await self.subscription(name, initial=initial)
+        else:
+            sub = self._non_durable(name, EARLIEST if initial == "Earliest" else self.log.last_confirmed)
+        consumer_id = sub.add_consumer(sub_type, info, sink, dead_letter_topic)
+        return sub, consumer_id
+
+    def _non_durable(self, name: str, mark_delete: Position) -> Subscription:
+        sub = self.readers.get(name)
+        if sub is None:
+            sub = Subscription(self, name, Cursor(mark_delete), durable=False)
+            self.readers[name] = sub
+        return sub
+
+    def create_reader(
+        self,
+        start: Position,
+        inclusive: bool,
+        info: ConsumerInfo,
+        sink: ConsumerSink,
+        name: str | None = None,
+    ) -> tuple[Subscription, int]:
+        if self.closed:
+            raise TopicUnavailable(f"topic {self.name} is closing")
+        reader_name = name or f"reader-{secrets.token_hex(5)}"
+        if reader_name in self.readers:
+            reader_name = f"{reader_name}-{secrets.token_hex(3)}"
+        sub = Subscription(self, reader_name, Cursor(EARLIEST), durable=False)
+        sub.cursor.seek(start, self.log.layout, inclusive=inclusive)
+        self.readers[reader_name] = sub
+        return sub, sub.add_consumer("Exclusive", info, sink)
+
+    async def remove_reader(self, sub: Subscription) -> None:
+        if self.readers.get(sub.name) is sub:
+            del self.readers[sub.name]
+        await sub.close(persist=False)
+
+    async def unsubscribe(self, name: str, *, force: bool = False) -> None:
+        sub = self.subscriptions.get(name)
+        if sub is None:
+            raise SubscriptionNotFound(f"subscription {name} does not exist on {self.name}")
+        if sub.consumers and not force:
+            raise ConsumerBusy(f"subscription {name} has {len(sub.consumers)} connected consumers")
+        del self.subscriptions[name]
+        for record in list(sub.consumers.values()):
+            record.sink.close("subscription_deleted", f"subscription {name} was deleted")
+        await sub.delete()
+
+    async def dead_letter(
+        self, target: str, message: EntryMessage, origin: MessagePosition, sub: str
+    ) -> None:
+        properties = dict(message.properties)
+        properties.setdefault("REAL_TOPIC", str(self.name))
+        properties.setdefault("ORIGIN_MESSAGE_ID", str(origin))
+        copy = EntryMessage(
+            payload=message.payload,
+            publish_time_ms=self.clock.now_ms(),
+            producer_name=f"{self.name.local}-{sub}-DLQ",
+            sequence_id=message.sequence_id,
+            key=message.key,
+            ordering_key=message.ordering_key,
+            properties=properties,
+            event_time_ms=message.event_time_ms,
+        )
+        await self.host.publish_to(target, copy)
+
+    def on_cursor_moved(self) -> None:
+        """An ack or seek happened (trimming runs on the maintenance tick)."""
+
+    # ------------------------------------------------------------ maintenance
+
+    def slowest_mark_delete(self) -> Position | None:
+        marks = [sub.cursor.mark_delete for sub in self.subscriptions.values()]
+        return min(marks) if marks else None
+
+    async def _maintain(self) -> None:
+        while not self.closed:
+            await asyncio.sleep(MAINTENANCE_INTERVAL_MS / 1000)
+            try:
+                await self.maintain_once()
+            except Exception as exc:
+                log.info("topic %s: maintenance failed: %s", self.name, exc)
+
+    async def maintain_once(self) -> None:
+        if self.closed or self.log.fenced:
+            return
+        policies = self.policies
+        if policies.ttl_seconds > 0:
+            await self._expire(policies.ttl_seconds)
+        await self.log.trim(self.slowest_mark_delete(), policies.retention)
+        if policies.dedup and self._entries_since_snapshot >= DEDUP_SNAPSHOT_ENTRIES:
+            await self._snapshot_dedup()
+
+    async def _expire(self, ttl_seconds: int) -> None:
+        cutoff = self.clock.now_ms() - ttl_seconds * 1000
+        first_live = await self.first_position_at_or_after(cutoff)
+        layout = self.log.layout
+        if first_live is None:
+            upto = layout.last_position()
+        else:
+            index = layout.index(first_live)
+            upto = layout.at(index - 1) if index > 1 else EARLIEST
+        for sub in self.subscriptions.values():
+            if upto > sub.cursor.mark_delete:
+                backlog_before = sub.cursor.backlog(layout)
+                if sub.expire_upto(upto):
+                    expired = backlog_before - sub.cursor.backlog(layout)
+                    sub.expired += expired
+                    self.msg_expired += expired
+
+    # ------------------------------------------------------------ closing
+
+    def on_lost_ownership(self) -> None:
+        """Fenced or cursor CAS lost: another gateway owns this topic now."""
+        if self.closed:
+            return
+        log.warning("topic %s: ownership lost; closing its sessions", self.name)
+        self.host.topic_lost(self)
+        asyncio.get_running_loop().create_task(self.close(graceful=False))
+
+    async def close(self, *, graceful: bool = True) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        for token in self._batcher.drain():
+            if not token.future.done():
+                token.future.set_exception(TopicUnavailable(f"topic {self.name} is closing; reconnect"))
+        for sub in [*self.subscriptions.values(), *self.readers.values()]:
+            for record in list(sub.consumers.values()):
+                record.sink.close("topic_unloaded", f"topic {self.name} unloaded; reconnect")
+            await sub.close(persist=graceful)
+        if self._maintenance is not None and self._maintenance is not asyncio.current_task():
+            self._maintenance.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._maintenance
+        if graceful and self.policies.dedup and not self.log.fenced:
+            with contextlib.suppress(Exception):
+                await self._snapshot_dedup()
+        if graceful and not self.log.fenced:
+            await self.log.close()
+        else:
+            await self.log.abandon()
+        if self.on_closed is not None:
+            self.on_closed(self)

@@ -1,0 +1,44 @@
+"""Cluster metadata the gateways share through etcd: tenants, namespaces and their
+policies, partitioned-topic counts and topic existence (docs/decisions/0005)."""
+
+from gateway.meta.errors import (
+    AlreadyExists,
+    Conflict,
+    CorruptMetadata,
+    InvalidArgument,
+    InvalidPolicy,
+    NotEmpty,
+    NotFound,
+    PreconditionFailed,
+)
+from gateway.meta.namespaces import DEFAULT_NAMESPACE, DEFAULT_TENANT, NamespaceStore
+from gateway.meta.policies import (
+    AutoTopicCreation,
+    BacklogQuota,
+    Bundles,
+    Policies,
+    Retention,
+    TenantInfo,
+    bundle_boundaries,
+)
+
+__all__ = [
+    "DEFAULT_NAMESPACE",
+    "DEFAULT_TENANT",
+    "AlreadyExists",
+    "AutoTopicCreation",
+    "BacklogQuota",
+    "Bundles",
+    "Conflict",
+    "CorruptMetadata",
+    "InvalidArgument",
+    "InvalidPolicy",
+    "NamespaceStore",
+    "NotEmpty",
+    "NotFound",
+    "Policies",
+    "PreconditionFailed",
+    "Retention",
+    "TenantInfo",
+    "bundle_boundaries",
+]

@@ -1,0 +1,61 @@
+"""Typed errors of the metadata layer (tenants, namespaces, policies, topic existence).
+
+Owns: the errors ``gateway.meta`` raises on purpose. Rule (style.md §3c): each has
+a stable ``code`` and ``retriable``; the HTTP status is chosen at the edge from the
+code (``gateway/api/admin_namespaces.py``): invalid_argument/invalid_policy 400,
+not_found 404, conflict 409, precondition_failed 412, corrupt_metadata 500.
+"""
+
+from __future__ import annotations
+
+from gateway.errors import GatewayError
+
+
+class InvalidArgument(GatewayError):
+    """A request argument is malformed or out of range (e.g. a partition count of 0)."""
+
+    code = "invalid_argument"
+
+
+class InvalidPolicy(InvalidArgument):
+    """A policy value (or a request body carrying one) is malformed or out of range."""
+
+    code = "invalid_policy"
+
+
+class NotFound(GatewayError):
+    """The tenant, namespace or topic named does not exist."""
+
+    code = "not_found"
+
+
+class Conflict(GatewayError):
+    """The request conflicts with the current metadata (HTTP 409)."""
+
+    code = "conflict"
+
+
+class AlreadyExists(Conflict):
+    """Something to be created exists already (tenant, namespace, topic)."""
+
+    code = "conflict"
+
+
+class NotEmpty(Conflict):
+    """A tenant still has namespaces, or a namespace still has topics."""
+
+    code = "conflict"
+
+
+class PreconditionFailed(GatewayError):
+    """The request is well formed but the current state forbids it (e.g. fewer
+    partitions than now, a backlog quota larger than the retention)."""
+
+    code = "precondition_failed"
+
+
+class CorruptMetadata(GatewayError):
+    """A value stored in etcd under a gateway key cannot be decoded (a bug or a
+    foreign writer); the request fails rather than guessing."""
+
+    code = "corrupt_metadata"

@@ -1,0 +1,277 @@
+"""Tenants, namespaces and their policies in etcd (asyncio shell over ``MetadataStore``).
+
+Owns: the values at ``keys.tenant`` and ``keys.namespace`` (docs/decisions/0005),
+the policy cache the hot path reads, and ``ensure_defaults``. Topic metadata
+(partitioned counts, topic existence) is in ``topics.py``; ``NamespaceStore``
+combines both.
+Rule: every write that depends on a read is a compare-and-swap (create = CAS on
+revision 0, updates through ``update_with_retry``). Parent/child races between
+gateways are closed without locks: a delete first *marks* the parent
+(``deleted``), then looks for children; a create writes the child, then re-reads
+the parent and undoes its write if the parent is gone or marked. With etcd's
+linearizable reads at least one of two racing requests sees the other.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+
+from coordination import keys
+from coordination.store import MetadataStore, update_with_retry
+from gateway.meta.errors import AlreadyExists, CorruptMetadata, InvalidPolicy, NotEmpty, NotFound
+from gateway.meta.policies import Policies, TenantInfo, check_quotas_within_retention
+from gateway.meta.policy_cache import PolicyCache
+from gateway.meta.topics import TopicMetadata
+from gateway.names import DOMAINS, NamespaceName, check_tenant
+
+log = logging.getLogger(__name__)
+
+DEFAULT_TENANT = "public"
+DEFAULT_NAMESPACE = NamespaceName(DEFAULT_TENANT, "default")
+
+
+def _wall_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def _decode_tenant(key: str, value: bytes) -> TenantInfo:
+    try:
+        return TenantInfo.decode(value)
+    except InvalidPolicy as exc:
+        raise CorruptMetadata(f"{key}: {exc}") from exc
+
+
+def _decode_policies(key: str, value: bytes) -> Policies:
+    try:
+        return Policies.decode(value)
+    except InvalidPolicy as exc:
+        raise CorruptMetadata(f"{key}: {exc}") from exc
+
+
+class NamespaceStore(TopicMetadata):
+    """Tenants, namespaces, policies and topic metadata of one Folio cluster."""
+
+    def __init__(self, store: MetadataStore, *, wall_ms: Callable[[], int] = _wall_ms) -> None:
+        super().__init__(store, wall_ms=wall_ms)
+        self._cache = PolicyCache(store)
+
+    async def start(self) -> None:
+        """Start the policy cache's watch (optional: without it every read goes to etcd)."""
+        await self._cache.start()
+
+    async def close(self) -> None:
+        await self._cache.close()
+
+    @property
+    def cache_following(self) -> bool:
+        """True while ``policies()`` is served from the watched cache."""
+        return self._cache.following
+
+    async def ensure_defaults(self) -> None:
+        """Create tenant ``public`` and namespace ``public/default`` unless they exist.
+        Idempotent and safe when several gateways run it at once."""
+        try:
+            await self.create_tenant(DEFAULT_TENANT)
+        except AlreadyExists:
+            pass
+        try:
+            await self.create_namespace(DEFAULT_NAMESPACE)
+        except AlreadyExists:
+            pass
+
+    # ------------------------------------------------------------ tenants
+
+    async def create_tenant(self, tenant: str, info: TenantInfo | None = None) -> None:
+        check_tenant(tenant)
+        info = info or TenantInfo()
+        value = TenantInfo(info.admin_roles, info.allowed_clusters).encode()
+        if await self._store.compare_and_swap(keys.tenant(tenant), value, 0) is None:
+            raise AlreadyExists(f"Tenant {tenant} already exists")
+
+    async def get_tenant(self, tenant: str) -> TenantInfo:
+        check_tenant(tenant)
+        info = await self._tenant(tenant)
+        if info is None:
+            raise NotFound(f"Tenant {tenant} does not exist")
+        return info
+
+    async def list_tenants(self) -> list[str]:
+        names = []
+        for kv in await self._store.list_prefix(keys.TENANTS):
+            name = kv.key[len(keys.TENANTS) :]
+            if "/" not in name and not _decode_tenant(kv.key, kv.value).deleted:
+                names.append(name)
+        return names
+
+    async def update_tenant(self, tenant: str, info: TenantInfo) -> None:
+        check_tenant(tenant)
+        key = keys.tenant(tenant)
+        new = TenantInfo(info.admin_roles, info.allowed_clusters).encode()
+
+        def modify(old: bytes | None) -> bytes | None:
+            if old is None or _decode_tenant(key, old).deleted:
+                raise NotFound(f"Tenant {tenant} does not exist")
+            return None if old == new else new
+
+        await update_with_retry(self._store, key, modify)
+
+    async def delete_tenant(self, tenant: str, *, force: bool = False) -> None:
+        """Delete a tenant; with namespaces left it is ``NotEmpty`` unless ``force``
+        (which deletes them, as ``delete_namespace(force=True)``)."""
+        check_tenant(tenant)
+        key = keys.tenant(tenant)
+        await self._mark_tenant(tenant, deleted=True)
+        namespaces = await self._namespace_names(tenant)
+        if namespaces and not force:
+            await self._mark_tenant(tenant, deleted=False)
+            shown = ", ".join(str(ns) for ns in namespaces[:5])
+            raise NotEmpty(f"Tenant {tenant} still has namespaces ({shown}); delete them first or use force")
+        for ns in namespaces:
+            try:
+                await self.delete_namespace(ns, force=True)
+            except NotFound:
+                pass  # deleted meanwhile
+        await self._store.delete(key)
+
+    async def _tenant(self, tenant: str) -> TenantInfo | None:
+        """The tenant's info, or None if it does not exist or is being deleted."""
+        key = keys.tenant(tenant)
+        kv = await self._store.get(key)
+        if kv is None:
+            return None
+        info = _decode_tenant(key, kv.value)
+        return None if info.deleted else info
+
+    async def _mark_tenant(self, tenant: str, *, deleted: bool) -> None:
+        key = keys.tenant(tenant)
+
+        def modify(old: bytes | None) -> bytes | None:
+            if old is None:
+                if deleted:
+                    raise NotFound(f"Tenant {tenant} does not exist")
+                return None
+            info = _decode_tenant(key, old)
+            if info.deleted == deleted:
+                return None
+            return TenantInfo(info.admin_roles, info.allowed_clusters, deleted=deleted).encode()
+
+        await update_with_retry(self._store, key, modify)
+
+    # ------------------------------------------------------------ namespaces
+
+    async def create_namespace(self, ns: NamespaceName, policies: Policies | None = None) -> None:
+        """Create ``ns`` with ``policies`` (defaults: 4 bundles, ...). ``NotFound`` if the
+        tenant is missing, ``AlreadyExists`` if the namespace exists."""
+        check_quotas_within_retention(policies or Policies())
+        if await self._tenant(ns.tenant) is None:
+            raise NotFound(f"Tenant {ns.tenant} does not exist")
+        key = keys.namespace(ns.tenant, ns.namespace)
+        value = (policies or Policies()).replace(deleted=False).encode()
+        revision = await self._store.compare_and_swap(key, value, 0)
+        if revision is None:
+            raise AlreadyExists(f"Namespace {ns} already exists")
+        if await self._tenant(ns.tenant) is None:  # deleted while we created: undo
+            await self._store.compare_and_delete(key, revision)
+            raise NotFound(f"Tenant {ns.tenant} does not exist")
+        self._cache.note(key, value, revision)
+
+    async def get_policies(self, ns: NamespaceName) -> Policies:
+        """The namespace's policies, read from etcd (admin path)."""
+        policies = await self._read_policies(ns)
+        if policies is None or policies.deleted:
+            raise NotFound(f"Namespace {ns} does not exist")
+        return policies
+
+    async def policies(self, ns: NamespaceName) -> Policies:
+        """The namespace's policies for the hot path: from the watched cache when it is
+        following etcd, else from etcd. May carry ``deleted=True`` while the namespace
+        is being deleted. ``NotFound`` if it does not exist."""
+        cached = self._cache.get(keys.namespace(ns.tenant, ns.namespace))
+        if cached is not None:
+            return cached
+        policies = await self._read_policies(ns)
+        if policies is None:
+            raise NotFound(f"Namespace {ns} does not exist")
+        return policies
+
+    async def namespace_exists(self, ns: NamespaceName) -> bool:
+        policies = await self._read_policies(ns)
+        return policies is not None and not policies.deleted
+
+    async def list_namespaces(self, tenant: str) -> list[str]:
+        """``["tenant/ns", ...]``; ``NotFound`` if the tenant does not exist."""
+        check_tenant(tenant)
+        if await self._tenant(tenant) is None:
+            raise NotFound(f"Tenant {tenant} does not exist")
+        return [str(ns) for ns in await self._namespace_names(tenant, live_only=True)]
+
+    async def update_policies(self, ns: NamespaceName, change: Callable[[Policies], Policies]) -> Policies:
+        """Apply ``change`` to the current policies with CAS retries; returns the result.
+        ``change`` may raise (e.g. ``InvalidPolicy``) to refuse."""
+        key = keys.namespace(ns.tenant, ns.namespace)
+
+        def modify(old: bytes | None) -> bytes | None:
+            current = None if old is None else _decode_policies(key, old)
+            if current is None or current.deleted:
+                raise NotFound(f"Namespace {ns} does not exist")
+            new = change(current).replace(deleted=False)
+            check_quotas_within_retention(new)
+            return None if new == current else new.encode()
+
+        value, revision = await update_with_retry(self._store, key, modify)
+        assert value is not None
+        self._cache.note(key, value, revision)
+        return _decode_policies(key, value)
+
+    async def delete_namespace(self, ns: NamespaceName, *, force: bool = False) -> None:
+        """Delete a namespace; with topics left it is ``NotEmpty`` unless ``force``.
+        ``force`` removes the metadata of its topics (partitioned counts, managed-log,
+        cursor and dedup keys) but not their ledgers: delete topics through the
+        broker first where ledgers matter."""
+        key = keys.namespace(ns.tenant, ns.namespace)
+        await self._mark_namespace(ns, deleted=True)
+        topic = await self._any_topic(ns)
+        if topic is not None and not force:
+            await self._mark_namespace(ns, deleted=False)
+            raise NotEmpty(f"Namespace {ns} still has topics (e.g. {topic}); delete them first or use force")
+        if force:
+            for domain in DOMAINS:
+                path = f"{domain}/{ns.tenant}/{ns.namespace}/"
+                for family in (keys.PARTITIONED, keys.MANAGED_LOGS, keys.CURSORS, keys.DEDUP):
+                    await self._store.delete_prefix(family + path)
+        await self._store.delete(key)
+
+    async def _read_policies(self, ns: NamespaceName) -> Policies | None:
+        key = keys.namespace(ns.tenant, ns.namespace)
+        kv = await self._store.get(key)
+        return None if kv is None else _decode_policies(key, kv.value)
+
+    async def _namespace_live(self, ns: NamespaceName) -> bool:
+        return await self.namespace_exists(ns)
+
+    async def _namespace_names(self, tenant: str, *, live_only: bool = False) -> list[NamespaceName]:
+        prefix = f"{keys.NAMESPACES}{tenant}/"
+        names = []
+        for kv in await self._store.list_prefix(prefix):
+            local = kv.key[len(prefix) :]
+            if "/" in local or (live_only and _decode_policies(kv.key, kv.value).deleted):
+                continue
+            names.append(NamespaceName(tenant, local))
+        return names
+
+    async def _mark_namespace(self, ns: NamespaceName, *, deleted: bool) -> None:
+        key = keys.namespace(ns.tenant, ns.namespace)
+
+        def modify(old: bytes | None) -> bytes | None:
+            if old is None:
+                if deleted:
+                    raise NotFound(f"Namespace {ns} does not exist")
+                return None
+            current = _decode_policies(key, old)
+            return None if current.deleted == deleted else current.replace(deleted=deleted).encode()
+
+        value, revision = await update_with_retry(self._store, key, modify)
+        if value is not None:
+            self._cache.note(key, value, revision)

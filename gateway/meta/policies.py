@@ -1,0 +1,404 @@
+"""Namespace policies and tenant info as values, with their Pulsar JSON forms (pure).
+
+Owns: ``Policies`` (the namespace policy document stored at ``keys.namespace``),
+its parts (``Bundles``, ``Retention``, ``BacklogQuota``, ``AutoTopicCreation``),
+``TenantInfo``, bundle boundaries (reference/pulsar-api.md §5.1) and the parsers
+that turn request bodies into these values.
+Rule: JSON field names are Pulsar's (``retention_policies``, ``deduplicationEnabled``,
+``autoTopicCreationOverride``, ...); a known field with a wrong type or an
+out-of-range value is an ``InvalidPolicy`` naming the field, a cross-field
+violation (backlog quota beyond retention) is ``PreconditionFailed``; unknown
+fields (Pulsar clients send many) are ignored and ``null`` means "default".
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from gateway.meta.errors import InvalidPolicy, PreconditionFailed
+from gateway.names import PARTITIONS_MAX
+
+HASH_MAX = 0xFFFFFFFF
+BUNDLES_DEFAULT = 4  # defaultNumberOfNamespaceBundles
+BUNDLES_MAX = 128
+BACKLOG_QUOTA_TYPES = ("destination_storage", "message_age")
+BACKLOG_QUOTA_POLICIES = ("producer_request_hold", "producer_exception", "consumer_backlog_eviction")
+TOPIC_TYPES = ("non-partitioned", "partitioned")
+INT64_MAX = 2**63 - 1
+
+
+# ---------------------------------------------------------------- field checks
+
+
+def _object(value: Any, what: str) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise InvalidPolicy(f"{what} must be a JSON object, got {_kind(value)}")
+    return value
+
+
+def _int(value: Any, what: str, low: int, high: int = INT64_MAX) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidPolicy(f"{what} must be an integer, got {_kind(value)}")
+    if not low <= value <= high:
+        raise InvalidPolicy(f"{what} must be between {low} and {high}, got {value}")
+    return value
+
+
+def _optional_int(value: Any, what: str, low: int = 0) -> int | None:
+    return None if value is None else _int(value, what, low)
+
+
+def _bool(value: Any, what: str) -> bool:
+    if not isinstance(value, bool):
+        raise InvalidPolicy(f"{what} must be true or false, got {_kind(value)}")
+    return value
+
+
+def _choice(value: Any, what: str, choices: tuple[str, ...]) -> str:
+    if value not in choices:
+        raise InvalidPolicy(f"{what} must be one of {', '.join(choices)}, got {_short(value)}")
+    return str(value)
+
+
+def _kind(value: Any) -> str:
+    return "null" if value is None else f"{type(value).__name__} {_short(value)}"
+
+
+def _short(value: Any) -> str:
+    return repr(value)[:60]
+
+
+def parse_ttl_seconds(value: Any) -> int:
+    """Body of POST …/messageTTL: seconds, 0 = off."""
+    return _int(value, "messageTTL (seconds)", 0, 2**31 - 1)
+
+
+def parse_limit(value: Any, what: str) -> int:
+    """Body of the max-consumers/max-producers setters: a count, 0 = unlimited."""
+    return _int(value, what, 0, 2**31 - 1)
+
+
+def parse_enabled(value: Any, what: str) -> bool:
+    return _bool(value, what)
+
+
+# ---------------------------------------------------------------- bundles
+
+
+def bundle_boundaries(count: int) -> list[int]:
+    """Initial boundaries of ``count`` bundles: step 2^32 / count, last 0xffffffff."""
+    assert 1 <= count <= BUNDLES_MAX, count
+    step = (HASH_MAX + 1) // count
+    return [i * step for i in range(count)] + [HASH_MAX]
+
+
+def format_boundary(value: int) -> str:
+    return f"0x{value:08x}"
+
+
+def parse_boundary(text: Any) -> int:
+    if not isinstance(text, str) or not text.lower().startswith("0x"):
+        raise InvalidPolicy(f'bundle boundary must be a string like "0x40000000", got {_kind(text)}')
+    try:
+        value = int(text, 16)
+    except ValueError:
+        raise InvalidPolicy(f"bundle boundary {text[:20]!r} is not hexadecimal") from None
+    if not 0 <= value <= HASH_MAX:
+        raise InvalidPolicy(f"bundle boundary {text[:20]!r} is outside 0x00000000..0xffffffff")
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class Bundles:
+    """Hash ranges of a namespace: ``[b0, b1), [b1, b2), …, [bn-1, 0xffffffff]``."""
+
+    boundaries: tuple[int, ...] = tuple(bundle_boundaries(BUNDLES_DEFAULT))
+
+    @classmethod
+    def of(cls, count: int) -> Bundles:
+        return cls(tuple(bundle_boundaries(_int(count, "bundles.numBundles", 1, BUNDLES_MAX))))
+
+    @property
+    def count(self) -> int:
+        return len(self.boundaries) - 1
+
+    def ranges(self) -> list[str]:
+        """Bundle names ``0x%08x_0x%08x`` in hash order."""
+        b = self.boundaries
+        return [f"{format_boundary(lo)}_{format_boundary(hi)}" for lo, hi in itertools.pairwise(b)]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"boundaries": [format_boundary(b) for b in self.boundaries], "numBundles": self.count}
+
+    @classmethod
+    def from_json(cls, value: Any) -> Bundles:
+        obj = _object(value, "bundles")
+        count = obj.get("numBundles")
+        raw = obj.get("boundaries")
+        if raw is None:
+            return cls.of(BUNDLES_DEFAULT if count is None else count)
+        if not isinstance(raw, list):
+            raise InvalidPolicy(f"bundles.boundaries must be a list, got {_kind(raw)}")
+        boundaries = tuple(parse_boundary(b) for b in raw)
+        if not 2 <= len(boundaries) <= BUNDLES_MAX + 1:
+            raise InvalidPolicy(f"bundles.boundaries must have 2 to {BUNDLES_MAX + 1} entries")
+        if boundaries[0] != 0 or boundaries[-1] != HASH_MAX:
+            raise InvalidPolicy("bundles.boundaries must start at 0x00000000 and end at 0xffffffff")
+        if any(a >= b for a, b in itertools.pairwise(boundaries)):
+            raise InvalidPolicy("bundles.boundaries must be strictly increasing")
+        if count is not None and _int(count, "bundles.numBundles", 1, BUNDLES_MAX) != len(boundaries) - 1:
+            raise InvalidPolicy(
+                f"bundles.numBundles is {count} but {len(boundaries)} boundaries make {len(boundaries) - 1}"
+            )
+        return cls(boundaries)
+
+
+# ---------------------------------------------------------------- policy parts
+
+
+@dataclass(frozen=True, slots=True)
+class Retention:
+    """Keep acknowledged data this long / this much; -1 = unlimited, 0 = none."""
+
+    time_minutes: int = 0
+    size_mb: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {"retentionTimeInMinutes": self.time_minutes, "retentionSizeInMB": self.size_mb}
+
+    @classmethod
+    def from_json(cls, value: Any) -> Retention:
+        obj = _object(value, "retention")
+        time_minutes = _int(
+            _default(obj.get("retentionTimeInMinutes"), 0), "retentionTimeInMinutes", -1, 2**31 - 1
+        )
+        size_mb = _int(_default(obj.get("retentionSizeInMB"), 0), "retentionSizeInMB", -1)
+        if (time_minutes == 0) != (size_mb == 0):
+            raise InvalidPolicy(
+                "retention: a time or size limit of 0 is invalid when the other is not 0; "
+                "use -1 to leave one of them unlimited"
+            )
+        return cls(time_minutes, size_mb)
+
+
+@dataclass(frozen=True, slots=True)
+class BacklogQuota:
+    """Limit on the unacknowledged backlog; -1 = no limit."""
+
+    limit_size: int = -1  # bytes
+    limit_time: int = -1  # seconds
+    policy: str = "producer_request_hold"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"limitSize": self.limit_size, "limitTime": self.limit_time, "policy": self.policy}
+
+    @classmethod
+    def from_json(cls, value: Any) -> BacklogQuota:
+        obj = _object(value, "backlog quota")
+        size = obj.get("limitSize", obj.get("limit", -1))  # "limit" is Pulsar's legacy name
+        return cls(
+            limit_size=_int(-1 if size is None else size, "limitSize", -1),
+            limit_time=_int(_default(obj.get("limitTime"), -1), "limitTime", -1, 2**31 - 1),
+            policy=_choice(
+                _default(obj.get("policy"), "producer_request_hold"), "policy", BACKLOG_QUOTA_POLICIES
+            ),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class AutoTopicCreation:
+    """Whether producers/consumers may create topics by using them, and of which type."""
+
+    allow: bool = True
+    topic_type: str = "non-partitioned"
+    default_num_partitions: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "allowAutoTopicCreation": self.allow,
+            "topicType": self.topic_type,
+            "defaultNumPartitions": self.default_num_partitions,
+        }
+
+    @classmethod
+    def from_json(cls, value: Any) -> AutoTopicCreation:
+        obj = _object(value, "autoTopicCreationOverride")
+        if "allowAutoTopicCreation" not in obj:
+            raise InvalidPolicy("autoTopicCreationOverride needs allowAutoTopicCreation (true or false)")
+        allow = _bool(obj["allowAutoTopicCreation"], "allowAutoTopicCreation")
+        topic_type = _choice(_default(obj.get("topicType"), "non-partitioned"), "topicType", TOPIC_TYPES)
+        partitions = obj.get("defaultNumPartitions")
+        if topic_type == "partitioned":
+            if partitions is None:
+                raise InvalidPolicy("topicType partitioned needs defaultNumPartitions (1..1024)")
+            partitions = _int(partitions, "defaultNumPartitions", 1, PARTITIONS_MAX)
+        elif partitions is not None:
+            partitions = _int(partitions, "defaultNumPartitions", 0, PARTITIONS_MAX)
+        return cls(allow, topic_type, partitions)
+
+
+def _default(value: Any, default: Any) -> Any:
+    return default if value is None else value
+
+
+# ---------------------------------------------------------------- the policy document
+
+
+@dataclass(frozen=True, slots=True)
+class Policies:
+    """One namespace's policies. ``deleted`` marks a namespace being deleted."""
+
+    bundles: Bundles = Bundles()
+    retention: Retention = Retention()
+    message_ttl_seconds: int | None = None
+    backlog_quotas: Mapping[str, BacklogQuota] = field(default_factory=dict)
+    deduplication_enabled: bool | None = None
+    max_consumers_per_subscription: int | None = None
+    max_producers_per_topic: int | None = None
+    auto_topic_creation: AutoTopicCreation = AutoTopicCreation()
+    deleted: bool = False
+
+    @property
+    def deduplication(self) -> bool:
+        """Effective dedup switch (unset = off, as brokerDeduplicationEnabled=false)."""
+        return bool(self.deduplication_enabled)
+
+    def replace(self, **changes: Any) -> Policies:
+        return dataclasses.replace(self, **changes)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "bundles": self.bundles.to_json(),
+            "retention_policies": self.retention.to_json(),
+            "message_ttl_in_seconds": self.message_ttl_seconds,
+            "backlog_quota_map": {kind: q.to_json() for kind, q in sorted(self.backlog_quotas.items())},
+            "deduplicationEnabled": self.deduplication_enabled,
+            "max_consumers_per_subscription": self.max_consumers_per_subscription,
+            "max_producers_per_topic": self.max_producers_per_topic,
+            "autoTopicCreationOverride": self.auto_topic_creation.to_json(),
+            "deleted": self.deleted,
+        }
+
+    @classmethod
+    def from_json(cls, value: Any) -> Policies:
+        obj = _object(value, "policies")
+        policies = cls(
+            bundles=Bundles() if obj.get("bundles") is None else Bundles.from_json(obj["bundles"]),
+            retention=_maybe(obj.get("retention_policies"), Retention.from_json, Retention()),
+            message_ttl_seconds=_optional_int(obj.get("message_ttl_in_seconds"), "message_ttl_in_seconds"),
+            backlog_quotas=parse_backlog_quota_map(obj.get("backlog_quota_map")),
+            deduplication_enabled=(
+                None
+                if obj.get("deduplicationEnabled") is None
+                else _bool(obj["deduplicationEnabled"], "deduplicationEnabled")
+            ),
+            max_consumers_per_subscription=_optional_int(
+                obj.get("max_consumers_per_subscription"), "max_consumers_per_subscription"
+            ),
+            max_producers_per_topic=_optional_int(
+                obj.get("max_producers_per_topic"), "max_producers_per_topic"
+            ),
+            auto_topic_creation=_maybe(
+                obj.get("autoTopicCreationOverride"), AutoTopicCreation.from_json, AutoTopicCreation()
+            ),
+            deleted=bool(obj.get("deleted") is True),
+        )
+        check_quotas_within_retention(policies)
+        return policies
+
+    def encode(self) -> bytes:
+        return orjson.dumps(self.to_json())
+
+    @classmethod
+    def decode(cls, data: bytes) -> Policies:
+        try:
+            return cls.from_json(orjson.loads(data))
+        except orjson.JSONDecodeError as exc:
+            raise InvalidPolicy(f"stored policies are not JSON: {exc}") from exc
+
+
+def _maybe(value: Any, parse: Any, default: Any) -> Any:
+    return default if value is None else parse(value)
+
+
+def parse_backlog_quota_map(value: Any) -> dict[str, BacklogQuota]:
+    if value is None:
+        return {}
+    obj = _object(value, "backlog_quota_map")
+    return {
+        _choice(kind, "backlog quota type", BACKLOG_QUOTA_TYPES): BacklogQuota.from_json(quota)
+        for kind, quota in obj.items()
+    }
+
+
+def check_quotas_within_retention(policies: Policies) -> None:
+    """Pulsar refuses a backlog quota larger than the retention it would outlive."""
+    size = policies.backlog_quotas.get("destination_storage")
+    retention = policies.retention
+    if size is not None and retention.size_mb > 0 and size.limit_size > retention.size_mb * 1024 * 1024:
+        raise PreconditionFailed(
+            f"backlog quota limitSize {size.limit_size} bytes exceeds the retention size "
+            f"{retention.size_mb} MB; raise the retention or lower the quota"
+        )
+    age = policies.backlog_quotas.get("message_age")
+    if age is not None and retention.time_minutes > 0 and age.limit_time > retention.time_minutes * 60:
+        raise PreconditionFailed(
+            f"backlog quota limitTime {age.limit_time} s exceeds the retention time "
+            f"{retention.time_minutes} min; raise the retention or lower the quota"
+        )
+
+
+# ---------------------------------------------------------------- tenants
+
+
+@dataclass(frozen=True, slots=True)
+class TenantInfo:
+    """Pulsar TenantInfo; ``deleted`` marks a tenant being deleted (stored only while true)."""
+
+    admin_roles: tuple[str, ...] = ()
+    allowed_clusters: tuple[str, ...] = ()
+    deleted: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "adminRoles": list(self.admin_roles),
+            "allowedClusters": list(self.allowed_clusters),
+        }
+        if self.deleted:
+            out["deleted"] = True
+        return out
+
+    @classmethod
+    def from_json(cls, value: Any) -> TenantInfo:
+        if value is None:
+            return cls()
+        obj = _object(value, "tenant info")
+        return cls(
+            _strings(obj.get("adminRoles"), "adminRoles"),
+            _strings(obj.get("allowedClusters"), "allowedClusters"),
+            deleted=obj.get("deleted") is True,
+        )
+
+    def encode(self) -> bytes:
+        return orjson.dumps(self.to_json())
+
+    @classmethod
+    def decode(cls, data: bytes) -> TenantInfo:
+        try:
+            return cls.from_json(orjson.loads(data))
+        except orjson.JSONDecodeError as exc:
+            raise InvalidPolicy(f"stored tenant info is not JSON: {exc}") from exc
+
+
+def _strings(value: Any, what: str) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise InvalidPolicy(f"{what} must be a list of strings, got {_kind(value)}")
+    return tuple(value)

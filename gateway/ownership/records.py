@@ -1,0 +1,176 @@
+"""What the ownership keys hold, and the key <-> bundle mapping (pure).
+
+Owns: the JSON records of the ownership protocol - ``GatewayInfo`` (with its
+``LoadReport``) at ``keys.gateway(id)``, ``Assignment`` at
+``keys.bundle_assignment(…)``, ``UnloadRequest`` at ``keys.bundle_unload(…)`` -
+and the owner value at ``keys.bundle(…)`` (the owner's gateway id as UTF-8 text).
+Rule: decoding never raises on a well-formed key with a bad value: it returns
+None and the caller ignores the key (a malformed record must not stop a
+gateway); unknown JSON fields are ignored, so records can grow.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from coordination import keys
+from gateway.names import InvalidName
+from gateway.ownership.bundles import NamespaceBundle
+
+
+@dataclass(frozen=True, slots=True)
+class LoadReport:
+    """A gateway's load as it reports it (all zero for a gateway that just started)."""
+
+    topics: int = 0
+    sessions: int = 0
+    msg_rate_in: float = 0.0
+    cpu: float = 0.0  # fraction of one machine, 0..1
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "topics": self.topics,
+            "sessions": self.sessions,
+            "msgRateIn": self.msg_rate_in,
+            "cpu": self.cpu,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> LoadReport:
+        return cls(
+            topics=int(data.get("topics", 0)),
+            sessions=int(data.get("sessions", 0)),
+            msg_rate_in=float(data.get("msgRateIn", 0.0)),
+            cpu=float(data.get("cpu", 0.0)),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class GatewayInfo:
+    """The registration of a live gateway at ``keys.gateway(gateway_id)``."""
+
+    gateway_id: str
+    http_url: str
+    load: LoadReport = field(default_factory=LoadReport)
+    started_ms: int = 0  # wall clock, ms since the epoch
+
+    def encode(self) -> bytes:
+        return orjson.dumps(
+            {
+                "id": self.gateway_id,
+                "httpUrl": self.http_url,
+                "load": self.load.to_json(),
+                "startedMs": self.started_ms,
+            }
+        )
+
+    @classmethod
+    def decode(cls, value: bytes) -> GatewayInfo | None:
+        try:
+            data = orjson.loads(value)
+            return cls(
+                gateway_id=str(data["id"]),
+                http_url=str(data.get("httpUrl", "")),
+                load=LoadReport.from_json(data.get("load") or {}),
+                started_ms=int(data.get("startedMs", 0)),
+            )
+        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError):
+            return None
+
+
+@dataclass(frozen=True, slots=True)
+class Assignment:
+    """The load manager's choice of owner for an unowned (or moving) bundle."""
+
+    gateway_id: str
+    at_ms: int
+
+    def encode(self) -> bytes:
+        return orjson.dumps({"gateway": self.gateway_id, "atMs": self.at_ms})
+
+    @classmethod
+    def decode(cls, value: bytes) -> Assignment | None:
+        try:
+            data = orjson.loads(value)
+            return cls(str(data["gateway"]), int(data.get("atMs", 0)))
+        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+            return None
+
+
+@dataclass(frozen=True, slots=True)
+class UnloadRequest:
+    """Ask ``from_gateway`` to unload a bundle it owns (ownership key at ``owner_revision``)."""
+
+    from_gateway: str
+    owner_revision: int
+    to_gateway: str | None
+    at_ms: int
+
+    def encode(self) -> bytes:
+        return orjson.dumps(
+            {
+                "from": self.from_gateway,
+                "ownerRevision": self.owner_revision,
+                "to": self.to_gateway,
+                "atMs": self.at_ms,
+            }
+        )
+
+    @classmethod
+    def decode(cls, value: bytes) -> UnloadRequest | None:
+        try:
+            data = orjson.loads(value)
+            to = data.get("to")
+            return cls(
+                str(data["from"]),
+                int(data["ownerRevision"]),
+                None if to is None else str(to),
+                int(data["atMs"]),
+            )
+        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+            return None
+
+
+# ---------------------------------------------------------------- keys
+
+
+def owner_key(bundle: NamespaceBundle) -> str:
+    return keys.bundle(bundle.namespace.tenant, bundle.namespace.namespace, bundle.range.name)
+
+
+def assignment_key(bundle: NamespaceBundle) -> str:
+    return keys.bundle_assignment(bundle.namespace.tenant, bundle.namespace.namespace, bundle.range.name)
+
+
+def unload_key(bundle: NamespaceBundle) -> str:
+    return keys.bundle_unload(bundle.namespace.tenant, bundle.namespace.namespace, bundle.range.name)
+
+
+def bundle_of_key(prefix: str, key: str) -> NamespaceBundle | None:
+    """The bundle a key under ``prefix`` (``keys.BUNDLES``, ``BUNDLE_ASSIGN``, ``BUNDLE_UNLOAD``)
+    is about, or None for a key that is not a bundle key."""
+    if not key.startswith(prefix):
+        return None
+    try:
+        return NamespaceBundle.parse_path(key[len(prefix) :])
+    except InvalidName:
+        return None
+
+
+def gateway_of_key(key: str) -> str | None:
+    if not key.startswith(keys.GATEWAYS):
+        return None
+    gateway_id = key[len(keys.GATEWAYS) :]
+    return gateway_id if gateway_id and "/" not in gateway_id else None
+
+
+def decode_owner(value: bytes) -> str | None:
+    try:
+        owner = value.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    return owner or None

@@ -1,0 +1,172 @@
+"""Gateway registration: who is alive, where to reach it, and how loaded it is (asyncio shell).
+
+Owns: this gateway's key ``keys.gateway(id)`` (JSON ``GatewayInfo``: id,
+httpUrl, load, startedMs) held under the gateway's ``LeaseSession``, the
+periodic load report, and a watched cache of every live gateway.
+Rule: the key lives exactly as long as the lease (coordination.membership:
+create-if-absent, an earlier incarnation of the same id is waited out). A gateway
+is live iff its key exists; lookup, forwarding and the load manager read the
+cache, never a per-request etcd read. ``startedMs`` and load timestamps are wall
+clock (they are compared across machines); only coarse decisions use them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from typing import Any
+
+from coordination import keys, membership
+from coordination.clock import Clock
+from coordination.errors import CoordinationError, LeaseLost
+from coordination.session import LeaseSession
+from coordination.store import MetadataStore
+from gateway.ownership.cache import WatchedPrefix
+from gateway.ownership.records import GatewayInfo, LoadReport, gateway_of_key
+
+log = logging.getLogger(__name__)
+
+DEFAULT_REPORT_INTERVAL_S = 5.0
+
+
+class WallClock:
+    """Milliseconds since the epoch (for values other machines compare against)."""
+
+    def now_ms(self) -> int:
+        return time.time_ns() // 1_000_000
+
+
+LoadProvider = Callable[[], LoadReport | Mapping[str, Any]]
+
+
+def as_load(load: LoadReport | Mapping[str, Any]) -> LoadReport:
+    return load if isinstance(load, LoadReport) else LoadReport.from_json(load)
+
+
+class GatewayRegistry:
+    """Register on ``start()``; ``live()`` is the cached map of live gateways."""
+
+    def __init__(
+        self,
+        store: MetadataStore,
+        session: LeaseSession,
+        gateway_id: str,
+        http_url: str,
+        *,
+        wall_clock: Clock | None = None,
+        load_provider: LoadProvider | None = None,
+        report_interval_s: float = DEFAULT_REPORT_INTERVAL_S,
+        register_wait_s: float = membership.DEFAULT_REGISTER_WAIT_S,
+    ) -> None:
+        if not gateway_id or "/" in gateway_id or not gateway_id.isprintable():
+            raise ValueError(f"bad gateway id {gateway_id!r}: non-empty, printable, no '/'")
+        self.store = store
+        self.session = session
+        self.gateway_id = gateway_id
+        self.wall_clock: Clock = wall_clock or WallClock()
+        self.load_provider = load_provider
+        self.report_interval_s = report_interval_s
+        self.register_wait_s = register_wait_s
+        self.key = keys.gateway(gateway_id)
+        self._info = GatewayInfo(gateway_id, http_url, LoadReport(), 0)
+        self._live: dict[str, GatewayInfo] = {}
+        self._listeners: list[Callable[[], None]] = []
+        self._cache = WatchedPrefix(store, keys.GATEWAYS, self._on_change)
+        self._reporter: asyncio.Task[None] | None = None
+        self._started = False
+
+    @property
+    def info(self) -> GatewayInfo:
+        """This gateway's registration as last written."""
+        return self._info
+
+    async def start(self) -> GatewayRegistry:
+        if self._started:
+            return self
+        self._info = replace(self._info, started_ms=self.wall_clock.now_ms())
+        await membership.register(
+            self.store, self.key, self._info.encode(), self.session, wait_timeout_s=self.register_wait_s
+        )
+        self._started = True
+        await self._cache.start()
+        if self.load_provider is not None:
+            self._reporter = asyncio.get_running_loop().create_task(
+                self._report(), name="gateway-load-report"
+            )
+        return self
+
+    async def close(self, deregister: bool = True) -> None:
+        """Stop reporting and watching; with ``deregister`` delete the key now (if still ours)."""
+        reporter, self._reporter = self._reporter, None
+        if reporter is not None:
+            reporter.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await reporter
+        await self._cache.close()
+        if deregister and self._started and not self.session.lost.is_set():
+            with contextlib.suppress(CoordinationError):
+                await membership.deregister(self.store, self.key, self.session)
+        self._started = False
+
+    async def update_load(self, load: LoadReport | Mapping[str, Any]) -> None:
+        """Publish a new load report (rewrites this gateway's key under its lease)."""
+        self._info = replace(self._info, load=as_load(load))
+        if not self._started:
+            return  # start() registers it
+        await membership.register(
+            self.store, self.key, self._info.encode(), self.session, wait_timeout_s=self.register_wait_s
+        )
+
+    def live(self) -> dict[str, GatewayInfo]:
+        """Live gateways by id, from the watched cache (no etcd round trip)."""
+        return dict(self._live)
+
+    def get(self, gateway_id: str) -> GatewayInfo | None:
+        return self._live.get(gateway_id)
+
+    async def fetch(self, gateway_id: str) -> GatewayInfo | None:
+        """One gateway's registration read from etcd (for when the cache may lag)."""
+        kv = await self.store.get(keys.gateway(gateway_id))
+        return GatewayInfo.decode(kv.value) if kv is not None else None
+
+    async def list_gateways(self) -> dict[str, GatewayInfo]:
+        """Live gateways read from etcd now."""
+        return decode_gateways({kv.key: kv.value for kv in await self.store.list_prefix(keys.GATEWAYS)})
+
+    def add_listener(self, callback: Callable[[], None]) -> None:
+        """``callback()`` runs (synchronously, must not block) whenever the live set or a load changes."""
+        self._listeners.append(callback)
+
+    def _on_change(self, _key: str | None) -> None:
+        self._live = decode_gateways({k: e.value for k, e in self._cache.entries.items()})
+        for callback in self._listeners:
+            try:
+                callback()
+            except Exception:
+                log.exception("gateway registry listener failed")
+
+    async def _report(self) -> None:
+        assert self.load_provider is not None
+        while not self.session.lost.is_set():
+            await asyncio.sleep(self.report_interval_s)
+            try:
+                await self.update_load(self.load_provider())
+            except LeaseLost:
+                return
+            except CoordinationError as exc:
+                log.info("gateway %s: load report failed: %r", self.gateway_id, exc)
+
+
+def decode_gateways(values: Mapping[str, bytes]) -> dict[str, GatewayInfo]:
+    """``{key: value}`` under ``keys.GATEWAYS`` -> ``{gateway id: GatewayInfo}`` (bad values skipped)."""
+    out: dict[str, GatewayInfo] = {}
+    for key, value in values.items():
+        gateway_id = gateway_of_key(key)
+        info = GatewayInfo.decode(value) if gateway_id else None
+        if gateway_id and info is not None:
+            out[gateway_id] = replace(info, gateway_id=gateway_id)
+    return out

@@ -1,0 +1,201 @@
+"""Strict, typed access to the fields of decoded JSON frames and bodies (pure).
+
+Owns: JSON loading (``load_object``), the field getters shared by the
+WebSocket frame parsers and the REST body parsers, base64 payload decoding and
+message-id parsing. Rules:
+- JSON is parsed with orjson; a syntax error or a top level that is not an
+  object is ``FrameError`` ws_code 3 (pulsar-api.md §1.5.2, §1.6.3).
+- types are strict (no Jackson-style coercion): a string field must be a JSON
+  string, an integer field a JSON integer (not a float, not a boolean), a
+  ``properties`` field an object of strings; violations are ws_code 3. Strings
+  must be valid Unicode (orjson lets ``"\\ud800"`` through; it could not be
+  echoed or stored), so lone surrogates are refused too.
+- base64 payloads decode like Java's basic decoder (§1.5.1): standard
+  alphabet, no whitespace, padding optional; failures are ws_code 7 with
+  ``"Invalid Base64 message-payload error=..."``. The decoded size is computed
+  before decoding, so an oversized payload is ``PayloadTooLarge`` without the
+  memory cost of decoding it.
+- message ids are base64 ``MessageIdData`` or the string ``L:E[:P[:B]]``
+  (§1.8); garbage is ws_code 3.
+The REST parsers reuse these and turn a ``FrameError`` into ``BadRequest``.
+"""
+
+from __future__ import annotations
+
+import binascii
+from collections.abc import Mapping
+
+import orjson
+
+from gateway.broker.message_id import INT64_MAX, MessageId
+from gateway.errors import MessageIdError
+from gateway.protocol.errors import (
+    WS_FAILED_TO_DESERIALIZE,
+    WS_PAYLOAD_ENCODING_ERROR,
+    FrameError,
+    PayloadTooLarge,
+)
+
+PROPERTIES_MAX = 1024  # properties per message
+ID_CHARS_SHOWN = 80  # how much of a bad value an error message repeats
+
+JsonObject = dict[str, object]
+
+
+def load_object(data: str | bytes) -> JsonObject:
+    """The JSON object in ``data``; ``FrameError(3)`` for bad JSON or another top-level type."""
+    try:
+        value = orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        raise FrameError(WS_FAILED_TO_DESERIALIZE, str(exc)) from exc
+    if not isinstance(value, dict):
+        raise FrameError(WS_FAILED_TO_DESERIALIZE, f"expected a JSON object, got {_json_type(value)}")
+    return value
+
+
+def is_text(value: str) -> bool:
+    """True when ``value`` is valid Unicode (no lone surrogates), i.e. encodable as UTF-8."""
+    if value.isascii():
+        return True
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def get_str(obj: Mapping[str, object], name: str, context: str | None = None) -> str | None:
+    """Field ``name`` as a string, ``None`` when absent or null."""
+    value = obj.get(name)
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise FrameError(
+            WS_FAILED_TO_DESERIALIZE, f"{name} must be a string, got {_json_type(value)}", context
+        )
+    if not is_text(value):
+        raise FrameError(WS_FAILED_TO_DESERIALIZE, f"{name} is not valid Unicode", context)
+    return value
+
+
+def get_int(
+    obj: Mapping[str, object],
+    name: str,
+    low: int = -(2**63),
+    high: int = INT64_MAX,
+    context: str | None = None,
+) -> int | None:
+    """Field ``name`` as an integer in ``[low, high]``, ``None`` when absent or null."""
+    value = obj.get(name)
+    if value is None:
+        return None
+    if type(value) is not int:
+        raise FrameError(
+            WS_FAILED_TO_DESERIALIZE, f"{name} must be an integer, got {_json_type(value)}", context
+        )
+    if not low <= value <= high:
+        raise FrameError(WS_FAILED_TO_DESERIALIZE, f"{name} {value} is outside [{low}, {high}]", context)
+    return value
+
+
+def get_bool(obj: Mapping[str, object], name: str, context: str | None = None) -> bool | None:
+    value = obj.get(name)
+    if value is None:
+        return None
+    if not isinstance(value, bool):
+        raise FrameError(
+            WS_FAILED_TO_DESERIALIZE, f"{name} must be a boolean, got {_json_type(value)}", context
+        )
+    return value
+
+
+def get_properties(
+    obj: Mapping[str, object], name: str = "properties", context: str | None = None
+) -> dict[str, str]:
+    """Field ``name`` as a string -> string map (``{}`` when absent or null)."""
+    value = obj.get(name)
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise FrameError(
+            WS_FAILED_TO_DESERIALIZE, f"{name} must be an object, got {_json_type(value)}", context
+        )
+    if len(value) > PROPERTIES_MAX:
+        raise FrameError(
+            WS_FAILED_TO_DESERIALIZE, f"{name} has {len(value)} entries, more than {PROPERTIES_MAX}", context
+        )
+    result: dict[str, str] = {}
+    for key, item in value.items():
+        if not isinstance(item, str):
+            raise FrameError(
+                WS_FAILED_TO_DESERIALIZE,
+                f"{name}[{key[:ID_CHARS_SHOWN]!r}] must be a string, got {_json_type(item)}",
+                context,
+            )
+        if not is_text(key) or not is_text(item):
+            raise FrameError(WS_FAILED_TO_DESERIALIZE, f"{name} contains invalid Unicode", context)
+        result[key] = item
+    return result
+
+
+def base64_decoded_size(text: str) -> int:
+    """The number of bytes ``text`` decodes to, if it is valid base64."""
+    unpadded = len(text.rstrip("="))
+    return unpadded * 3 // 4
+
+
+def decode_base64_payload(text: str, max_payload: int, context: str | None = None) -> bytes:
+    """Payload bytes of a base64 string (Java basic decoder rules, padding optional)."""
+    size = base64_decoded_size(text)
+    if size > max_payload:
+        raise PayloadTooLarge(size, max_payload, context)
+    unpadded = text.rstrip("=")
+    padding = len(text) - len(unpadded)
+    if padding > 2 or (padding and len(text) % 4):
+        raise _bad_base64("bad padding", context)
+    if len(unpadded) % 4 == 1:
+        raise _bad_base64("truncated input (length is 1 more than a multiple of 4)", context)
+    try:
+        return binascii.a2b_base64(unpadded + "=" * (-len(unpadded) % 4), strict_mode=True)
+    except (binascii.Error, ValueError) as exc:
+        raise _bad_base64(str(exc), context) from exc
+
+
+def parse_message_id(value: object, name: str = "messageId") -> MessageId:
+    """A message id given as base64 ``MessageIdData`` or as ``L:E[:P[:B]]``."""
+    if not isinstance(value, str):
+        raise FrameError(WS_FAILED_TO_DESERIALIZE, f"{name} must be a string, got {_json_type(value)}")
+    try:
+        return MessageId.parse(value) if ":" in value else MessageId.from_base64(value)
+    except MessageIdError as exc:
+        raise FrameError(
+            WS_FAILED_TO_DESERIALIZE, f"Invalid {name} {value[:ID_CHARS_SHOWN]!r}: {exc}"
+        ) from exc
+
+
+def get_message_ids(obj: Mapping[str, object], name: str, limit: int) -> list[MessageId]:
+    """Field ``name``: a non-empty array of at most ``limit`` message ids."""
+    value = obj.get(name)
+    if not isinstance(value, list) or not value:
+        raise FrameError(WS_FAILED_TO_DESERIALIZE, f"{name} must be a non-empty array of message ids")
+    if len(value) > limit:
+        raise FrameError(WS_FAILED_TO_DESERIALIZE, f"{name} has {len(value)} ids, more than {limit}")
+    return [parse_message_id(item, f"{name}[{index}]") for index, item in enumerate(value)]
+
+
+def _bad_base64(detail: str, context: str | None) -> FrameError:
+    return FrameError(WS_PAYLOAD_ENCODING_ERROR, f"Invalid Base64 message-payload error={detail}", context)
+
+
+def _json_type(value: object) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    return "an object"

@@ -1,0 +1,160 @@
+"""Commands a WebSocket consumer or reader sends to the gateway (pure).
+
+Owns: the ``Command`` union and ``parse_command``. Rules (pulsar-api.md
+§1.6.3, §7 rows 1 and 4): dispatch on ``type``; a frame whose ``type`` is
+absent, null or not a known value is an individual ack (upstream behaviour).
+Bad JSON, a wrong field type, a missing or undecodable id, or a bad
+``permitMessages`` is ``FrameError`` ws_code 3 (upstream closes the socket
+with code 3). Ids are base64 ``MessageIdData`` or the string ``L:E[:P[:B]]``.
+
+| frame | command |
+|---|---|
+| ``{"messageId":ID}`` (no/unknown ``type``) | ``Ack([ID])`` |
+| ``{"messageId":ID,"ackType":"cumulative"}`` | ``AckCumulative(ID)`` (Folio) |
+| ``{"type":"ack","messageIds":[ID,...]}`` | ``Ack([...])`` (Folio, <= ``ACK_BATCH_MAX``) |
+| ``{"type":"ackCumulative","messageId":ID}`` | ``AckCumulative(ID)`` (Folio) |
+| ``{"type":"negativeAcknowledge","messageId":ID}`` (or ``messageIds``) | ``Nack([...])`` |
+| ``{"type":"permit","permitMessages":N}`` | ``Permit(N)``, 0 <= N <= 2^31-1 |
+| ``{"type":"unsubscribe"}`` | ``Unsubscribe()`` |
+| ``{"type":"isEndOfTopic"}`` | ``IsEndOfTopic()`` |
+| ``{"type":"seek","messageId":ID\\|"earliest"\\|"latest"}`` | ``Seek(id, None)`` (Folio) |
+| ``{"type":"seek","timestamp":MS}`` | ``Seek(None, MS)`` (Folio) |
+
+An ack or nack frame may carry ``messageId`` or ``messageIds``, not both.
+``ackType`` may be ``"individual"`` (default) or ``"cumulative"``. ``Seek`` has
+``inclusive`` (default true: the message at the id is delivered again, as
+Pulsar's ``Consumer.seek``); ``{"inclusive":false}`` starts after it.
+Readers use the same parser: any command but ``IsEndOfTopic`` is flow control.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gateway.broker.message_id import EARLIEST_ID, INT32_MAX, INT64_MAX, LATEST_ID, MessageId
+from gateway.protocol.errors import WS_FAILED_TO_DESERIALIZE, FrameError
+from gateway.protocol.fields import (
+    ID_CHARS_SHOWN,
+    JsonObject,
+    get_bool,
+    get_int,
+    get_message_ids,
+    load_object,
+    parse_message_id,
+)
+
+ACK_BATCH_MAX = 10_000
+
+
+@dataclass(frozen=True, slots=True)
+class Ack:
+    message_ids: list[MessageId]
+
+
+@dataclass(frozen=True, slots=True)
+class AckCumulative:
+    message_id: MessageId
+
+
+@dataclass(frozen=True, slots=True)
+class Nack:
+    message_ids: list[MessageId]
+
+
+@dataclass(frozen=True, slots=True)
+class Permit:
+    n: int
+
+
+@dataclass(frozen=True, slots=True)
+class Unsubscribe:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class IsEndOfTopic:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class Seek:
+    """Exactly one of ``message_id`` (``EARLIEST_ID``/``LATEST_ID`` for the
+    sentinels) and ``timestamp_ms`` (publish time, epoch ms) is set."""
+
+    message_id: MessageId | None
+    timestamp_ms: int | None
+    inclusive: bool = True
+
+
+Command = Ack | AckCumulative | Nack | Permit | Unsubscribe | IsEndOfTopic | Seek
+
+
+def parse_command(data: str | bytes) -> Command:
+    obj = load_object(data)
+    kind = obj.get("type")
+    if kind is not None and not isinstance(kind, str):
+        raise FrameError(WS_FAILED_TO_DESERIALIZE, "type must be a string")
+    if kind == "permit":
+        return _permit(obj)
+    if kind == "unsubscribe":
+        return Unsubscribe()
+    if kind == "isEndOfTopic":
+        return IsEndOfTopic()
+    if kind == "negativeAcknowledge":
+        return Nack(_ids(obj, kind))
+    if kind == "ackCumulative":
+        return AckCumulative(_single_id(obj, kind))
+    if kind == "seek":
+        return _seek(obj)
+    return _ack(obj, kind)
+
+
+def _ack(obj: JsonObject, kind: str | None) -> Ack | AckCumulative:
+    ack_type = obj.get("ackType")
+    if ack_type == "cumulative":
+        return AckCumulative(_single_id(obj, kind))
+    if ack_type not in (None, "individual"):
+        raise FrameError(WS_FAILED_TO_DESERIALIZE, 'ackType must be "individual" or "cumulative"')
+    return Ack(_ids(obj, kind))
+
+
+def _ids(obj: JsonObject, kind: str | None) -> list[MessageId]:
+    if "messageIds" in obj:
+        if "messageId" in obj:
+            raise FrameError(WS_FAILED_TO_DESERIALIZE, "give messageId or messageIds, not both")
+        return get_message_ids(obj, "messageIds", ACK_BATCH_MAX)
+    return [_single_id(obj, kind)]
+
+
+def _single_id(obj: JsonObject, kind: str | None) -> MessageId:
+    value = obj.get("messageId")
+    if value is None:
+        why = ""
+        if kind is not None and kind not in ("ack", "ackCumulative", "negativeAcknowledge"):
+            why = f" (unknown type {kind[:ID_CHARS_SHOWN]!r} is treated as an ack)"
+        raise FrameError(WS_FAILED_TO_DESERIALIZE, f"messageId is required{why}")
+    return parse_message_id(value)
+
+
+def _permit(obj: JsonObject) -> Permit:
+    if obj.get("permitMessages") is None:
+        raise FrameError(WS_FAILED_TO_DESERIALIZE, "permitMessages is required for a permit command")
+    n = get_int(obj, "permitMessages", 0, INT32_MAX)
+    assert n is not None
+    return Permit(n)
+
+
+def _seek(obj: JsonObject) -> Seek:
+    inclusive = get_bool(obj, "inclusive")
+    inclusive = True if inclusive is None else inclusive
+    has_id, has_time = obj.get("messageId") is not None, obj.get("timestamp") is not None
+    if has_id == has_time:
+        raise FrameError(WS_FAILED_TO_DESERIALIZE, "seek needs exactly one of messageId and timestamp")
+    if has_time:
+        return Seek(None, get_int(obj, "timestamp", 0, INT64_MAX), inclusive)
+    value = obj["messageId"]
+    if value == "earliest":
+        return Seek(EARLIEST_ID, None, inclusive)
+    if value == "latest":
+        return Seek(LATEST_ID, None, inclusive)
+    return Seek(parse_message_id(value), None, inclusive)

@@ -1,0 +1,316 @@
+"""WebSocket frames of the producer endpoint and the consumer/reader deliveries (pure).
+
+Owns: publish requests (``PublishRequest``, ``parse_publish``), publish
+replies (``publish_ok``, ``publish_error``, ``publish_batch_reply``), the
+message frames pushed to consumers and readers (``message_frame``,
+``messages_frame``), the small server frames (``end_of_topic_reply``,
+``active_notice``, ``ranges_notice``) and ``encode_frame``. Consumer commands
+live in ``ws_commands`` and are re-exported here.
+
+Rules (pulsar-api.md §1.5.1, §1.5.2, §1.6.1): field names and reply shapes
+byte for byte as upstream - replies carry ``errorCode``/``schemaVersion`` 0 and
+omit null fields; ``payload`` is base64; times are ISO-8601 with offset; JSON
+errors are ``send-error:3`` without context, payload/eventTime errors
+``send-error:7``, an oversize payload ``send-error:8`` (a failed send, as
+upstream); unknown fields are ignored. A bad frame raises a ``ProtocolError``
+whose ``context`` is the request's ``context`` whenever that was readable, so
+``publish_error_for(exc)`` can echo it.
+
+``deliverAt`` and ``deliverAfterMs`` are applied when > 0; if both are given
+``deliverAfterMs`` wins (upstream calls ``deliverAt`` then ``deliverAfter`` on
+the same builder). ``sequenceId`` (ignored upstream) is honoured for dedup.
+
+Folio extras (opt-in; a client that never sends them sees upstream behaviour):
+- batched publish: ``{"type":"batch","context":"c","messages":[<publish>...]}``
+  (1..``PUBLISH_BATCH_MAX`` messages). Validation is all-or-nothing: a bad
+  message rejects the whole frame with ONE ``publish_error`` reply whose
+  ``errorMsg`` starts ``messages[i]: `` and whose context is the frame's. A
+  valid batch is answered by ONE ``publish_batch_reply``:
+  ``{"type":"batch","context":"c","results":[<publish reply>...]}``, results in
+  message order, each exactly a single-publish reply without ``context``.
+- ``"duplicate":true`` in a publish reply when dedup recognised a repeat.
+- batched delivery (consumer ``batchDelivery=true``):
+  ``{"type":"messages","messages":[<message frame>...]}``.
+- session notices: ``{"type":"active","active":true|false}`` when a Failover
+  consumer becomes (in)active, ``{"type":"ranges","ranges":[[start,end],...]}``
+  when a Key_Shared consumer's hash ranges change.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import orjson
+
+from gateway.broker.dispatch.base import HashRange
+from gateway.broker.message_id import INT64_MAX
+from gateway.protocol.errors import (
+    WS_ERROR_DESCRIPTIONS,
+    WS_FAILED_TO_DESERIALIZE,
+    WS_PAYLOAD_ENCODING_ERROR,
+    FrameError,
+    ProtocolError,
+)
+from gateway.protocol.fields import (
+    JsonObject,
+    decode_base64_payload,
+    get_int,
+    get_properties,
+    get_str,
+    is_text,
+    load_object,
+)
+from gateway.protocol.timefmt import EPOCH_MS_MAX, EPOCH_MS_MIN, format_iso, parse_iso
+from gateway.protocol.ws_commands import (
+    ACK_BATCH_MAX,
+    Ack,
+    AckCumulative,
+    Command,
+    IsEndOfTopic,
+    Nack,
+    Permit,
+    Seek,
+    Unsubscribe,
+    parse_command,
+)
+
+PUBLISH_BATCH_MAX = 1000
+
+__all__ = [
+    "ACK_BATCH_MAX",
+    "PUBLISH_BATCH_MAX",
+    "Ack",
+    "AckCumulative",
+    "Command",
+    "IsEndOfTopic",
+    "Nack",
+    "Permit",
+    "PublishRequest",
+    "Seek",
+    "Unsubscribe",
+    "active_notice",
+    "encode_frame",
+    "end_of_topic_reply",
+    "message_frame",
+    "messages_frame",
+    "parse_command",
+    "parse_publish",
+    "parse_publish_object",
+    "publish_batch_reply",
+    "publish_error",
+    "publish_error_dict",
+    "publish_error_for",
+    "publish_ok",
+    "publish_ok_dict",
+    "ranges_notice",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class PublishRequest:
+    """One message to publish; times are epoch ms and 0 means "not set"."""
+
+    payload: bytes
+    properties: dict[str, str] = field(default_factory=dict)
+    context: str | None = None
+    key: str | None = None
+    event_time_ms: int = 0
+    deliver_at_ms: int = 0
+    sequence_id: int | None = None  # None: the producer assigns the next one
+
+
+def encode_frame(obj: object) -> bytes:
+    return orjson.dumps(obj)
+
+
+# ------------------------------------------------------------------ publish
+
+
+def parse_publish(data: str | bytes, now_ms: int, max_payload: int) -> PublishRequest | list[PublishRequest]:
+    """A producer frame: one request, or a list for a Folio batch frame."""
+    obj = load_object(data)
+    if obj.get("type") != "batch":
+        return parse_publish_object(obj, now_ms, max_payload)
+    context = _context(obj)
+    messages = obj.get("messages")
+    if not isinstance(messages, list) or not 1 <= len(messages) <= PUBLISH_BATCH_MAX:
+        raise FrameError(
+            WS_FAILED_TO_DESERIALIZE,
+            f"messages must be an array of 1..{PUBLISH_BATCH_MAX} publish objects",
+            context,
+        )
+    requests: list[PublishRequest] = []
+    for index, item in enumerate(messages):
+        try:
+            if not isinstance(item, dict):
+                raise FrameError(WS_FAILED_TO_DESERIALIZE, "must be an object")
+            requests.append(parse_publish_object(item, now_ms, max_payload))
+        except ProtocolError as exc:
+            exc.message = f"messages[{index}]: {exc.message}"
+            exc.args = (exc.message,)
+            exc.context = context
+            raise
+    return requests
+
+
+def parse_publish_object(obj: JsonObject, now_ms: int, max_payload: int) -> PublishRequest:
+    """One publish object (§1.5.1) already decoded from JSON."""
+    context = _context(obj)
+    payload_text = obj.get("payload")
+    if payload_text is None:
+        raise FrameError(WS_PAYLOAD_ENCODING_ERROR, "Missing payload: a base64 string is required", context)
+    if not isinstance(payload_text, str):
+        raise FrameError(WS_FAILED_TO_DESERIALIZE, "payload must be a base64 string", context)
+    payload = decode_base64_payload(payload_text, max_payload, context)
+    return PublishRequest(
+        payload=payload,
+        properties=get_properties(obj, "properties", context),
+        context=context,
+        key=get_str(obj, "key", context),
+        event_time_ms=_event_time(obj.get("eventTime"), context),
+        deliver_at_ms=deliver_at(
+            get_int(obj, "deliverAt", context=context),
+            get_int(obj, "deliverAfterMs", context=context),
+            now_ms,
+            context,
+        ),
+        sequence_id=get_int(obj, "sequenceId", 0, INT64_MAX, context),
+    )
+
+
+def deliver_at(at_ms: int | None, after_ms: int | None, now_ms: int, context: str | None = None) -> int:
+    """Absolute delivery time from ``deliverAt``/``deliverAfterMs`` (each applied when > 0,
+    ``deliverAfterMs`` last); 0 when neither asks for a delay."""
+    result = at_ms if at_ms is not None and at_ms > 0 else 0
+    if after_ms is not None and after_ms > 0:
+        if after_ms > EPOCH_MS_MAX - now_ms:
+            raise FrameError(WS_FAILED_TO_DESERIALIZE, f"deliverAfterMs {after_ms} is too large", context)
+        result = now_ms + after_ms
+    return result
+
+
+def _context(obj: JsonObject) -> str | None:
+    value = obj.get("context")
+    if value is None:
+        return None
+    if not isinstance(value, str) or not is_text(value):
+        raise FrameError(WS_FAILED_TO_DESERIALIZE, "context must be a string")
+    return value
+
+
+def _event_time(value: object, context: str | None) -> int:
+    if value is None:
+        return 0
+    if isinstance(value, str):
+        try:
+            ms = parse_iso(value)
+        except FrameError as exc:
+            raise FrameError(WS_PAYLOAD_ENCODING_ERROR, f"eventTime: {exc.message}", context) from exc
+        if ms < 0:
+            raise FrameError(WS_PAYLOAD_ENCODING_ERROR, f"eventTime {value} is before 1970", context)
+        return ms
+    if isinstance(value, int | float) and not isinstance(value, bool):  # upstream: coerced, then unparsable
+        raise FrameError(
+            WS_PAYLOAD_ENCODING_ERROR,
+            "eventTime must be an ISO-8601 string with offset (e.g. 2022-09-07T01:08:23.26Z), not a number",
+            context,
+        )
+    raise FrameError(WS_FAILED_TO_DESERIALIZE, "eventTime must be an ISO-8601 string", context)
+
+
+# ------------------------------------------------------------------ publish replies
+
+
+def publish_ok_dict(message_id_b64: str, context: str | None = None, duplicate: bool = False) -> JsonObject:
+    reply: JsonObject = {"result": "ok", "messageId": message_id_b64}
+    if context is not None:
+        reply["context"] = context
+    reply["errorCode"] = 0
+    reply["schemaVersion"] = 0
+    if duplicate:
+        reply["duplicate"] = True
+    return reply
+
+
+def publish_error_dict(ws_code: int, message: str, context: str | None = None) -> JsonObject:
+    assert ws_code in WS_ERROR_DESCRIPTIONS, ws_code
+    reply: JsonObject = {"result": f"send-error:{ws_code}", "errorMsg": message}
+    if context is not None:
+        reply["context"] = context
+    reply["errorCode"] = 0
+    reply["schemaVersion"] = 0
+    return reply
+
+
+def publish_ok(message_id_b64: str, context: str | None = None, duplicate: bool = False) -> bytes:
+    """``{"result":"ok","messageId":..,"context":..,"errorCode":0,"schemaVersion":0}``."""
+    return orjson.dumps(publish_ok_dict(message_id_b64, context, duplicate))
+
+
+def publish_error(ws_code: int, message: str, context: str | None = None) -> bytes:
+    """``{"result":"send-error:N","errorMsg":..,"context":..,"errorCode":0,"schemaVersion":0}``."""
+    return orjson.dumps(publish_error_dict(ws_code, message, context))
+
+
+def publish_error_for(exc: ProtocolError) -> bytes:
+    """The reply to a publish frame rejected with ``exc`` (echoes its context if known)."""
+    return publish_error(exc.ws_code, exc.message, exc.context)
+
+
+def publish_batch_reply(results: Sequence[JsonObject], context: str | None = None) -> bytes:
+    """The reply to a batch frame: ``results`` are ``publish_ok_dict``/``publish_error_dict``
+    values in message order (built without context)."""
+    reply: JsonObject = {"type": "batch"}
+    if context is not None:
+        reply["context"] = context
+    reply["results"] = list(results)
+    return orjson.dumps(reply)
+
+
+# ------------------------------------------------------------------ deliveries
+
+
+def message_frame(
+    message_id_b64: str,
+    payload: bytes,
+    properties: Mapping[str, str],
+    publish_time_ms: int,
+    redelivery_count: int,
+    event_time_ms: int = 0,
+    key: str | None = None,
+) -> JsonObject:
+    """A message pushed to a consumer or reader (§1.6.1); ``eventTime`` only if non-zero,
+    ``key`` only if set."""
+    frame: JsonObject = {
+        "messageId": message_id_b64,
+        "payload": base64.b64encode(payload).decode("ascii"),
+        "properties": dict(properties),
+        "publishTime": format_iso(publish_time_ms),
+        "redeliveryCount": redelivery_count,
+    }
+    if event_time_ms and EPOCH_MS_MIN <= event_time_ms <= EPOCH_MS_MAX:
+        frame["eventTime"] = format_iso(event_time_ms)
+    if key is not None:
+        frame["key"] = key
+    return frame
+
+
+def messages_frame(messages: Sequence[JsonObject]) -> bytes:
+    """Folio batched delivery: ``{"type":"messages","messages":[...]}``."""
+    return orjson.dumps({"type": "messages", "messages": list(messages)})
+
+
+def end_of_topic_reply(flag: bool) -> bytes:
+    return orjson.dumps({"endOfTopic": flag})
+
+
+def active_notice(active: bool) -> bytes:
+    """Failover: this consumer became the active one (true) or stopped being it (false)."""
+    return orjson.dumps({"type": "active", "active": active})
+
+
+def ranges_notice(ranges: Sequence[HashRange]) -> bytes:
+    """Key_Shared: the inclusive hash ranges this consumer now owns."""
+    return orjson.dumps({"type": "ranges", "ranges": [[r.start, r.end] for r in ranges]})

@@ -1,0 +1,294 @@
+"""The load manager's decisions (gateway/ownership/assign_core.py): pure, deterministic."""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from typing import TypeVar
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gateway.names import NamespaceName
+from gateway.ownership.assign_core import (
+    Assign,
+    BalancePolicy,
+    ClearAssignment,
+    ClusterView,
+    Effect,
+    Unload,
+    decide,
+    least_loaded_gateway,
+    score,
+)
+from gateway.ownership.bundles import NamespaceBundle, bundle_ranges
+from gateway.ownership.records import Assignment, GatewayInfo, LoadReport
+
+pytestmark = pytest.mark.unit
+
+K = TypeVar("K")
+V = TypeVar("V")
+
+NOW = 10_000_000
+NS = NamespaceName("public", "default")
+BUNDLES = [NamespaceBundle(NS, r) for r in bundle_ranges(32)]
+POLICY = BalancePolicy(max_moves_per_round=100)
+
+
+def gw(name: str, *, started_ms: int = 0, load: LoadReport | None = None) -> GatewayInfo:
+    return GatewayInfo(name, f"http://{name}", load or LoadReport(), started_ms)
+
+
+def gateways(*items: GatewayInfo) -> dict[str, GatewayInfo]:
+    return {g.gateway_id: g for g in items}
+
+
+def owned(**counts: int) -> dict[NamespaceBundle, str]:
+    """``owned(a=3, b=1)``: the first 3 bundles to a, the next to b."""
+    out: dict[NamespaceBundle, str] = {}
+    it = iter(BUNDLES)
+    for name, n in counts.items():
+        for _ in range(n):
+            out[next(it)] = name
+    return out
+
+
+def unloads(effects: list[Effect]) -> list[Unload]:
+    return [e for e in effects if isinstance(e, Unload)]
+
+
+def apply(
+    owners: dict[NamespaceBundle, str], effects: list[Effect], moved: dict[NamespaceBundle, int], now: int
+) -> None:
+    """What the shell's protocol ends up doing: assignments get acquired, moves complete."""
+    for e in effects:
+        if isinstance(e, Assign):
+            owners[e.bundle] = e.gateway
+        elif isinstance(e, Unload):
+            owners[e.bundle] = e.to_gateway
+            moved[e.bundle] = now
+
+
+def test_unowned_bundles_go_to_the_least_loaded_evenly_ties_by_name() -> None:
+    view = ClusterView(gateways(gw("b"), gw("a")), owners={}, known=set(BUNDLES[:4]))
+    assert decide(view, POLICY, NOW) == [
+        Assign(BUNDLES[0], "a"),
+        Assign(BUNDLES[1], "b"),
+        Assign(BUNDLES[2], "a"),
+        Assign(BUNDLES[3], "b"),
+    ]
+
+
+def test_reported_load_steers_assignments() -> None:
+    busy = LoadReport(topics=40, sessions=100, msg_rate_in=2000.0, cpu=0.5)  # score 2 + 2 + 2 + 5 = 11
+    view = ClusterView(gateways(gw("a", load=busy), gw("b")), owners={}, known=set(BUNDLES[:12]))
+    targets = Counter(e.gateway for e in decide(view, POLICY, NOW) if isinstance(e, Assign))
+    assert targets == {"b": 11, "a": 1}  # b takes 11 bundles before it is as loaded as a
+
+
+def test_bundles_of_a_dead_gateway_are_reassigned() -> None:
+    owners = owned(dead=2, a=1)
+    view = ClusterView(gateways(gw("a"), gw("b")), owners=owners)
+    assert decide(view, POLICY, NOW) == [Assign(BUNDLES[0], "b"), Assign(BUNDLES[1], "a")]
+
+
+def test_no_live_gateway_means_no_assignment_only_cleanup() -> None:
+    view = ClusterView(
+        {}, owners=owned(dead=1), known={BUNDLES[5]}, assignments={BUNDLES[5]: Assignment("dead", NOW)}
+    )
+    assert decide(view, POLICY, NOW) == [ClearAssignment(BUNDLES[5])]
+
+
+def test_pending_assignments_count_and_are_not_repeated() -> None:
+    view = ClusterView(
+        gateways(gw("a"), gw("b")),
+        owners={},
+        known=set(BUNDLES[:3]),
+        assignments={BUNDLES[0]: Assignment("a", NOW - 1000), BUNDLES[1]: Assignment("a", NOW - 1000)},
+    )
+    assert decide(view, POLICY, NOW) == [Assign(BUNDLES[2], "b")]
+
+
+def test_stale_assignments_are_cleared_and_timed_out_ones_redecided() -> None:
+    policy = BalancePolicy(assign_timeout_ms=5_000)
+    view = ClusterView(
+        gateways(gw("a"), gw("b")),
+        owners={BUNDLES[1]: "a", BUNDLES[2]: "b"},
+        assignments={
+            BUNDLES[0]: Assignment("gone", NOW),  # target dead
+            BUNDLES[1]: Assignment("a", NOW),  # done: a owns it
+            BUNDLES[2]: Assignment("a", NOW),  # b owns it and no move is in progress
+            BUNDLES[3]: Assignment("b", NOW - 6_000),  # never taken up
+        },
+    )
+    effects = decide(view, policy, NOW)
+    clears = [e for e in effects if isinstance(e, ClearAssignment)]
+    assert clears == [ClearAssignment(BUNDLES[0]), ClearAssignment(BUNDLES[1]), ClearAssignment(BUNDLES[2])]
+    assert [e for e in effects if isinstance(e, Assign)] == [Assign(BUNDLES[0], "a"), Assign(BUNDLES[3], "b")]
+
+
+def test_assignment_of_a_bundle_being_moved_is_kept() -> None:
+    view = ClusterView(
+        gateways(gw("a"), gw("b")),
+        owners={BUNDLES[0]: "a"},
+        assignments={BUNDLES[0]: Assignment("b", NOW)},
+        unloading={BUNDLES[0]},
+    )
+    assert decide(view, POLICY, NOW) == []
+
+
+def test_overloaded_gateway_sheds_to_the_least_loaded() -> None:
+    hot = LoadReport(cpu=0.8)  # +8
+    view = ClusterView(gateways(gw("a", load=hot), gw("b"), gw("c")), owners=owned(a=4, b=1, c=2))
+    # scores a=12, b=1, c=2; mean 5 -> a is overloaded; each of a's bundles "weighs" 3
+    effects = decide(view, POLICY, NOW)
+    assert effects[0] == Unload(BUNDLES[0], "a", "b")
+    assert all(e.from_gateway == "a" for e in unloads(effects))
+    # moves stop once no move improves balance: a 12 -> 9 -> 6 (b 4, c 5): next target c 5 + 3 = 8 > 6
+    assert [e.to_gateway for e in unloads(effects)] == ["b", "c"]
+
+
+def test_hysteresis_nothing_moves_below_the_overload_factor() -> None:
+    view = ClusterView(gateways(gw("a"), gw("b")), owners=owned(a=7, b=4))  # a = 1.27 x mean
+    assert decide(view, POLICY, NOW) == []
+    idle = ClusterView(gateways(gw("a"), gw("b")), owners=owned(a=3, b=0))  # 2 x mean, but score < 4
+    assert decide(idle, POLICY, NOW) == []
+
+
+def test_a_single_hot_bundle_is_not_moved_around() -> None:
+    hot = LoadReport(cpu=1.0)
+    view = ClusterView(gateways(gw("a", load=hot), gw("b"), gw("c")), owners=owned(a=1))
+    assert decide(view, POLICY, NOW) == []  # moving it would only make b the hot one
+
+
+def test_moves_per_round_are_capped() -> None:
+    policy = BalancePolicy(max_moves_per_round=1)
+    view = ClusterView(
+        gateways(gw("a", load=LoadReport(cpu=0.8)), gw("b"), gw("c")), owners=owned(a=4, b=1, c=2)
+    )
+    assert len(unloads(decide(view, policy, NOW))) == 1
+
+
+def test_recently_moved_unloading_and_pending_bundles_stay() -> None:
+    policy = BalancePolicy(max_moves_per_round=1, move_cooldown_ms=60_000)
+    owners = owned(a=4, b=1, c=2)
+    view = ClusterView(
+        gateways(gw("a", load=LoadReport(cpu=0.8)), gw("b"), gw("c")),
+        owners=owners,
+        unloading={BUNDLES[0]},
+        last_moved_ms={BUNDLES[1]: NOW - 59_999, BUNDLES[2]: NOW - 60_000},
+    )
+    assert unloads(decide(view, policy, NOW)) == [Unload(BUNDLES[2], "a", "b")]
+
+
+def test_new_gateway_gets_bundles_until_counts_are_within_one() -> None:
+    view = ClusterView(
+        gateways(gw("a"), gw("b"), gw("c", started_ms=NOW - 1000)),
+        owners=owned(a=6, b=6),
+    )
+    effects = decide(view, POLICY, NOW)
+    assert all(isinstance(e, Unload) and e.to_gateway == "c" for e in effects)
+    counts = Counter(owned(a=6, b=6).values())
+    for e in unloads(effects):
+        counts[e.from_gateway] -= 1
+        counts[e.to_gateway] += 1
+    assert counts == {"a": 4, "b": 4, "c": 4}
+
+
+def test_spreading_converges_over_rounds_with_a_small_budget() -> None:
+    policy = BalancePolicy(max_moves_per_round=2, move_cooldown_ms=0)
+    owners = owned(a=9, b=8)
+    moved: dict[NamespaceBundle, int] = {}
+    live = gateways(gw("a"), gw("b"), gw("c", started_ms=NOW), gw("d", started_ms=NOW))
+    for round_no in range(10):
+        now = NOW + round_no * 5000
+        effects = decide(ClusterView(live, owners=dict(owners), last_moved_ms=moved), policy, now)
+        assert len(effects) <= 2
+        apply(owners, effects, moved, now)
+    counts = Counter(owners.values())
+    assert max(counts.values()) - min(counts.values()) <= 1 and sum(counts.values()) == 17
+
+
+def test_old_gateways_do_not_count_balance_only_load() -> None:
+    # c is not new (joined long ago) and idle: counts 5/5/0 are left alone (score 5 < 1.5 x mean)
+    view = ClusterView(gateways(gw("a"), gw("b"), gw("c")), owners=owned(a=5, b=5))
+    assert decide(view, POLICY, NOW) == []
+
+
+def test_least_loaded_gateway_matches_decide() -> None:
+    live = gateways(gw("b"), gw("a", load=LoadReport(topics=30)), gw("c"))
+    counts = {"b": 2, "c": 1}
+    assert least_loaded_gateway(live, counts, POLICY) == "c"
+    assert score(live["a"].load, 0, POLICY) == pytest.approx(1.5)
+    view = ClusterView(live, owners=owned(b=2, c=1), known={BUNDLES[10]})
+    assert decide(view, POLICY, NOW) == [Assign(BUNDLES[10], "c")]
+    assert least_loaded_gateway({}, {}, POLICY) is None
+
+
+@st.composite
+def views(draw: st.DrawFn) -> ClusterView:
+    names = draw(st.lists(st.sampled_from("abcdef"), min_size=0, max_size=5, unique=True))
+    live = {
+        n: gw(
+            n,
+            started_ms=draw(st.sampled_from([0, NOW - 10, NOW - 400_000])),
+            load=LoadReport(topics=draw(st.integers(0, 200)), cpu=draw(st.floats(0, 1))),
+        )
+        for n in names
+    }
+    holders = [*names, "dead"]
+    bundles = draw(st.lists(st.sampled_from(BUNDLES), max_size=20, unique=True))
+    owners = {b: draw(st.sampled_from(holders)) for b in bundles if draw(st.booleans())}
+    assignments = {
+        b: Assignment(draw(st.sampled_from(holders)), NOW - draw(st.integers(0, 60_000)))
+        for b in bundles
+        if draw(st.integers(0, 3)) == 0
+    }
+    unloading = {b for b in owners if draw(st.integers(0, 4)) == 0}
+    moved = {b: NOW - draw(st.integers(0, 120_000)) for b in owners if draw(st.booleans())}
+    return ClusterView(live, owners, set(bundles), assignments, unloading, moved)
+
+
+def shuffled(view: ClusterView, seed: int) -> ClusterView:
+    rng = random.Random(seed)
+
+    def mix(d: dict[K, V]) -> dict[K, V]:
+        items = list(d.items())
+        rng.shuffle(items)
+        return dict(items)
+
+    return ClusterView(
+        mix(dict(view.gateways)),
+        mix(dict(view.owners)),
+        set(view.known),
+        mix(dict(view.assignments)),
+        set(view.unloading),
+        mix(dict(view.last_moved_ms)),
+    )
+
+
+@settings(max_examples=300, deadline=None)
+@given(views(), st.integers(0, 2**32))
+def test_decisions_are_deterministic_and_sane(view: ClusterView, seed: int) -> None:
+    policy = BalancePolicy(max_moves_per_round=3)
+    effects = decide(view, policy, NOW)
+    assert decide(shuffled(view, seed), policy, NOW) == effects
+    moves = unloads(effects)
+    assert len(moves) <= 3
+    for e in effects:
+        if isinstance(e, Assign):
+            assert e.gateway in view.gateways
+            assert view.owners.get(e.bundle) not in view.gateways
+        elif isinstance(e, Unload):
+            assert view.owners[e.bundle] == e.from_gateway != e.to_gateway
+            assert e.to_gateway in view.gateways
+            assert e.bundle not in view.unloading
+            assert NOW - view.last_moved_ms.get(e.bundle, 0) >= policy.move_cooldown_ms
+    assert len({e.bundle for e in moves}) == len(moves)
+    assigned = [e.bundle for e in effects if isinstance(e, Assign)]
+    assert len(set(assigned)) == len(assigned)
+    if view.gateways:  # every bundle that should be owned has a live owner or a live target
+        pending = {b for b, a in view.assignments.items() if a.gateway_id in view.gateways}
+        for b in view.known:
+            assert view.owners.get(b) in view.gateways or b in pending or b in assigned

@@ -1,0 +1,123 @@
+"""The protocol package stays pure (DESIGN §11) and its error tree follows
+style.md §3c: stable codes, WebSocketError codes of pulsar-api.md §1.3."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from gateway.errors import GatewayError
+from gateway.protocol.errors import (
+    INVALID_PARAMS_PREFIX,
+    WS_ERROR_DESCRIPTIONS,
+    BadRequest,
+    FrameError,
+    InvalidParams,
+    PayloadTooLarge,
+    ProtocolError,
+    ws_close_reason,
+)
+from gateway.protocol.fields import base64_decoded_size, decode_base64_payload, get_str, is_text
+from gateway.protocol.ws_frames import parse_publish_object
+
+pytestmark = pytest.mark.unit
+
+ROOT = Path(__file__).resolve().parents[2]
+FORBIDDEN = {
+    "asyncio",
+    "os",
+    "socket",
+    "threading",
+    "time",
+    "subprocess",
+    "aetcd",
+    "fastapi",
+    "starlette",
+    "uvloop",
+}
+
+
+def imported_roots(path: Path) -> set[str]:
+    roots: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            roots.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            roots.add(node.module.split(".")[0])
+    return roots
+
+
+MODULES = sorted((ROOT / "gateway/protocol").glob("*.py"))
+
+
+def test_modules_found() -> None:
+    names = {path.name for path in MODULES}
+    assert {"errors.py", "timefmt.py", "params.py", "ws_frames.py", "ws_commands.py", "rest.py"} <= names
+
+
+@pytest.mark.parametrize("path", MODULES, ids=lambda p: p.name)
+def test_protocol_modules_import_no_io(path: Path) -> None:
+    assert imported_roots(path) & FORBIDDEN == set()
+    assert len(path.read_text().splitlines()) <= 400
+
+
+def test_error_tree() -> None:
+    for cls in (InvalidParams, FrameError, PayloadTooLarge, BadRequest):
+        assert issubclass(cls, ProtocolError)
+        assert issubclass(cls, GatewayError)
+        assert cls.retriable is False
+    codes = {ProtocolError.code, InvalidParams.code, FrameError.code, PayloadTooLarge.code, BadRequest.code}
+    assert len(codes) == 5
+    assert InvalidParams.code == "invalid_params"
+    assert PayloadTooLarge.code == "payload_too_large"
+
+
+def test_error_fields() -> None:
+    exc = InvalidParams("Invalid subscriptionType Foo")
+    assert (exc.message, exc.detail) == (
+        "Invalid query params: Invalid subscriptionType Foo",
+        "Invalid subscriptionType Foo",
+    )
+    assert INVALID_PARAMS_PREFIX == "Invalid query params: "
+    frame = FrameError(7, "bad", "ctx")
+    assert (frame.ws_code, frame.message, frame.context, str(frame)) == (7, "bad", "ctx", "bad")
+    assert ProtocolError("x").ws_code == 8
+    assert BadRequest("x").ws_code == 8
+    with pytest.raises(AssertionError):
+        FrameError(0, "no such code")
+
+
+def test_ws_error_table() -> None:
+    assert sorted(WS_ERROR_DESCRIPTIONS) == list(range(1, 9))
+    assert WS_ERROR_DESCRIPTIONS[3] == "Failed to de-serialize from JSON"
+    assert WS_ERROR_DESCRIPTIONS[7] == "Invalid payload encoding"
+    assert ws_close_reason(3) == "Failed to de-serialize from JSON"
+    assert ws_close_reason(2, "ConsumerBusy") == "Failed to subscribe: ConsumerBusy"
+
+
+def test_is_text() -> None:
+    assert is_text("plain") and is_text("héllo ✓")
+    assert not is_text("a\ud800b")
+
+
+def test_surrogates_from_python_callers_are_refused() -> None:
+    """orjson already refuses lone surrogates; a dict built in Python is checked too."""
+    with pytest.raises(FrameError) as info:
+        get_str({"key": "\udc00"}, "key", "c")
+    assert (info.value.ws_code, info.value.context) == (3, "c")
+    with pytest.raises(FrameError, match="context must be a string"):
+        parse_publish_object({"payload": "", "context": "\ud800"}, 0, 10)
+    with pytest.raises(FrameError, match="properties contains invalid Unicode"):
+        parse_publish_object({"payload": "", "properties": {"\ud800": "v"}}, 0, 10)
+
+
+@pytest.mark.parametrize(
+    ("text", "size"), [("", 0), ("QQ", 1), ("QQ==", 1), ("QUI", 2), ("QUJD", 3), ("QUJDRA", 4)]
+)
+def test_base64_sizes(text: str, size: int) -> None:
+    assert base64_decoded_size(text) == size
+    assert len(decode_base64_payload(text, size)) == size
+    with pytest.raises(PayloadTooLarge):
+        decode_base64_payload(text + "QUJD", size)
