@@ -19,6 +19,14 @@ class SystemClock:
         return time.monotonic_ns() // 1_000_000
 
 
+class WallClock:
+    """Milliseconds since the epoch: for times stored or compared across machines
+    (publish times, delayed delivery, TTL), never for measuring intervals."""
+
+    def now_ms(self) -> int:
+        return time.time_ns() // 1_000_000
+
+
 class ManualClock:
     def __init__(self, start_ms: int = 0) -> None:
         self._now = start_ms

@@ -15,15 +15,17 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="folio", description="Folio messaging system")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    up = sub.add_parser("up", help="start etcd + 3 storage nodes on loopback (data in ./.folio)")
+    up = sub.add_parser("up", help="start etcd, 3 storage nodes and 2 gateways on loopback")
     up.add_argument("--data", default=".folio", help="data root (default ./.folio)")
     up.add_argument("--etcd-port", type=int, default=2379, help="etcd client port (peer port = +1)")
     up.add_argument("--node-port", type=int, default=3181, help="first storage-node port (3 consecutive)")
     up.add_argument("--metrics-port", type=int, default=8001, help="first node metrics port (3 consecutive)")
     up.add_argument("--auditor-grace-ms", type=int, default=30_000)
+    up.add_argument("--gateway-port", type=int, default=8080, help="first gateway port (2 consecutive)")
 
     sub.add_parser("storage", help="run one storage node (see `folio storage --help`)", add_help=False)
     sub.add_parser("auditor", help="run the auto-recovery auditor", add_help=False)
+    sub.add_parser("gateway", help="run one gateway (see `folio gateway --help`)", add_help=False)
 
     status = sub.add_parser("status", help="members, ledgers, under-replicated counts")
     status.add_argument("--etcd", default="127.0.0.1:2379")
@@ -51,6 +53,10 @@ def main(argv: list[str] | None = None) -> int:
         from storage.auditor.main import main as auditor_main
 
         return auditor_main(argv[1:])
+    if argv and argv[0] == "gateway":
+        from gateway.main import main as gateway_main
+
+        return gateway_main(argv[1:])
     args = _parser().parse_args(argv)
     if args.command == "up":
         from folio.supervisor import LocalCluster, run_until_signalled
@@ -62,6 +68,7 @@ def main(argv: list[str] | None = None) -> int:
             root=Path(args.data).resolve(),
             etcd_client_port=args.etcd_port,
             etcd_peer_port=args.etcd_port + 1,
+            gateway_ports=(args.gateway_port, args.gateway_port + 1),
         )
         return run_until_signalled(cluster)
     if args.command == "status":

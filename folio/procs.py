@@ -151,6 +151,30 @@ class NodeProcess:
                 self.kill9()
 
 
+GATEWAY_READY_PREFIX = "FOLIO-GATEWAY READY "
+
+
+class GatewayProcess(NodeProcess):
+    """One gateway process (same lifecycle as a node; ``data_dir`` only names its log)."""
+
+    http_url = ""
+
+    def command(self) -> list[str]:
+        cmd = [sys.executable, "-m", "gateway.main", "--port", str(self.port), "--etcd", self.etcd]
+        if self.namespace:
+            cmd += ["--etcd-namespace", self.namespace]
+        return cmd + self.extra_args
+
+    def _pump_stdout(self, proc: subprocess.Popen[str]) -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            if line.startswith(GATEWAY_READY_PREFIX):
+                fields = dict(part.split("=", 1) for part in line.split()[2:])
+                self.http_url = fields["http"]
+                self.address = self.http_url.removeprefix("http://")
+                self._ready.set()
+
+
 AUDITOR_READY_PREFIX = "FOLIO-AUDITOR READY"
 
 

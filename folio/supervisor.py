@@ -14,10 +14,11 @@ from pathlib import Path
 from types import FrameType
 
 from coordination.etcd_server import EmbeddedEtcd
-from folio.procs import AuditorProcess, NodeProcess
+from folio.procs import AuditorProcess, GatewayProcess, NodeProcess
 
 DEFAULT_NODE_PORTS = (3181, 3182, 3183)
 DEFAULT_METRICS_PORTS = (8001, 8002, 8003)
+DEFAULT_GATEWAY_PORTS = (8080, 8081)
 
 
 @dataclass
@@ -31,6 +32,8 @@ class LocalCluster:
     nodes: list[NodeProcess] = field(default_factory=list)
     auditor: AuditorProcess | None = None
     auditor_grace_ms: int = 30_000
+    gateway_ports: tuple[int, ...] = DEFAULT_GATEWAY_PORTS
+    gateways: list[GatewayProcess] = field(default_factory=list)
 
     def start(self) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
@@ -52,6 +55,15 @@ class LocalCluster:
             etcd=self.etcd.endpoint, log_path=self.root / "auditor.log", grace_ms=self.auditor_grace_ms
         )
         self.auditor.start()
+        for port in self.gateway_ports:
+            gateway = GatewayProcess(
+                self.root / f"gateway-{port}",
+                self.etcd.endpoint,
+                port=port,
+                log_path=self.root / f"gateway-{port}.log",
+            )
+            gateway.start()
+            self.gateways.append(gateway)
 
     def describe(self) -> str:
         assert self.etcd is not None
@@ -63,11 +75,23 @@ class LocalCluster:
             )
         if self.auditor is not None:
             lines.append(f"auditor        pid {self.auditor.pid}, grace {self.auditor_grace_ms} ms")
+        for gateway in self.gateways:
+            lines.append(f"gateway        {gateway.http_url}   (pid {gateway.pid})")
+        if self.gateways:
+            url = self.gateways[0].http_url
+            lines.append(f"publish        curl -d 'hello' {url}/topics/persistent/public/default/demo")
+            lines.append(
+                f"consume        curl '{url}/consume/persistent/public/default/demo/sub"
+                "?subscriptionInitialPosition=Earliest'"
+            )
         lines.append(f"status         folio status --etcd {self.etcd.endpoint}")
         lines.append(f"logs           {self.root}/*.log")
         return "\n".join(lines)
 
     def stop(self) -> None:
+        for gateway in reversed(self.gateways):
+            gateway.stop()
+        self.gateways.clear()
         if self.auditor is not None:
             self.auditor.stop()
             self.auditor = None

@@ -97,6 +97,7 @@ class ProducerRecord:
     connected_since_ms: int
     msg_in: int = 0
     bytes_in: int = 0
+    closer: Callable[[str, str], None] | None = None  # the session's close(code, reason)
 
 
 @dataclass(slots=True)
@@ -512,6 +513,9 @@ class Topic:
         for token in self._batcher.drain():
             if not token.future.done():
                 token.future.set_exception(TopicUnavailable(f"topic {self.name} is closing; reconnect"))
+        for producer in list(self.producers.values()):
+            if producer.closer is not None:
+                producer.closer("topic_unloaded", f"topic {self.name} unloaded; reconnect")
         for sub in [*self.subscriptions.values(), *self.readers.values()]:
             for record in list(sub.consumers.values()):
                 record.sink.close("topic_unloaded", f"topic {self.name} unloaded; reconnect")

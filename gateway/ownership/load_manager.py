@@ -42,7 +42,7 @@ import logging
 from collections.abc import Awaitable, Callable, Iterable
 
 from coordination import keys
-from coordination.clock import Clock
+from coordination.clock import Clock, WallClock
 from coordination.election import Election
 from coordination.errors import CoordinationError, LeaseLost
 from coordination.session import LeaseSession
@@ -65,7 +65,7 @@ from gateway.ownership.records import (
     decode_owner,
     unload_key,
 )
-from gateway.ownership.registry import GatewayRegistry, WallClock, decode_gateways
+from gateway.ownership.registry import GatewayRegistry, decode_gateways
 
 log = logging.getLogger(__name__)
 

@@ -15,13 +15,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
 from coordination import keys, membership
-from coordination.clock import Clock
+from coordination.clock import Clock, WallClock
 from coordination.errors import CoordinationError, LeaseLost
 from coordination.session import LeaseSession
 from coordination.store import MetadataStore
@@ -31,13 +30,6 @@ from gateway.ownership.records import GatewayInfo, LoadReport, gateway_of_key
 log = logging.getLogger(__name__)
 
 DEFAULT_REPORT_INTERVAL_S = 5.0
-
-
-class WallClock:
-    """Milliseconds since the epoch (for values other machines compare against)."""
-
-    def now_ms(self) -> int:
-        return time.time_ns() // 1_000_000
 
 
 LoadProvider = Callable[[], LoadReport | Mapping[str, Any]]

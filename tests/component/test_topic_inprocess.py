@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
 
-from coordination.clock import SystemClock
+from coordination.clock import WallClock
 from gateway.broker.broker_errors import TopicUnavailable
 from gateway.broker.dispatch import ConsumerInfo
 from gateway.broker.dispatch.base import HashRange
@@ -62,7 +62,7 @@ class Sink:
 def message(i: int, producer: str = "p1", key: bytes | None = None) -> EntryMessage:
     return EntryMessage(
         payload=f"m{i}".encode(),
-        publish_time_ms=SystemClock().now_ms(),
+        publish_time_ms=WallClock().now_ms(),
         producer_name=producer,
         sequence_id=i,
         key=key,
@@ -87,7 +87,7 @@ async def services(ledger_cluster: Callable[[int], Awaitable[LedgerCluster]]) ->
         async def source(ns: NamespaceName) -> NamespaceView:
             return view
 
-        service = BrokerService(store, client, SystemClock(), source, log_config)
+        service = BrokerService(store, client, WallClock(), source, log_config)
         made.append((service, client))
         return service
 

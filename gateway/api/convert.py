@@ -1,0 +1,59 @@
+"""Conversions between the wire shapes (gateway.protocol) and the broker's types.
+
+Owns: building stored messages from publish requests, message-id <-> position
+mapping for one topic, and delivery frames. Rule: a message id names a topic
+partition by its ``partition`` field; an id whose partition is not this
+topic's is not this topic's message (acks of it move nothing).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gateway.broker.entry_format import EntryMessage
+from gateway.broker.message_id import MessageId
+from gateway.broker.positions import NO_BATCH, MessagePosition
+from gateway.broker.subscription import Delivery
+from gateway.protocol.ws_frames import PublishRequest, message_frame
+
+
+def entry_message(request: PublishRequest, producer: str, sequence_id: int, now_ms: int) -> EntryMessage:
+    return EntryMessage(
+        payload=request.payload,
+        publish_time_ms=now_ms,
+        producer_name=producer,
+        sequence_id=sequence_id,
+        key=request.key.encode() if request.key is not None else None,
+        properties=request.properties,
+        event_time_ms=request.event_time_ms or None,
+        deliver_at_ms=request.deliver_at_ms or None,
+    )
+
+
+def delivery_id(delivery: Delivery, partition: int) -> MessageId:
+    p = delivery.position
+    if delivery.batch_size:
+        return MessageId(p.ledger_id, p.entry_id, partition, p.batch_index, delivery.batch_size)
+    return MessageId(p.ledger_id, p.entry_id, partition, NO_BATCH, 0)
+
+
+def delivery_frame(delivery: Delivery, partition: int) -> dict[str, Any]:
+    message = delivery.message
+    return message_frame(
+        delivery_id(delivery, partition).to_base64(),
+        message.payload,
+        message.properties,
+        message.publish_time_ms,
+        delivery.redelivery_count,
+        message.event_time_ms or 0,
+        message.key.decode("utf-8", "replace") if message.key is not None else None,
+    )
+
+
+def position_of(message_id: MessageId, partition: int) -> MessagePosition | None:
+    """The position ``message_id`` names in a topic with ``partition`` (None: another topic)."""
+    if message_id.partition != partition and not (partition < 0 and message_id.partition < 0):
+        return None
+    if message_id.ledger_id < 0 or message_id.entry_id < 0:
+        return None
+    return MessagePosition(message_id.ledger_id, message_id.entry_id, message_id.batch_index)

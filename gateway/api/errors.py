@@ -1,0 +1,98 @@
+"""The one place where typed errors become HTTP statuses and WebSocket close codes.
+
+Owns: ``STATUS_BY_CODE`` (error ``code`` -> HTTP status) and ``close_code``
+(HTTP status -> WebSocket close code). Rules (DESIGN.md §7, pulsar-api.md
+§1.3-1.4): 400 bad input, 404 unknown, 409 conflicts, 412 invalid names
+(admin), 413 too large, 429/503 backpressure and moved topics, 500 else;
+error bodies are ``{"reason": "...", "code": "..."}``. WebSocket sessions are
+closed with ``4000 + status/100*100 + n``-style codes in the valid private
+range: 4000 + Pulsar's WebSocketError number for protocol errors, and
+4400/4404/4409/4413/4429/4503 mirroring the HTTP status for the rest, so a
+client can tell "reconnect later" (4503, 4429) from "fix your request" (44xx).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from starlette.responses import Response
+
+from coordination.errors import CoordinationError
+from gateway.errors import GatewayError
+from storage.errors import StorageError
+
+STATUS_BY_CODE: dict[str, int] = {
+    # names and metadata
+    "invalid_name": 412,
+    "invalid_argument": 400,
+    "invalid_policy": 400,
+    "not_found": 404,
+    "conflict": 409,
+    "already_exists": 409,
+    "precondition_failed": 412,
+    "corrupt_metadata": 500,
+    # protocol
+    "invalid_params": 400,
+    "invalid_frame": 400,
+    "bad_request": 400,
+    "protocol_error": 400,
+    "invalid_message_id": 400,
+    "invalid_message": 400,
+    "payload_too_large": 413,
+    "message_too_large": 413,
+    "too_large": 413,
+    # broker
+    "producer_busy": 409,
+    "consumer_busy": 409,
+    "subscription_type_mismatch": 409,
+    "not_allowed": 400,
+    "too_many_requests": 429,
+    "topic_unavailable": 503,
+    "topic_fenced": 503,
+    "duplicate_undetermined": 503,
+    "backlog_quota_exceeded": 503,
+    "log_error": 503,
+    # ownership, coordination, storage
+    "no_gateway_available": 503,
+    "bundle_unavailable": 503,
+    "ownership_session_lost": 503,
+    "metadata_unavailable": 503,
+    "compare_failed": 503,
+    "lease_lost": 503,
+    "not_enough_nodes": 503,
+    "quorum_lost": 503,
+    "node_unavailable": 503,
+    "ledger_fenced": 503,
+}
+
+AnyError = GatewayError | CoordinationError | StorageError
+
+
+def status_of(exc: BaseException) -> int:
+    code = getattr(exc, "code", "")
+    status = STATUS_BY_CODE.get(code)
+    if status is not None:
+        return status
+    return 503 if getattr(exc, "retriable", False) else 500
+
+
+def close_code(status: int) -> int:
+    """WebSocket close code for an HTTP-like status (valid private range 4000-4999)."""
+    return 4000 + status if 400 <= status < 600 else 4500
+
+
+def body(exc: BaseException) -> dict[str, Any]:
+    return {"reason": str(exc) or type(exc).__name__, "code": getattr(exc, "code", "internal_error")}
+
+
+def error_response(exc: BaseException, status: int | None = None) -> Response:
+    return Response(
+        orjson.dumps(body(exc)), status_code=status or status_of(exc), media_type="application/json"
+    )
+
+
+def reason_response(status: int, reason: str, code: str) -> Response:
+    return Response(
+        orjson.dumps({"reason": reason, "code": code}), status_code=status, media_type="application/json"
+    )

@@ -1,0 +1,190 @@
+"""Gateway: one gateway process's long-lived parts, wired together (asyncio shell).
+
+Owns: the etcd connection and lease session, the ledger client, the namespace
+store, bundle ownership (registry, ownership manager, load manager), the
+broker service, the HTTP client used to forward to other gateways, and the
+bounds of this gateway (sessions, payload size). Rules (DESIGN.md §6):
+- any gateway accepts any request; ``route(topic)`` says whether this gateway
+  owns the topic's bundle (serve it) or which gateway does (forward/relay);
+- when a bundle is lost (lease lost, unload, deleted key) its topics are
+  dropped at once; an unload request closes them gracefully first;
+- shutdown releases bundles after closing topics (ledgers closed, cursors
+  persisted) so the next owner recovers nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import logging
+from dataclasses import dataclass, field
+
+import httpx
+
+from coordination.clock import SystemClock, WallClock
+from coordination.session import LeaseSession
+from coordination.store import MetadataStore
+from gateway.broker.entry_format import EntryMessage
+from gateway.broker.log_policy import Retention
+from gateway.broker.managed_log import LogConfig
+from gateway.broker.service import BrokerService, NamespaceView
+from gateway.broker.topic import TopicPolicies
+from gateway.meta.namespaces import NamespaceStore
+from gateway.meta.policies import Policies
+from gateway.names import NamespaceName, TopicName
+from gateway.ownership.bundles import NamespaceBundle
+from gateway.ownership.load_manager import LoadManager
+from gateway.ownership.owner import LossReason, OwnerInfo, OwnershipManager
+from gateway.ownership.records import LoadReport
+from gateway.ownership.registry import GatewayRegistry
+from storage.client.api import LedgerClient
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class GatewayConfig:
+    gateway_id: str
+    http_url: str  # how other gateways and clients reach this one
+    lease_ttl_s: int = 10
+    max_message_bytes: int = 5 * 1024 * 1024 - 64 * 1024  # payload limit (an entry is 5 MiB)
+    sessions_max: int = 10_000  # WebSocket + HTTP-consume sessions
+    pending_bytes_per_session: int = 16 * 1024 * 1024
+    log: LogConfig = field(default_factory=LogConfig)
+    load_manager_interval_s: float = 5.0
+
+
+def topic_policies(policies: Policies) -> TopicPolicies:
+    quota = policies.backlog_quotas.get("destination_storage")
+    return TopicPolicies(
+        dedup=policies.deduplication,
+        retention=Retention(policies.retention.time_minutes, policies.retention.size_mb),
+        ttl_seconds=policies.message_ttl_seconds or 0,
+        max_consumers_per_subscription=policies.max_consumers_per_subscription or 0,
+        max_producers=policies.max_producers_per_topic or 0,
+        backlog_limit_bytes=quota.limit_size if quota is not None else -1,
+        backlog_policy=quota.policy if quota is not None else "producer_request_hold",
+    )
+
+
+class Gateway:
+    def __init__(self, store: MetadataStore, config: GatewayConfig) -> None:
+        self.store = store
+        self.config = config
+        self.clock = WallClock()  # publish times, delays, TTL: wall time
+        self.session = LeaseSession(store, config.lease_ttl_s)
+        self.client = LedgerClient(store, SystemClock())
+        self.namespaces = NamespaceStore(store)
+        self.registry = GatewayRegistry(
+            store, self.session, config.gateway_id, config.http_url, load_provider=self.load_report
+        )
+        self.ownership = OwnershipManager(
+            store, self.session, config.gateway_id, config.http_url, registry=self.registry
+        )
+        self.load_manager = LoadManager(
+            store,
+            self.session,
+            config.gateway_id,
+            interval_s=config.load_manager_interval_s,
+            registry=self.registry,
+        )
+        self.service = BrokerService(store, self.client, self.clock, self._namespace_view, config.log)
+        self.service.is_local = self.ownership.is_owner
+        self.service.remote_publish = self._remote_publish
+        self.http = httpx.AsyncClient(timeout=30.0)
+        self.sessions = 0
+        self.closing = False
+
+    # ------------------------------------------------------------ lifecycle
+
+    async def start(self) -> None:
+        await self.session.start()
+        await self.namespaces.start()
+        await self.namespaces.ensure_defaults()
+        await self.registry.start()
+        await self.ownership.start()
+        self.ownership.on_bundle_lost(self._bundle_lost)
+        self.ownership.on_unload_requested(self._unload_bundle)
+        await self.load_manager.start()
+        self.service.start()
+
+    async def close(self) -> None:
+        self.closing = True
+        with contextlib.suppress(Exception):
+            await self.load_manager.close()
+        await self.service.close()  # ledgers closed, cursors persisted
+        with contextlib.suppress(Exception):
+            await self.ownership.close(release=True)
+        with contextlib.suppress(Exception):
+            await self.registry.close()
+        with contextlib.suppress(Exception):
+            await self.namespaces.close()
+        await self.client.close()
+        await self.http.aclose()
+        with contextlib.suppress(Exception):
+            await self.session.close()
+
+    def load_report(self) -> LoadReport:
+        rate = sum(t.msg_in for t in self.service.topics.values())
+        return LoadReport(topics=len(self.service.topics), sessions=self.sessions, msg_rate_in=float(rate))
+
+    # ------------------------------------------------------------ ownership
+
+    async def _namespace_view(self, ns: NamespaceName) -> NamespaceView:
+        try:
+            policies = await self.namespaces.policies(ns)
+        except Exception:
+            return NamespaceView(False)
+        if policies.deleted:
+            return NamespaceView(False)
+        auto = policies.auto_topic_creation
+        partitions = (auto.default_num_partitions or 1) if auto.topic_type == "partitioned" else 0
+        return NamespaceView(True, auto.allow, partitions, topic_policies(policies))
+
+    async def route(self, topic: TopicName, *, authoritative: bool = False) -> OwnerInfo:
+        policies = await self.namespaces.policies(topic.namespace_name)
+        boundaries = list(policies.bundles.boundaries)
+        return await self.ownership.lookup(topic, boundaries, authoritative=authoritative)
+
+    async def _bundle_lost(self, bundle: NamespaceBundle, reason: LossReason) -> None:
+        if reason is LossReason.RELEASED:
+            return
+        dropped = await self.service.drop_where(bundle.contains)
+        if dropped:
+            log.warning("bundle %s lost (%s): dropped %d topics", bundle.path, reason.value, dropped)
+
+    async def _unload_bundle(self, bundle: NamespaceBundle) -> None:
+        await self.service.unload_where(bundle.contains)
+
+    # ------------------------------------------------------------ forwarding
+
+    async def _remote_publish(self, topic: str, message: EntryMessage) -> None:
+        """Publish one message to a topic owned by another gateway (dead letters)."""
+        name = TopicName.parse(topic)
+        owner = await self.route(name)
+        if owner.is_self:
+            target = await self.service.topic(name)
+            await target.publish(message)
+            return
+        body = {
+            "producerName": message.producer_name,
+            "messages": [
+                {
+                    "payload": base64.b64encode(message.payload).decode(),
+                    "payloadEncoding": "base64",
+                    "properties": dict(message.properties),
+                    **({"key": message.key.decode("utf-8", "replace")} if message.key is not None else {}),
+                }
+            ],
+        }
+        url = f"{owner.http_url}/topics/{name.path}?authoritative=true"
+        response = await self.http.post(url, json=body)
+        response.raise_for_status()
+        result = response.json()["messagePublishResults"][0]
+        if result.get("errorCode", 0):
+            raise RuntimeError(f"publish to {name} failed: {result.get('errorMsg')}")
+
+
+async def wait_forever() -> None:
+    await asyncio.Event().wait()

@@ -1,0 +1,124 @@
+"""Plain-HTTP consumers: long-poll fetch, ack and nack over REST (Folio extension).
+
+Owns: the HTTP consumers this gateway holds, keyed by (topic, subscription,
+consumer name), each a pull-mode consumer of its subscription with a bounded
+buffer of delivered messages. Rules (DESIGN.md §7, pulsar-api.md §7 row 12):
+- ``fetch(max, wait)`` grants credit for what the buffer lacks, waits up to
+  ``wait`` for at least one message and returns up to ``max``; what it returns
+  stays unacked at this consumer until acked, nacked or the consumer expires;
+- a consumer not polled for ``idle_ms`` is removed: its unacked messages are
+  redelivered to other consumers (Shared) as with a WebSocket disconnect;
+- at most ``consumers_max`` HTTP consumers per gateway, ``FETCH_MAX`` per call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections import deque
+from dataclasses import dataclass, field
+
+from gateway.broker.broker_errors import TooManyRequests
+from gateway.broker.dispatch.base import HashRange
+from gateway.broker.subscription import Delivery, Subscription
+from gateway.broker.topic import Topic
+
+FETCH_MAX = 1000
+IDLE_MS = 60_000
+CONSUMERS_MAX = 1000
+
+
+@dataclass(eq=False)
+class HttpConsumer:
+    topic: Topic
+    sub: Subscription | None = None
+    consumer_id: int = 0
+    buffer: deque[Delivery] = field(default_factory=deque)
+    arrived: asyncio.Event = field(default_factory=asyncio.Event)
+    last_used_ms: int = 0
+    closed: bool = False
+    granted: int = 0  # credit given and not yet used
+
+    # ConsumerSink
+    def deliver(self, deliveries: list[Delivery]) -> None:
+        self.buffer.extend(deliveries)
+        self.granted = max(0, self.granted - len(deliveries))
+        self.arrived.set()
+
+    def active_changed(self, active: bool) -> None:
+        pass
+
+    def ranges_changed(self, ranges: tuple[HashRange, ...]) -> None:
+        pass
+
+    def close(self, code: str, reason: str) -> None:
+        self.closed = True
+        self.arrived.set()
+
+    async def fetch(self, max_messages: int, wait_ms: int) -> list[Delivery]:
+        sub = self.sub
+        assert sub is not None
+        want = max(0, max_messages - len(self.buffer) - self.granted)
+        if want:
+            self.granted += want
+            sub.permits(self.consumer_id, want)
+        if not self.buffer and wait_ms > 0 and not self.closed:
+            self.arrived.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.arrived.wait(), wait_ms / 1000)
+        out: list[Delivery] = []
+        while self.buffer and len(out) < max_messages:
+            out.append(self.buffer.popleft())
+        return out
+
+
+class HttpConsumers:
+    def __init__(self, consumers_max: int = CONSUMERS_MAX, idle_ms: int = IDLE_MS) -> None:
+        self._consumers: dict[tuple[str, str, str], HttpConsumer] = {}
+        self._consumers_max = consumers_max
+        self._idle_ms = idle_ms
+        self._reaper: asyncio.Task[None] | None = None
+
+    def get(self, key: tuple[str, str, str]) -> HttpConsumer | None:
+        consumer = self._consumers.get(key)
+        if consumer is not None and (consumer.closed or consumer.topic.closed):
+            self._drop(key)
+            return None
+        return consumer
+
+    def add(self, key: tuple[str, str, str], consumer: HttpConsumer) -> None:
+        if len(self._consumers) >= self._consumers_max:
+            raise TooManyRequests(f"this gateway holds its maximum of {self._consumers_max} HTTP consumers")
+        self._consumers[key] = consumer
+        if self._reaper is None:
+            self._reaper = asyncio.get_running_loop().create_task(self._reap())
+
+    def _drop(self, key: tuple[str, str, str]) -> None:
+        consumer = self._consumers.pop(key, None)
+        if consumer is not None and consumer.sub is not None:
+            consumer.sub.remove_consumer(consumer.consumer_id)
+            consumer.closed = True
+
+    async def _reap(self) -> None:
+        while True:
+            await asyncio.sleep(1.0)
+            now = asyncio.get_running_loop().time() * 1000
+            for key, consumer in list(self._consumers.items()):
+                if consumer.closed or now - consumer.last_used_ms > self._idle_ms:
+                    self._drop(key)
+
+    def now_ms(self) -> int:
+        return int(asyncio.get_running_loop().time() * 1000)
+
+    def remove(self, key: tuple[str, str, str]) -> bool:
+        present = key in self._consumers
+        self._drop(key)
+        return present
+
+    async def close(self) -> None:
+        for key in list(self._consumers):
+            self._drop(key)
+        if self._reaper is not None:
+            self._reaper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._reaper

@@ -1,0 +1,418 @@
+"""Messaging routes: WebSocket v2, REST producer, raw publish, HTTP consume, lookup, health.
+
+Owns: the URL surface users publish and consume through, and where each
+request is served. Rules (DESIGN.md §6-7, pulsar-api.md §1-2, §5.2):
+- any gateway accepts any request; the owner of the topic's bundle serves it;
+  a non-owner relays WebSocket sessions and forwards REST calls to the owner
+  (with ``authoritative=true`` so the owner never bounces it again);
+- a partitioned topic is served by the gateways owning its partitions: REST
+  publishes are split per partition (key hash, else round robin) and each part
+  is forwarded to its owner;
+- errors go out through ``gateway.api.errors`` only.
+"""
+
+from __future__ import annotations
+
+import itertools
+import secrets
+from typing import TYPE_CHECKING, Annotated, Any
+
+import orjson
+from fastapi import APIRouter, Query, Request, WebSocket
+from starlette.responses import Response
+
+from gateway.api.convert import delivery_frame, entry_message, position_of
+from gateway.api.errors import error_response, reason_response
+from gateway.api.http_consume import FETCH_MAX, HttpConsumer, HttpConsumers
+from gateway.api.ws_consumer import serve_consumer, serve_reader
+from gateway.api.ws_producer import serve_producer
+from gateway.api.ws_session import deny, relay, relay_url
+from gateway.broker.broker_errors import TopicUnavailable
+from gateway.broker.key_hash import murmur3_32
+from gateway.broker.topic import PublishResult, Topic
+from gateway.errors import GatewayError
+from gateway.names import InvalidName, TopicName, check_subscription
+from gateway.protocol.params import parse_consumer_params, parse_producer_params, parse_reader_params
+from gateway.protocol.rest import (
+    ack_error,
+    ack_ok,
+    fetch_response,
+    parse_ack_body,
+    parse_producer_messages,
+    parse_raw_headers,
+    producer_acks,
+)
+from gateway.protocol.ws_frames import PublishRequest
+
+if TYPE_CHECKING:
+    from gateway.api.gateway import Gateway
+
+JSON = "application/json"
+_round_robin = itertools.count()
+Max = Annotated[int, Query(ge=1, le=FETCH_MAX, description="most messages to return")]
+Wait = Annotated[int, Query(ge=0, le=60_000, description="long-poll wait in ms")]
+
+
+def _json(data: Any, status: int = 200) -> Response:
+    return Response(orjson.dumps(data), status_code=status, media_type=JSON)
+
+
+def _authoritative(query: dict[str, str]) -> bool:
+    return query.get("authoritative", "false").lower() == "true"
+
+
+def make_router(get_gateway: Any) -> APIRouter:
+    router = APIRouter()
+    consumers = HttpConsumers()
+
+    def gw() -> Gateway:
+        gateway: Gateway = get_gateway()
+        return gateway
+
+    async def local_topic(name: TopicName, query: dict[str, str]) -> Topic | str:
+        """The loaded topic if this gateway owns it, else the owner's base URL."""
+        gateway = gw()
+        owner = await gateway.route(name, authoritative=_authoritative(query))
+        if not owner.is_self:
+            return owner.http_url
+        return await gateway.service.topic(name)
+
+    # ------------------------------------------------------------ health and lookup
+
+    @router.get("/admin/v2/brokers/health", tags=["health"])
+    async def health() -> Response:
+        gateway = gw()
+        if gateway.closing or gateway.session.lost.is_set():
+            return Response("not ok", status_code=503, media_type="text/plain")
+        return Response("ok", media_type="text/plain")
+
+    @router.get("/lookup/v2/topic/{domain}/{tenant}/{namespace}/{topic}", tags=["lookup"])
+    async def lookup(domain: str, tenant: str, namespace: str, topic: str, request: Request) -> Response:
+        try:
+            name = TopicName.of(domain, tenant, namespace, topic)
+            owner = await gw().route(name, authoritative=_authoritative(dict(request.query_params)))
+        except (GatewayError, InvalidName) as exc:
+            return error_response(exc)
+        ws = owner.http_url.replace("http://", "ws://", 1)
+        return _json(
+            {
+                "brokerUrl": ws,
+                "httpUrl": owner.http_url,
+                "nativeUrl": ws,
+                "brokerUrlTls": None,
+                "httpUrlTls": None,
+            }
+        )
+
+    @router.get("/lookup/v2/topic/{domain}/{tenant}/{namespace}/{topic}/bundle", tags=["lookup"])
+    async def lookup_bundle(domain: str, tenant: str, namespace: str, topic: str) -> Response:
+        try:
+            name = TopicName.of(domain, tenant, namespace, topic)
+            owner = await gw().route(name)
+        except (GatewayError, InvalidName) as exc:
+            return error_response(exc)
+        return _json(owner.bundle.range.name)
+
+    # ------------------------------------------------------------ WebSocket
+
+    async def _ws_topic(websocket: WebSocket, name: TopicName) -> Topic | None:
+        query = dict(websocket.query_params)
+        try:
+            where = await local_topic(name, query)
+        except Exception as exc:
+            await deny(websocket, exc)
+            return None
+        if isinstance(where, str):
+            await relay(websocket, relay_url(where, websocket.url.path, query))
+            return None
+        return where
+
+    @router.websocket("/ws/v2/producer/{domain}/{tenant}/{namespace}/{topic}")
+    async def ws_producer(websocket: WebSocket, domain: str, tenant: str, namespace: str, topic: str) -> None:
+        try:
+            name = TopicName.of(domain, tenant, namespace, topic)
+            params = parse_producer_params(dict(websocket.query_params))
+            await _check_not_partitioned(name)
+        except Exception as exc:
+            await deny(websocket, exc)
+            return
+        local = await _ws_topic(websocket, name)
+        if local is not None:
+            await serve_producer(gw(), websocket, local, params)
+
+    @router.websocket("/ws/v2/consumer/{domain}/{tenant}/{namespace}/{topic}/{subscription}")
+    async def ws_consumer(
+        websocket: WebSocket, domain: str, tenant: str, namespace: str, topic: str, subscription: str
+    ) -> None:
+        try:
+            name = TopicName.of(domain, tenant, namespace, topic)
+            check_subscription(subscription)
+            params = parse_consumer_params(dict(websocket.query_params))
+            await _check_not_partitioned(name)
+        except Exception as exc:
+            await deny(websocket, exc)
+            return
+        local = await _ws_topic(websocket, name)
+        if local is not None:
+            await serve_consumer(gw(), websocket, local, subscription, params)
+
+    @router.websocket("/ws/v2/reader/{domain}/{tenant}/{namespace}/{topic}")
+    async def ws_reader(websocket: WebSocket, domain: str, tenant: str, namespace: str, topic: str) -> None:
+        try:
+            name = TopicName.of(domain, tenant, namespace, topic)
+            params = parse_reader_params(dict(websocket.query_params))
+            await _check_not_partitioned(name)
+        except Exception as exc:
+            await deny(websocket, exc)
+            return
+        local = await _ws_topic(websocket, name)
+        if local is not None:
+            await serve_reader(gw(), websocket, local, params)
+
+    @router.websocket("/ws/v2/pingpong")
+    async def ws_pingpong(websocket: WebSocket) -> None:
+        await websocket.accept()
+        try:
+            while True:
+                message = await websocket.receive()
+                if message["type"] == "websocket.disconnect":
+                    return
+        except Exception:
+            return
+
+    async def _check_not_partitioned(name: TopicName) -> None:
+        if name.is_partition:
+            return
+        partitions = await gw().namespaces.get_partitions(name)
+        if partitions > 0:
+            raise TopicUnavailable(
+                f"{name} is partitioned ({partitions} partitions): connect to {name.local}-partition-N "
+                "(partition-aware WebSocket sessions are not served yet)"
+            )
+
+    # ------------------------------------------------------------ REST producer
+
+    async def _publish_local(
+        topic: Topic, producer: str, requests: list[PublishRequest]
+    ) -> list[dict[str, Any]]:
+        gateway = gw()
+        now = gateway.clock.now_ms()
+        futures = []
+        for request in requests:
+            sequence = request.sequence_id
+            if sequence is None:
+                sequence = topic.last_sequence_id(producer) + 1 if topic.policies.dedup else 0
+            futures.append(topic.publish(entry_message(request, producer, sequence, now)))
+        results: list[dict[str, Any]] = []
+        for future in futures:
+            try:
+                result: PublishResult = await future
+                results.append(ack_ok(result.message_id, result.duplicate))
+            except GatewayError as exc:
+                results.append(ack_error(topic.partition, str(exc), exc.retriable))
+        return results
+
+    async def _forward(url: str, request: Request, body: bytes) -> Response:
+        headers = {k: v for k, v in request.headers.items() if k.lower() not in ("host", "content-length")}
+        params = {**dict(request.query_params), "authoritative": "true"}
+        upstream = await gw().http.request(request.method, url, content=body, headers=headers, params=params)
+        return Response(
+            upstream.content, status_code=upstream.status_code, headers=_pass_headers(upstream.headers)
+        )
+
+    async def _produce(name: TopicName, request: Request) -> Response:
+        gateway = gw()
+        body = await request.body()
+        query = dict(request.query_params)
+        try:
+            now = gateway.clock.now_ms()
+            limit = gateway.config.max_message_bytes
+            content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+            if content_type == JSON:
+                parsed = parse_producer_messages(body, now, limit)
+                producer, requests = parsed.producer_name, parsed.messages
+            else:
+                raw, raw_producer = parse_raw_headers(dict(request.headers), body, now, limit)
+                producer, requests = raw_producer or "RestProducer", [raw]
+            partitions = 0 if name.is_partition else await gateway.namespaces.get_partitions(name)
+            if partitions > 0:
+                return await _produce_partitioned(name, partitions, producer, requests)
+            where = await local_topic(name, query)
+            if isinstance(where, str):
+                return await _forward(f"{where}{request.url.path}", request, body)
+            results = await _publish_local(where, producer, requests)
+        except (GatewayError, InvalidName) as exc:
+            return error_response(exc)
+        if content_type != JSON:
+            first = results[0]
+            status = 200 if not first.get("errorCode") else (503 if first["errorCode"] == 1 else 500)
+            return _json(first, status)
+        return Response(producer_acks(results), media_type=JSON)
+
+    async def _produce_partitioned(
+        name: TopicName, partitions: int, producer: str, requests: list[PublishRequest]
+    ) -> Response:
+        gateway = gw()
+        groups: dict[int, list[tuple[int, PublishRequest]]] = {}
+        for i, request in enumerate(requests):
+            if request.key is not None:
+                index = (murmur3_32(request.key.encode()) & 0x7FFFFFFF) % partitions
+            else:
+                index = next(_round_robin) % partitions
+            groups.setdefault(index, []).append((i, request))
+        results: list[dict[str, Any]] = [{}] * len(requests)
+        for index, items in groups.items():
+            part = name.partition(index)
+            where = await local_topic(part, {})
+            if isinstance(where, str):
+                body = {
+                    "producerName": producer,
+                    "messages": [_rest_message(r) for _, r in items],
+                }
+                upstream = await gateway.http.post(
+                    f"{where}/topics/{part.path}", json=body, params={"authoritative": "true"}
+                )
+                got = upstream.json().get("messagePublishResults", [])
+                part_results = (
+                    got if len(got) == len(items) else [ack_error(index, "forward failed", True)] * len(items)
+                )
+            else:
+                part_results = await _publish_local(where, producer, [r for _, r in items])
+            for (i, _), result in zip(items, part_results, strict=True):
+                results[i] = result
+        return Response(producer_acks(results), media_type=JSON)
+
+    @router.post("/topics/{domain}/{tenant}/{namespace}/{topic}", tags=["produce"])
+    async def produce(domain: str, tenant: str, namespace: str, topic: str, request: Request) -> Response:
+        try:
+            name = TopicName.of(domain, tenant, namespace, topic)
+        except InvalidName as exc:
+            return error_response(exc)
+        return await _produce(name, request)
+
+    @router.post("/topics/{domain}/{tenant}/{namespace}/{topic}/partitions/{partition}", tags=["produce"])
+    async def produce_partition(
+        domain: str, tenant: str, namespace: str, topic: str, partition: int, request: Request
+    ) -> Response:
+        try:
+            base = TopicName.of(domain, tenant, namespace, topic)
+            if base.is_partition:
+                raise InvalidName(f"{topic} already names a partition")
+            name = base.partition(partition)
+        except InvalidName as exc:
+            return reason_response(400, str(exc), exc.code)
+        return await _produce(name, request)
+
+    # ------------------------------------------------------------ HTTP consume
+
+    @router.get("/consume/{domain}/{tenant}/{namespace}/{topic}/{subscription}", tags=["consume"])
+    async def fetch(
+        domain: str,
+        tenant: str,
+        namespace: str,
+        topic: str,
+        subscription: str,
+        request: Request,
+        max: Max = 100,
+        waitMs: Wait = 5000,
+    ) -> Response:
+        query = dict(request.query_params)
+        try:
+            name = TopicName.of(domain, tenant, namespace, topic)
+            check_subscription(subscription)
+            params = parse_consumer_params(
+                {**query, "pullMode": "true", "subscriptionType": query.get("subscriptionType", "Shared")}
+            )
+            where = await local_topic(name, query)
+            if isinstance(where, str):
+                return await _forward(f"{where}{request.url.path}", request, b"")
+            consumer_name = params.consumer_name or "http"
+            key = (str(name), subscription, consumer_name)
+            consumer = consumers.get(key)
+            if consumer is None:
+                consumer = HttpConsumer(where)
+                sub, consumer_id = await where.subscribe(
+                    subscription,
+                    params.subscription_type,
+                    params.to_consumer_info(consumer_name),
+                    consumer,
+                    initial=params.initial_position,
+                    dead_letter_topic=params.dead_letter_topic,
+                )
+                consumer.sub, consumer.consumer_id = sub, consumer_id
+                consumers.add(key, consumer)
+            consumer.last_used_ms = consumers.now_ms()
+            got = await consumer.fetch(max, waitMs)
+            consumer.last_used_ms = consumers.now_ms()
+        except (GatewayError, InvalidName) as exc:
+            return error_response(exc)
+        return Response(fetch_response([delivery_frame(d, where.partition) for d in got]), media_type=JSON)
+
+    async def _settle(
+        domain: str, tenant: str, namespace: str, topic: str, subscription: str, request: Request, nack: bool
+    ) -> Response:
+        body = await request.body()
+        query = dict(request.query_params)
+        try:
+            name = TopicName.of(domain, tenant, namespace, topic)
+            ids = parse_ack_body(body)
+            where = await local_topic(name, query)
+            if isinstance(where, str):
+                return await _forward(f"{where}{request.url.path}", request, body)
+            consumer = consumers.get((str(name), subscription, query.get("consumerName", "http")))
+            sub = where.subscriptions.get(subscription)
+            if sub is None:
+                return reason_response(404, f"subscription {subscription} does not exist", "not_found")
+            positions = [p for p in (position_of(i, where.partition) for i in ids) if p is not None]
+            consumer_id = consumer.consumer_id if consumer is not None else 0
+            if nack:
+                sub.nack(consumer_id, positions)
+                return _json({"nacked": len(positions)})
+            acked = sub.ack(consumer_id, positions)
+        except (GatewayError, InvalidName) as exc:
+            return error_response(exc)
+        return _json({"acked": acked})
+
+    @router.post("/consume/{domain}/{tenant}/{namespace}/{topic}/{subscription}/ack", tags=["consume"])
+    async def ack(
+        domain: str, tenant: str, namespace: str, topic: str, subscription: str, request: Request
+    ) -> Response:
+        return await _settle(domain, tenant, namespace, topic, subscription, request, False)
+
+    @router.post("/consume/{domain}/{tenant}/{namespace}/{topic}/{subscription}/nack", tags=["consume"])
+    async def nack(
+        domain: str, tenant: str, namespace: str, topic: str, subscription: str, request: Request
+    ) -> Response:
+        return await _settle(domain, tenant, namespace, topic, subscription, request, True)
+
+    router.consumers = consumers  # type: ignore[attr-defined]
+    return router
+
+
+def _rest_message(request: PublishRequest) -> dict[str, Any]:
+    import base64
+
+    out: dict[str, Any] = {
+        "payload": base64.b64encode(request.payload).decode(),
+        "payloadEncoding": "base64",
+        "properties": request.properties,
+    }
+    if request.key is not None:
+        out["key"] = request.key
+    if request.sequence_id is not None:
+        out["sequenceId"] = request.sequence_id
+    if request.event_time_ms:
+        out["eventTime"] = request.event_time_ms
+    if request.deliver_at_ms:
+        out["deliverAt"] = request.deliver_at_ms
+    return out
+
+
+def _pass_headers(headers: Any) -> dict[str, str]:
+    return {
+        k: v for k, v in headers.items() if k.lower() in ("content-type",) or k.lower().startswith("x-pulsar")
+    }
+
+
+def new_name() -> str:
+    return secrets.token_hex(4)

@@ -1,0 +1,239 @@
+"""WebSocket v2 consumer and reader endpoints (pulsar-api.md §1.6-1.7), served by the owner.
+
+Owns: one consumer (or reader) session: it is the subscription's sink for
+this consumer (deliveries become JSON frames) and turns client commands into
+acks, cumulative acks, nacks, permits, seeks and unsubscribe. Rules:
+- push mode: the dispatcher keeps at most ``receiverQueueSize`` unacked
+  messages at this consumer (credit is released by ack, nack and redelivery -
+  pulsar #2731 fixed); pull mode: only explicit ``permit`` frames give credit;
+- any frame without a known ``type`` is an ack (Pulsar); a frame that cannot
+  be parsed closes the session with 4003 (Pulsar's code 3, in the valid range);
+- ids of another topic or never delivered move nothing;
+- Folio extras: ``ackCumulative`` (Exclusive/Failover), ``seek`` by id or
+  time, batched delivery (``batchDelivery=true``) and batched acks;
+- a reader is an Exclusive non-durable cursor; its frames only release credit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+from typing import TYPE_CHECKING
+
+import orjson
+from starlette.websockets import WebSocket, WebSocketDisconnect
+
+from gateway.api.convert import delivery_frame, position_of
+from gateway.api.errors import close_code
+from gateway.api.ws_session import Outbound, deny
+from gateway.broker.dispatch import ConsumerInfo
+from gateway.broker.dispatch.base import HashRange
+from gateway.broker.positions import EARLIEST, LATEST, Position
+from gateway.broker.subscription import Delivery, Subscription
+from gateway.broker.topic import Topic
+from gateway.errors import GatewayError
+from gateway.protocol.errors import ProtocolError
+from gateway.protocol.params import ConsumerParams, ReaderParams
+from gateway.protocol.ws_frames import (
+    Ack,
+    AckCumulative,
+    IsEndOfTopic,
+    Nack,
+    Permit,
+    Seek,
+    Unsubscribe,
+    active_notice,
+    end_of_topic_reply,
+    messages_frame,
+    parse_command,
+    ranges_notice,
+)
+
+if TYPE_CHECKING:
+    from gateway.api.gateway import Gateway
+
+WS_DESERIALIZE = 3
+
+
+class ConsumerSession:
+    """A connected consumer: the subscription's sink and the client's commands."""
+
+    def __init__(self, gateway: Gateway, websocket: WebSocket, topic: Topic, batch_delivery: bool) -> None:
+        self.gateway = gateway
+        self.websocket = websocket
+        self.topic = topic
+        self.partition = topic.partition
+        self.batch_delivery = batch_delivery
+        self.out = Outbound(websocket)
+        self.sub: Subscription | None = None
+        self.consumer_id = 0
+        self.reader = False
+
+    # ConsumerSink ---------------------------------------------------------
+
+    def deliver(self, deliveries: list[Delivery]) -> None:
+        partition = self.partition
+        frames = [delivery_frame(d, partition) for d in deliveries]
+        if self.batch_delivery:
+            self.out.send(messages_frame(frames))
+        else:
+            for frame in frames:
+                self.out.send(orjson.dumps(frame))
+
+    def active_changed(self, active: bool) -> None:
+        self.out.send(active_notice(active))
+
+    def ranges_changed(self, ranges: tuple[HashRange, ...]) -> None:
+        self.out.send(ranges_notice(ranges))
+
+    def close(self, code: str, reason: str) -> None:
+        status = 404 if code == "subscription_deleted" else 503
+        self.out.close(close_code(status), reason)
+
+    # commands -------------------------------------------------------------
+
+    def on_frame(self, data: str) -> None:
+        sub = self.sub
+        assert sub is not None
+        try:
+            command = parse_command(data)
+        except ProtocolError as exc:
+            self.out.close(4000 + (exc.ws_code or WS_DESERIALIZE), exc.message)
+            return
+        if isinstance(command, Ack):
+            positions = [p for p in (position_of(i, self.partition) for i in command.message_ids) if p]
+            sub.ack(self.consumer_id, positions)
+        elif isinstance(command, AckCumulative):
+            position = position_of(command.message_id, self.partition)
+            if position is not None:
+                try:
+                    sub.ack_cumulative(self.consumer_id, position)
+                except GatewayError as exc:
+                    self.out.send(orjson.dumps({"type": "error", "code": exc.code, "errorMsg": str(exc)}))
+        elif isinstance(command, Nack):
+            positions = [p for p in (position_of(i, self.partition) for i in command.message_ids) if p]
+            sub.nack(self.consumer_id, positions)
+        elif isinstance(command, Permit):
+            sub.permits(self.consumer_id, command.n)
+        elif isinstance(command, IsEndOfTopic):
+            self.out.send(end_of_topic_reply(False))
+        elif isinstance(command, Unsubscribe):
+            self._unsubscribe()
+        elif isinstance(command, Seek):
+            self._seek(command)
+
+    def _unsubscribe(self) -> None:
+        sub = self.sub
+        assert sub is not None
+        if self.reader:
+            return
+        others = [c for c in sub.consumers if c != self.consumer_id]
+        if others:
+            self.out.close(
+                4000 + WS_DESERIALIZE, f"cannot unsubscribe: {len(others)} other consumers connected"
+            )
+            return
+        sub.remove_consumer(self.consumer_id)
+        asyncio.get_running_loop().create_task(self.topic.unsubscribe(sub.name, force=True))
+
+    def _seek(self, command: Seek) -> None:
+        sub = self.sub
+        assert sub is not None
+        if command.timestamp_ms is not None:
+            timestamp = command.timestamp_ms
+
+            async def by_time() -> None:
+                position = await self.topic.first_position_at_or_after(timestamp)
+                if position is None:
+                    sub.seek(LATEST)
+                else:
+                    sub.seek(position, inclusive=True)
+
+            asyncio.get_running_loop().create_task(by_time())
+            return
+        message_id = command.message_id
+        if message_id is None:
+            return
+        if message_id.ledger_id < 0:
+            sub.seek(EARLIEST)
+        elif message_id.ledger_id >= 2**63 - 1:
+            sub.seek(LATEST)
+        else:
+            sub.seek(Position(message_id.ledger_id, message_id.entry_id), inclusive=command.inclusive)
+
+    async def run(self) -> None:
+        ws = self.websocket
+        try:
+            while not self.out.closed:
+                message = await ws.receive()
+                if message["type"] == "websocket.disconnect":
+                    break
+                text = message.get("text")
+                if text is None:
+                    text = (message.get("bytes") or b"").decode("utf-8", "replace")
+                self.on_frame(text)
+        except (WebSocketDisconnect, RuntimeError):
+            pass
+        finally:
+            sub = self.sub
+            if sub is not None:
+                sub.remove_consumer(self.consumer_id)
+                if self.reader:
+                    await self.topic.remove_reader(sub)
+            await self.out.finish()
+
+
+async def serve_consumer(
+    gateway: Gateway, websocket: WebSocket, topic: Topic, subscription: str, params: ConsumerParams
+) -> None:
+    session = ConsumerSession(gateway, websocket, topic, params.batch_delivery)
+    name = params.consumer_name or f"consumer-{secrets.token_hex(4)}"
+    try:
+        dlq = params.dead_letter_topic
+        sub, consumer_id = await topic.subscribe(
+            subscription,
+            params.subscription_type,
+            params.to_consumer_info(name),
+            session,
+            initial=params.initial_position,
+            durable=params.subscription_mode == "Durable",
+            dead_letter_topic=dlq,
+        )
+    except Exception as exc:
+        await session.out.finish()
+        await deny(websocket, exc, "Failed to subscribe: ")
+        return
+    session.sub, session.consumer_id = sub, consumer_id
+    await websocket.accept()
+    gateway.sessions += 1
+    try:
+        await session.run()
+    finally:
+        gateway.sessions -= 1
+
+
+async def serve_reader(gateway: Gateway, websocket: WebSocket, topic: Topic, params: ReaderParams) -> None:
+    session = ConsumerSession(gateway, websocket, topic, params.batch_delivery)
+    session.reader = True
+    start = params.start
+    if start == "earliest":
+        position, inclusive = EARLIEST, True
+    elif start == "latest":
+        position, inclusive = LATEST, True
+    else:
+        position, inclusive = Position(start.ledger_id, start.entry_id), params.start_inclusive
+    info = ConsumerInfo(params.reader_name or f"reader-{secrets.token_hex(4)}", 0, params.receiver_queue_size)
+    try:
+        sub, consumer_id = topic.create_reader(position, inclusive, info, session, params.reader_name)
+    except Exception as exc:
+        await session.out.finish()
+        await deny(websocket, exc, "Failed to create reader: ")
+        return
+    session.sub, session.consumer_id = sub, consumer_id
+    sub.start()
+    await websocket.accept()
+    gateway.sessions += 1
+    try:
+        await session.run()
+    finally:
+        gateway.sessions -= 1

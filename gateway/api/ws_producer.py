@@ -1,0 +1,167 @@
+"""WebSocket v2 producer endpoint (pulsar-api.md §1.5), served by the topic's owner.
+
+Owns: one producer session: handshake checks, sequence ids, publish frames in,
+replies out. Rules: replies carry the request's ``context`` and come in
+completion order (in order per entry); a frame that fails to parse gets a
+``send-error:N`` reply and the session stays open; a per-message ``sequenceId``
+is honoured (else the next one is assigned), so retries can be deduplicated;
+at most ``PENDING_MAX`` messages (and ``pending_bytes_per_session`` bytes) are
+in flight per session - beyond that the socket is simply not read (TCP
+backpressure) until replies drain; a topic that moves closes the session with
+4503 so the client reconnects (to any gateway).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING
+
+from starlette.websockets import WebSocket, WebSocketDisconnect
+
+from gateway.api.convert import entry_message
+from gateway.api.errors import close_code
+from gateway.api.ws_session import Outbound, deny
+from gateway.broker.topic import PublishResult, Topic
+from gateway.protocol.errors import ProtocolError
+from gateway.protocol.params import ProducerParams
+from gateway.protocol.ws_frames import (
+    PublishRequest,
+    parse_publish,
+    publish_batch_reply,
+    publish_error,
+    publish_error_dict,
+    publish_ok,
+    publish_ok_dict,
+)
+
+if TYPE_CHECKING:
+    from gateway.api.gateway import Gateway
+
+PENDING_MAX = 10_000
+WS_UNKNOWN = 8
+
+
+class ProducerSession:
+    def __init__(self, gateway: Gateway, websocket: WebSocket, topic: Topic, params: ProducerParams) -> None:
+        self.gateway = gateway
+        self.topic = topic
+        self.params = params
+        self.out = Outbound(websocket)
+        self.websocket = websocket
+        self.record = topic.add_producer(params.producer_name)
+        self.record.closer = self._closed_by_topic
+        self.name = self.record.name
+        start = params.initial_sequence_id
+        if topic.policies.dedup:
+            start = max(start, topic.last_sequence_id(self.name))
+        self.next_sequence = start + 1
+        self.pending = 0
+        self.pending_bytes = 0
+        self.room = asyncio.Event()
+        self.room.set()
+
+    def _closed_by_topic(self, code: str, reason: str) -> None:
+        self.out.close(close_code(503), reason)
+
+    def _sequence(self, request: PublishRequest) -> int:
+        if request.sequence_id is not None:
+            self.next_sequence = max(self.next_sequence, request.sequence_id + 1)
+            return request.sequence_id
+        sequence = self.next_sequence
+        self.next_sequence += 1
+        return sequence
+
+    def _publish(self, request: PublishRequest) -> asyncio.Future[PublishResult]:
+        message = entry_message(request, self.name, self._sequence(request), self.gateway.clock.now_ms())
+        future = self.topic.publish(message)
+        size = len(request.payload)
+        self.pending += 1
+        self.pending_bytes += size
+        if self.pending >= PENDING_MAX or self.pending_bytes >= self.gateway.config.pending_bytes_per_session:
+            self.room.clear()
+
+        def released(_f: asyncio.Future[PublishResult]) -> None:
+            self.pending -= 1
+            self.pending_bytes -= size
+            if (
+                self.pending < PENDING_MAX
+                and self.pending_bytes < self.gateway.config.pending_bytes_per_session
+            ):
+                self.room.set()
+
+        future.add_done_callback(released)
+        return future
+
+    def _reply_one(self, request: PublishRequest, future: asyncio.Future[PublishResult]) -> None:
+        exc = future.exception() if not future.cancelled() else None
+        if future.cancelled() or exc is not None:
+            self.out.send(publish_error(WS_UNKNOWN, str(exc) or "send failed", request.context))
+            return
+        result = future.result()
+        self.out.send(publish_ok(result.message_id.to_base64(), request.context, result.duplicate))
+
+    def on_frame(self, data: str) -> None:
+        try:
+            parsed = parse_publish(data, self.gateway.clock.now_ms(), self.gateway.config.max_message_bytes)
+        except ProtocolError as exc:
+            self.out.send(publish_error(exc.ws_code, exc.message, exc.context))
+            return
+        if isinstance(parsed, PublishRequest):
+            request = parsed
+            self._publish(request).add_done_callback(lambda f: self._reply_one(request, f))
+            return
+        futures = [self._publish(request) for request in parsed]
+        batch = asyncio.gather(*futures, return_exceptions=True)
+        batch.add_done_callback(lambda _g: self._reply_batch(parsed, futures))
+
+    def _reply_batch(
+        self, requests: list[PublishRequest], futures: list[asyncio.Future[PublishResult]]
+    ) -> None:
+        results = []
+        for request, future in zip(requests, futures, strict=True):
+            exc = future.exception() if not future.cancelled() else None
+            if future.cancelled() or exc is not None:
+                results.append(publish_error_dict(WS_UNKNOWN, str(exc) or "send failed", request.context))
+            else:
+                result = future.result()
+                results.append(
+                    publish_ok_dict(result.message_id.to_base64(), request.context, result.duplicate)
+                )
+        self.out.send(publish_batch_reply(results))
+
+    async def run(self) -> None:
+        ws = self.websocket
+        try:
+            while not self.out.closed:
+                if not self.room.is_set():
+                    await self.room.wait()
+                message = await ws.receive()
+                if message["type"] == "websocket.disconnect":
+                    break
+                text = message.get("text")
+                if text is None:
+                    raw = message.get("bytes") or b""
+                    text = raw.decode("utf-8", "replace")
+                self.on_frame(text)
+        except (WebSocketDisconnect, RuntimeError):
+            pass
+        finally:
+            if self.topic.producers.get(self.name) is self.record:
+                self.topic.remove_producer(self.name)
+            await self.out.finish()
+
+
+async def serve_producer(
+    gateway: Gateway, websocket: WebSocket, topic: Topic, params: ProducerParams
+) -> None:
+    try:
+        session = ProducerSession(gateway, websocket, topic, params)
+    except Exception as exc:
+        await deny(websocket, exc, "Failed to create producer: ")
+        return
+    await websocket.accept()
+    gateway.sessions += 1
+    try:
+        await session.run()
+    finally:
+        gateway.sessions -= 1

@@ -1,0 +1,145 @@
+"""WebSocket session plumbing shared by producer, consumer and reader handlers.
+
+Owns: handshake refusal with an HTTP status and JSON reason, the outbound
+frame queue and its sender task, closing with a valid close code, and the
+relay of a whole session to the gateway that owns the topic. Rules
+(DESIGN.md §6-7): every handler reads the socket in its own loop and writes
+only through the sender task, so a slow client never blocks the broker and
+shutdown never hangs; a relay is transparent: the owner's handshake status
+and every frame in both directions pass through unchanged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from urllib.parse import urlencode
+
+import orjson
+import websockets
+from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
+from websockets.exceptions import ConnectionClosed, InvalidStatus
+
+from gateway.api.errors import body, close_code, reason_response, status_of
+
+log = logging.getLogger(__name__)
+
+OUTBOUND_FRAMES_MAX = 200_000  # frames queued for one client (deliveries are bounded by permits)
+_CLOSE = object()
+
+
+async def deny(websocket: WebSocket, exc: BaseException, prefix: str = "") -> None:
+    """Refuse the upgrade with the error's HTTP status and a JSON reason."""
+    info = body(exc)
+    reason = f"{prefix}{info['reason']}"
+    await websocket.send_denial_response(reason_response(status_of(exc), reason, str(info["code"])))
+
+
+async def deny_status(websocket: WebSocket, status: int, reason: str, code: str) -> None:
+    await websocket.send_denial_response(reason_response(status, reason, code))
+
+
+class Outbound:
+    """The only writer of one WebSocket: a queue of text frames and a sender task."""
+
+    def __init__(self, websocket: WebSocket) -> None:
+        self.websocket = websocket
+        self.queue: asyncio.Queue[object] = asyncio.Queue()
+        self.closed = False
+        self.close_code = 1000
+        self.close_reason = ""
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    def send(self, frame: bytes) -> None:
+        if self.closed:
+            return
+        if self.queue.qsize() >= OUTBOUND_FRAMES_MAX:
+            self.close(close_code(429), "client does not read fast enough")
+            return
+        self.queue.put_nowait(frame)
+
+    def close(self, code: int, reason: str) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        self.close_code = code
+        self.close_reason = reason[:120]
+        self.queue.put_nowait(_CLOSE)
+
+    async def _run(self) -> None:
+        ws = self.websocket
+        try:
+            while True:
+                item = await self.queue.get()
+                if item is _CLOSE:
+                    break
+                assert isinstance(item, bytes)
+                await ws.send_text(item.decode())
+        except (WebSocketDisconnect, RuntimeError, ConnectionError, OSError):
+            self.closed = True
+            return
+        if ws.client_state is WebSocketState.CONNECTED:
+            with contextlib.suppress(Exception):
+                await ws.close(self.close_code, self.close_reason)
+
+    async def finish(self) -> None:
+        """Stop the sender (the client went away or the handler ends)."""
+        self.closed = True
+        self.queue.put_nowait(_CLOSE)
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(self._task, 5)
+        if not self._task.done():
+            self._task.cancel()
+
+
+def relay_url(http_url: str, path: str, query: dict[str, str]) -> str:
+    base = http_url.replace("http://", "ws://", 1).replace("https://", "wss://", 1)
+    params = {**query, "authoritative": "true"}
+    return f"{base}{path}?{urlencode(params)}"
+
+
+async def relay(websocket: WebSocket, url: str) -> None:
+    """Carry a whole WebSocket session to the owner gateway at ``url``."""
+    try:
+        upstream = await websockets.connect(url, max_size=None, open_timeout=10, ping_interval=None)
+    except InvalidStatus as exc:
+        response = exc.response
+        try:
+            data = orjson.loads(response.body or b"{}")
+            reason, code = str(data.get("reason", "")), str(data.get("code", "relay"))
+        except orjson.JSONDecodeError:
+            reason, code = (response.body or b"").decode(errors="replace"), "relay"
+        await deny_status(websocket, response.status_code, reason, code)
+        return
+    except (OSError, TimeoutError) as exc:
+        await deny_status(websocket, 503, f"owner gateway unreachable: {exc}", "topic_unavailable")
+        return
+    await websocket.accept()
+
+    async def downstream() -> None:
+        try:
+            async for frame in upstream:
+                await websocket.send_text(frame if isinstance(frame, str) else frame.decode())
+        except ConnectionClosed:
+            pass
+        code = upstream.close_code or 1000
+        reason = upstream.close_reason or ""
+        with contextlib.suppress(Exception):
+            await websocket.close(code if code >= 1000 else 1011, reason)
+
+    task = asyncio.get_running_loop().create_task(downstream())
+    try:
+        while True:
+            message = await websocket.receive()
+            if message["type"] == "websocket.disconnect":
+                break
+            text = message.get("text")
+            await upstream.send(text if text is not None else message.get("bytes") or b"")
+    except (WebSocketDisconnect, ConnectionClosed, RuntimeError):
+        pass
+    finally:
+        await upstream.close()
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await task

@@ -1,0 +1,105 @@
+"""``folio gateway``: run one gateway process (FastAPI on uvicorn, uvloop + httptools).
+
+Owns: command-line parsing, connecting to etcd, and the uvicorn server's
+lifecycle. Prints ``FOLIO-GATEWAY READY http=http://H:P`` once it serves, so
+supervisors and tests know when to start. SIGTERM/SIGINT shut down cleanly:
+topics are closed (ledgers closed, cursors persisted), bundles released,
+sockets closed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import socket
+import sys
+
+import uvicorn
+
+from coordination.etcd_store import connect
+from gateway.api.app import create_app
+from gateway.api.gateway import Gateway, GatewayConfig
+from storage.runtime import tune_gc
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="folio gateway", description="Run a Folio gateway.")
+    parser.add_argument("--port", type=int, default=8080)
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--advertise-host", default=None, help="host other gateways and clients use")
+    parser.add_argument("--etcd", default="127.0.0.1:2379", help="etcd endpoint host:port")
+    parser.add_argument("--etcd-namespace", default="", help="key prefix (tests)")
+    parser.add_argument("--id", default=None, help="gateway id (default host:port)")
+    parser.add_argument("--lease-ttl", type=int, default=10)
+    parser.add_argument("--load-manager-interval", type=float, default=5.0)
+    parser.add_argument("--log-level", default="warning")
+    return parser.parse_args(argv)
+
+
+async def serve(args: argparse.Namespace) -> int:
+    store = await connect(args.etcd, namespace=args.etcd_namespace)
+    advertise = args.advertise_host or args.host
+    http_url = f"http://{advertise}:{args.port}"
+    config = GatewayConfig(
+        gateway_id=args.id or f"{advertise}:{args.port}",
+        http_url=http_url,
+        lease_ttl_s=args.lease_ttl,
+        load_manager_interval_s=args.load_manager_interval,
+    )
+    gateway = Gateway(store, config)
+    app = create_app(gateway)
+    server = uvicorn.Server(
+        uvicorn.Config(
+            app,
+            host=args.host,
+            port=args.port,
+            loop="none",
+            http="httptools",
+            ws="websockets",
+            lifespan="on",
+            log_level=args.log_level,
+            access_log=False,
+            ws_max_size=16 * 1024 * 1024,
+            ws_ping_interval=20.0,
+            ws_ping_timeout=20.0,
+            timeout_graceful_shutdown=5,
+        )
+    )
+
+    async def announce() -> None:
+        while not server.started:
+            await asyncio.sleep(0.02)
+        print(f"FOLIO-GATEWAY READY http={http_url} id={config.gateway_id}", flush=True)
+
+    announcer = asyncio.get_running_loop().create_task(announce())
+    try:
+        await server.serve()
+    finally:
+        announcer.cancel()
+        await store.close()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    logging.basicConfig(
+        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    with socket.socket() as probe:  # fail fast with a clear message when the port is taken
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((args.host, args.port))
+        except OSError as exc:
+            print(f"FATAL cannot listen on {args.host}:{args.port}: {exc}", file=sys.stderr, flush=True)
+            return 2
+    tune_gc()
+    import uvloop
+
+    os.environ.setdefault("PYTHONASYNCIODEBUG", "0")
+    return uvloop.run(serve(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
