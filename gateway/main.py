@@ -94,6 +94,8 @@ def main(argv: list[str] | None = None) -> int:
         except OSError as exc:
             print(f"FATAL cannot listen on {args.host}:{args.port}: {exc}", file=sys.stderr, flush=True)
             return 2
+        if args.port == 0:  # any free port (tests); the id and URL name the port it got
+            args.port = probe.getsockname()[1]
     tune_gc()
     import uvloop
 

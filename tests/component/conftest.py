@@ -10,8 +10,10 @@ deleted afterwards.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import os
+import signal
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
@@ -22,6 +24,7 @@ from nodeproc import NodeProcess
 
 from coordination import keys
 from coordination.etcd_store import EtcdStore, connect
+from folio.procs import GatewayProcess
 
 _namespaces = itertools.count(1)
 NODE_START_TIMEOUT_S = 30.0
@@ -93,3 +96,64 @@ async def ledger_cluster(
                 await store.delete_prefix("")
             finally:
                 await store.close()
+
+
+# ---------------------------------------------------------------- messaging cluster
+
+GATEWAY_LEASE_TTL_S = 3  # short, so failure tests see a dead owner's lease expire quickly
+
+
+@dataclass
+class MessagingCluster:
+    """etcd namespace + storage nodes + gateway processes (all real)."""
+
+    ledgers: LedgerCluster
+    gateways: list[GatewayProcess] = field(default_factory=list)
+
+    @property
+    def urls(self) -> list[str]:
+        return [g.http_url for g in self.gateways]
+
+    def ws(self, index: int = 0) -> str:
+        return self.gateways[index].http_url.replace("http://", "ws://", 1)
+
+    async def add_gateway(self, *extra: str) -> GatewayProcess:
+        index = len(self.gateways)
+        gateway = GatewayProcess(
+            self.ledgers.root / f"gateway{index}",
+            self.ledgers.endpoint,
+            namespace=self.ledgers.namespace,
+            extra_args=["--lease-ttl", str(GATEWAY_LEASE_TTL_S), "--load-manager-interval", "1", *extra],
+            log_path=self.ledgers.root / f"gateway{index}.log",
+        )
+        await asyncio.to_thread(gateway.start)
+        self.gateways.append(gateway)
+        return gateway
+
+    async def restart_gateway(self, index: int) -> GatewayProcess:
+        gateway = self.gateways[index]
+        await asyncio.to_thread(gateway.start)
+        return gateway
+
+
+@pytest.fixture
+async def messaging_cluster(
+    ledger_cluster: Callable[[int], Awaitable[LedgerCluster]],
+) -> AsyncIterator[Callable[..., Awaitable[MessagingCluster]]]:
+    """Factory: ``await messaging_cluster(gateways=2, nodes=3)``."""
+    made: list[MessagingCluster] = []
+
+    async def make(gateways: int = 2, nodes: int = 3) -> MessagingCluster:
+        cluster = MessagingCluster(await ledger_cluster(nodes))
+        made.append(cluster)
+        for _ in range(gateways):
+            await cluster.add_gateway()
+        return cluster
+
+    yield make
+    for cluster in made:
+        for gateway in cluster.gateways:
+            if gateway.proc is not None and gateway.proc.poll() is None:
+                with contextlib.suppress(Exception):
+                    os.kill(gateway.proc.pid, signal.SIGCONT)
+            gateway.stop()
