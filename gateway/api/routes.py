@@ -25,10 +25,13 @@ from gateway.api.convert import delivery_frame, entry_message, position_of
 from gateway.api.errors import error_response, reason_response
 from gateway.api.http_consume import FETCH_MAX, HttpConsumer, HttpConsumers
 from gateway.api.ws_consumer import serve_consumer, serve_reader
+from gateway.api.ws_partitioned import (
+    partition_of_key,
+    serve_partitioned_consumer,
+    serve_partitioned_producer,
+)
 from gateway.api.ws_producer import serve_producer
 from gateway.api.ws_session import deny, relay, relay_url
-from gateway.broker.broker_errors import TopicUnavailable
-from gateway.broker.key_hash import murmur3_32
 from gateway.broker.topic import PublishResult, Topic
 from gateway.errors import GatewayError
 from gateway.names import InvalidName, TopicName, check_subscription
@@ -132,9 +135,12 @@ def make_router(get_gateway: Any) -> APIRouter:
         try:
             name = TopicName.of(domain, tenant, namespace, topic)
             params = parse_producer_params(dict(websocket.query_params))
-            await _check_not_partitioned(name)
+            partitions = await _partitions(name)
         except Exception as exc:
             await deny(websocket, exc)
+            return
+        if partitions:
+            await serve_partitioned_producer(gw(), websocket, name, partitions)
             return
         local = await _ws_topic(websocket, name)
         if local is not None:
@@ -148,9 +154,12 @@ def make_router(get_gateway: Any) -> APIRouter:
             name = TopicName.of(domain, tenant, namespace, topic)
             check_subscription(subscription)
             params = parse_consumer_params(dict(websocket.query_params))
-            await _check_not_partitioned(name)
+            partitions = await _partitions(name)
         except Exception as exc:
             await deny(websocket, exc)
+            return
+        if partitions:
+            await serve_partitioned_consumer(gw(), websocket, name, partitions, subscription)
             return
         local = await _ws_topic(websocket, name)
         if local is not None:
@@ -161,9 +170,12 @@ def make_router(get_gateway: Any) -> APIRouter:
         try:
             name = TopicName.of(domain, tenant, namespace, topic)
             params = parse_reader_params(dict(websocket.query_params))
-            await _check_not_partitioned(name)
+            partitions = await _partitions(name)
         except Exception as exc:
             await deny(websocket, exc)
+            return
+        if partitions:
+            await serve_partitioned_consumer(gw(), websocket, name, partitions, None)
             return
         local = await _ws_topic(websocket, name)
         if local is not None:
@@ -180,15 +192,9 @@ def make_router(get_gateway: Any) -> APIRouter:
         except Exception:
             return
 
-    async def _check_not_partitioned(name: TopicName) -> None:
-        if name.is_partition:
-            return
-        partitions = await gw().namespaces.get_partitions(name)
-        if partitions > 0:
-            raise TopicUnavailable(
-                f"{name} is partitioned ({partitions} partitions): connect to {name.local}-partition-N "
-                "(partition-aware WebSocket sessions are not served yet)"
-            )
+    async def _partitions(name: TopicName) -> int:
+        """Partition count of ``name`` (0: not partitioned, or already a partition)."""
+        return 0 if name.is_partition else await gw().namespaces.get_partitions(name)
 
     # ------------------------------------------------------------ REST producer
 
@@ -256,7 +262,7 @@ def make_router(get_gateway: Any) -> APIRouter:
         groups: dict[int, list[tuple[int, PublishRequest]]] = {}
         for i, request in enumerate(requests):
             if request.key is not None:
-                index = (murmur3_32(request.key.encode()) & 0x7FFFFFFF) % partitions
+                index = partition_of_key(request.key, partitions, "JavaStringHash")
             else:
                 index = next(_round_robin) % partitions
             groups.setdefault(index, []).append((i, request))
