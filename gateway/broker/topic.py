@@ -33,6 +33,7 @@ from coordination import keys
 from coordination.clock import Clock
 from coordination.store import MetadataStore
 from gateway.broker.broker_errors import (
+    BacklogQuotaExceeded,
     ConsumerBusy,
     DuplicateUndetermined,
     ProducerBusy,
@@ -124,6 +125,7 @@ class Topic:
         self._dedup_revision = 0
         self._entries_since_snapshot = 0
         self._maintenance: asyncio.Task[None] | None = None
+        self._quota_exceeded = False
         self.closed = False
         self.on_closed: Callable[[Topic], None] | None = None
         self.msg_in = 0
@@ -226,6 +228,13 @@ class Topic:
             future.set_exception(TopicUnavailable(f"topic {self.name} moved or is closing; reconnect"))
             return future
         policies = self.policies
+        if self._quota_exceeded and policies.backlog_policy != "consumer_backlog_eviction":
+            future.set_exception(
+                BacklogQuotaExceeded(
+                    f"topic {self.name}: backlog above its quota of {policies.backlog_limit_bytes} bytes"
+                )
+            )
+            return future
         if policies.dedup:
             verdict = self.dedup.check(message.producer_name, message.sequence_id)
             if verdict is DedupVerdict.DUPLICATE:
@@ -475,9 +484,32 @@ class Topic:
         policies = self.policies
         if policies.ttl_seconds > 0:
             await self._expire(policies.ttl_seconds)
+        self._check_backlog_quota(policies)
         await self.log.trim(self.slowest_mark_delete(), policies.retention)
         if policies.dedup and self._entries_since_snapshot >= DEDUP_SNAPSHOT_ENTRIES:
             await self._snapshot_dedup()
+
+    def backlog_bytes(self) -> int:
+        """Estimated bytes after the slowest durable cursor (pulsar-api.md §4.11)."""
+        slowest = self.slowest_mark_delete()
+        layout = self.log.layout
+        total = layout.total_entries
+        if slowest is None or total == 0:
+            return 0
+        behind = layout.entries_between(slowest, layout.last_position())
+        return self.log.total_bytes * behind // total
+
+    def _check_backlog_quota(self, policies: TopicPolicies) -> None:
+        limit = policies.backlog_limit_bytes
+        if limit < 0:
+            self._quota_exceeded = False
+            return
+        self._quota_exceeded = self.backlog_bytes() > limit
+        if self._quota_exceeded and policies.backlog_policy == "consumer_backlog_eviction":
+            layout = self.log.layout
+            slowest = min(self.subscriptions.values(), key=lambda sub: sub.cursor.mark_delete)
+            behind = layout.entries_between(slowest.cursor.mark_delete, layout.last_position())
+            slowest.skip(max(1, behind // 2))  # evict the oldest half of the slowest backlog
 
     async def _expire(self, ttl_seconds: int) -> None:
         cutoff = self.clock.now_ms() - ttl_seconds * 1000

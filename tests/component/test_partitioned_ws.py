@@ -25,9 +25,13 @@ async def test_partitioned_topic_routing_and_fan_in(
 ) -> None:
     cluster = await messaging_cluster(gateways=2)
     async with httpx.AsyncClient() as http:
-        created = await http.put(f"{cluster.urls[0]}/admin/v2/persistent/public/default/pt/partitions", json=3)
+        created = await http.put(
+            f"{cluster.urls[0]}/admin/v2/persistent/public/default/pt/partitions", json=3
+        )
         assert created.status_code in (200, 204), created.text
-    consumer = await Consumer.connect(cluster.ws(1), "pt", "s", "subscriptionType=Shared&receiverQueueSize=500")
+    consumer = await Consumer.connect(
+        cluster.ws(1), "pt", "s", "subscriptionType=Shared&receiverQueueSize=500"
+    )
     keyed = await Producer.connect(cluster.ws(0), "pt")
     for i in range(30):
         key = f"key-{i % 6}"
@@ -41,7 +45,9 @@ async def test_partitioned_topic_routing_and_fan_in(
     assert len({partition((await single.send(f"s{i}"))["messageId"]) for i in range(6)}) == 1
     got = await consumer.receive_n(45)
     payloads = sorted(unb64(f["payload"]).decode() for f in got)
-    expected = sorted([f"k{i}" for i in range(30)] + [f"r{i}" for i in range(9)] + [f"s{i}" for i in range(6)])
+    expected = sorted(
+        [f"k{i}" for i in range(30)] + [f"r{i}" for i in range(9)] + [f"s{i}" for i in range(6)]
+    )
     assert payloads == expected
     await consumer.close()
     again = await Consumer.connect(cluster.ws(0), "pt", "s", "subscriptionType=Shared")

@@ -33,6 +33,13 @@ PURE = [
     "gateway/broker/log_layout.py",
     "gateway/broker/key_hash.py",
     "gateway/broker/flow.py",
+    "gateway/broker/log_policy.py",
+    "gateway/broker/publish_core.py",
+    "gateway/names.py",
+    "gateway/meta/policies.py",
+    "gateway/ownership/bundles.py",
+    "gateway/ownership/assign_core.py",
+    *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "gateway/protocol").glob("*.py")),
     *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "gateway/broker/dispatch").glob("*.py")),
 ]
 FORBIDDEN = {

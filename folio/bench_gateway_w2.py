@@ -1,0 +1,204 @@
+"""W2 of ``folio bench gateway``: end-to-end latency at a fixed offered rate.
+
+Owns: the paced producer (in the bench process) and the consumer, which runs
+in a separate process (``python -m folio.bench_gateway_w2 consume ...``) as in
+the peer harness (/work/shared/peers/peerlib.py). The producer stamps
+``time.time_ns()`` into each 100 B payload just before sending it (first 8
+bytes, big-endian, then the sequence number) and records send -> ok reply
+(pub-ack latency); the consumer records receive time - stamp for every message
+and acks it. Mode ``ws``: one frame per message, per-message delivery and
+acks; ``ws-batch``: what is due at each tick goes in one batch frame, batched
+delivery and acks. Bounded: the producer sends exactly ``rate * seconds``
+messages, every wait has a timeout, the consumer stops at its deadline.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import os
+import struct
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import orjson
+import uvloop
+
+from folio.bench_gateway_load import DRAIN_S, consumer_url, producer_url, ws_connect
+
+READY = "FOLIO-W2 READY"
+PAYLOAD_BYTES = 100
+CHILD_START_S = 30.0
+SETTLE_S = 0.5
+
+CpuHook = Callable[[int], Callable[[], dict[str, float]]]  # child pid -> stop() -> CPU %
+
+
+@dataclass
+class W2Result:
+    expected: int
+    sent: int = 0
+    send_seconds: float = 0.0
+    ack_ms: list[float] = field(default_factory=list)
+    replies: int = 0
+    errors: int = 0
+    first_error: str = ""
+    e2e_ms: list[float] = field(default_factory=list)
+    received: int = 0
+    duplicates: int = 0
+
+
+def stamped(seq: int) -> bytes:
+    return struct.pack(">QQ", time.time_ns(), seq) + b"L" * (PAYLOAD_BYTES - 16)
+
+
+# ---------------------------------------------------------------- producer (bench process)
+
+
+async def produce_paced(ws_url: str, rate: float, expected: int, batched: bool, result: W2Result) -> None:
+    sent_at = [0.0] * expected
+    ws = await ws_connect(ws_url)
+
+    async def replies() -> None:
+        while result.replies < expected:
+            reply = orjson.loads(await ws.recv(decode=False))
+            items = (reply.get("results") or []) if reply.get("type") == "batch" else [reply]
+            now = time.perf_counter()
+            for item in items:
+                result.replies += 1
+                if item.get("result") == "ok":
+                    result.ack_ms.append((now - sent_at[int(item["context"])]) * 1e3)
+                else:
+                    result.errors += 1
+                    result.first_error = result.first_error or str(item.get("errorMsg") or item)[:200]
+
+    reader = asyncio.get_running_loop().create_task(replies())
+    start = time.perf_counter()
+    try:
+        i = 0
+        while i < expected and not reader.done():
+            due = min(expected, int((time.perf_counter() - start) * rate) + 1)
+            if due > i:
+                frames = []
+                for j in range(i, due):
+                    sent_at[j] = time.perf_counter()
+                    frames.append({"payload": base64.b64encode(stamped(j)).decode(), "context": str(j)})
+                if batched:
+                    await ws.send(orjson.dumps({"type": "batch", "messages": frames}), text=True)
+                else:
+                    for frame in frames:
+                        await ws.send(orjson.dumps(frame), text=True)
+                i = due
+            await asyncio.sleep(max(0.0, start + i / rate - time.perf_counter()))
+        result.sent = i
+        result.send_seconds = time.perf_counter() - start
+        async with asyncio.timeout(DRAIN_S):
+            await reader
+    except TimeoutError:
+        result.errors += expected - result.replies
+        result.first_error = result.first_error or "timed out waiting for publish replies"
+    finally:
+        reader.cancel()
+        await ws.close()
+
+
+async def run_w2(
+    ws_base: str, topic: str, rate: float, seconds: float, batched: bool, out_dir: Path, on_start: CpuHook
+) -> tuple[W2Result, dict[str, float]]:
+    """Start the consumer process, wait until it is subscribed, then pace the producer.
+    ``on_start(child_pid)`` starts CPU accounting and returns the function that stops it."""
+    expected = max(1, int(rate * seconds))
+    result = W2Result(expected)
+    out = out_dir / f"w2-{topic}.json"
+    cmd = [sys.executable, "-m", "folio.bench_gateway_w2", "consume", "--url", ws_base, "--topic", topic]
+    cmd += ["--expected", str(expected), "--seconds", str(seconds + DRAIN_S), "--out", str(out)]
+    if batched:
+        cmd.append("--batch")
+    repo = str(Path(__file__).resolve().parents[1])
+    env = {**os.environ, "PYTHONPATH": repo + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    child = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        assert child.stdout is not None
+        line = await asyncio.wait_for(asyncio.to_thread(child.stdout.readline), CHILD_START_S)
+        if not line.startswith(READY):
+            raise RuntimeError(f"W2 consumer did not start (exit {child.poll()}): {line!r}")
+        await asyncio.sleep(SETTLE_S)
+        stop_cpu = on_start(child.pid)
+        await produce_paced(producer_url(ws_base, topic), rate, expected, batched, result)
+        await asyncio.wait_for(asyncio.to_thread(child.wait), seconds + 2 * DRAIN_S)
+        cpu = stop_cpu()
+        data = orjson.loads(out.read_bytes())
+        result.e2e_ms = [ns / 1e6 for ns in data["latencies_ns"]]
+        result.received = len(result.e2e_ms)
+        result.duplicates = int(data["duplicates"])
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait(5)
+        out.unlink(missing_ok=True)
+    return result, cpu
+
+
+# ---------------------------------------------------------------- consumer (child process)
+
+
+async def consume_latency(url: str, expected: int, seconds: float, batched: bool) -> tuple[list[int], int]:
+    """Receive until ``expected`` distinct messages or ``seconds``; ack each; (latencies ns, dups)."""
+    latencies: list[int] = []
+    seen: set[str] = set()
+    duplicates = 0
+    ws = await ws_connect(url)
+    print(READY, flush=True)
+    try:
+        async with asyncio.timeout(seconds):
+            while len(seen) < expected:
+                frame = orjson.loads(await ws.recv(decode=False))
+                now = time.time_ns()
+                if batched and frame.get("type") == "messages":
+                    messages = frame["messages"]
+                    ids = [m["messageId"] for m in messages]
+                    await ws.send(orjson.dumps({"type": "ack", "messageIds": ids}), text=True)
+                elif "messageId" in frame and "payload" in frame:
+                    messages = [frame]
+                    await ws.send(orjson.dumps({"messageId": frame["messageId"]}), text=True)
+                else:
+                    continue
+                for message in messages:
+                    if message["messageId"] in seen:
+                        duplicates += 1
+                        continue
+                    seen.add(message["messageId"])
+                    stamp = struct.unpack_from(">Q", base64.b64decode(message["payload"]), 0)[0]
+                    latencies.append(now - stamp)
+    except TimeoutError:
+        pass
+    finally:
+        await ws.close()
+    return latencies, duplicates
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m folio.bench_gateway_w2")
+    sub = parser.add_subparsers(dest="command", required=True)
+    consume = sub.add_parser("consume", help="W2 latency consumer (started by folio bench gateway)")
+    consume.add_argument("--url", required=True, help="ws://host:port of the topic's owner")
+    consume.add_argument("--topic", required=True)
+    consume.add_argument("--sub", default="w2")
+    consume.add_argument("--expected", type=int, required=True)
+    consume.add_argument("--seconds", type=float, required=True)
+    consume.add_argument("--batch", action="store_true", help="batched delivery and acks")
+    consume.add_argument("--out", required=True, help="JSON result file")
+    args = parser.parse_args(argv)
+    url = consumer_url(args.url, args.topic, args.sub, 256, args.batch)
+    latencies, duplicates = uvloop.run(consume_latency(url, args.expected, args.seconds, args.batch))
+    Path(args.out).write_bytes(orjson.dumps({"latencies_ns": latencies, "duplicates": duplicates}))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,48 @@
+"""Rollover and trim decisions of the managed log (log_policy)."""
+
+from __future__ import annotations
+
+import pytest
+
+from gateway.broker.log_policy import LedgerInfo, Retention, RolloverPolicy, ledgers_to_trim, should_roll
+from gateway.broker.positions import Position
+
+pytestmark = pytest.mark.unit
+
+NOW = 10_000_000
+
+
+def ledgers() -> list[LedgerInfo]:
+    return [
+        LedgerInfo(1, 10, 1000, NOW - 3_600_000),
+        LedgerInfo(2, 10, 1000, NOW - 60_000),
+        LedgerInfo(3, 10, 1000, NOW - 1000),
+        LedgerInfo(4),  # open
+    ]
+
+
+def test_should_roll_on_entries_bytes_or_age_but_never_empty() -> None:
+    policy = RolloverPolicy(entries_max=5, bytes_max=100, age_max_ms=1000)
+    assert should_roll(policy, 5, 1, 0, 0)
+    assert should_roll(policy, 1, 100, 0, 0)
+    assert should_roll(policy, 1, 1, 0, 1000)
+    assert not should_roll(policy, 4, 99, 0, 999)
+    assert not should_roll(policy, 0, 0, 0, 10**9)
+
+
+def test_no_retention_trims_every_consumed_closed_ledger() -> None:
+    assert ledgers_to_trim(ledgers(), Position(3, 9), Retention(0, 0), NOW) == [1, 2, 3]
+    assert ledgers_to_trim(ledgers(), Position(2, 5), Retention(0, 0), NOW) == [1]
+    assert ledgers_to_trim(ledgers(), None, Retention(0, 0), NOW) == [1, 2, 3]  # no durable cursor
+
+
+def test_the_open_ledger_and_unconsumed_ones_are_kept() -> None:
+    assert ledgers_to_trim(ledgers(), Position(1, 8), Retention(0, 0), NOW) == []
+    assert ledgers_to_trim([LedgerInfo(9)], None, Retention(0, 0), NOW) == []
+
+
+def test_retention_by_time_and_size() -> None:
+    assert ledgers_to_trim(ledgers(), Position(3, 9), Retention(5, -1), NOW) == [1]  # 5 minutes
+    assert ledgers_to_trim(ledgers(), Position(3, 9), Retention(-1, -1), NOW) == []  # unlimited
+    tiny = Retention(-1, 0)
+    assert ledgers_to_trim(ledgers(), Position(3, 9), tiny, NOW) == [1, 2, 3]

@@ -1,0 +1,83 @@
+"""Adaptive entry batching and dedup decisions (publish_core)."""
+
+from __future__ import annotations
+
+import pytest
+
+from gateway.broker.entry_format import ENTRY_HEADER_BYTES
+from gateway.broker.publish_core import BatcherConfig, Dedup, DedupVerdict, PublishBatcher
+
+pytestmark = pytest.mark.unit
+
+
+def test_first_message_is_cut_at_once_then_batches_while_an_add_is_in_flight() -> None:
+    batcher: PublishBatcher[int] = PublishBatcher()
+    assert batcher.offer(b"a", 0)
+    first = batcher.cut()
+    assert first is not None and first[1] == [0]
+    for i in range(1, 6):
+        assert batcher.offer(b"x", i)
+    assert batcher.cut() is None  # previous add still in flight, batch not full
+    batcher.on_entry_done()
+    second = batcher.cut()
+    assert second is not None and second[1] == [1, 2, 3, 4, 5]
+
+
+def test_a_full_batch_is_cut_even_while_an_add_is_in_flight() -> None:
+    batcher: PublishBatcher[int] = PublishBatcher(BatcherConfig(entry_messages_max=3, inflight_max=2))
+    batcher.offer(b"a", 0)
+    assert batcher.cut() is not None
+    for i in range(1, 7):
+        batcher.offer(b"b", i)
+    cut = batcher.cut()
+    assert cut is not None and cut[1] == [1, 2, 3]
+    assert batcher.cut() is None  # inflight_max reached
+    batcher.on_entry_done()
+    cut = batcher.cut()
+    assert cut is not None and cut[1] == [4, 5, 6]
+
+
+def test_entry_bytes_bound_splits_batches() -> None:
+    config = BatcherConfig(entry_bytes_max=ENTRY_HEADER_BYTES + 10, inflight_max=8)
+    batcher: PublishBatcher[int] = PublishBatcher(config)
+    for i in range(4):
+        batcher.offer(b"12345", i)
+    cuts = []
+    while (cut := batcher.cut()) is not None:
+        cuts.append(cut[1])
+    assert cuts == [[0, 1], [2, 3]]
+    assert batcher.queued == 0 and batcher.queued_bytes == 0
+
+
+def test_queue_bounds_refuse_beyond_limits() -> None:
+    batcher: PublishBatcher[int] = PublishBatcher(BatcherConfig(queue_messages_max=2, queue_bytes_max=100))
+    assert batcher.offer(b"a", 0) and batcher.offer(b"b", 1)
+    assert not batcher.offer(b"c", 2)
+    small: PublishBatcher[int] = PublishBatcher(BatcherConfig(queue_bytes_max=4))
+    assert small.offer(b"abcd", 0)
+    assert not small.offer(b"e", 1)
+    assert small.drain() == [0] and small.queued == 0
+
+
+def test_dedup_duplicate_in_flight_and_failure() -> None:
+    dedup = Dedup()
+    assert dedup.check("p", 1) is DedupVerdict.NEW
+    dedup.on_pushed("p", 1)
+    assert dedup.check("p", 1) is DedupVerdict.IN_FLIGHT  # never a silent drop (pulsar #5218)
+    dedup.on_persisted("p", 1)
+    assert dedup.check("p", 1) is DedupVerdict.DUPLICATE
+    assert dedup.check("p", 0) is DedupVerdict.DUPLICATE
+    dedup.on_pushed("p", 2)
+    dedup.on_failed("p")
+    assert dedup.check("p", 2) is DedupVerdict.NEW  # a failed add may be retried
+    assert dedup.check("q", 0) is DedupVerdict.NEW  # per producer
+
+
+def test_dedup_snapshot_restore_and_producer_bound() -> None:
+    dedup = Dedup(producers_max=2)
+    for name, seq in (("a", 5), ("b", 6), ("c", 7)):
+        dedup.on_persisted(name, seq)
+    assert dedup.snapshot() == {"b": 6, "c": 7}  # least recently used dropped
+    other = Dedup()
+    other.restore(dedup.snapshot())
+    assert other.check("c", 7) is DedupVerdict.DUPLICATE and other.last_persisted("b") == 6
