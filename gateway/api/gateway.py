@@ -27,7 +27,7 @@ from coordination.session import LeaseSession
 from coordination.store import MetadataStore
 from gateway.broker.entry_format import EntryMessage
 from gateway.broker.log_policy import Retention
-from gateway.broker.managed_log import LogConfig
+from gateway.broker.log_state import LogConfig
 from gateway.broker.service import BrokerService, NamespaceView
 from gateway.broker.topic import TopicPolicies
 from gateway.meta.namespaces import NamespaceStore

@@ -25,16 +25,22 @@ import contextlib
 import logging
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
-
-import orjson
 
 from coordination import keys
 from coordination.clock import Clock
 from coordination.store import MetadataStore
 from gateway.broker.log_layout import LedgerLayout
-from gateway.broker.log_policy import LedgerInfo, Retention, RolloverPolicy, ledgers_to_trim, should_roll
+from gateway.broker.log_policy import LedgerInfo, Retention, ledgers_to_trim, should_roll
+from gateway.broker.log_state import (
+    EntryCache,
+    LogConfig,
+    LogError,
+    LogFenced,
+    TopicNotFound,
+    decode_state,
+    encode_state,
+)
 from gateway.broker.positions import Position
 from gateway.errors import GatewayError
 from storage.client.api import LedgerClient
@@ -45,70 +51,8 @@ from storage.types import LedgerState
 
 log = logging.getLogger(__name__)
 
-CACHE_BYTES_MAX = 64 * 1024 * 1024  # recent entries kept per log
 READ_ENTRIES_MAX = 1000  # entries returned by one read call
 READERS_MAX = 16  # open readers of older ledgers kept per log
-
-
-class LogError(GatewayError):
-    code = "log_error"
-    retriable = True
-
-
-class LogFenced(LogError):
-    """Another gateway took this topic over (its ledger is fenced or the list moved)."""
-
-    code = "topic_fenced"
-
-
-class TopicNotFound(GatewayError):
-    code = "not_found"
-
-
-@dataclass(frozen=True, slots=True)
-class LogConfig:
-    ensemble_size: int = 3
-    write_quorum: int = 3
-    ack_quorum: int = 2
-    rollover: RolloverPolicy = field(default_factory=RolloverPolicy)
-    cache_bytes_max: int = CACHE_BYTES_MAX
-
-
-class EntryCache:
-    """Recent entries, evicted oldest first beyond ``bytes_max``."""
-
-    def __init__(self, bytes_max: int) -> None:
-        self._entries: OrderedDict[Position, bytes] = OrderedDict()
-        self._bytes = 0
-        self._bytes_max = bytes_max
-
-    def put(self, position: Position, payload: bytes) -> None:
-        self._entries[position] = payload
-        self._bytes += len(payload)
-        while self._bytes > self._bytes_max and self._entries:
-            _, old = self._entries.popitem(last=False)
-            self._bytes -= len(old)
-
-    def get(self, position: Position) -> bytes | None:
-        return self._entries.get(position)
-
-    @property
-    def size_bytes(self) -> int:
-        return self._bytes
-
-    def __len__(self) -> int:
-        return len(self._entries)
-
-
-def encode_state(ledgers: list[LedgerInfo], created_ms: int, extra: dict[str, Any]) -> bytes:
-    return orjson.dumps({"ledgers": [info.to_json() for info in ledgers], "createdMs": created_ms, **extra})
-
-
-def decode_state(raw: bytes) -> tuple[list[LedgerInfo], int, dict[str, Any]]:
-    data = orjson.loads(raw)
-    ledgers = [LedgerInfo.from_json(item) for item in data.get("ledgers", [])]
-    extra = {k: v for k, v in data.items() if k not in ("ledgers", "createdMs")}
-    return ledgers, int(data.get("createdMs", 0)), extra
 
 
 class ManagedLog:

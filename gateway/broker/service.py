@@ -24,7 +24,8 @@ from coordination.store import MetadataStore
 from gateway.broker.broker_errors import TopicUnavailable
 from gateway.broker.entry_format import EntryMessage
 from gateway.broker.log_policy import Retention
-from gateway.broker.managed_log import LogConfig, ManagedLog, TopicNotFound, encode_state
+from gateway.broker.log_state import LogConfig, TopicNotFound, encode_state
+from gateway.broker.managed_log import ManagedLog
 from gateway.broker.topic import Topic, TopicPolicies
 from gateway.names import NamespaceName, TopicName
 from storage.client.api import LedgerClient

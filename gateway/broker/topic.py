@@ -45,7 +45,8 @@ from gateway.broker.cursor_core import Cursor
 from gateway.broker.dispatch import ConsumerInfo
 from gateway.broker.entry_format import EntryMessage, decode_entry, encode_message, join_entry
 from gateway.broker.log_policy import Retention
-from gateway.broker.managed_log import LogFenced, ManagedLog
+from gateway.broker.log_state import LogFenced
+from gateway.broker.managed_log import ManagedLog
 from gateway.broker.message_id import MessageId, duplicate_id
 from gateway.broker.positions import EARLIEST, NO_BATCH, MessagePosition, Position
 from gateway.broker.publish_core import BatcherConfig, Dedup, DedupVerdict, PublishBatcher

@@ -18,7 +18,7 @@ from gateway.broker.dispatch import ConsumerInfo
 from gateway.broker.dispatch.base import HashRange
 from gateway.broker.entry_format import EntryMessage
 from gateway.broker.log_policy import Retention, RolloverPolicy
-from gateway.broker.managed_log import LogConfig
+from gateway.broker.log_state import LogConfig
 from gateway.broker.service import BrokerService, NamespaceView
 from gateway.broker.subscription import Delivery
 from gateway.broker.topic import TopicPolicies

@@ -1,0 +1,83 @@
+"""The managed log's small parts: its config, errors, etcd value codec and entry cache.
+
+Owns: ``LogConfig``, the log errors (``LogFenced`` means another gateway owns
+the topic now), the JSON form of the ledger list stored under
+``keys.managed_log`` (docs/decisions/0005) and ``EntryCache``, the bounded
+cache of recent entries that tailing consumers read from. Rule: the cache is
+bounded in bytes and evicts oldest first; the state codec keeps unknown fields.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from gateway.broker.log_policy import LedgerInfo, RolloverPolicy
+from gateway.broker.positions import Position
+from gateway.errors import GatewayError
+
+CACHE_BYTES_MAX = 64 * 1024 * 1024  # recent entries kept per log
+
+
+class LogError(GatewayError):
+    code = "log_error"
+    retriable = True
+
+
+class LogFenced(LogError):
+    """Another gateway took this topic over (its ledger is fenced or the list moved)."""
+
+    code = "topic_fenced"
+
+
+class TopicNotFound(GatewayError):
+    code = "not_found"
+
+
+@dataclass(frozen=True, slots=True)
+class LogConfig:
+    ensemble_size: int = 3
+    write_quorum: int = 3
+    ack_quorum: int = 2
+    rollover: RolloverPolicy = field(default_factory=RolloverPolicy)
+    cache_bytes_max: int = CACHE_BYTES_MAX
+
+
+class EntryCache:
+    """Recent entries, evicted oldest first beyond ``bytes_max``."""
+
+    def __init__(self, bytes_max: int) -> None:
+        self._entries: OrderedDict[Position, bytes] = OrderedDict()
+        self._bytes = 0
+        self._bytes_max = bytes_max
+
+    def put(self, position: Position, payload: bytes) -> None:
+        self._entries[position] = payload
+        self._bytes += len(payload)
+        while self._bytes > self._bytes_max and self._entries:
+            _, old = self._entries.popitem(last=False)
+            self._bytes -= len(old)
+
+    def get(self, position: Position) -> bytes | None:
+        return self._entries.get(position)
+
+    @property
+    def size_bytes(self) -> int:
+        return self._bytes
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
+def encode_state(ledgers: list[LedgerInfo], created_ms: int, extra: dict[str, Any]) -> bytes:
+    return orjson.dumps({"ledgers": [info.to_json() for info in ledgers], "createdMs": created_ms, **extra})
+
+
+def decode_state(raw: bytes) -> tuple[list[LedgerInfo], int, dict[str, Any]]:
+    data = orjson.loads(raw)
+    ledgers = [LedgerInfo.from_json(item) for item in data.get("ledgers", [])]
+    extra = {k: v for k, v in data.items() if k not in ("ledgers", "createdMs")}
+    return ledgers, int(data.get("createdMs", 0)), extra
