@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import os
+import signal
 import socket
 import sys
 
@@ -57,7 +57,7 @@ async def serve(args: argparse.Namespace) -> int:
             port=args.port,
             loop="none",
             http="httptools",
-            ws="websockets",
+            ws="websockets-sansio",
             lifespan="on",
             log_level=args.log_level,
             access_log=False,
@@ -73,6 +73,10 @@ async def serve(args: argparse.Namespace) -> int:
             await asyncio.sleep(0.02)
         print(f"FOLIO-GATEWAY READY http={http_url} id={config.gateway_id}", flush=True)
 
+    # uvicorn handles SIGTERM/SIGINT (graceful shutdown), then re-raises the signal to the
+    # handler that was installed before it: make that one a no-op so a clean stop exits 0
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda _signum, _frame: None)
     announcer = asyncio.get_running_loop().create_task(announce())
     try:
         await server.serve()
@@ -99,7 +103,6 @@ def main(argv: list[str] | None = None) -> int:
     tune_gc()
     import uvloop
 
-    os.environ.setdefault("PYTHONASYNCIODEBUG", "0")
     return uvloop.run(serve(args))
 
 
