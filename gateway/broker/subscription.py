@@ -300,6 +300,9 @@ class Subscription:
     # ------------------------------------------------------------ effects
 
     def _apply_now(self, effects: list[Effect]) -> None:
+        # Every input may have freed credit or changed membership even when it has
+        # no effect of its own: the read loop must look at the budget again.
+        self._wake.set()
         if not effects:
             return
         deliveries: dict[ConsumerId, list[Delivery]] = {}

@@ -32,6 +32,7 @@ import orjson
 from coordination import keys
 from coordination.clock import Clock
 from coordination.store import MetadataStore
+from gateway.broker import topic_upkeep as upkeep
 from gateway.broker.broker_errors import (
     BacklogQuotaExceeded,
     ConsumerBusy,
@@ -57,7 +58,6 @@ from gateway.names import TopicName
 log = logging.getLogger(__name__)
 
 DECODED_CACHE_ENTRIES = 4096
-DEDUP_SNAPSHOT_ENTRIES = 1000
 MAINTENANCE_INTERVAL_MS = 1000
 
 
@@ -123,10 +123,10 @@ class Topic:
         self.dedup = Dedup()
         self._batcher: PublishBatcher[_Pending] = PublishBatcher(BatcherConfig())
         self._decoded: OrderedDict[Position, list[EntryMessage]] = OrderedDict()
-        self._dedup_revision = 0
-        self._entries_since_snapshot = 0
+        self.dedup_revision = 0
+        self.entries_since_snapshot = 0
         self._maintenance: asyncio.Task[None] | None = None
-        self._quota_exceeded = False
+        self.quota_exceeded = False
         self.closed = False
         self.on_closed: Callable[[Topic], None] | None = None
         self.msg_in = 0
@@ -165,37 +165,10 @@ class Topic:
         return topic
 
     async def _restore_dedup(self) -> None:
-        current = await self.store.get(keys.dedup(self.name.path))
-        position = EARLIEST
-        if current is not None:
-            data = orjson.loads(current.value)
-            self.dedup.restore(data.get("producers", {}))
-            ledger, entry = data.get("position", [-1, -1])
-            position = Position(int(ledger), int(entry))
-            self._dedup_revision = current.mod_revision
-        nxt = self.log.layout.next_position(position)
-        while nxt is not None:  # replay the log tail after the snapshot
-            entries = await self.log.read(nxt, 1000)
-            if not entries:
-                break
-            for pos, payload in entries:
-                for message in self.messages(pos, payload):
-                    self.dedup.on_persisted(message.producer_name, message.sequence_id)
-            nxt = self.log.layout.next_position(entries[-1][0])
+        await upkeep.restore_dedup(self)
 
     async def _snapshot_dedup(self) -> None:
-        value = orjson.dumps(
-            {
-                "producers": self.dedup.snapshot(),
-                "position": [self.log.last_confirmed.ledger_id, self.log.last_confirmed.entry_id],
-            }
-        )
-        revision = await self.store.compare_and_swap(keys.dedup(self.name.path), value, self._dedup_revision)
-        if revision is None:
-            self.on_lost_ownership()
-            return
-        self._dedup_revision = revision
-        self._entries_since_snapshot = 0
+        await upkeep.snapshot_dedup(self)
 
     # ------------------------------------------------------------ producers
 
@@ -229,7 +202,7 @@ class Topic:
             future.set_exception(TopicUnavailable(f"topic {self.name} moved or is closing; reconnect"))
             return future
         policies = self.policies
-        if self._quota_exceeded and policies.backlog_policy != "consumer_backlog_eviction":
+        if self.quota_exceeded and policies.backlog_policy != "consumer_backlog_eviction":
             future.set_exception(
                 BacklogQuotaExceeded(
                     f"topic {self.name}: backlog above its quota of {policies.backlog_limit_bytes} bytes"
@@ -305,7 +278,7 @@ class Topic:
                 self.dedup.on_persisted(token.producer, token.sequence_id)
             if not token.future.done():
                 token.future.set_result(PublishResult(message_id))
-        self._entries_since_snapshot += 1
+        self.entries_since_snapshot += 1
         for sub in self.subscriptions.values():
             sub.wake()
         for reader in self.readers.values():
@@ -480,54 +453,10 @@ class Topic:
                 log.info("topic %s: maintenance failed: %s", self.name, exc)
 
     async def maintain_once(self) -> None:
-        if self.closed or self.log.fenced:
-            return
-        policies = self.policies
-        if policies.ttl_seconds > 0:
-            await self._expire(policies.ttl_seconds)
-        self._check_backlog_quota(policies)
-        await self.log.trim(self.slowest_mark_delete(), policies.retention)
-        if policies.dedup and self._entries_since_snapshot >= DEDUP_SNAPSHOT_ENTRIES:
-            await self._snapshot_dedup()
+        await upkeep.maintain_once(self)
 
     def backlog_bytes(self) -> int:
-        """Estimated bytes after the slowest durable cursor (pulsar-api.md §4.11)."""
-        slowest = self.slowest_mark_delete()
-        layout = self.log.layout
-        total = layout.total_entries
-        if slowest is None or total == 0:
-            return 0
-        behind = layout.entries_between(slowest, layout.last_position())
-        return self.log.total_bytes * behind // total
-
-    def _check_backlog_quota(self, policies: TopicPolicies) -> None:
-        limit = policies.backlog_limit_bytes
-        if limit < 0:
-            self._quota_exceeded = False
-            return
-        self._quota_exceeded = self.backlog_bytes() > limit
-        if self._quota_exceeded and policies.backlog_policy == "consumer_backlog_eviction":
-            layout = self.log.layout
-            slowest = min(self.subscriptions.values(), key=lambda sub: sub.cursor.mark_delete)
-            behind = layout.entries_between(slowest.cursor.mark_delete, layout.last_position())
-            slowest.skip(max(1, behind // 2))  # evict the oldest half of the slowest backlog
-
-    async def _expire(self, ttl_seconds: int) -> None:
-        cutoff = self.clock.now_ms() - ttl_seconds * 1000
-        first_live = await self.first_position_at_or_after(cutoff)
-        layout = self.log.layout
-        if first_live is None:
-            upto = layout.last_position()
-        else:
-            index = layout.index(first_live)
-            upto = layout.at(index - 1) if index > 1 else EARLIEST
-        for sub in self.subscriptions.values():
-            if upto > sub.cursor.mark_delete:
-                backlog_before = sub.cursor.backlog(layout)
-                if sub.expire_upto(upto):
-                    expired = backlog_before - sub.cursor.backlog(layout)
-                    sub.expired += expired
-                    self.msg_expired += expired
+        return upkeep.backlog_bytes(self)
 
     # ------------------------------------------------------------ closing
 

@@ -1,0 +1,118 @@
+"""A topic's upkeep: dedup state persistence, TTL expiry, backlog quota, trimming.
+
+Owns: the periodic and load-time work of a ``Topic`` that is not on the
+publish or delivery path. Rules (pulsar-api.md §4.9, §4.11):
+- dedup state is a snapshot in etcd (producer -> highest persisted sequence id,
+  plus the log position it covers), written by compare-and-swap every
+  ``DEDUP_SNAPSHOT_ENTRIES`` entries and on clean close; a new owner restores
+  it and replays the log after that position, so duplicates are recognised
+  across ownership changes;
+- TTL moves each durable cursor past entries published before now - TTL;
+- the backlog quota (bytes after the slowest cursor) refuses publishes
+  (``producer_exception``/``producer_request_hold``) or skips the slowest
+  cursor forward (``consumer_backlog_eviction``);
+- ledgers are trimmed by ``ManagedLog.trim`` under the retention policy.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import orjson
+
+from coordination import keys
+from gateway.broker.positions import EARLIEST, Position
+
+if TYPE_CHECKING:
+    from gateway.broker.topic import Topic, TopicPolicies
+
+DEDUP_SNAPSHOT_ENTRIES = 1000
+
+
+async def restore_dedup(topic: Topic) -> None:
+    current = await topic.store.get(keys.dedup(topic.name.path))
+    position = EARLIEST
+    if current is not None:
+        data = orjson.loads(current.value)
+        topic.dedup.restore(data.get("producers", {}))
+        ledger, entry = data.get("position", [-1, -1])
+        position = Position(int(ledger), int(entry))
+        topic.dedup_revision = current.mod_revision
+    nxt = topic.log.layout.next_position(position)
+    while nxt is not None:  # replay the log tail after the snapshot
+        entries = await topic.log.read(nxt, 1000)
+        if not entries:
+            break
+        for pos, payload in entries:
+            for message in topic.messages(pos, payload):
+                topic.dedup.on_persisted(message.producer_name, message.sequence_id)
+        nxt = topic.log.layout.next_position(entries[-1][0])
+
+
+async def snapshot_dedup(topic: Topic) -> None:
+    value = orjson.dumps(
+        {
+            "producers": topic.dedup.snapshot(),
+            "position": [topic.log.last_confirmed.ledger_id, topic.log.last_confirmed.entry_id],
+        }
+    )
+    revision = await topic.store.compare_and_swap(keys.dedup(topic.name.path), value, topic.dedup_revision)
+    if revision is None:
+        topic.on_lost_ownership()
+        return
+    topic.dedup_revision = revision
+    topic.entries_since_snapshot = 0
+
+
+async def maintain_once(topic: Topic) -> None:
+    if topic.closed or topic.log.fenced:
+        return
+    policies = topic.policies
+    if policies.ttl_seconds > 0:
+        await expire(topic, policies.ttl_seconds)
+    check_backlog_quota(topic, policies)
+    await topic.log.trim(topic.slowest_mark_delete(), policies.retention)
+    if policies.dedup and topic.entries_since_snapshot >= DEDUP_SNAPSHOT_ENTRIES:
+        await snapshot_dedup(topic)
+
+
+def backlog_bytes(topic: Topic) -> int:
+    """Estimated bytes after the slowest durable cursor (pulsar-api.md §4.11)."""
+    slowest = topic.slowest_mark_delete()
+    layout = topic.log.layout
+    total = layout.total_entries
+    if slowest is None or total == 0:
+        return 0
+    behind = layout.entries_between(slowest, layout.last_position())
+    return topic.log.total_bytes * behind // total
+
+
+def check_backlog_quota(topic: Topic, policies: TopicPolicies) -> None:
+    limit = policies.backlog_limit_bytes
+    if limit < 0:
+        topic.quota_exceeded = False
+        return
+    topic.quota_exceeded = topic.backlog_bytes() > limit
+    if topic.quota_exceeded and policies.backlog_policy == "consumer_backlog_eviction":
+        layout = topic.log.layout
+        slowest = min(topic.subscriptions.values(), key=lambda sub: sub.cursor.mark_delete)
+        behind = layout.entries_between(slowest.cursor.mark_delete, layout.last_position())
+        slowest.skip(max(1, behind // 2))  # evict the oldest half of the slowest backlog
+
+
+async def expire(topic: Topic, ttl_seconds: int) -> None:
+    cutoff = topic.clock.now_ms() - ttl_seconds * 1000
+    first_live = await topic.first_position_at_or_after(cutoff)
+    layout = topic.log.layout
+    if first_live is None:
+        upto = layout.last_position()
+    else:
+        index = layout.index(first_live)
+        upto = layout.at(index - 1) if index > 1 else EARLIEST
+    for sub in topic.subscriptions.values():
+        if upto > sub.cursor.mark_delete:
+            backlog_before = sub.cursor.backlog(layout)
+            if sub.expire_upto(upto):
+                expired = backlog_before - sub.cursor.backlog(layout)
+                sub.expired += expired
+                topic.msg_expired += expired
