@@ -19,6 +19,7 @@ from coordination.errors import CoordinationError
 from gateway.api import admin_namespaces, routes
 from gateway.api.errors import error_response
 from gateway.api.gateway import Gateway
+from gateway.api.metrics import registry_for
 from gateway.errors import GatewayError
 from storage.errors import StorageError
 
@@ -57,8 +58,10 @@ def create_app(gateway: Gateway, *, manage_lifecycle: bool = True) -> FastAPI:
     async def storage_error(_request: Request, exc: StorageError) -> Response:
         return error_response(exc)
 
+    registry = registry_for(gateway)
+
     @app.get("/metrics", include_in_schema=False)
     async def metrics() -> Response:
-        return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
+        return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
 
     return app

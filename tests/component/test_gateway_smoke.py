@@ -30,5 +30,14 @@ async def test_publish_on_one_gateway_consume_through_the_other(
         assert response.json()["errorCode"] == 0
     frame = await consumer.receive()
     assert unb64(frame["payload"]) == b"raw"
+    async with httpx.AsyncClient() as http:
+        texts = [(await http.get(f"{url}/metrics")).text for url in cluster.urls]
+    totals = [
+        float(line.split()[-1])
+        for text in texts
+        for line in text.splitlines()
+        if line.startswith("folio_gateway_messages_in_total")
+    ]
+    assert sum(totals) == 21, texts  # counted once, on the owner
     await producer.close()
     await consumer.close()
