@@ -120,6 +120,14 @@ def run_until_signalled(cluster: LocalCluster) -> int:
             for node in dead:
                 print(f"storage node {node.address} exited with {node.proc and node.proc.returncode}")
                 cluster.nodes.remove(node)
+            for gateway in cluster.gateways:
+                if not gateway.running():
+                    code = gateway.proc and gateway.proc.returncode
+                    print(f"gateway {gateway.http_url} exited with {code}; restarting it", flush=True)
+                    try:
+                        gateway.start()
+                    except RuntimeError as exc:
+                        print(f"gateway {gateway.http_url} did not restart: {exc}", flush=True)
     finally:
         print("stopping…", flush=True)
         cluster.stop()

@@ -4,7 +4,8 @@ Owns: command-line parsing, connecting to etcd, and the uvicorn server's
 lifecycle. Prints ``FOLIO-GATEWAY READY http=http://H:P`` once it serves, so
 supervisors and tests know when to start. SIGTERM/SIGINT shut down cleanly:
 topics are closed (ledgers closed, cursors persisted), bundles released,
-sockets closed.
+sockets closed. A gateway whose etcd lease is lost exits with 75 (restart me):
+it owns nothing any more; `folio up` restarts it.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from coordination.etcd_store import connect
 from gateway.api.app import create_app
 from gateway.api.gateway import Gateway, GatewayConfig
 from storage.runtime import tune_gc
+
+EXIT_LEASE_LOST = 75  # EX_TEMPFAIL: restart me
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -78,12 +81,32 @@ async def serve(args: argparse.Namespace) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda _signum, _frame: None)
     announcer = asyncio.get_running_loop().create_task(announce())
+    lease_lost = False
+
+    async def watch_lease() -> None:
+        # A gateway whose etcd lease expired (paused, partitioned) owns nothing any more and
+        # its registration is gone: it stops, and its supervisor starts a fresh one.
+        nonlocal lease_lost
+        while not server.started:
+            await asyncio.sleep(0.05)
+        await gateway.session.lost.wait()
+        if not server.should_exit:
+            lease_lost = True
+            print(
+                f"FATAL gateway lease lost ({gateway.session.lost_reason}); exiting",
+                file=sys.stderr,
+                flush=True,
+            )
+            server.should_exit = True
+
+    watcher = asyncio.get_running_loop().create_task(watch_lease())
     try:
         await server.serve()
     finally:
         announcer.cancel()
+        watcher.cancel()
         await store.close()
-    return 0
+    return EXIT_LEASE_LOST if lease_lost else 0
 
 
 def main(argv: list[str] | None = None) -> int:
