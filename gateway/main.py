@@ -65,6 +65,7 @@ async def serve(args: argparse.Namespace) -> int:
             log_level=args.log_level,
             access_log=False,
             ws_max_size=16 * 1024 * 1024,
+            ws_per_message_deflate=False,  # compression costs more CPU than loopback bandwidth
             ws_ping_interval=20.0,
             ws_ping_timeout=20.0,
             timeout_graceful_shutdown=5,

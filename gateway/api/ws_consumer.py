@@ -40,6 +40,7 @@ from gateway.protocol.ws_frames import (
     IsEndOfTopic,
     Nack,
     Permit,
+    ReconsumeLater,
     Seek,
     Unsubscribe,
     active_notice,
@@ -68,6 +69,7 @@ class ConsumerSession:
         self.sub: Subscription | None = None
         self.consumer_id = 0
         self.reader = False
+        self.max_retries = 0  # maxRedeliverCount: reconsumeLater beyond it goes to the DLQ
 
     # ConsumerSink ---------------------------------------------------------
 
@@ -121,6 +123,13 @@ class ConsumerSession:
             self._unsubscribe()
         elif isinstance(command, Seek):
             self._seek(command)
+        elif isinstance(command, ReconsumeLater):
+            position = position_of(command.message_id, self.partition)
+            if position is not None and not self.reader:
+                task = self.topic.reconsume_later(
+                    sub, self.consumer_id, position, command.delay_ms, self.max_retries
+                )
+                asyncio.get_running_loop().create_task(task)
 
     def _unsubscribe(self) -> None:
         sub = self.sub
@@ -204,6 +213,7 @@ async def serve_consumer(
         await deny(websocket, exc, "Failed to subscribe: ")
         return
     session.sub, session.consumer_id = sub, consumer_id
+    session.max_retries = params.max_redeliver_count
     await websocket.accept()
     gateway.sessions += 1
     try:

@@ -418,22 +418,63 @@ class Topic:
         await sub.delete()
 
     async def dead_letter(
-        self, target: str, message: EntryMessage, origin: MessagePosition, sub: str
+        self,
+        target: str,
+        message: EntryMessage,
+        origin: MessagePosition,
+        sub: str,
+        *,
+        suffix: str = "DLQ",
+        extra: dict[str, str] | None = None,
+        deliver_at_ms: int | None = None,
     ) -> None:
+        """Publish a copy of ``message`` to ``target`` (dead-letter or retry topic)."""
         properties = dict(message.properties)
         properties.setdefault("REAL_TOPIC", str(self.name))
-        properties.setdefault("ORIGIN_MESSAGE_ID", str(origin))
+        # as the Java client: the origin id's string form "L:E:P" ("L:E:P:B" in a batch)
+        properties.setdefault("ORIGIN_MESSAGE_ID", str(MessageId.of(origin, self.partition)))
+        properties.update(extra or {})
         copy = EntryMessage(
             payload=message.payload,
             publish_time_ms=self.clock.now_ms(),
-            producer_name=f"{self.name.local}-{sub}-DLQ",
+            producer_name=f"{self.name.local}-{sub}-{suffix}",
             sequence_id=message.sequence_id,
             key=message.key,
             ordering_key=message.ordering_key,
             properties=properties,
             event_time_ms=message.event_time_ms,
+            deliver_at_ms=deliver_at_ms,
         )
         await self.host.publish_to(target, copy)
+
+    async def reconsume_later(
+        self, sub: Subscription, consumer_id: int, position: MessagePosition, delay_ms: int, max_retries: int
+    ) -> None:
+        """Retry-letter topic (pulsar-api.md §4.4): ack the message and publish a copy to
+        ``<topic>-<sub>-RETRY`` delivered after ``delay_ms``; past ``max_retries`` (> 0)
+        reconsumes, the copy goes to the dead-letter topic instead."""
+        messages = await self.load_messages(position.entry)
+        if messages is None:
+            return
+        message = messages[0 if position.batch_index == NO_BATCH else position.batch_index]
+        on_retry_topic = self.name.local.endswith("-RETRY")
+        real = message.properties.get("REAL_TOPIC", str(self.name)) if on_retry_topic else str(self.name)
+        retries = int(message.properties.get("RECONSUMETIMES", "0")) + 1
+        if max_retries and retries > max_retries:
+            await self.dead_letter(f"{real}-{sub.name}-DLQ", message, position, sub.name)
+        else:
+            extra = {"RECONSUMETIMES": str(retries), "DELAY_TIME": str(delay_ms)}
+            target = str(self.name) if on_retry_topic else f"{real}-{sub.name}-RETRY"
+            await self.dead_letter(
+                target,
+                message,
+                position,
+                sub.name,
+                suffix="RETRY",
+                extra=extra,
+                deliver_at_ms=self.clock.now_ms() + delay_ms,
+            )
+        sub.ack(consumer_id, [position])
 
     def on_cursor_moved(self) -> None:
         """An ack or seek happened (trimming runs on the maintenance tick)."""

@@ -86,7 +86,18 @@ class Seek:
     inclusive: bool = True
 
 
-Command = Ack | AckCumulative | Nack | Permit | Unsubscribe | IsEndOfTopic | Seek
+@dataclass(frozen=True, slots=True)
+class ReconsumeLater:
+    """Retry-letter topic (Folio; the Java client's ``reconsumeLater``): ack the
+    message and publish a copy to the retry topic, delivered after ``delay_ms``."""
+
+    message_id: MessageId
+    delay_ms: int
+
+
+RECONSUME_DELAY_MAX_MS = 7 * 24 * 3600 * 1000
+
+Command = Ack | AckCumulative | Nack | Permit | Unsubscribe | IsEndOfTopic | Seek | ReconsumeLater
 
 
 def parse_command(data: str | bytes) -> Command:
@@ -106,6 +117,9 @@ def parse_command(data: str | bytes) -> Command:
         return AckCumulative(_single_id(obj, kind))
     if kind == "seek":
         return _seek(obj)
+    if kind == "reconsumeLater":
+        delay = get_int(obj, "delayMs", 0, RECONSUME_DELAY_MAX_MS)
+        return ReconsumeLater(_single_id(obj, kind), delay or 0)
     return _ack(obj, kind)
 
 
@@ -130,7 +144,7 @@ def _single_id(obj: JsonObject, kind: str | None) -> MessageId:
     value = obj.get("messageId")
     if value is None:
         why = ""
-        if kind is not None and kind not in ("ack", "ackCumulative", "negativeAcknowledge"):
+        if kind is not None and kind not in ("ack", "ackCumulative", "negativeAcknowledge", "reconsumeLater"):
             why = f" (unknown type {kind[:ID_CHARS_SHOWN]!r} is treated as an ack)"
         raise FrameError(WS_FAILED_TO_DESERIALIZE, f"messageId is required{why}")
     return parse_message_id(value)
