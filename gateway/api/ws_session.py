@@ -30,10 +30,13 @@ _CLOSE = object()
 
 
 async def deny(websocket: WebSocket, exc: BaseException, prefix: str = "") -> None:
-    """Refuse the upgrade with the error's HTTP status and a JSON reason."""
+    """Refuse the upgrade with the error's HTTP status and a JSON reason. A bad name
+    in the URL is a bad argument here (400, as Pulsar's WebSocket handler answers),
+    not the admin API's 412."""
     info = body(exc)
     reason = f"{prefix}{info['reason']}"
-    await websocket.send_denial_response(reason_response(status_of(exc), reason, str(info["code"])))
+    status = 400 if info["code"] == "invalid_name" else status_of(exc)
+    await websocket.send_denial_response(reason_response(status, reason, str(info["code"])))
 
 
 async def deny_status(websocket: WebSocket, status: int, reason: str, code: str) -> None:
