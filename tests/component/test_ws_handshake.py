@@ -65,5 +65,6 @@ async def test_handshake_statuses(messaging_cluster: Callable[..., Awaitable[Mes
     async with websockets.connect(
         f"{ws0}/ws/v2/consumer/{base}/ks/s?subscriptionType=Key_Shared&keySharedMode=STICKY&stickyRanges=0-100"
     ):
-        url = f"{ws1}/ws/v2/consumer/{base}/ks/s?subscriptionType=Key_Shared&keySharedMode=STICKY&stickyRanges=50-200"
+        sticky = "subscriptionType=Key_Shared&keySharedMode=STICKY&stickyRanges=50-200"
+        url = f"{ws1}/ws/v2/consumer/{base}/ks/s?{sticky}"
         assert (await refused(url))[0] == 409
