@@ -16,7 +16,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.responses import Response
 
 from coordination.errors import CoordinationError
-from gateway.api import admin_namespaces, routes
+from gateway.api import admin_namespaces, routes, ws_fastpath
 from gateway.api.errors import error_response
 from gateway.api.gateway import Gateway
 from gateway.api.metrics import registry_for
@@ -44,6 +44,7 @@ def create_app(gateway: Gateway, *, manage_lifecycle: bool = True) -> FastAPI:
     )
     messaging = routes.make_router(lambda: gateway)
     app.include_router(messaging)
+    ws_fastpath.install(app, messaging.ws_handlers)  # type: ignore[attr-defined]
     app.include_router(admin_namespaces.make_router(lambda: gateway.namespaces))
 
     @app.exception_handler(GatewayError)

@@ -392,6 +392,12 @@ def make_router(get_gateway: Any) -> APIRouter:
         return await _settle(domain, tenant, namespace, topic, subscription, request, True)
 
     router.consumers = consumers  # type: ignore[attr-defined]
+    router.ws_handlers = {  # type: ignore[attr-defined]
+        "producer": ws_producer,
+        "consumer": ws_consumer,
+        "reader": ws_reader,
+        "pingpong": ws_pingpong,
+    }
     return router
 
 
