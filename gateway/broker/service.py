@@ -46,6 +46,7 @@ class NamespaceView:
     policies: TopicPolicies = field(default_factory=TopicPolicies)
 
 
+_DEFAULT_POLICIES = TopicPolicies()
 PolicySource = Callable[[NamespaceName], Awaitable[NamespaceView]]
 RemotePublish = Callable[[str, EntryMessage], Awaitable[None]]
 
@@ -80,9 +81,10 @@ class BrokerService:
 
     # ------------------------------------------------------------ policies
 
-    def policies_of(self, topic: TopicName) -> TopicPolicies:
-        view = self._namespaces.get(topic.namespace_name)
-        return view.policies if view is not None else TopicPolicies()
+    def namespace_policies(self, ns: NamespaceName) -> TopicPolicies:
+        """Hot path (every publish): the policies of ``ns`` as last refreshed."""
+        view = self._namespaces.get(ns)
+        return view.policies if view is not None else _DEFAULT_POLICIES
 
     async def namespace(self, ns: NamespaceName, *, fresh: bool = False) -> NamespaceView:
         view = self._namespaces.get(ns)

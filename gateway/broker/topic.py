@@ -53,7 +53,7 @@ from gateway.broker.positions import EARLIEST, NO_BATCH, MessagePosition, Positi
 from gateway.broker.publish_core import BatcherConfig, Dedup, DedupVerdict, PublishBatcher
 from gateway.broker.subscription import ConsumerSink, Subscription
 from gateway.errors import GatewayError
-from gateway.names import TopicName
+from gateway.names import NamespaceName, TopicName
 
 log = logging.getLogger(__name__)
 
@@ -86,7 +86,7 @@ class TopicHost(Protocol):
     store: MetadataStore
     clock: Clock
 
-    def policies_of(self, topic: TopicName) -> TopicPolicies: ...
+    def namespace_policies(self, ns: NamespaceName) -> TopicPolicies: ...
 
     async def publish_to(self, topic: str, message: EntryMessage) -> None: ...
 
@@ -113,6 +113,7 @@ class _Pending:
 class Topic:
     def __init__(self, name: TopicName, managed_log: ManagedLog, host: TopicHost) -> None:
         self.name = name
+        self._namespace = name.namespace_name
         self.log = managed_log
         self.host = host
         self.store = host.store
@@ -136,7 +137,7 @@ class Topic:
 
     @property
     def policies(self) -> TopicPolicies:
-        return self.host.policies_of(self.name)
+        return self.host.namespace_policies(self._namespace)
 
     @property
     def partition(self) -> int:
