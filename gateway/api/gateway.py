@@ -49,6 +49,7 @@ class GatewayConfig:
     http_url: str  # how other gateways and clients reach this one
     lease_ttl_s: int = 10
     max_message_bytes: int = 5 * 1024 * 1024 - 64 * 1024  # payload limit (an entry is 5 MiB)
+    max_request_bytes: int = 16 * 1024 * 1024  # a REST body (JSON messages array or raw payload)
     sessions_max: int = 10_000  # WebSocket + HTTP-consume sessions
     pending_bytes_per_session: int = 16 * 1024 * 1024
     log: LogConfig = field(default_factory=LogConfig)

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import orjson
 from fastapi import APIRouter, Query, Request, WebSocket
+from starlette.requests import ClientDisconnect
 from starlette.responses import Response
 
 from gateway.api.convert import delivery_frame, entry_message, position_of
@@ -228,9 +229,9 @@ def make_router(get_gateway: Any) -> APIRouter:
 
     async def _produce(name: TopicName, request: Request) -> Response:
         gateway = gw()
-        body = await request.body()
         query = dict(request.query_params)
         try:
+            body = await read_body(request, gateway.config.max_request_bytes)
             now = gateway.clock.now_ms()
             limit = gateway.config.max_message_bytes
             content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
@@ -357,9 +358,9 @@ def make_router(get_gateway: Any) -> APIRouter:
     async def _settle(
         domain: str, tenant: str, namespace: str, topic: str, subscription: str, request: Request, nack: bool
     ) -> Response:
-        body = await request.body()
         query = dict(request.query_params)
         try:
+            body = await read_body(request, ACK_BODY_MAX)
             name = TopicName.of(domain, tenant, namespace, topic)
             ids = parse_ack_body(body)
             where = await local_topic(name, query)
@@ -399,6 +400,36 @@ def make_router(get_gateway: Any) -> APIRouter:
         "pingpong": ws_pingpong,
     }
     return router
+
+
+ACK_BODY_MAX = 4 * 1024 * 1024
+
+
+class BodyTooLarge(GatewayError):
+    code = "payload_too_large"
+
+
+class ClientGone(GatewayError):
+    code = "bad_request"
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    """The request body, refused (413) beyond ``limit`` bytes - by its declared
+    Content-Length before reading, else while reading - so memory stays bounded."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise BodyTooLarge(f"request body of {declared} bytes exceeds the limit of {limit}")
+    chunks: list[bytes] = []
+    size = 0
+    try:
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise BodyTooLarge(f"request body exceeds the limit of {limit} bytes")
+            chunks.append(chunk)
+    except ClientDisconnect as exc:
+        raise ClientGone("the client went away while sending the body") from exc
+    return b"".join(chunks)
 
 
 def _rest_message(request: PublishRequest) -> dict[str, Any]:

@@ -6,7 +6,9 @@ relay of a whole session to the gateway that owns the topic. Rules
 (DESIGN.md §6-7): every handler reads the socket in its own loop and writes
 only through the sender task, so a slow client never blocks the broker and
 shutdown never hangs; a relay is transparent: the owner's handshake status
-and every frame in both directions pass through unchanged.
+and every frame in both directions pass through unchanged, and so does its
+close code - except when the owner vanishes without a close frame (1006):
+the client is then closed with 4503 ("reconnect"), never left hanging.
 """
 
 from __future__ import annotations
@@ -128,6 +130,10 @@ async def relay(websocket: WebSocket, url: str) -> None:
             pass
         code = upstream.close_code or 1000
         reason = upstream.close_reason or ""
+        if code in (1006, 1015):  # no close frame: the owner died; 1006 may not be sent on the wire
+            code, reason = close_code(503), "owner gateway connection lost; reconnect"
+        elif code == 1005:  # a close frame without a code (1005 may not be sent either)
+            code = 1000
         with contextlib.suppress(Exception):
             await websocket.close(code if code >= 1000 else 1011, reason)
 
@@ -139,7 +145,10 @@ async def relay(websocket: WebSocket, url: str) -> None:
                 break
             text = message.get("text")
             await upstream.send(text if text is not None else message.get("bytes") or b"")
-    except (WebSocketDisconnect, ConnectionClosed, RuntimeError):
+    except ConnectionClosed:  # the owner went away: downstream() closes the client with a valid code
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(asyncio.shield(task), 5)
+    except (WebSocketDisconnect, RuntimeError):
         pass
     finally:
         await upstream.close()

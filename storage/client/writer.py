@@ -179,7 +179,7 @@ class LedgerWriter:
     def _complete(self, lac: int) -> None:
         futures = self._futures
         first = self._first_future_id
-        while first <= lac:
+        while first <= lac and futures:  # after abandon() late acks find no futures left
             future = futures.popleft()
             if not future.done():
                 future.set_result(first)

@@ -132,28 +132,49 @@ async def handshake_status(url: str) -> int:
     return 101
 
 
-async def publish_pipelined(
-    base: str, topic: str, messages: list[dict[str, Any]], query: str = "", window: int = 200
-) -> list[dict[str, Any]]:
-    """Publish ``messages`` (dicts with ``payload`` as bytes/str plus any other
-    publish fields) over one WebSocket with up to ``window`` in flight; returns
-    the replies in message order (so entries hold batches of messages)."""
-    ws = await websockets.connect(f"{base}/ws/v2/producer/{TOPIC_PATH}/{topic}?{query}", open_timeout=15)
-    replies: dict[str, dict[str, Any]] = {}
-    try:
+class PipelinedProducer:
+    """A producer session that keeps up to ``window`` publishes in flight (so the
+    gateway stores them several to an entry); replies are matched by context."""
+
+    def __init__(self, ws: ClientConnection) -> None:
+        self.ws = ws
+        self._contexts = itertools.count()
+
+    @classmethod
+    async def connect(cls, base: str, topic: str, query: str = "") -> PipelinedProducer:
+        url = f"{base}/ws/v2/producer/{TOPIC_PATH}/{topic}?{query}"
+        return cls(await websockets.connect(url, open_timeout=15))
+
+    async def publish(self, messages: list[dict[str, Any]], window: int = 200) -> list[dict[str, Any]]:
+        """``messages``: dicts with ``payload`` (bytes/str) plus other publish
+        fields; returns the replies in message order."""
+        contexts = [str(next(self._contexts)) for _ in messages]
+        replies: dict[str, dict[str, Any]] = {}
         sent = 0
         while len(replies) < len(messages):
             while sent < len(messages) and sent - len(replies) < window:
                 fields = dict(messages[sent])
                 fields["payload"] = b64(fields["payload"])
-                fields["context"] = str(sent)
-                await ws.send(orjson.dumps(fields).decode())
+                fields["context"] = contexts[sent]
+                await self.ws.send(orjson.dumps(fields).decode())
                 sent += 1
-            reply: dict[str, Any] = orjson.loads(await asyncio.wait_for(ws.recv(), 20))
+            reply: dict[str, Any] = orjson.loads(await asyncio.wait_for(self.ws.recv(), 20))
             replies[reply["context"]] = reply
+        return [replies[c] for c in contexts]
+
+    async def close(self) -> None:
+        await self.ws.close()
+
+
+async def publish_pipelined(
+    base: str, topic: str, messages: list[dict[str, Any]], query: str = "", window: int = 200
+) -> list[dict[str, Any]]:
+    """Publish ``messages`` over one new producer session (see ``PipelinedProducer``)."""
+    producer = await PipelinedProducer.connect(base, topic, query)
+    try:
+        return await producer.publish(messages, window)
     finally:
-        await ws.close()
-    return [replies[str(i)] for i in range(len(messages))]
+        await producer.close()
 
 
 class Collector:
@@ -175,8 +196,18 @@ class Collector:
         self._task = asyncio.get_running_loop().create_task(self._read())
 
     @classmethod
-    async def connect(cls, url: str, name: str = "") -> Collector:
-        return cls(await websockets.connect(url, open_timeout=15), name)
+    async def connect(cls, url: str, name: str = "", busy_retry_s: float = 10.0) -> Collector:
+        """Connect; a 409 (the previous consumer's disconnect not yet seen by the
+        owner - e.g. still travelling through a relay) is retried for ``busy_retry_s``."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + busy_retry_s
+        while True:
+            try:
+                return cls(await websockets.connect(url, open_timeout=15), name)
+            except InvalidStatus as exc:
+                if exc.response.status_code != 409 or loop.time() > deadline:
+                    raise
+            await asyncio.sleep(0.05)
 
     async def _read(self) -> None:
         try:
@@ -491,7 +522,8 @@ class ReconnectingConsumer:
         self.deliveries = deliveries
         self.query = query
         self.attempt = first_base
-        self.close_codes: list[int | None] = []
+        self.closes: list[tuple[str, int | None]] = []  # (base URL, close code received or None)
+        self.connect_errors: list[str] = []
         self.connects = 0
 
     async def run(self, stop: asyncio.Event) -> None:
@@ -506,7 +538,8 @@ class ReconnectingConsumer:
             )
             try:
                 ws = await websockets.connect(url, open_timeout=5, close_timeout=1, ping_interval=None)
-            except (OSError, InvalidHandshake, TimeoutError):
+            except (OSError, InvalidHandshake, TimeoutError) as exc:
+                self.connect_errors.append(f"{base}: {exc!r}")
                 await asyncio.sleep(RETRY_PAUSE_S)
                 continue
             self.connects += 1
@@ -521,7 +554,7 @@ class ReconnectingConsumer:
                         self.deliveries.record(self.name, frame)
                         await ws.send(orjson.dumps({"messageId": frame["messageId"]}).decode())
             except ConnectionClosed as exc:
-                self.close_codes.append(exc.rcvd.code if exc.rcvd is not None else None)
+                self.closes.append((base, exc.rcvd.code if exc.rcvd is not None else None))
                 await asyncio.sleep(RETRY_PAUSE_S)
             except OSError:
                 await asyncio.sleep(RETRY_PAUSE_S)
@@ -564,3 +597,10 @@ async def read_log(
     finally:
         await consumer.close()
     return frames
+
+
+async def eventually(predicate: Any, timeout: float = 10.0, interval: float = 0.05) -> None:
+    """Poll ``predicate()`` until it is true; ``TimeoutError`` after ``timeout``."""
+    async with asyncio.timeout(timeout):
+        while not predicate():
+            await asyncio.sleep(interval)
