@@ -20,7 +20,9 @@ def spec() -> dict[str, Any]:
     from gateway.api.app import create_app
     from gateway.api.gateway import Gateway, GatewayConfig
 
-    gateway = Gateway(MemoryStore(SystemClock()), GatewayConfig(gateway_id="spec", http_url="http://127.0.0.1:8080"))
+    gateway = Gateway(
+        MemoryStore(SystemClock()), GatewayConfig(gateway_id="spec", http_url="http://127.0.0.1:8080")
+    )
     document: dict[str, Any] = create_app(gateway, manage_lifecycle=False).openapi()
     return document
 

@@ -226,12 +226,15 @@ async def serve_reader(gateway: Gateway, websocket: WebSocket, topic: Topic, par
     session = ConsumerSession(gateway, websocket, topic, params.batch_delivery)
     session.reader = True
     start = params.start
+    skip_in_batch = 0
     if start == "earliest":
         position, inclusive = EARLIEST, True
     elif start == "latest":
         position, inclusive = LATEST, True
     else:
         position, inclusive = Position(start.ledger_id, start.entry_id), params.start_inclusive
+        if start.is_batch:  # inside a batch entry: read the entry, skip the messages before the start
+            skip_in_batch, inclusive = start.batch_index + (0 if inclusive else 1), True
     info = ConsumerInfo(params.reader_name or f"reader-{secrets.token_hex(4)}", 0, params.receiver_queue_size)
     try:
         sub, consumer_id = topic.create_reader(position, inclusive, info, session, params.reader_name)
@@ -240,6 +243,7 @@ async def serve_reader(gateway: Gateway, websocket: WebSocket, topic: Topic, par
         await deny(websocket, exc, "Failed to create reader: ")
         return
     session.sub, session.consumer_id = sub, consumer_id
+    sub.cursor.ack_batch_prefix(position, skip_in_batch)
     sub.start()
     await websocket.accept()
     gateway.sessions += 1

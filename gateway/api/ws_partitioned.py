@@ -63,7 +63,9 @@ def java_string_hash(text: str) -> int:
 def partition_of_key(key: str, partitions: int, scheme: str) -> int:
     if scheme == "Murmur3_32Hash":
         return (murmur3_32(key.encode()) & 0x7FFFFFFF) % partitions
-    return abs(java_string_hash(key)) % partitions  # Java client: signSafeMod of hashCode
+    # Java client (JavaStringHash + RoundRobinPartitionMessageRouterImpl): hashCode masked to
+    # non-negative, then signSafeMod - not abs(hashCode), which differs for negative hash codes
+    return (java_string_hash(key) & 0x7FFFFFFF) % partitions
 
 
 async def _open_links(

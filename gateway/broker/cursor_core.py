@@ -209,11 +209,20 @@ class Cursor:
         self._sizes.clear()
         self.revision += 1
 
+    def ack_batch_prefix(self, entry: Position, count: int) -> None:
+        """Treat the first ``count`` messages of the batch entry ``entry`` as acked
+        while the entry itself stays unacked: a reader that starts inside a batch
+        (Pulsar's client skips the batch indices before its start id)."""
+        if count > 0 and entry > self._mark_delete:
+            self._partial[entry] = self._partial.get(entry, 0) | (1 << count) - 1
+            self.revision += 1
+
     # -- persistence -----------------------------------------------------------
 
     def snapshot(self) -> dict[str, Any]:
         """A JSON-serialisable, bounded picture of the ack state."""
-        partial = sorted(self._partial.items())[: self._batches_persisted_max]
+        known = [(p, mask) for p, mask in self._partial.items() if p in self._sizes]  # size needed below
+        partial = sorted(known)[: self._batches_persisted_max]
         return {
             "version": SNAPSHOT_VERSION,
             "markDelete": [self._mark_delete.ledger_id, self._mark_delete.entry_id],

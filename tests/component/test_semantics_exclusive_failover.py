@@ -7,7 +7,9 @@ Shows (pulsar-api.md §4.2-4.3, §4.6; DESIGN.md §5):
   without acks everything comes back; cumulative ack is refused on Shared;
 - Failover: one consumer is active (``active`` notices), it alone receives;
   when it leaves the next one takes over from the mark-delete position and
-  gets every unacked message again, in order, and then the new ones.
+  gets every unacked message again, in order, and then the new ones;
+- flow control, every type: with ``receiverQueueSize=1`` a backlog drains one
+  message per ack; in pull mode only ``permit`` credit lets messages out.
 """
 
 from __future__ import annotations
@@ -18,7 +20,15 @@ from collections.abc import AsyncIterator
 import pytest
 import pytest_asyncio
 from conftest import MessagingCluster
-from wsclient import Collector, Producer, consumer_url, handshake_status, module_cluster, unb64
+from wsclient import (
+    Collector,
+    consumer_url,
+    eventually,
+    handshake_status,
+    module_cluster,
+    publish_each,
+    unb64,
+)
 
 pytestmark = [pytest.mark.component, pytest.mark.asyncio(loop_scope="module")]
 
@@ -29,16 +39,6 @@ async def cluster(
 ) -> AsyncIterator[MessagingCluster]:
     async with module_cluster(etcd_endpoint, tmp_path_factory.mktemp("excl")) as made:
         yield made
-
-
-async def publish(cluster: MessagingCluster, topic: str, payloads: list[str], gateway: int = 0) -> list[str]:
-    producer = await Producer.connect(cluster.ws(gateway), topic)
-    try:
-        replies = [await producer.send(p) for p in payloads]
-    finally:
-        await producer.close()
-    assert all(r["result"] == "ok" for r in replies), replies
-    return [r["messageId"] for r in replies]
 
 
 def payloads(collector: Collector) -> list[str]:
@@ -69,7 +69,7 @@ async def test_exclusive_cumulative_ack_moves_the_cursor(cluster: MessagingClust
     query = "subscriptionType=Exclusive&subscriptionInitialPosition=Earliest"
     consumer = await Collector.connect(consumer_url(cluster.ws(1), topic, "s", query))
     sent = [f"m{i}" for i in range(12)]
-    ids = await publish(cluster, topic, sent)
+    ids = await publish_each(cluster.ws(0), topic, sent)
     await consumer.wait_messages(12)
     assert payloads(consumer) == sent
     assert [m["messageId"] for m in consumer.messages] == ids
@@ -101,7 +101,7 @@ async def test_cumulative_ack_is_refused_on_shared(cluster: MessagingCluster) ->
     topic = "shared-no-cumulative"
     query = "subscriptionType=Shared&subscriptionInitialPosition=Earliest"
     consumer = await Collector.connect(consumer_url(cluster.ws(0), topic, "s", query))
-    ids = await publish(cluster, topic, ["a", "b", "c"])
+    ids = await publish_each(cluster.ws(0), topic, ["a", "b", "c"])
     await consumer.wait_messages(3)
     await consumer.send({"type": "ackCumulative", "messageId": ids[2]})
     await consumer.wait_until(lambda: any(n.get("type") == "error" for n in consumer.notices), 5)
@@ -123,14 +123,13 @@ async def test_failover_active_consumer_hands_over_from_the_mark_delete(cluster:
         )
         for i in range(3)
     ]
-    for c in consumers:
-        await c.wait_until(lambda c=c: c.active() is not None, 10)
+    await eventually(lambda: all(c.active() is not None for c in consumers), 10)
     await asyncio.sleep(0.3)  # let every notice of the last join arrive
     active = [c for c in consumers if c.active()]
     assert len(active) == 1, [(c.name, c.notices) for c in consumers]
     first = active[0]
     sent = [f"m{i}" for i in range(20)]
-    ids = await publish(cluster, topic, sent)
+    ids = await publish_each(cluster.ws(0), topic, sent)
     await first.wait_messages(20)
     assert payloads(first) == sent
     for c in consumers:
@@ -143,14 +142,14 @@ async def test_failover_active_consumer_hands_over_from_the_mark_delete(cluster:
     await first.close()
 
     rest = [c for c in consumers if c is not first]
-    await asyncio.gather(*(c.wait_until(lambda: any(x.active() for x in rest), 10) for c in rest[:1]))
+    await eventually(lambda: any(c.active() for c in rest), 10)
     second = next(c for c in rest if c.active())
     expected = [p for i, p in enumerate(sent) if i > 4 and i != 7]
     await second.wait_messages(len(expected), 10)
     assert payloads(second) == expected
     assert all(m["redeliveryCount"] >= 1 for m in second.messages)
     # new messages follow, still only to the active one
-    more = await publish(cluster, topic, ["n0", "n1", "n2"], gateway=1)
+    more = await publish_each(cluster.ws(1), topic, ["n0", "n1", "n2"])
     await second.wait_messages(len(expected) + 3)
     assert payloads(second)[len(expected) :] == ["n0", "n1", "n2"]
     third = next(c for c in rest if c is not second)
@@ -165,3 +164,40 @@ async def test_failover_active_consumer_hands_over_from_the_mark_delete(cluster:
     assert payloads(third) == ["n2"]
     assert await third.nothing_for(0.5)
     await third.close()
+
+
+@pytest.mark.parametrize("sub_type", ["Exclusive", "Failover", "Shared", "Key_Shared"])
+async def test_a_backlog_drains_through_receiver_queue_size_one(
+    cluster: MessagingCluster, sub_type: str
+) -> None:
+    """Credit freed by an ack lets the next message out even when nothing new is
+    published (the subscription's read loop must notice the freed credit)."""
+    topic = f"queue-one-{sub_type.lower()}"
+    sent = [f"m{i}" for i in range(6)]
+    await publish_each(cluster.ws(0), topic, ["before"])
+    query = f"subscriptionType={sub_type}&subscriptionInitialPosition=Earliest&receiverQueueSize=1"
+    consumer = await Collector.connect(consumer_url(cluster.ws(1), topic, "s", query))
+    await consumer.wait_messages(1)
+    await publish_each(cluster.ws(0), topic, sent)  # a backlog builds behind the one unacked message
+    await asyncio.sleep(0.3)
+    assert len(consumer.messages) == 1  # receiverQueueSize=1: one outstanding at a time
+    for i in range(7):
+        await consumer.wait_messages(i + 1, 5)
+        await consumer.ack(consumer.messages[i]["messageId"])
+    assert payloads(consumer) == ["before", *sent]
+    await consumer.close()
+
+
+async def test_pull_mode_permits_release_a_backlog(cluster: MessagingCluster) -> None:
+    topic = "pull-permits"
+    await publish_each(cluster.ws(0), topic, [f"m{i}" for i in range(5)])
+    query = "subscriptionType=Exclusive&subscriptionInitialPosition=Earliest&pullMode=true"
+    consumer = await Collector.connect(consumer_url(cluster.ws(0), topic, "s", query))
+    assert await consumer.nothing_for(0.5)  # no permits, nothing comes
+    await consumer.send({"type": "permit", "permitMessages": 2})
+    await consumer.wait_messages(2, 5)
+    assert await consumer.nothing_for(0.4)
+    await consumer.send({"type": "permit", "permitMessages": 10})
+    await consumer.wait_messages(5, 5)
+    assert payloads(consumer) == [f"m{i}" for i in range(5)]
+    await consumer.close()

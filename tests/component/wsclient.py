@@ -604,3 +604,15 @@ async def eventually(predicate: Any, timeout: float = 10.0, interval: float = 0.
     async with asyncio.timeout(timeout):
         while not predicate():
             await asyncio.sleep(interval)
+
+
+async def publish_each(base: str, topic: str, payloads: list[str]) -> list[str]:
+    """Publish ``payloads`` one at a time (each waits for its reply, so each is
+    an entry of its own) over a new producer session; returns the message ids."""
+    producer = await Producer.connect(base, topic)
+    try:
+        replies = [await producer.send(p) for p in payloads]
+    finally:
+        await producer.close()
+    assert all(r["result"] == "ok" for r in replies), replies
+    return [str(r["messageId"]) for r in replies]
