@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import itertools
 import secrets
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Annotated, Any
 
 import orjson
@@ -131,56 +132,65 @@ def make_router(get_gateway: Any) -> APIRouter:
             return None
         return where
 
-    @router.websocket("/ws/v2/producer/{domain}/{tenant}/{namespace}/{topic}")
-    async def ws_producer(websocket: WebSocket, domain: str, tenant: str, namespace: str, topic: str) -> None:
+    async def _ws_session(
+        websocket: WebSocket,
+        make: Callable[[], tuple[TopicName, Any]],
+        partitioned: Callable[[TopicName, int], Awaitable[None]],
+        local: Callable[[Topic, Any], Awaitable[None]],
+    ) -> None:
+        """Validate, then serve a WebSocket session here, on the partitions' owners, or relay it."""
         try:
-            name = TopicName.of(domain, tenant, namespace, topic)
-            params = parse_producer_params(dict(websocket.query_params))
+            name, params = make()
             partitions = await _partitions(name)
         except Exception as exc:
             await deny(websocket, exc)
             return
         if partitions:
-            await serve_partitioned_producer(gw(), websocket, name, partitions)
+            await partitioned(name, partitions)
             return
-        local = await _ws_topic(websocket, name)
-        if local is not None:
-            await serve_producer(gw(), websocket, local, params)
+        topic = await _ws_topic(websocket, name)
+        if topic is not None:
+            await local(topic, params)
+
+    @router.websocket("/ws/v2/producer/{domain}/{tenant}/{namespace}/{topic}")
+    async def ws_producer(websocket: WebSocket, domain: str, tenant: str, namespace: str, topic: str) -> None:
+        await _ws_session(
+            websocket,
+            lambda: (
+                TopicName.of(domain, tenant, namespace, topic),
+                parse_producer_params(dict(websocket.query_params)),
+            ),
+            lambda name, n: serve_partitioned_producer(gw(), websocket, name, n),
+            lambda local, params: serve_producer(gw(), websocket, local, params),
+        )
 
     @router.websocket("/ws/v2/consumer/{domain}/{tenant}/{namespace}/{topic}/{subscription}")
     async def ws_consumer(
         websocket: WebSocket, domain: str, tenant: str, namespace: str, topic: str, subscription: str
     ) -> None:
-        try:
+        def make() -> tuple[TopicName, Any]:
             name = TopicName.of(domain, tenant, namespace, topic)
             check_subscription(subscription)
-            params = parse_consumer_params(dict(websocket.query_params))
-            partitions = await _partitions(name)
-        except Exception as exc:
-            await deny(websocket, exc)
-            return
-        if partitions:
-            await serve_partitioned_consumer(gw(), websocket, name, partitions, subscription)
-            return
-        local = await _ws_topic(websocket, name)
-        if local is not None:
-            await serve_consumer(gw(), websocket, local, subscription, params)
+            return name, parse_consumer_params(dict(websocket.query_params))
+
+        await _ws_session(
+            websocket,
+            make,
+            lambda name, n: serve_partitioned_consumer(gw(), websocket, name, n, subscription),
+            lambda local, params: serve_consumer(gw(), websocket, local, subscription, params),
+        )
 
     @router.websocket("/ws/v2/reader/{domain}/{tenant}/{namespace}/{topic}")
     async def ws_reader(websocket: WebSocket, domain: str, tenant: str, namespace: str, topic: str) -> None:
-        try:
-            name = TopicName.of(domain, tenant, namespace, topic)
-            params = parse_reader_params(dict(websocket.query_params))
-            partitions = await _partitions(name)
-        except Exception as exc:
-            await deny(websocket, exc)
-            return
-        if partitions:
-            await serve_partitioned_consumer(gw(), websocket, name, partitions, None)
-            return
-        local = await _ws_topic(websocket, name)
-        if local is not None:
-            await serve_reader(gw(), websocket, local, params)
+        await _ws_session(
+            websocket,
+            lambda: (
+                TopicName.of(domain, tenant, namespace, topic),
+                parse_reader_params(dict(websocket.query_params)),
+            ),
+            lambda name, n: serve_partitioned_consumer(gw(), websocket, name, n, None),
+            lambda local, params: serve_reader(gw(), websocket, local, params),
+        )
 
     @router.websocket("/ws/v2/pingpong")
     async def ws_pingpong(websocket: WebSocket) -> None:

@@ -23,6 +23,7 @@ import asyncio
 import contextlib
 import itertools
 import random
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 import orjson
@@ -155,6 +156,20 @@ class _Fanout:
         self.tasks.append(asyncio.get_running_loop().create_task(reader()))
         return queue
 
+    async def run(self, handle: Callable[[str], Awaitable[bool]]) -> None:
+        """Feed every client frame to ``handle`` (False: stop) until the client or a link ends."""
+        frames = await self.client_frames()
+        client_gone = False
+        try:
+            while True:
+                text, client_gone = await _next(frames, self.done)
+                if text is None or not await handle(text):
+                    break
+        except ConnectionClosed:
+            pass
+        finally:
+            await self.finish(client_gone)
+
     async def finish(self, client_gone: bool) -> None:
         for task in self.tasks:
             task.cancel()
@@ -205,38 +220,32 @@ async def serve_partitioned_producer(
         return orjson.dumps(reply).decode()
 
     fanout.rewrite = rewrite  # type: ignore[method-assign]
-    frames = await fanout.client_frames()
-    client_gone = False
-    try:
-        while True:
-            text, client_gone = await _next(frames, fanout.done)
-            if text is None:
-                break
-            try:
-                obj = load_object(text)
-            except ProtocolError as exc:
-                await websocket.send_text(publish_error(exc.ws_code, exc.message, None).decode())
-                continue
-            context = obj.get("context")
-            if obj.get("type") == "batch":
-                message = "batch frames are not routed on partitioned topics; publish to a partition"
-                await websocket.send_text(publish_error(WS_DESERIALIZE, message, None).decode())
-                continue
-            key = obj.get("key")
-            if isinstance(key, str):
-                index = partition_of_key(key, partitions, scheme)
-            elif round_robin:
-                index = next(rotation) % partitions
-            else:
-                index = single
-            internal = str(next(ids))
-            contexts[internal] = context if isinstance(context, str) else None
-            obj["context"] = internal
-            await links[index].send(orjson.dumps(obj).decode())
-    except ConnectionClosed:
-        pass
-    finally:
-        await fanout.finish(client_gone)
+
+    async def handle(text: str) -> bool:
+        try:
+            obj = load_object(text)
+        except ProtocolError as exc:
+            await websocket.send_text(publish_error(exc.ws_code, exc.message, None).decode())
+            return True
+        context = obj.get("context")
+        if obj.get("type") == "batch":
+            message = "batch frames are not routed on partitioned topics; publish to a partition"
+            await websocket.send_text(publish_error(WS_DESERIALIZE, message, None).decode())
+            return True
+        key = obj.get("key")
+        if isinstance(key, str):
+            index = partition_of_key(key, partitions, scheme)
+        elif round_robin:
+            index = next(rotation) % partitions
+        else:
+            index = single
+        internal = str(next(ids))
+        contexts[internal] = context if isinstance(context, str) else None
+        obj["context"] = internal
+        await links[index].send(orjson.dumps(obj).decode())
+        return True
+
+    await fanout.run(handle)
 
 
 async def serve_partitioned_consumer(
@@ -249,37 +258,31 @@ async def serve_partitioned_consumer(
         return
     await websocket.accept()
     fanout = _Fanout(websocket, links)
-    frames = await fanout.client_frames()
-    client_gone = False
-    try:
-        while True:
-            text, client_gone = await _next(frames, fanout.done)
-            if text is None:
-                break
-            try:
-                command = parse_command(text)
-            except ProtocolError as exc:
-                fanout.close_code, fanout.close_reason = 4000 + (exc.ws_code or WS_DESERIALIZE), exc.message
-                break
-            if isinstance(command, Ack | Nack):
-                by_partition: dict[int, list[str]] = {}
-                for message_id in command.message_ids:
-                    by_partition.setdefault(message_id.partition, []).append(message_id.to_base64())
-                kind_ = "ack" if isinstance(command, Ack) else "negativeAcknowledge"
-                for index, id_list in by_partition.items():
-                    link = links.get(index)
-                    if link is not None:
-                        await link.send(orjson.dumps({"type": kind_, "messageIds": id_list}).decode())
-            elif isinstance(command, IsEndOfTopic):
-                await websocket.send_text(end_of_topic_reply(False).decode())
-            elif isinstance(command, AckCumulative):
-                link = links.get(command.message_id.partition)
+
+    async def handle(text: str) -> bool:
+        try:
+            command = parse_command(text)
+        except ProtocolError as exc:
+            fanout.close_code, fanout.close_reason = 4000 + (exc.ws_code or WS_DESERIALIZE), exc.message
+            return False
+        if isinstance(command, Ack | Nack):
+            by_partition: dict[int, list[str]] = {}
+            for message_id in command.message_ids:
+                by_partition.setdefault(message_id.partition, []).append(message_id.to_base64())
+            kind_ = "ack" if isinstance(command, Ack) else "negativeAcknowledge"
+            for index, id_list in by_partition.items():
+                link = links.get(index)
                 if link is not None:
-                    await link.send(text)
-            else:
-                for link in links.values():
-                    await link.send(text)
-    except ConnectionClosed:
-        pass
-    finally:
-        await fanout.finish(client_gone)
+                    await link.send(orjson.dumps({"type": kind_, "messageIds": id_list}).decode())
+        elif isinstance(command, IsEndOfTopic):
+            await websocket.send_text(end_of_topic_reply(False).decode())
+        elif isinstance(command, AckCumulative):
+            link = links.get(command.message_id.partition)
+            if link is not None:
+                await link.send(text)
+        else:
+            for link in links.values():
+                await link.send(text)
+        return True
+
+    await fanout.run(handle)
