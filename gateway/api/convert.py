@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from gateway.broker.consumers import Delivery
 from gateway.broker.entry_format import EntryMessage
 from gateway.broker.message_id import MessageId
 from gateway.broker.positions import NO_BATCH, MessagePosition
-from gateway.broker.subscription import Delivery
 from gateway.protocol.ws_frames import PublishRequest, message_frame
 
 

@@ -19,8 +19,9 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from gateway.broker.broker_errors import TooManyRequests
+from gateway.broker.consumers import Delivery
 from gateway.broker.dispatch.base import HashRange
-from gateway.broker.subscription import Delivery, Subscription
+from gateway.broker.subscription import Subscription
 from gateway.broker.topic import Topic
 
 FETCH_MAX = 1000

@@ -26,10 +26,11 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 from gateway.api.convert import delivery_frame, position_of
 from gateway.api.errors import close_code
 from gateway.api.ws_session import Outbound, deny
+from gateway.broker.consumers import Delivery
 from gateway.broker.dispatch import ConsumerInfo
 from gateway.broker.dispatch.base import HashRange
 from gateway.broker.positions import EARLIEST, LATEST, Position
-from gateway.broker.subscription import Delivery, Subscription
+from gateway.broker.subscription import Subscription
 from gateway.broker.topic import Topic
 from gateway.errors import GatewayError
 from gateway.protocol.errors import ProtocolError

@@ -24,13 +24,19 @@ import contextlib
 import itertools
 import logging
 from collections.abc import Iterable
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING
 
 import orjson
 
 from coordination import keys
 from gateway.broker.broker_errors import ConsumerBusy, NotAllowed, SubscriptionTypeMismatch
+from gateway.broker.consumers import (
+    SUBSCRIPTION_TYPES,
+    ConsumerRecord,
+    ConsumerSink,
+    Delivery,
+    make_dispatcher,
+)
 from gateway.broker.cursor_core import Cursor
 from gateway.broker.dispatch import (
     ActiveChanged,
@@ -43,16 +49,12 @@ from gateway.broker.dispatch import (
     Effect,
     ExclusiveDispatcher,
     FailoverDispatcher,
-    KeySharedDispatcher,
     Message,
     RangesChanged,
     Reject,
     RejectReason,
     RewindTo,
-    SharedDispatcher,
 )
-from gateway.broker.dispatch.base import HashRange
-from gateway.broker.entry_format import EntryMessage
 from gateway.broker.key_hash import sticky_slot
 from gateway.broker.positions import NO_BATCH, MessagePosition, Position
 
@@ -61,56 +63,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-SUBSCRIPTION_TYPES = ("Exclusive", "Shared", "Failover", "Key_Shared")
 PERSIST_INTERVAL_MS = 200
 READ_ENTRIES_MAX = 100
 _consumer_ids = itertools.count(1)
-
-
-@dataclass(frozen=True, slots=True)
-class Delivery:
-    position: MessagePosition
-    message: EntryMessage
-    redelivery_count: int
-    batch_size: int  # messages in the entry (0 when the entry holds one message)
-
-
-class ConsumerSink(Protocol):
-    """What a subscription needs from a connected consumer session."""
-
-    def deliver(self, deliveries: list[Delivery]) -> None: ...
-
-    def active_changed(self, active: bool) -> None: ...
-
-    def ranges_changed(self, ranges: tuple[HashRange, ...]) -> None: ...
-
-    def close(self, code: str, reason: str) -> None: ...
-
-
-@dataclass(slots=True)
-class ConsumerRecord:
-    consumer_id: ConsumerId
-    info: ConsumerInfo
-    sink: ConsumerSink
-    connected_since_ms: int
-    dead_letter_topic: str | None = None
-    address: str = ""
-    msg_out: int = 0
-    bytes_out: int = 0
-    acks: int = 0
-    extra: dict[str, Any] = field(default_factory=dict)
-
-
-def make_dispatcher(sub_type: str, config: DispatcherConfig) -> Dispatcher:
-    if sub_type == "Exclusive":
-        return ExclusiveDispatcher(config)
-    if sub_type == "Failover":
-        return FailoverDispatcher(config)
-    if sub_type == "Shared":
-        return SharedDispatcher(config)
-    if sub_type == "Key_Shared":
-        return KeySharedDispatcher(config)
-    raise NotAllowed(f"unknown subscription type {sub_type!r}")
 
 
 class Subscription:
@@ -427,6 +382,7 @@ class Subscription:
 
     def _on_entries(self, dispatcher: Dispatcher, entries: list[tuple[Position, bytes]], budget: int) -> None:
         cursor = self.cursor
+        keyed = self.sub_type == "Key_Shared"  # the hash is only needed to route by key
         messages: list[Message] = []
         last = entries[0][0]
         for position, payload in entries:
@@ -434,13 +390,15 @@ class Subscription:
             count = len(decoded)
             cursor.on_read(position, count)
             last = position
+            ledger_id, entry_id = position.ledger_id, position.entry_id
+            if cursor.is_acked(MessagePosition(ledger_id, entry_id)):
+                continue  # the whole entry is acked
             for index, message in enumerate(decoded):
-                mp = MessagePosition(position.ledger_id, position.entry_id, index if count > 1 else NO_BATCH)
-                if cursor.is_acked(mp):
+                mp = MessagePosition(ledger_id, entry_id, index if count > 1 else NO_BATCH)
+                if count > 1 and cursor.is_acked(mp):
                     continue
-                messages.append(
-                    Message(mp, sticky_slot(message.ordering_key, message.key), message.deliver_at_ms)
-                )
+                slot = sticky_slot(message.ordering_key, message.key) if keyed else 0
+                messages.append(Message(mp, slot, message.deliver_at_ms))
             if len(messages) >= budget:
                 break
         self._read_position = Position(last.ledger_id, last.entry_id + 1)

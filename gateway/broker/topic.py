@@ -42,6 +42,7 @@ from gateway.broker.broker_errors import (
     TooManyRequests,
     TopicUnavailable,
 )
+from gateway.broker.consumers import ConsumerSink
 from gateway.broker.cursor_core import Cursor
 from gateway.broker.dispatch import ConsumerInfo
 from gateway.broker.entry_format import EntryMessage, decode_entry, encode_message, join_entry
@@ -51,7 +52,7 @@ from gateway.broker.managed_log import ManagedLog
 from gateway.broker.message_id import MessageId, duplicate_id
 from gateway.broker.positions import EARLIEST, NO_BATCH, MessagePosition, Position
 from gateway.broker.publish_core import BatcherConfig, Dedup, DedupVerdict, PublishBatcher
-from gateway.broker.subscription import ConsumerSink, Subscription
+from gateway.broker.subscription import Subscription
 from gateway.errors import GatewayError
 from gateway.names import NamespaceName, TopicName
 

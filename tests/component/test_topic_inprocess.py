@@ -14,13 +14,13 @@ import pytest
 
 from coordination.clock import WallClock
 from gateway.broker.broker_errors import TopicUnavailable
+from gateway.broker.consumers import Delivery
 from gateway.broker.dispatch import ConsumerInfo
 from gateway.broker.dispatch.base import HashRange
 from gateway.broker.entry_format import EntryMessage
 from gateway.broker.log_policy import Retention, RolloverPolicy
 from gateway.broker.log_state import LogConfig
 from gateway.broker.service import BrokerService, NamespaceView
-from gateway.broker.subscription import Delivery
 from gateway.broker.topic import TopicPolicies
 from gateway.names import NamespaceName, TopicName
 from storage.client.api import LedgerClient
