@@ -80,3 +80,11 @@ class CpuMonitor:
         return cpu_percentages(
             deltas, busy - self._machine0[0], total - self._machine0[1], seconds, CLOCK_TICKS, CORES
         )
+
+
+def machine_busy(seconds: float = 1.0) -> float:
+    """Busy % of the whole box (0..100*cores) over the next ``seconds``."""
+    busy0, total0 = machine_ticks()
+    time.sleep(seconds)
+    busy1, total1 = machine_ticks()
+    return 100.0 * CORES * (busy1 - busy0) / (total1 - total0) if total1 > total0 else 0.0

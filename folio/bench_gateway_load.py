@@ -11,9 +11,13 @@ Rules (as the peer harness, /work/shared/peers/peerlib.py): at most ``window``
 messages un-acked in flight; only an ``ok`` reply counts (an ok means stored
 on a quorum of 2 storage nodes with fsync); every loop is bounded by a message
 cap AND a deadline, and every wait by ``asyncio.timeout``; WebSocket
-compression is off (as the peers' WebSocket clients). Gateway quirk handled
-here: a batch reply does not echo the frame's ``context``, so the first
-message of each batch frame carries the frame number as its context.
+compression is off (as the peers' WebSocket clients). When the gateway closes
+a session because the topic moved (4503, e.g. the load manager shed its
+bundle) the client looks the owner up and connects again, as a Pulsar client
+does; what was in flight counts as errors (fate unknown, never retried) and
+the row says how many reconnects happened. Gateway quirk handled here: a batch
+reply does not echo the frame's ``context``, so the first message of each
+batch frame carries the frame number as its context.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import httpx
@@ -30,8 +35,12 @@ import websockets
 TOPIC_PATH = "persistent/public/default"
 DRAIN_S = 15.0  # after the deadline: how long to wait for replies still in flight
 CONNECT_S = 15.0
+CLOSE_S = 2.0  # a closing session whose peer does not finish the close handshake is dropped after this
 MAX_FRAME = 64 * 1024 * 1024
 PUBLISH_MODES = ("ws", "ws-batch", "rest-batch")
+TOPIC_MOVED_CODE = 4503  # the gateway closes sessions of a topic that moved / was unloaded
+RECONNECTS_MAX = 5
+DRAIN_IDLE_S = 0.5
 CONSUME_MODES = ("ws", "ws-batch")
 
 
@@ -46,6 +55,7 @@ class LoadResult:
     duplicates: int = 0
     first_error: str = ""
     capped_by_time: bool = False
+    reconnects: int = 0
 
     def error(self, message: str, count: int = 1) -> None:
         self.errors += count
@@ -63,7 +73,9 @@ async def lookup(http_base: str, topic: str) -> tuple[str, str]:
 
 
 async def ws_connect(url: str) -> websockets.ClientConnection:
-    return await websockets.connect(url, open_timeout=CONNECT_S, max_size=MAX_FRAME, compression=None)
+    return await websockets.connect(
+        url, open_timeout=CONNECT_S, close_timeout=CLOSE_S, max_size=MAX_FRAME, compression=None
+    )
 
 
 def producer_url(ws_base: str, topic: str) -> str:
@@ -80,56 +92,97 @@ def consumer_url(ws_base: str, topic: str, sub: str, queue: int, batch: bool) ->
 # ---------------------------------------------------------------- W1 publishers
 
 
+class Link:
+    """Connects (again) to whichever gateway owns the topic now, as a Pulsar client does."""
+
+    def __init__(self, http_base: str, topic: str, url: Callable[[str], str]) -> None:
+        self.http_base = http_base
+        self.topic = topic
+        self.url = url
+        self.reconnects = 0
+
+    async def connect(self) -> websockets.ClientConnection:
+        ws_base, _ = await lookup(self.http_base, self.topic)
+        return await ws_connect(self.url(ws_base))
+
+    async def reconnect(
+        self, exc: websockets.ConnectionClosed, result: LoadResult, lost: int
+    ) -> websockets.ClientConnection:
+        """After the gateway closed the session because the topic moved (4503): count what was in
+        flight as errors (its fate is unknown; not retried) and connect again; else re-raise."""
+        code = exc.rcvd.code if exc.rcvd is not None else None
+        if code != TOPIC_MOVED_CODE or self.reconnects >= RECONNECTS_MAX:
+            raise exc
+        self.reconnects += 1
+        result.reconnects += 1
+        reason = exc.rcvd.reason if exc.rcvd is not None else ""
+        result.error(f"session closed ({code} {reason}); {lost} in flight, fate unknown", lost)
+        return await self.connect()
+
+
 async def publish(
-    mode: str,
-    ws_base: str,
-    http_base: str,
-    topic: str,
-    payload: bytes,
-    n: int,
-    seconds: float,
-    window: int,
-    batch: int,
+    mode: str, http_base: str, topic: str, payload: bytes, n: int, seconds: float, window: int, batch: int
 ) -> LoadResult:
-    """Publish up to ``n`` copies of ``payload`` for at most ``seconds``."""
+    """Publish up to ``n`` copies of ``payload`` for at most ``seconds`` (``http_base``: any gateway)."""
+    link = Link(http_base, topic, lambda ws_base: producer_url(ws_base, topic))
     if mode == "ws":
-        return await publish_ws(producer_url(ws_base, topic), payload, n, seconds, window)
+        return await publish_ws(link, payload, n, seconds, window)
     if mode == "ws-batch":
-        return await publish_ws_batch(producer_url(ws_base, topic), payload, n, seconds, window, batch)
+        return await publish_ws_batch(link, payload, n, seconds, window, batch)
     if mode == "rest-batch":
-        return await publish_rest(
-            f"{http_base}/topics/{TOPIC_PATH}/{topic}", payload, n, seconds, window, batch
-        )
+        return await publish_rest(http_base, topic, payload, n, seconds, window, batch)
     raise ValueError(f"unknown publish mode {mode!r} (one of {', '.join(PUBLISH_MODES)})")
 
 
-async def publish_ws(url: str, payload: bytes, n: int, seconds: float, window: int) -> LoadResult:
+async def drain(ws: websockets.ClientConnection) -> list[bytes]:
+    """Frames that arrived before the close and are still buffered (stops when none comes for
+    ``DRAIN_IDLE_S``: a closing connection may block ``recv`` until its TCP connection ends)."""
+    frames: list[bytes] = []
+    try:
+        while True:
+            frames.append(await asyncio.wait_for(ws.recv(decode=False), DRAIN_IDLE_S))
+    except (websockets.ConnectionClosed, TimeoutError):
+        return frames
+
+
+async def publish_ws(link: Link, payload: bytes, n: int, seconds: float, window: int) -> LoadResult:
     """One message per frame, context = message number, ``window`` un-acked."""
     result = LoadResult()
     head = b'{"payload":"' + base64.b64encode(payload) + b'","context":"'
     sent_at: list[float] = []
-    ws = await ws_connect(url)
+    inflight = 0
+
+    def handle(raw: bytes) -> None:
+        nonlocal inflight
+        reply = orjson.loads(raw)
+        inflight -= 1
+        if reply.get("result") == "ok":
+            result.ok += 1
+            result.latencies_ms.append((time.perf_counter() - sent_at[int(reply["context"])]) * 1e3)
+        else:
+            result.error(str(reply.get("errorMsg") or reply))
+
+    ws = await link.connect()
     start = time.perf_counter()
     deadline = start + seconds
-    inflight = 0
     try:
         async with asyncio.timeout(seconds + DRAIN_S):
             while True:
-                if time.perf_counter() < deadline:
-                    while inflight < window and len(sent_at) < n:
-                        frame = head + str(len(sent_at)).encode() + b'"}'
-                        sent_at.append(time.perf_counter())
-                        await ws.send(frame, text=True)
-                        inflight += 1
-                if inflight == 0:
-                    break
-                reply = orjson.loads(await ws.recv(decode=False))
-                inflight -= 1
-                if reply.get("result") == "ok":
-                    result.ok += 1
-                    result.latencies_ms.append((time.perf_counter() - sent_at[int(reply["context"])]) * 1e3)
-                else:
-                    result.error(str(reply.get("errorMsg") or reply))
+                try:
+                    if time.perf_counter() < deadline:
+                        while inflight < window and len(sent_at) < n:
+                            frame = head + str(len(sent_at)).encode() + b'"}'
+                            sent_at.append(time.perf_counter())
+                            inflight += 1
+                            await ws.send(frame, text=True)
+                    if inflight == 0:
+                        break
+                    handle(await ws.recv(decode=False))
+                except websockets.ConnectionClosed as exc:
+                    for raw in await drain(ws):
+                        handle(raw)
+                    ws = await link.reconnect(exc, result, inflight)
+                    inflight = 0
     except TimeoutError:
         result.error(f"timed out with {inflight} replies outstanding", inflight)
     finally:
@@ -140,7 +193,7 @@ async def publish_ws(url: str, payload: bytes, n: int, seconds: float, window: i
 
 
 async def publish_ws_batch(
-    url: str, payload: bytes, n: int, seconds: float, window: int, batch: int
+    link: Link, payload: bytes, n: int, seconds: float, window: int, batch: int
 ) -> LoadResult:
     """Batch frames of ``batch`` messages, ``window // batch`` frames un-acked."""
     result = LoadResult()
@@ -148,39 +201,59 @@ async def publish_ws_batch(
     body = [{"payload": b64} for _ in range(batch)]
     sent_at: list[float] = []
     frames_max = max(1, window // batch)
-    ws = await ws_connect(url)
+    sent = inflight = 0
+    pending: dict[int, int] = {}  # frame number -> messages in it
+
+    def handle(raw: bytes) -> None:
+        nonlocal inflight
+        reply = orjson.loads(raw)
+        inflight -= 1
+        results = reply.get("results")
+        if reply.get("type") != "batch" or not results:  # the whole frame was refused
+            frame = int(reply.get("context") or -1)
+            result.error(str(reply.get("errorMsg") or reply), pending.pop(frame, batch))
+            return
+        frame = int(results[0]["context"])
+        pending.pop(frame, None)
+        latency = (time.perf_counter() - sent_at[frame]) * 1e3
+        for item in results:
+            if item.get("result") == "ok":
+                result.ok += 1
+                result.latencies_ms.append(latency)
+            else:
+                result.error(str(item.get("errorMsg") or item))
+
+    ws = await link.connect()
     start = time.perf_counter()
     deadline = start + seconds
-    sent = inflight = 0
     try:
         async with asyncio.timeout(seconds + DRAIN_S):
             while True:
-                if time.perf_counter() < deadline:
-                    while inflight < frames_max and sent < n:
-                        count = min(batch, n - sent)
-                        messages = [{"payload": b64, "context": str(len(sent_at))}, *body[1:count]]
-                        frame = orjson.dumps({"type": "batch", "messages": messages})
-                        sent_at.append(time.perf_counter())
-                        await ws.send(frame, text=True)
-                        sent += count
-                        inflight += 1
-                if inflight == 0:
-                    break
-                reply = orjson.loads(await ws.recv(decode=False))
-                inflight -= 1
-                results = reply.get("results")
-                if reply.get("type") != "batch" or not results:  # the whole frame was refused
-                    result.error(str(reply.get("errorMsg") or reply), batch)
-                    continue
-                latency = (time.perf_counter() - sent_at[int(results[0]["context"])]) * 1e3
-                for item in results:
-                    if item.get("result") == "ok":
-                        result.ok += 1
-                        result.latencies_ms.append(latency)
-                    else:
-                        result.error(str(item.get("errorMsg") or item))
+                try:
+                    if time.perf_counter() < deadline:
+                        while inflight < frames_max and sent < n:
+                            count = min(batch, n - sent)
+                            number = len(sent_at)
+                            messages = [{"payload": b64, "context": str(number)}, *body[1:count]]
+                            data = orjson.dumps(
+                                {"type": "batch", "context": str(number), "messages": messages}
+                            )
+                            sent_at.append(time.perf_counter())
+                            pending[number] = count
+                            sent += count
+                            inflight += 1
+                            await ws.send(data, text=True)
+                    if inflight == 0:
+                        break
+                    handle(await ws.recv(decode=False))
+                except websockets.ConnectionClosed as exc:
+                    for raw in await drain(ws):
+                        handle(raw)
+                    ws = await link.reconnect(exc, result, sum(pending.values()))
+                    pending.clear()
+                    inflight = 0
     except TimeoutError:
-        result.error(f"timed out with {inflight} batch replies outstanding", inflight * batch)
+        result.error(f"timed out with {inflight} batch replies outstanding", sum(pending.values()))
     finally:
         result.seconds = time.perf_counter() - start
         await ws.close()
@@ -189,9 +262,10 @@ async def publish_ws_batch(
 
 
 async def publish_rest(
-    url: str, payload: bytes, n: int, seconds: float, window: int, batch: int
+    http_base: str, topic: str, payload: bytes, n: int, seconds: float, window: int, batch: int
 ) -> LoadResult:
-    """POST ``messages`` arrays of ``batch``; ``window // batch`` requests in flight."""
+    """POST ``messages`` arrays of ``batch`` to the owner; ``window // batch`` requests in flight.
+    After a failed request the owner is looked up again (the topic may have moved)."""
     result = LoadResult()
     b64 = base64.b64encode(payload).decode()
 
@@ -201,9 +275,14 @@ async def publish_rest(
     full = body(batch)
     workers = max(1, window // batch)
     claimed = 0
+    owner = [(await lookup(http_base, topic))[1]]
     start = time.perf_counter()
     deadline = start + seconds
     headers = {"content-type": "application/json"}
+
+    async def failed(message: str, count: int) -> None:
+        result.error(message, count)
+        owner[0] = (await lookup(http_base, topic))[1]
 
     async def worker(http: httpx.AsyncClient) -> None:
         nonlocal claimed
@@ -211,25 +290,30 @@ async def publish_rest(
             count = min(batch, n - claimed)
             claimed += count
             sent = time.perf_counter()
+            url = f"{owner[0]}/topics/{TOPIC_PATH}/{topic}"
             try:
                 response = await http.post(
                     url, content=full if count == batch else body(count), headers=headers
                 )
             except httpx.HTTPError as exc:
-                result.error(f"{type(exc).__name__}: {exc}", count)
+                await failed(f"{type(exc).__name__}: {exc}", count)
                 continue
             latency = (time.perf_counter() - sent) * 1e3
             if response.status_code != 200:
-                result.error(f"HTTP {response.status_code}: {response.text[:150]}", count)
+                await failed(f"HTTP {response.status_code}: {response.text[:150]}", count)
                 continue
+            bad = 0
             for item in orjson.loads(response.content)["messagePublishResults"]:
                 if item.get("errorCode") == 0:
                     result.ok += 1
                     result.latencies_ms.append(latency)
                 else:
+                    bad += 1
                     result.error(str(item.get("errorMsg") or item))
+            if bad:
+                owner[0] = (await lookup(http_base, topic))[1]
 
-    limits = httpx.Limits(max_connections=workers, max_keepalive_connections=workers)
+    limits = httpx.Limits(max_connections=workers + 1, max_keepalive_connections=workers + 1)
     async with httpx.AsyncClient(limits=limits, timeout=DRAIN_S) as http:
         try:
             async with asyncio.timeout(seconds + 2 * DRAIN_S):
@@ -245,29 +329,35 @@ async def publish_rest(
 
 
 async def consume(
-    mode: str, ws_base: str, topic: str, sub: str, backlog: int, seconds: float, window: int
+    mode: str, http_base: str, topic: str, sub: str, backlog: int, seconds: float, window: int
 ) -> LoadResult:
     """Drain ``backlog`` messages with a Shared subscription from Earliest, acking each one
-    (``ws``: one ack frame per message; ``ws-batch``: batched delivery, one ack frame per delivery)."""
+    (``ws``: one ack frame per message; ``ws-batch``: batched delivery, one ack frame per delivery).
+    If the topic moves, connect again: unacked messages come again and count as duplicates."""
     if mode not in CONSUME_MODES:
         raise ValueError(f"unknown consume mode {mode!r} (one of {', '.join(CONSUME_MODES)})")
     batched = mode == "ws-batch"
+    link = Link(http_base, topic, lambda ws_base: consumer_url(ws_base, topic, sub, window, batched))
     result = LoadResult()
     seen: set[str] = set()
-    ws = await ws_connect(consumer_url(ws_base, topic, sub, window, batched))
+    ws = await link.connect()
     start = time.perf_counter()
     try:
         async with asyncio.timeout(seconds):
             while len(seen) < backlog:
-                frame = orjson.loads(await ws.recv(decode=False))
-                if batched and frame.get("type") == "messages":
-                    ids = [m["messageId"] for m in frame["messages"]]
-                    await ws.send(orjson.dumps({"type": "ack", "messageIds": ids}), text=True)
-                elif "messageId" in frame and "payload" in frame:
-                    ids = [frame["messageId"]]
-                    await ws.send(orjson.dumps({"messageId": ids[0]}), text=True)
-                else:
-                    continue  # notices
+                try:
+                    frame = orjson.loads(await ws.recv(decode=False))
+                    if batched and frame.get("type") == "messages":
+                        ids = [m["messageId"] for m in frame["messages"]]
+                        await ws.send(orjson.dumps({"type": "ack", "messageIds": ids}), text=True)
+                    elif "messageId" in frame and "payload" in frame:
+                        ids = [frame["messageId"]]
+                        await ws.send(orjson.dumps({"messageId": ids[0]}), text=True)
+                    else:
+                        continue  # notices
+                except websockets.ConnectionClosed as exc:
+                    ws = await link.reconnect(exc, result, 0)
+                    continue
                 for message_id in ids:
                     if message_id in seen:
                         result.duplicates += 1

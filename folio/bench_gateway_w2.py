@@ -19,9 +19,9 @@ import asyncio
 import base64
 import os
 import struct
-import subprocess
 import sys
 import time
+from asyncio.subprocess import PIPE
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,6 +35,8 @@ READY = "FOLIO-W2 READY"
 PAYLOAD_BYTES = 100
 CHILD_START_S = 30.0
 SETTLE_S = 0.5
+CHILD_LINE_MAX = 64 * 1024 * 1024
+REPO = str(Path(__file__).resolve().parents[1])
 
 CpuHook = Callable[[int], Callable[[], dict[str, float]]]  # child pid -> stop() -> CPU %
 
@@ -108,39 +110,42 @@ async def produce_paced(ws_url: str, rate: float, expected: int, batched: bool, 
 
 
 async def run_w2(
-    ws_base: str, topic: str, rate: float, seconds: float, batched: bool, out_dir: Path, on_start: CpuHook
+    ws_base: str, topic: str, rate: float, seconds: float, batched: bool, on_start: CpuHook
 ) -> tuple[W2Result, dict[str, float]]:
     """Start the consumer process, wait until it is subscribed, then pace the producer.
-    ``on_start(child_pid)`` starts CPU accounting and returns the function that stops it."""
+    ``on_start(child_pid)`` starts CPU accounting and returns the function that stops it.
+    The child prints READY, later one JSON line with its latencies, then waits for stdin to
+    close, so its CPU can still be read from /proc when accounting stops."""
     expected = max(1, int(rate * seconds))
     result = W2Result(expected)
-    out = out_dir / f"w2-{topic}.json"
-    cmd = [sys.executable, "-m", "folio.bench_gateway_w2", "consume", "--url", ws_base, "--topic", topic]
-    cmd += ["--expected", str(expected), "--seconds", str(seconds + DRAIN_S), "--out", str(out)]
+    cmd = ["-m", "folio.bench_gateway_w2", "consume", "--url", ws_base, "--topic", topic]
+    cmd += ["--expected", str(expected), "--seconds", str(seconds + DRAIN_S)]
     if batched:
         cmd.append("--batch")
-    repo = str(Path(__file__).resolve().parents[1])
-    env = {**os.environ, "PYTHONPATH": repo + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    child = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, env=env)
+    env = {**os.environ, "PYTHONPATH": REPO + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    child = await asyncio.create_subprocess_exec(
+        sys.executable, *cmd, stdin=PIPE, stdout=PIPE, env=env, limit=CHILD_LINE_MAX
+    )
+    assert child.stdin is not None and child.stdout is not None
     try:
-        assert child.stdout is not None
-        line = await asyncio.wait_for(asyncio.to_thread(child.stdout.readline), CHILD_START_S)
-        if not line.startswith(READY):
-            raise RuntimeError(f"W2 consumer did not start (exit {child.poll()}): {line!r}")
+        line = await asyncio.wait_for(child.stdout.readline(), CHILD_START_S)
+        if not line.startswith(READY.encode()):
+            raise RuntimeError(f"W2 consumer did not start: {line!r}")
         await asyncio.sleep(SETTLE_S)
         stop_cpu = on_start(child.pid)
         await produce_paced(producer_url(ws_base, topic), rate, expected, batched, result)
-        await asyncio.wait_for(asyncio.to_thread(child.wait), seconds + 2 * DRAIN_S)
+        line = await asyncio.wait_for(child.stdout.readline(), seconds + 2 * DRAIN_S)
         cpu = stop_cpu()
-        data = orjson.loads(out.read_bytes())
+        data = orjson.loads(line)
         result.e2e_ms = [ns / 1e6 for ns in data["latencies_ns"]]
         result.received = len(result.e2e_ms)
         result.duplicates = int(data["duplicates"])
+        child.stdin.close()
+        await asyncio.wait_for(child.wait(), DRAIN_S)
     finally:
-        if child.poll() is None:
+        if child.returncode is None:
             child.kill()
-            child.wait(5)
-        out.unlink(missing_ok=True)
+            await child.wait()
     return result, cpu
 
 
@@ -192,11 +197,12 @@ def main(argv: list[str] | None = None) -> int:
     consume.add_argument("--expected", type=int, required=True)
     consume.add_argument("--seconds", type=float, required=True)
     consume.add_argument("--batch", action="store_true", help="batched delivery and acks")
-    consume.add_argument("--out", required=True, help="JSON result file")
     args = parser.parse_args(argv)
     url = consumer_url(args.url, args.topic, args.sub, 256, args.batch)
     latencies, duplicates = uvloop.run(consume_latency(url, args.expected, args.seconds, args.batch))
-    Path(args.out).write_bytes(orjson.dumps({"latencies_ns": latencies, "duplicates": duplicates}))
+    sys.stdout.write(orjson.dumps({"latencies_ns": latencies, "duplicates": duplicates}).decode() + "\n")
+    sys.stdout.flush()
+    sys.stdin.read()  # the bench closes our stdin once it has read our CPU time
     return 0
 
 

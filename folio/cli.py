@@ -40,6 +40,24 @@ def _parser() -> argparse.ArgumentParser:
     ledger.add_argument("--inflight", type=int, default=512)
     ledger.add_argument("--light-rate", type=float, default=1000.0, help="entries/s of the light-load phase")
     ledger.add_argument("--json", action="store_true", help="also print one JSON line per result")
+    gw = bench_sub.add_parser("gateway", help="W1/W2/W3 (publish, latency, consume) through the gateways")
+    gw.add_argument("--url", default="", help="a running gateway (else start a local cluster)")
+    gw.add_argument("--seconds", type=float, default=8.0, help="cap of each W1 and W3 run")
+    gw.add_argument("--msgs", type=int, default=200_000, help="cap of messages per W1 run")
+    gw.add_argument("--window", type=int, default=256, help="messages in flight")
+    gw.add_argument("--batch", type=int, default=128, help="messages per batch frame / REST request")
+    gw.add_argument("--modes", default="ws,ws-batch,rest-batch", help="publish modes (W3/W2: ws, ws-batch)")
+    gw.add_argument("--workloads", default="W1,W2,W3")
+    gw.add_argument("--reps", type=int, default=1, help="repetitions (the table shows medians)")
+    gw.add_argument("--w2-seconds", type=float, default=10.0)
+    gw.add_argument("--w2-rate", type=float, default=2000.0, help="W2 offered msg/s")
+    gw.add_argument("--settle", type=float, default=1.0, help="pause between runs (s)")
+    gw.add_argument("--wait-idle", type=float, default=0.0, help="wait up to N s for a quiet box first")
+    gw.add_argument("--peers", action="store_true", help="also run the NATS/Redis peer harness")
+    gw.add_argument("--peers-dir", default=str(Path(__file__).resolve().parents[2] / "shared" / "peers"))
+    gw.add_argument("--peer-systems", default="nats,redis")
+    gw.add_argument("--profile", action="store_true", help="py-spy the owner gateway and one node")
+    gw.add_argument("--json", action="store_true", help="also print one JSON line per row")
     return parser
 
 
@@ -79,6 +97,10 @@ def main(argv: list[str] | None = None) -> int:
         from folio.bench_ledger import run_bench
 
         return run_bench(args)
+    if args.command == "bench" and args.bench == "gateway":
+        from folio.bench_gateway import run_bench as run_gateway_bench
+
+        return run_gateway_bench(args)
     return 2
 
 

@@ -31,6 +31,7 @@ T = TypeVar("T")
 QUEUE_MESSAGES_MAX = 50_000  # waiting to be cut into entries, per topic
 QUEUE_BYTES_MAX = 64 * 1024 * 1024
 INFLIGHT_MAX = 8  # entries appended but not confirmed, per topic
+EAGER_INFLIGHT = 1  # cut without waiting while fewer adds than this are in flight
 DEDUP_PRODUCERS_MAX = 10_000  # brokerDeduplicationMaxNumberOfProducers
 
 
@@ -39,6 +40,7 @@ class BatcherConfig:
     entry_messages_max: int = MESSAGES_PER_ENTRY_MAX
     entry_bytes_max: int = ENTRY_BYTES_MAX
     inflight_max: int = INFLIGHT_MAX
+    eager_inflight: int = EAGER_INFLIGHT  # below this many adds in flight, cut at once
     queue_messages_max: int = QUEUE_MESSAGES_MAX
     queue_bytes_max: int = QUEUE_BYTES_MAX
 
@@ -86,7 +88,7 @@ class PublishBatcher(Generic[T]):
         Call repeatedly until None; call ``on_entry_done`` when its add ends."""
         if not self._queue or self.inflight >= self.config.inflight_max:
             return None
-        if self.inflight > 0 and not self._full_entry_waiting():
+        if self.inflight >= self.config.eager_inflight and not self._full_entry_waiting():
             return None
         cfg = self.config
         parts: list[bytes] = []

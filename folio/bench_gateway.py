@@ -1,0 +1,386 @@
+"""``folio bench gateway``: the peer workloads W1/W2/W3 through Folio's gateways.
+
+Owns: the benchmark run: a local cluster (etcd, 3 storage nodes, auditor, 2
+gateways on free loopback ports under ``.folio-bench-gw/``) unless ``--url``
+names a running gateway, the sequence of measured runs, CPU accounting per
+process group, the printed table and optionally the peer harness (``--peers``)
+and py-spy profiles (``--profile``).
+
+Rules (the same as /work/shared/peers, so the figures compare): every run on a
+fresh topic; W1 publishes 100 B and 1 KiB payloads, up to ``--msgs`` messages
+or ``--seconds``, ``--window`` messages un-acked in flight, and counts only ok
+replies (ok = stored on 2 storage nodes with fsync); W3 drains the backlog
+W1-100B of the same mode just left, acking every message; W2 offers
+``--w2-rate`` msg/s of 100 B for ``--w2-seconds`` and measures end-to-end
+latency with a consumer in another process, plus pub-ack latency. Each run
+opens its connection before the clock starts (the topic is loaded then);
+REST sends one unmeasured message first for the same reason. Prints figures;
+asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import secrets
+import shutil
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import httpx
+import orjson
+import uvloop
+
+from folio.bench_cpu import CORES, CpuMonitor, machine_busy
+from folio.bench_gateway_load import (
+    CONSUME_MODES,
+    PUBLISH_MODES,
+    TOPIC_PATH,
+    LoadResult,
+    consume,
+    lookup,
+    publish,
+)
+from folio.bench_gateway_report import Row, format_row, format_table, latency_columns, merge_reps, peer_rows
+from folio.bench_gateway_tools import Profiler, print_profiles, py_spy, run_peers
+from folio.bench_gateway_w2 import W2Result, run_w2
+from folio.bench_ledger import free_ports
+from folio.supervisor import LocalCluster
+from storage.runtime import tune_gc
+
+SCRATCH = ".folio-bench-gw"
+QUIET_PCT = 25.0  # machine busy % (of 100 * cores) below which --wait-idle starts
+SIZES = (100, 1024)
+WORKLOADS = ("W1", "W2", "W3")
+
+
+@dataclass(frozen=True)
+class Settings:
+    seconds: float
+    msgs: int
+    window: int
+    batch: int
+    modes: tuple[str, ...]
+    workloads: tuple[str, ...]
+    reps: int
+    w2_seconds: float
+    w2_rate: float
+    settle: float
+
+
+@dataclass
+class Target:
+    """Where to send load, and the PIDs to charge CPU to (empty with ``--url``)."""
+
+    http_url: str
+    groups: dict[str, list[int]]
+    gateway_pids: dict[str, int]  # http url -> pid
+    node_pids: list[int]
+    profile_dir: Path | None = None
+    spy: str | None = None
+
+
+def _split(text: str, allowed: tuple[str, ...], what: str) -> tuple[str, ...]:
+    items = tuple(x.strip() for x in text.split(",") if x.strip())
+    bad = [x for x in items if x not in allowed]
+    if bad or not items:
+        raise SystemExit(f"--{what}: {', '.join(bad) or 'nothing given'}; choose from {', '.join(allowed)}")
+    return items
+
+
+def w1_row(mode: str, size: int, res: LoadResult, cpu: dict[str, float], seconds: float) -> Row:
+    p50, p99 = latency_columns(res.latencies_ms)
+    notes = [f"ack latency; capped at {seconds:g} s" if res.capped_by_time else "ack latency"]
+    if res.reconnects:
+        notes.append(f"{res.reconnects} reconnect(s): the topic moved")
+    if res.first_error:
+        notes.append(f"first error: {res.first_error}")
+    el = max(res.seconds, 1e-9)
+    return Row("folio", "W1", mode, size, res.ok, res.seconds, res.ok / el, res.ok * size / el / 1e6,
+               p50, p99, cpu, res.errors, "; ".join(notes))  # fmt: skip
+
+
+def w3_row(mode: str, backlog: int, res: LoadResult, cpu: dict[str, float]) -> Row:
+    notes = [f"backlog {backlog:,}"]
+    if res.capped_by_time:
+        notes.append("time-capped")
+    if res.duplicates:
+        notes.append(f"{res.duplicates} redelivered")
+    if res.reconnects:
+        notes.append(f"{res.reconnects} reconnect(s): the topic moved")
+    el = max(res.seconds, 1e-9)
+    return Row("folio", "W3", mode, 100, res.ok, res.seconds, res.ok / el, res.ok * 100 / el / 1e6,
+               cpu=cpu, note=", ".join(notes))  # fmt: skip
+
+
+def w2_rows(mode: str, rate: float, res: W2Result, cpu: dict[str, float]) -> list[Row]:
+    sent_rate = res.sent / max(res.send_seconds, 1e-9)
+    note = f"offered {rate:g}/s, received {res.received:,}/{res.expected:,}"
+    if res.duplicates:
+        note += f", {res.duplicates} redelivered"
+    if res.first_error:
+        note += f"; first error: {res.first_error}"
+    p50, p99 = latency_columns(res.e2e_ms)
+    e2e = Row("folio", "W2 e2e", mode, 100, res.received, res.send_seconds, sent_rate, sent_rate * 100 / 1e6,
+              p50, p99, cpu, res.errors, note)  # fmt: skip
+    a50, a99 = latency_columns(res.ack_ms)
+    ack = Row("folio", "W2 ack", mode, 100, len(res.ack_ms), res.send_seconds, sent_rate,
+              sent_rate * 100 / 1e6, a50, a99, cpu, 0, "pub-ack latency")  # fmt: skip
+    return [e2e, ack]
+
+
+def _profiler(target: Target, label: str) -> Profiler | None:
+    """py-spy on every gateway (the topic may move) and on the first storage node."""
+    if target.profile_dir is None or target.spy is None:
+        return None
+    pids = {f"gateway-{url.rsplit(':', 1)[-1]}": pid for url, pid in target.gateway_pids.items()}
+    if target.node_pids:
+        pids["node0"] = target.node_pids[0]
+    return Profiler(target.spy, pids, target.profile_dir, label) if pids else None
+
+
+async def _warm_rest(http_base: str, topic: str) -> None:
+    """One unmeasured message, so the topic is loaded before the clock starts (as a WS connect does)."""
+    _, http_url = await lookup(http_base, topic)
+    async with httpx.AsyncClient(timeout=15.0) as http:
+        response = await http.post(
+            f"{http_url}/topics/{TOPIC_PATH}/{topic}", json={"messages": [{"payload": "w"}]}
+        )
+        response.raise_for_status()
+
+
+@contextlib.contextmanager
+def measured(target: Target, label: str) -> Iterator[dict[str, float]]:
+    """CPU accounting (and a py-spy profile with ``--profile``) around one measured run."""
+    cpu: dict[str, float] = {}
+    profiler = _profiler(target, label)
+    monitor = CpuMonitor(target.groups).start()
+    try:
+        yield cpu
+    finally:
+        cpu.update(monitor.stop())
+        if profiler is not None:
+            profiler.stop()
+
+
+async def w1_w3(s: Settings, target: Target, topic: str, mode: str, size: int, rep: int) -> list[Row]:
+    """W1 on a fresh topic; then W3 on its backlog when this is the 100 B run of a consume mode."""
+    rows = []
+    if mode == "rest-batch":
+        await _warm_rest(target.http_url, topic)
+    with measured(target, f"W1-{mode}-{size}-r{rep}") as cpu:
+        res = await publish(
+            mode, target.http_url, topic, os.urandom(size), s.msgs, s.seconds, s.window, s.batch
+        )
+    if "W1" in s.workloads:
+        rows.append(w1_row(mode, size, res, cpu, s.seconds))
+    if "W3" in s.workloads and size == 100 and mode in CONSUME_MODES:
+        await asyncio.sleep(s.settle)
+        with measured(target, f"W3-{mode}-r{rep}") as cpu:
+            got = await consume(mode, target.http_url, topic, "w3", res.ok, s.seconds, s.window)
+        rows.append(w3_row(mode, res.ok, got, cpu))
+    return rows
+
+
+async def w2(s: Settings, target: Target, topic: str, mode: str, rep: int) -> list[Row]:
+    ws_base, _ = await lookup(target.http_url, topic)
+    profiler = _profiler(target, f"W2-{mode}-r{rep}")
+
+    def start_cpu(child_pid: int) -> Callable[[], dict[str, float]]:
+        groups = {**target.groups, "client": [*target.groups.get("client", []), child_pid]}
+        return CpuMonitor(groups).start().stop
+
+    try:
+        result, cpu = await run_w2(ws_base, topic, s.w2_rate, s.w2_seconds, mode == "ws-batch", start_cpu)
+    finally:
+        if profiler is not None:
+            profiler.stop()
+    return w2_rows(mode, s.w2_rate, result, cpu)
+
+
+def failed_rows(workloads: Sequence[str], mode: str, size: int, exc: BaseException) -> list[Row]:
+    note = f"FAILED: {type(exc).__name__}: {exc}"[:300]
+    return [Row("folio", w, mode, size, 0, 0.0, 0.0, 0.0, errors=1, note=note) for w in workloads]
+
+
+async def run_workloads(s: Settings, target: Target, say: Callable[[str], None]) -> list[Row]:
+    """Every run in the peers' order; a run that fails becomes a FAILED row and the next one goes on."""
+    run_id = secrets.token_hex(3)
+    rows: list[Row] = []
+
+    def add(new: list[Row]) -> None:
+        rows.extend(new)
+        for row in new:
+            say(format_row(row))
+
+    for rep in range(s.reps):
+        for size in SIZES:
+            for mode in s.modes:
+                wanted = [w for w in ("W1", "W3") if w in s.workloads]
+                if size != 100 or mode not in CONSUME_MODES:
+                    wanted = [w for w in wanted if w == "W1"]
+                if not wanted:
+                    continue
+                try:
+                    add(await w1_w3(s, target, f"gwbench-{run_id}-{mode}-{size}-r{rep}", mode, size, rep))
+                except Exception as exc:
+                    add(failed_rows(wanted, mode, size, exc))
+                await asyncio.sleep(s.settle)
+        if "W2" not in s.workloads:
+            continue
+        for mode in (m for m in s.modes if m in CONSUME_MODES):
+            try:
+                add(await w2(s, target, f"gwbench-{run_id}-w2-{mode}-r{rep}", mode, rep))
+            except Exception as exc:
+                add(failed_rows(["W2 e2e", "W2 ack"], mode, 100, exc))
+            await asyncio.sleep(s.settle)
+    return rows
+
+
+def start_cluster(root: Path) -> LocalCluster:
+    shutil.rmtree(root, ignore_errors=True)
+    ports = free_ports(10)
+    cluster = LocalCluster(
+        root=root,
+        node_ports=tuple(ports[0:3]),
+        metrics_ports=tuple(ports[3:6]),
+        etcd_client_port=ports[6],
+        etcd_peer_port=ports[7],
+        gateway_ports=(ports[8], ports[9]),
+    )
+    try:
+        cluster.start()
+    except BaseException:
+        cluster.stop()
+        raise
+    return cluster
+
+
+def cluster_target(cluster: LocalCluster) -> Target:
+    assert cluster.etcd is not None and cluster.etcd.pid is not None and cluster.auditor is not None
+    gateways = {g.http_url: g.pid for g in cluster.gateways}
+    nodes = [n.pid for n in cluster.nodes]
+    groups = {
+        "gw": list(gateways.values()),
+        "node": nodes,
+        "etcd": [cluster.etcd.pid, cluster.auditor.pid],
+        "client": [os.getpid()],
+    }
+    return Target(cluster.gateways[0].http_url, groups, gateways, nodes)
+
+
+def _drop_data(root: Path) -> None:
+    """Delete the cluster's data directories, keep its logs."""
+    if root.exists():
+        for child in root.iterdir():
+            if child.is_dir():
+                shutil.rmtree(child, ignore_errors=True)
+
+
+def settings_from(args: argparse.Namespace) -> Settings:
+    return Settings(
+        seconds=args.seconds,
+        msgs=args.msgs,
+        window=args.window,
+        batch=args.batch,
+        modes=_split(args.modes, PUBLISH_MODES, "modes"),
+        workloads=_split(args.workloads.upper(), WORKLOADS, "workloads"),
+        reps=max(1, args.reps),
+        w2_seconds=args.w2_seconds,
+        w2_rate=args.w2_rate,
+        settle=args.settle,
+    )
+
+
+def peer_settings(s: Settings) -> dict[str, str]:
+    return {
+        "PEERS_REPS": str(s.reps),
+        "W1_MSGS": str(s.msgs),
+        "W1_SECS": str(max(1, round(s.seconds))),
+        "W3_SECS": str(max(1, round(s.seconds))),
+        "W2_SECS": str(max(1, round(s.w2_seconds))),
+        "W2_RATES": str(round(s.w2_rate)),
+        "WINDOW": str(s.window),
+        "WORKLOADS": ",".join(s.workloads),
+    }
+
+
+def wait_idle(max_wait_s: float) -> None:
+    """Report how busy the box is before we start; wait up to ``max_wait_s`` for it to calm down."""
+    deadline = time.monotonic() + max_wait_s
+    busy = machine_busy(1.0)
+    while busy > QUIET_PCT and time.monotonic() < deadline:
+        print(f"box busy {busy:.0f}% of {100 * CORES}% (not us); waiting for < {QUIET_PCT:.0f}%", flush=True)
+        busy = machine_busy(5.0)
+    print(f"box busy before start: {busy:.0f}% of {100 * CORES}% (other tenants)", flush=True)
+
+
+def run_bench(args: argparse.Namespace) -> int:
+    s = settings_from(args)
+    wait_idle(args.wait_idle)
+    scratch = Path(SCRATCH).resolve()
+    scratch.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    cluster: LocalCluster | None = None
+    if args.url:
+        target = Target(args.url.rstrip("/"), {"client": [os.getpid()]}, {}, [])
+    else:
+        print(f"starting a local cluster under {scratch / 'cluster'} ...", flush=True)
+        cluster = start_cluster(scratch / "cluster")
+        target = cluster_target(cluster)
+    if args.profile:
+        target.spy = py_spy()
+        target.profile_dir = scratch / "profile"
+        shutil.rmtree(target.profile_dir, ignore_errors=True)
+        if target.spy is None or not target.gateway_pids:
+            print(
+                "--profile: "
+                + ("py-spy not found" if target.spy is None else "needs the bench's own cluster")
+            )
+            target.profile_dir = None
+    profiled = " (PROFILED: py-spy running)" if target.profile_dir else ""
+    print(
+        f"folio bench gateway: {target.http_url}, modes {','.join(s.modes)}, window {s.window},"
+        f" batch {s.batch}, W1 <= {s.msgs:,} msgs / {s.seconds:g} s, W2 {s.w2_rate:g} msg/s x"
+        f" {s.w2_seconds:g} s, {s.reps} rep(s), {os.cpu_count()} CPUs{profiled}",
+        flush=True,
+    )
+    try:
+        tune_gc()
+        rows = uvloop.run(run_workloads(s, target, lambda line: print(line, flush=True)))
+    finally:
+        if cluster is not None:
+            cluster.stop()
+            _drop_data(scratch / "cluster")
+    where = (
+        "srv = gw+node+etcd+auditor" if cluster is not None else "--url: server CPU unknown, it is in oth%"
+    )
+    print(f"\n== Folio (median of {s.reps} rep(s); CPU in % of one core; {where})")
+    print(format_table(merge_reps(rows)))
+    peer_rows_: list[Row] = []
+    if args.peers:
+        print("\n== peers (same settings; /work/shared/peers harness)", flush=True)
+        per_cfg = (3 * s.seconds + s.w2_seconds + 60) * s.reps
+        run = run_peers(
+            Path(args.peers_dir),
+            args.peer_systems.split(","),
+            scratch / "peers",
+            peer_settings(s),
+            2 * per_cfg + 60,
+        )
+        for problem in run.problems:
+            print(f"peers: {problem}")
+        peer_rows_ = merge_reps(peer_rows(run.records))
+        if peer_rows_:
+            print(format_table(peer_rows_))
+    if target.profile_dir is not None:
+        print_profiles(target.profile_dir)
+    if args.json:
+        for row in [*merge_reps(rows), *peer_rows_]:
+            print(orjson.dumps({"kind": "gateway-bench", **asdict(row)}).decode())
+    print(f"\n(total {time.monotonic() - started:.0f} s)")
+    return 0

@@ -1,0 +1,104 @@
+"""``folio bench gateway`` end to end with tiny settings: its own cluster, every row printed."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+import pytest
+from websockets.asyncio.server import ServerConnection, serve
+from websockets.http11 import Request, Response
+
+from folio.bench_gateway_load import publish
+
+pytestmark = pytest.mark.component
+
+REPO = Path(__file__).resolve().parents[2]
+MODES = ("ws", "ws-batch", "rest-batch")
+
+
+def test_tiny_gateway_bench_prints_every_row(tmp_path: Path) -> None:
+    cmd = [sys.executable, "-m", "folio", "bench", "gateway", "--seconds", "1", "--msgs", "500"]
+    cmd += ["--w2-seconds", "0.5", "--w2-rate", "500", "--settle", "0", "--json"]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    done = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    out = done.stdout
+    assert "== Folio" in out and "msg/s" in out, out
+    rows = {
+        (r["workload"], r["mode"], r["size"]): r
+        for r in (orjson.loads(line) for line in out.splitlines() if line.startswith("{"))
+    }
+    expected = {("W1", m, size) for m in MODES for size in (100, 1024)}
+    expected |= {("W3", m, 100) for m in ("ws", "ws-batch")}
+    expected |= {(w, m, 100) for w in ("W2 e2e", "W2 ack") for m in ("ws", "ws-batch")}
+    assert set(rows) == expected, sorted(rows)
+    for key, row in rows.items():
+        assert row["errors"] == 0, (key, row)
+        assert row["msgs_per_s"] > 0, (key, row)
+        assert set(row["cpu"]) >= {"gw", "node", "etcd", "client", "machine", "other"}, row
+    for mode in MODES:
+        for size in (100, 1024):
+            assert rows["W1", mode, size]["msgs"] == 500, rows["W1", mode, size]  # 500 msgs: well within 1 s
+            assert rows["W1", mode, size]["p99_ms"] is not None
+    for mode in ("ws", "ws-batch"):
+        assert rows["W3", mode, 100]["msgs"] == 500  # the whole backlog of W1-100B, each once
+        assert rows["W2 e2e", mode, 100]["msgs"] == 250  # every stamped message reached the consumer
+        assert rows["W2 e2e", mode, 100]["p50_ms"] is not None
+    for line in out.splitlines():  # every row also appears in the printed table
+        if line.startswith("folio "):
+            assert len(line.split()) >= 15, line
+    assert (tmp_path / ".folio-bench-gw" / "cluster").exists()
+    assert not any(p.is_dir() for p in (tmp_path / ".folio-bench-gw" / "cluster").iterdir())  # data dropped
+
+
+async def test_publishers_reconnect_when_the_topic_moves() -> None:
+    """A fake gateway (lookup + producer endpoint) that closes the first session with 4503 after
+    some replies: the client looks the owner up again, reconnects, counts what was in flight as
+    errors and still stops at its message cap."""
+    sessions: list[int] = []
+    close_after = [50]  # frames answered before the first session is closed
+
+    def lookup(connection: ServerConnection, request: Request) -> Response | None:
+        if request.path.startswith("/lookup/"):
+            port = connection.local_address[1]
+            body = orjson.dumps(
+                {"brokerUrl": f"ws://127.0.0.1:{port}", "httpUrl": f"http://127.0.0.1:{port}"}
+            )
+            return connection.respond(200, body.decode())
+        return None
+
+    async def producer(ws: ServerConnection) -> None:
+        sessions.append(0)
+        first = len(sessions) == 1
+        async for frame in ws:
+            obj = orjson.loads(frame)
+            if first and sessions[-1] == close_after[0]:
+                await ws.close(4503, "topic unloaded; reconnect")
+                return
+            sessions[-1] += 1
+            if obj.get("type") == "batch":
+                results = [{"result": "ok", "messageId": "x", **m} for m in obj["messages"]]
+                results = [{k: v for k, v in r.items() if k != "payload"} for r in results]
+                await ws.send(orjson.dumps({"type": "batch", "results": results}).decode())
+            else:
+                await ws.send(
+                    orjson.dumps({"result": "ok", "messageId": "x", "context": obj["context"]}).decode()
+                )
+
+    async with serve(producer, "127.0.0.1", 0, process_request=lookup, max_queue=None) as server:
+        port = server.sockets[0].getsockname()[1]
+        base = f"http://127.0.0.1:{port}"
+        result = await publish("ws", base, "t", b"p" * 100, 2000, 10.0, 256, 128)
+        assert result.reconnects == 1 and len(sessions) == 2, (result, sessions)
+        # 50 replies, 12 of them refilled the window before the client saw the close: 218 in flight
+        assert result.ok == 2000 - result.errors and result.errors == 256 - 50 + 12, result
+        assert "4503" in result.first_error and not result.capped_by_time
+        sessions.clear()
+        close_after[0] = 5
+        result = await publish("ws-batch", base, "t", b"p" * 100, 2000, 10.0, 256, 128)
+        assert result.reconnects == 1 and result.ok == 2000 - result.errors, result
+        assert result.errors == 2 * 128, result  # both frames in flight when the 6th was refused

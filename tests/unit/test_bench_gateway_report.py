@@ -1,0 +1,76 @@
+"""Pure parts of ``folio bench gateway``: CPU %, medians over reps, peer rows, profile summary."""
+
+from __future__ import annotations
+
+import pytest
+
+from folio.bench_cpu import cpu_percentages
+from folio.bench_gateway_report import Row, format_row, merge_reps, peer_rows, profile_top, server_cpu
+
+pytestmark = pytest.mark.unit
+
+
+def test_cpu_percentages_are_of_one_core_and_other_is_the_rest() -> None:
+    cpu = cpu_percentages(
+        {"gw": 100, "client": 50}, busy=300, total=400, seconds=1.0, clock_ticks=100, cores=2
+    )
+    assert cpu == {"gw": 100.0, "client": 50.0, "machine": 150.0, "other": 0.0}
+    cpu = cpu_percentages({"gw": 10}, busy=200, total=400, seconds=2.0, clock_ticks=100, cores=2)
+    assert cpu["gw"] == 5.0 and cpu["machine"] == 100.0 and cpu["other"] == 95.0
+
+
+def _row(rate: float, note: str = "", errors: int = 0) -> Row:
+    cpu = {"gw": rate / 100}
+    return Row("folio", "W1", "ws", 100, int(rate), 1.0, rate, rate / 1e4, 1.0, rate / 100, cpu, errors, note)
+
+
+def test_merge_reps_takes_medians_sums_errors_and_keeps_order() -> None:
+    other = Row("folio", "W3", "ws", 100, 5, 1.0, 5.0, 0.0)
+    merged = merge_reps([_row(100, "a"), other, _row(300, "b", 2), _row(200, "a")])
+    assert [r.workload for r in merged] == ["W1", "W3"]
+    first = merged[0]
+    assert first.msgs_per_s == 200 and first.p99_ms == 2.0 and first.cpu == {"gw": 2.0}
+    assert first.errors == 2 and first.reps == 3 and first.note == "a; b"
+    assert merged[1] is other
+
+
+def test_server_cpu_sums_our_groups_or_takes_the_peers_figure() -> None:
+    assert server_cpu({"gw": 50.0, "node": 30.0, "etcd": 5.0, "client": 90.0}) == 85.0
+    assert server_cpu({"server": 40.0, "client": 80.0}) == 40.0
+    assert server_cpu({"client": 80.0}) is None
+    assert " - " in format_row(Row("folio", "W1", "ws", 100, 1, 1.0, 1.0, 0.0, cpu={"client": 3.0}))
+
+
+def test_peer_rows_from_harness_records() -> None:
+    records = [
+        {"system": "redis-streams", "config": "fsync_always", "workload": "W1", "payload": 1024, "msgs": 9,
+         "secs": 1.0, "msgs_per_s": 9, "MBps": 0.01, "cpu_server_pct": 20.0, "cpu_client_pct": 99.0,
+         "other_pct": 3.0, "capped_by_time": True, "errors": 0},
+        {"system": "nats-jetstream", "config": "default", "workload": "W2", "offered_rate": 2000,
+         "achieved_send_rate": 2000, "msgs": 20000, "received": 20000, "e2e_p50_ms": 3.5, "e2e_p99_ms": 9.9,
+         "puback_p50_ms": 3.1, "puback_p99_ms": 11.4, "cpu_server_pct": 100.0, "cpu_client_pct": 66.0,
+         "other_pct": 0.4},
+    ]  # fmt: skip
+    rows = peer_rows(records)
+    assert [(r.system, r.workload, r.size) for r in rows] == [
+        ("redis:fsync_always", "W1", 1024),
+        ("nats:default", "W2 e2e", 100),
+        ("nats:default", "W2 ack", 100),
+    ]
+    assert rows[0].note == "time-capped" and rows[0].cpu["server"] == 20.0
+    assert (rows[1].p50_ms, rows[1].p99_ms, rows[2].p50_ms, rows[2].p99_ms) == (3.5, 9.9, 3.1, 11.4)
+
+
+def test_profile_top_counts_self_and_total_per_function() -> None:
+    collapsed = "\n".join(
+        [
+            "<module> (/x/gateway/main.py:7);serve (/x/gateway/main.py:40);parse (/x/proto/frames.py:12) 6",
+            "<module> (/x/gateway/main.py:7);serve (/x/gateway/main.py:41) 3",
+            "<module> (/x/gateway/main.py:7);parse (/x/proto/frames.py:13) 1",
+            "garbage line",
+        ]
+    )
+    samples, ranked = profile_top(collapsed, top=2)
+    assert samples == 10
+    assert ranked == [("parse (proto/frames.py)", 70.0, 70.0), ("serve (gateway/main.py)", 30.0, 90.0)]
+    assert profile_top("") == (0, [])
