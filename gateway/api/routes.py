@@ -34,6 +34,7 @@ from gateway.api.ws_partitioned import (
 )
 from gateway.api.ws_producer import serve_producer
 from gateway.api.ws_session import deny, relay, relay_url
+from gateway.broker.entry_format import EntryMessage
 from gateway.broker.topic import PublishResult, Topic
 from gateway.errors import GatewayError
 from gateway.names import InvalidName, TopicName, check_subscription
@@ -212,22 +213,21 @@ def make_router(get_gateway: Any) -> APIRouter:
     async def _publish_local(
         topic: Topic, producer: str, requests: list[PublishRequest]
     ) -> list[dict[str, Any]]:
-        gateway = gw()
-        now = gateway.clock.now_ms()
-        futures = []
+        now = gw().clock.now_ms()
+        dedup = topic.policies.dedup
+        messages: list[EntryMessage] = []
         for request in requests:
             sequence = request.sequence_id
-            if sequence is None:
-                sequence = topic.last_sequence_id(producer) + 1 if topic.policies.dedup else 0
-            futures.append(topic.publish(entry_message(request, producer, sequence, now)))
-        results: list[dict[str, Any]] = []
-        for future in futures:
-            try:
-                result: PublishResult = await future
-                results.append(ack_ok(result.message_id, result.duplicate))
-            except GatewayError as exc:
-                results.append(ack_error(topic.partition, str(exc), exc.retriable))
-        return results
+            if sequence is None:  # keep REST retries without ids apart from each other under dedup
+                sequence = topic.last_sequence_id(producer) + 1 + len(messages) if dedup else 0
+            messages.append(entry_message(request, producer, sequence, now))
+        outcomes = await topic.publish_many(messages)
+        return [
+            ack_ok(o.message_id, o.duplicate)
+            if isinstance(o, PublishResult)
+            else ack_error(topic.partition, str(o), o.retriable)
+            for o in outcomes
+        ]
 
     async def _forward(url: str, request: Request, body: bytes) -> Response:
         headers = {k: v for k, v in request.headers.items() if k.lower() not in ("host", "content-length")}

@@ -14,23 +14,23 @@ backpressure) until replies drain; a topic that moves closes the session with
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from gateway.api.convert import entry_message
 from gateway.api.errors import close_code
 from gateway.api.ws_session import Outbound, deny
-from gateway.broker.topic import PublishResult, Topic
+from gateway.broker.topic import Outcome, PublishResult, Topic
 from gateway.protocol.errors import ProtocolError
 from gateway.protocol.params import ProducerParams
 from gateway.protocol.ws_frames import (
     PublishRequest,
+    encode_frame,
     parse_publish,
     publish_batch_reply,
     publish_error,
     publish_error_dict,
-    publish_ok,
     publish_ok_dict,
 )
 
@@ -71,34 +71,33 @@ class ProducerSession:
         self.next_sequence += 1
         return sequence
 
-    def _publish(self, request: PublishRequest) -> asyncio.Future[PublishResult]:
-        message = entry_message(request, self.name, self._sequence(request), self.gateway.clock.now_ms())
-        future = self.topic.publish(message)
-        size = len(request.payload)
-        self.pending += 1
+    def _publish(self, requests: list[PublishRequest]) -> asyncio.Future[list[Outcome]]:
+        now = self.gateway.clock.now_ms()
+        name = self.name
+        messages = [entry_message(r, name, self._sequence(r), now) for r in requests]
+        future = self.topic.publish_many(messages)
+        size = sum(len(r.payload) for r in requests)
+        count = len(requests)
+        self.pending += count
         self.pending_bytes += size
-        if self.pending >= PENDING_MAX or self.pending_bytes >= self.gateway.config.pending_bytes_per_session:
+        limit_bytes = self.gateway.config.pending_bytes_per_session
+        if self.pending >= PENDING_MAX or self.pending_bytes >= limit_bytes:
             self.room.clear()
 
-        def released(_f: asyncio.Future[PublishResult]) -> None:
-            self.pending -= 1
+        def released(_f: asyncio.Future[list[Outcome]]) -> None:
+            self.pending -= count
             self.pending_bytes -= size
-            if (
-                self.pending < PENDING_MAX
-                and self.pending_bytes < self.gateway.config.pending_bytes_per_session
-            ):
+            if self.pending < PENDING_MAX and self.pending_bytes < limit_bytes:
                 self.room.set()
 
         future.add_done_callback(released)
         return future
 
-    def _reply_one(self, request: PublishRequest, future: asyncio.Future[PublishResult]) -> None:
-        exc = future.exception() if not future.cancelled() else None
-        if future.cancelled() or exc is not None:
-            self.out.send(publish_error(WS_UNKNOWN, str(exc) or "send failed", request.context))
-            return
-        result = future.result()
-        self.out.send(publish_ok(result.message_id.to_base64(), request.context, result.duplicate))
+    @staticmethod
+    def _reply(outcome: Outcome, context: str | None) -> dict[str, Any]:
+        if isinstance(outcome, PublishResult):
+            return publish_ok_dict(outcome.b64, context, outcome.duplicate)
+        return publish_error_dict(WS_UNKNOWN, str(outcome) or "send failed", context)
 
     def on_frame(self, data: str) -> None:
         try:
@@ -107,27 +106,21 @@ class ProducerSession:
             self.out.send(publish_error(exc.ws_code, exc.message, exc.context))
             return
         if isinstance(parsed, PublishRequest):
-            request = parsed
-            self._publish(request).add_done_callback(lambda f: self._reply_one(request, f))
-            return
-        futures = [self._publish(request) for request in parsed]
-        batch = asyncio.gather(*futures, return_exceptions=True)
-        batch.add_done_callback(lambda _g: self._reply_batch(parsed, futures))
+            context = parsed.context
+            future = self._publish([parsed])
 
-    def _reply_batch(
-        self, requests: list[PublishRequest], futures: list[asyncio.Future[PublishResult]]
-    ) -> None:
-        results = []
-        for request, future in zip(requests, futures, strict=True):
-            exc = future.exception() if not future.cancelled() else None
-            if future.cancelled() or exc is not None:
-                results.append(publish_error_dict(WS_UNKNOWN, str(exc) or "send failed", request.context))
-            else:
-                result = future.result()
-                results.append(
-                    publish_ok_dict(result.message_id.to_base64(), request.context, result.duplicate)
-                )
-        self.out.send(publish_batch_reply(results))
+            def reply_one(f: asyncio.Future[list[Outcome]]) -> None:
+                self.out.send(encode_frame(self._reply(f.result()[0], context)))
+
+            future.add_done_callback(reply_one)
+            return
+        batch = parsed
+
+        def reply_batch(f: asyncio.Future[list[Outcome]]) -> None:
+            results = [self._reply(o, r.context) for o, r in zip(f.result(), batch, strict=True)]
+            self.out.send(publish_batch_reply(results, batch.context))
+
+        self._publish(batch).add_done_callback(reply_batch)
 
     async def run(self) -> None:
         ws = self.websocket

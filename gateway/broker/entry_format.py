@@ -48,7 +48,7 @@ _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 _MESSAGE_BYTES_MAX = ENTRY_BYTES_MAX - ENTRY_HEADER_BYTES
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # treated as immutable; not frozen: built per message, frozen init costs ~2x
 class EntryMessage:
     """One message inside an entry. Times are epoch milliseconds; ``key`` is the
     partition key and ``ordering_key`` the Key_Shared ordering key (both raw

@@ -234,3 +234,25 @@ def _skip_field(data: bytes, pos: int, wire: int) -> int:
     if end > len(data):
         raise MessageIdError("truncated field")
     return end
+
+
+def entry_ids_base64(ledger_id: int, entry_id: int, partition: int, count: int) -> list[str]:
+    """Base64 ids of the ``count`` messages of one entry, byte-identical to
+    ``MessageId(...).to_base64()`` but with the entry's prefix encoded once (the
+    publish path answers every message of a batch entry with its id)."""
+    prefix = bytearray()
+    _put_field(prefix, _FIELD_LEDGER, ledger_id)
+    _put_field(prefix, _FIELD_ENTRY, entry_id)
+    if partition >= 0:
+        _put_field(prefix, _FIELD_PARTITION, partition)
+    if count == 1:
+        return [base64.b64encode(bytes(prefix) + b"\x30\x00").decode("ascii")]
+    size = bytearray()
+    _put_field(size, _FIELD_BATCH_SIZE, count)
+    head, tail = bytes(prefix), bytes(size)
+    out = []
+    for index in range(count):
+        field_ = bytearray()
+        _put_field(field_, _FIELD_BATCH_INDEX, index)
+        out.append(base64.b64encode(head + field_ + tail).decode("ascii"))
+    return out

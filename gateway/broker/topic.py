@@ -49,7 +49,7 @@ from gateway.broker.entry_format import EntryMessage, decode_entry, encode_messa
 from gateway.broker.log_policy import Retention
 from gateway.broker.log_state import LogFenced
 from gateway.broker.managed_log import ManagedLog
-from gateway.broker.message_id import MessageId, duplicate_id
+from gateway.broker.message_id import MessageId, duplicate_id, entry_ids_base64
 from gateway.broker.positions import EARLIEST, NO_BATCH, MessagePosition, Position
 from gateway.broker.publish_core import BatcherConfig, Dedup, DedupVerdict, PublishBatcher
 from gateway.broker.subscription import Subscription
@@ -62,10 +62,41 @@ DECODED_CACHE_ENTRIES = 4096
 MAINTENANCE_INTERVAL_MS = 1000
 
 
-@dataclass(frozen=True, slots=True)
 class PublishResult:
-    message_id: MessageId
-    duplicate: bool = False
+    """Where a published message was stored (or that it was a duplicate); the
+    base64 id is computed for the whole entry at once (``entry_ids_base64``)."""
+
+    __slots__ = ("b64", "batch_index", "batch_size", "duplicate", "entry_id", "ledger_id", "partition")
+
+    def __init__(
+        self,
+        ledger_id: int,
+        entry_id: int,
+        partition: int,
+        batch_index: int,
+        batch_size: int,
+        b64: str,
+        duplicate: bool = False,
+    ) -> None:
+        self.ledger_id = ledger_id
+        self.entry_id = entry_id
+        self.partition = partition
+        self.batch_index = batch_index
+        self.batch_size = batch_size
+        self.b64 = b64
+        self.duplicate = duplicate
+
+    @property
+    def message_id(self) -> MessageId:
+        return MessageId(self.ledger_id, self.entry_id, self.partition, self.batch_index, self.batch_size)
+
+    @classmethod
+    def duplicate_of(cls, partition: int) -> PublishResult:
+        dup = duplicate_id(partition)
+        return cls(dup.ledger_id, dup.entry_id, partition, NO_BATCH, 0, dup.to_base64(), duplicate=True)
+
+
+Outcome = PublishResult | GatewayError
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,11 +135,20 @@ class ProducerRecord:
 
 
 @dataclass(slots=True)
+class _Group:
+    """The messages of one publish call; its future resolves when all are settled."""
+
+    future: asyncio.Future[list[Outcome]]
+    outcomes: list[Outcome | None]
+    remaining: int
+
+
+@dataclass(slots=True)
 class _Pending:
-    future: asyncio.Future[PublishResult]
+    group: _Group
+    index: int
     producer: str
     sequence_id: int
-    size: int
 
 
 class Topic:
@@ -198,45 +238,69 @@ class Topic:
 
     def publish(self, message: EntryMessage) -> asyncio.Future[PublishResult]:
         """Queue one message; the future resolves once it is stored (or refused)."""
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[PublishResult] = loop.create_future()
-        if self.closed or self.log.fenced:
-            future.set_exception(TopicUnavailable(f"topic {self.name} moved or is closing; reconnect"))
-            return future
+        single: asyncio.Future[PublishResult] = asyncio.get_running_loop().create_future()
+
+        def unwrap(group: asyncio.Future[list[Outcome]]) -> None:
+            outcome = group.result()[0]
+            if isinstance(outcome, PublishResult):
+                single.set_result(outcome)
+            else:
+                single.set_exception(outcome)
+
+        self.publish_many([message]).add_done_callback(unwrap)
+        return single
+
+    def publish_many(self, messages: list[EntryMessage]) -> asyncio.Future[list[Outcome]]:
+        """Queue messages in order; the future gives one outcome per message (a
+        result, or the error that refused it) once every one is settled."""
+        future: asyncio.Future[list[Outcome]] = asyncio.get_running_loop().create_future()
+        group = _Group(future, [None] * len(messages), len(messages))
         policies = self.policies
-        if self.quota_exceeded and policies.backlog_policy != "consumer_backlog_eviction":
-            future.set_exception(
-                BacklogQuotaExceeded(
-                    f"topic {self.name}: backlog above its quota of {policies.backlog_limit_bytes} bytes"
-                )
-            )
-            return future
-        if policies.dedup:
-            verdict = self.dedup.check(message.producer_name, message.sequence_id)
-            if verdict is DedupVerdict.DUPLICATE:
-                future.set_result(PublishResult(duplicate_id(self.partition), duplicate=True))
-                return future
-            if verdict is DedupVerdict.IN_FLIGHT:
-                future.set_exception(
-                    DuplicateUndetermined(
-                        f"sequence id {message.sequence_id} of {message.producer_name} is still in flight"
-                    )
-                )
-                return future
-        encoded = encode_message(message)
-        if not self._batcher.offer(encoded, _Pending(future, message.producer_name, message.sequence_id, 0)):
-            future.set_exception(TooManyRequests(f"topic {self.name}: publish queue full, retry later"))
-            return future
-        if policies.dedup:
-            self.dedup.on_pushed(message.producer_name, message.sequence_id)
-        self.msg_in += 1
-        self.bytes_in += len(message.payload)
-        record = self.producers.get(message.producer_name)
-        if record is not None:
-            record.msg_in += 1
-            record.bytes_in += len(message.payload)
+        refusal: GatewayError | None = None
+        if self.closed or self.log.fenced:
+            refusal = TopicUnavailable(f"topic {self.name} moved or is closing; reconnect")
+        elif self.quota_exceeded and policies.backlog_policy != "consumer_backlog_eviction":
+            limit = policies.backlog_limit_bytes
+            refusal = BacklogQuotaExceeded(f"topic {self.name}: backlog above its quota of {limit} bytes")
+        dedup = policies.dedup
+        batcher = self._batcher
+        for index, message in enumerate(messages):
+            producer, sequence = message.producer_name, message.sequence_id
+            if refusal is not None:
+                self._settle(group, index, refusal)
+                continue
+            if dedup:
+                verdict = self.dedup.check(producer, sequence)
+                if verdict is DedupVerdict.DUPLICATE:
+                    self._settle(group, index, PublishResult.duplicate_of(self.partition))
+                    continue
+                if verdict is DedupVerdict.IN_FLIGHT:
+                    busy = f"sequence id {sequence} of {producer} is still in flight"
+                    self._settle(group, index, DuplicateUndetermined(busy))
+                    continue
+            encoded = encode_message(message)
+            if not batcher.offer(encoded, _Pending(group, index, producer, sequence)):
+                full = TooManyRequests(f"topic {self.name}: publish queue full, retry later")
+                self._settle(group, index, full)
+                continue
+            if dedup:
+                self.dedup.on_pushed(producer, sequence)
+            size = len(message.payload)
+            self.msg_in += 1
+            self.bytes_in += size
+            record = self.producers.get(producer)
+            if record is not None:
+                record.msg_in += 1
+                record.bytes_in += size
         self._pump()
         return future
+
+    @staticmethod
+    def _settle(group: _Group, index: int, outcome: Outcome) -> None:
+        group.outcomes[index] = outcome
+        group.remaining -= 1
+        if group.remaining == 0 and not group.future.done():
+            group.future.set_result([o for o in group.outcomes if o is not None])  # all set by now
 
     def _pump(self) -> None:
         batcher = self._batcher
@@ -252,9 +316,10 @@ class Topic:
     def _entry_done(self, entry_future: asyncio.Future[Position], *, tokens: list[_Pending]) -> None:
         self._batcher.on_entry_done()
         dedup = self.policies.dedup
+        settle = self._settle
         if entry_future.cancelled() or entry_future.exception() is not None:
             exc = None if entry_future.cancelled() else entry_future.exception()
-            error: Exception = (
+            error = (
                 TopicUnavailable(f"topic {self.name} moved to another gateway; reconnect")
                 if isinstance(exc, LogFenced) or exc is None
                 else TopicUnavailable(f"topic {self.name}: write failed: {exc}")
@@ -262,24 +327,22 @@ class Topic:
             for token in tokens:
                 if dedup:
                     self.dedup.on_failed(token.producer)
-                if not token.future.done():
-                    token.future.set_exception(error)
+                settle(token.group, token.index, error)
             self._pump()
             return
         position = entry_future.result()
+        ledger_id, entry_id = position.ledger_id, position.entry_id
         count = len(tokens)
         partition = self.partition
-        if count == 1:
-            ids = [MessageId(position.ledger_id, position.entry_id, partition, NO_BATCH, 0)]
-        else:
-            ids = [
-                MessageId(position.ledger_id, position.entry_id, partition, i, count) for i in range(count)
-            ]
-        for token, message_id in zip(tokens, ids, strict=True):
+        ids = entry_ids_base64(ledger_id, entry_id, partition, count)
+        batched = count > 1
+        for index, (token, b64) in enumerate(zip(tokens, ids, strict=True)):
             if dedup:
                 self.dedup.on_persisted(token.producer, token.sequence_id)
-            if not token.future.done():
-                token.future.set_result(PublishResult(message_id))
+            result = PublishResult(
+                ledger_id, entry_id, partition, index if batched else NO_BATCH, count if batched else 0, b64
+            )
+            settle(token.group, token.index, result)
         self.entries_since_snapshot += 1
         for sub in self.subscriptions.values():
             sub.wake()
@@ -515,9 +578,9 @@ class Topic:
         if self.closed:
             return
         self.closed = True
+        closing = TopicUnavailable(f"topic {self.name} is closing; reconnect")
         for token in self._batcher.drain():
-            if not token.future.done():
-                token.future.set_exception(TopicUnavailable(f"topic {self.name} is closing; reconnect"))
+            self._settle(token.group, token.index, closing)
         for producer in list(self.producers.values()):
             if producer.closer is not None:
                 producer.closer("topic_unloaded", f"topic {self.name} unloaded; reconnect")

@@ -240,3 +240,17 @@ def test_arbitrary_text_parses_or_raises_typed_error(text: str) -> None:
 def test_base64_is_standard_alphabet() -> None:
     mid = MessageId(2**62 + 12345, 251, 3, 62, 63)
     assert base64.b64decode(mid.to_base64(), validate=True) == mid.to_bytes()
+
+
+@pytest.mark.parametrize(
+    ("ledger", "entry", "partition", "count"),
+    [(3, 0, -1, 1), (3, 0, 2, 1), (3, 0, -1, 5), (1234567, 89, 7, 300), (2**40, 2**33, -1, 1000)],
+)
+def test_entry_ids_base64_matches_message_id(ledger: int, entry: int, partition: int, count: int) -> None:
+    from gateway.broker.message_id import entry_ids_base64
+
+    got = entry_ids_base64(ledger, entry, partition, count)
+    if count == 1:
+        assert got == [MessageId(ledger, entry, partition).to_base64()]
+    else:
+        assert got == [MessageId(ledger, entry, partition, i, count).to_base64() for i in range(count)]
