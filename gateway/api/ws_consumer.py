@@ -29,7 +29,7 @@ from gateway.api.ws_session import Outbound, deny
 from gateway.broker.consumers import Delivery
 from gateway.broker.dispatch import ConsumerInfo
 from gateway.broker.dispatch.base import HashRange
-from gateway.broker.positions import EARLIEST, LATEST, Position
+from gateway.broker.positions import EARLIEST, LATEST, MessagePosition, Position
 from gateway.broker.subscription import Subscription
 from gateway.broker.topic import Topic
 from gateway.errors import GatewayError
@@ -55,6 +55,7 @@ if TYPE_CHECKING:
     from gateway.api.gateway import Gateway
 
 WS_DESERIALIZE = 3
+DELIVERED_IDS_MAX = 200_000
 
 
 class ConsumerSession:
@@ -70,6 +71,7 @@ class ConsumerSession:
         self.sub: Subscription | None = None
         self.consumer_id = 0
         self.reader = False
+        self.delivered: dict[str, MessagePosition] = {}  # id as sent -> position, until acked
         self.max_retries = 0  # maxRedeliverCount: reconsumeLater beyond it goes to the DLQ
 
     # ConsumerSink ---------------------------------------------------------
@@ -77,6 +79,11 @@ class ConsumerSession:
     def deliver(self, deliveries: list[Delivery]) -> None:
         partition = self.partition
         frames = [delivery_frame(d, partition) for d in deliveries]
+        delivered = self.delivered
+        if len(delivered) > DELIVERED_IDS_MAX:  # a client that never acks: forget, acks then parse ids
+            delivered.clear()
+        for delivery, frame in zip(deliveries, frames, strict=True):
+            delivered[frame["messageId"]] = delivery.position
         if self.batch_delivery:
             self.out.send(messages_frame(frames))
         else:
@@ -95,9 +102,34 @@ class ConsumerSession:
 
     # commands -------------------------------------------------------------
 
+    def _fast_ack(self, data: str) -> bool:
+        """Acks of ids this session delivered, without decoding them (Pulsar's proxy
+        keeps the same id cache); anything else goes through ``parse_command``."""
+        try:
+            obj = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            return False
+        if not isinstance(obj, dict):
+            return False
+        kind = obj.get("type")
+        if kind is None and len(obj) == 1:
+            ids = [obj.get("messageId")]
+        elif kind == "ack" and len(obj) == 2 and isinstance(obj.get("messageIds"), list):
+            ids = obj["messageIds"]
+        else:
+            return False
+        delivered = self.delivered
+        if not ids or not all(isinstance(i, str) and i in delivered for i in ids):
+            return False
+        assert self.sub is not None
+        self.sub.ack(self.consumer_id, [delivered.pop(str(i)) for i in ids])
+        return True
+
     def on_frame(self, data: str) -> None:
         sub = self.sub
         assert sub is not None
+        if self._fast_ack(data):
+            return
         try:
             command = parse_command(data)
         except ProtocolError as exc:

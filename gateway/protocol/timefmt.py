@@ -13,6 +13,7 @@ Years are limited to 0001..9999 (``EPOCH_MS_MIN``..``EPOCH_MS_MAX``).
 
 from __future__ import annotations
 
+import functools
 import re
 from datetime import UTC, datetime, timedelta
 
@@ -31,6 +32,7 @@ _ISO = re.compile(
 )
 
 
+@functools.lru_cache(maxsize=4096)  # messages of one entry share their publish time
 def format_iso(ms: int) -> str:
     """``ms`` since the epoch as ISO-8601 in UTC, e.g. ``2022-09-07T01:08:23.26Z``."""
     if not EPOCH_MS_MIN <= ms <= EPOCH_MS_MAX:
