@@ -21,7 +21,7 @@ from pathlib import Path
 
 import orjson
 import pytest
-from conftest import LedgerCluster
+from clusters import LedgerCluster
 
 from coordination import keys
 from coordination.store import MetadataStore

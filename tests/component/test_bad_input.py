@@ -36,7 +36,7 @@ import orjson
 import pytest
 import pytest_asyncio
 import websockets
-from conftest import MessagingCluster
+from clusters import MessagingCluster
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 from wsclient import (
     TOPIC_PATH,

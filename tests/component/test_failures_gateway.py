@@ -48,7 +48,7 @@ from checkers import (
     id_key,
     stored_duplicates,
 )
-from conftest import GATEWAY_LEASE_TTL_S, MessagingCluster
+from clusters import GATEWAY_LEASE_TTL_S, MessagingCluster
 from wsclient import (
     TOPIC_PATH,
     AtLeastOnceProducer,

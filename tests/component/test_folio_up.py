@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 import threading
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -47,7 +48,7 @@ def children_of(pid: int) -> list[int]:
 
 
 def test_folio_up_status_and_clean_stop(tmp_path: Path) -> None:
-    base = free_port_block(8)
+    base = free_port_block(10)
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     up = subprocess.Popen(
         [
@@ -65,6 +66,8 @@ def test_folio_up_status_and_clean_stop(tmp_path: Path) -> None:
             str(base + 5),
             "--auditor-grace-ms",
             "5000",
+            "--gateway-port",
+            str(base + 8),
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -87,10 +90,13 @@ def test_folio_up_status_and_clean_stop(tmp_path: Path) -> None:
     try:
         assert ready.wait(90), "".join(lines)
         banner = "".join(lines)
-        for port in (base, base + 2, base + 3, base + 4):
+        for port in (base, base + 2, base + 3, base + 4, base + 8, base + 9):
             assert f"127.0.0.1:{port}" in banner, banner
         children = children_of(up.pid)
-        assert len(children) == 5, banner  # etcd, 3 nodes, auditor
+        assert len(children) == 7, banner  # etcd, 3 nodes, auditor, 2 gateways
+        for port in (base + 8, base + 9):
+            health = urllib.request.urlopen(f"http://127.0.0.1:{port}/admin/v2/brokers/health", timeout=10)
+            assert health.read() == b"ok"
 
         status = subprocess.run(
             [sys.executable, "-m", "folio", "status", "--etcd", f"127.0.0.1:{base}"],

@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable
 import httpx
 import orjson
 import pytest
-from conftest import MessagingCluster
+from clusters import MessagingCluster
 from websockets.exceptions import ConnectionClosed
 from wsclient import Consumer, Producer
 
@@ -27,9 +27,9 @@ async def test_clean_shutdown_releases_bundles_closes_ledgers_and_sessions(
     async with httpx.AsyncClient() as http:
         for url in cluster.urls:
             assert (await http.get(f"{url}/admin/v2/brokers/health")).text == "ok"
-        owner_url = (await http.get(f"{cluster.urls[0]}/lookup/v2/topic/persistent/public/default/life")).json()[
-            "httpUrl"
-        ]
+        owner_url = (
+            await http.get(f"{cluster.urls[0]}/lookup/v2/topic/persistent/public/default/life")
+        ).json()["httpUrl"]
     owner = next(i for i, g in enumerate(cluster.gateways) if g.http_url == owner_url)
     other = 1 - owner
     consumer = await Consumer.connect(cluster.ws(owner), "life", "s", "subscriptionType=Exclusive")

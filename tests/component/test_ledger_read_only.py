@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
-from conftest import LedgerCluster
+from clusters import LedgerCluster
 from nodeproc import NodeProcess
 
 from coordination import keys

@@ -7,7 +7,7 @@ from collections.abc import Awaitable, Callable
 
 import httpx
 import pytest
-from conftest import MessagingCluster
+from clusters import MessagingCluster
 from wsclient import Consumer, Producer, unb64
 
 from gateway.api.ws_partitioned import partition_of_key

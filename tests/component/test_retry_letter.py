@@ -6,7 +6,7 @@ import time
 from collections.abc import Awaitable, Callable
 
 import pytest
-from conftest import MessagingCluster
+from clusters import MessagingCluster
 from wsclient import Consumer, Producer, unb64
 
 pytestmark = pytest.mark.component
@@ -18,7 +18,9 @@ async def test_reconsume_later_goes_to_retry_topic_with_delay_then_dlq(
     cluster = await messaging_cluster(gateways=1)
     query = "subscriptionType=Shared&maxRedeliverCount=2"
     main = await Consumer.connect(cluster.ws(), "orders", "s", query)
-    retry = await Consumer.connect(cluster.ws(), "orders-s-RETRY", "s", query + "&subscriptionInitialPosition=Earliest")
+    retry = await Consumer.connect(
+        cluster.ws(), "orders-s-RETRY", "s", query + "&subscriptionInitialPosition=Earliest"
+    )
     dlq = await Consumer.connect(cluster.ws(), "orders-s-DLQ", "d", "subscriptionInitialPosition=Earliest")
     producer = await Producer.connect(cluster.ws(), "orders")
     assert (await producer.send("job-1"))["result"] == "ok"

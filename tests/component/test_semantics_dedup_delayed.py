@@ -19,7 +19,7 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest
 import pytest_asyncio
-from conftest import MessagingCluster
+from clusters import MessagingCluster
 from wsclient import Collector, Producer, consumer_url, decode_id, module_cluster, unb64
 
 pytestmark = [pytest.mark.component, pytest.mark.asyncio(loop_scope="module")]

@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest
 import pytest_asyncio
-from conftest import MessagingCluster
+from clusters import MessagingCluster
 from wsclient import Collector, consumer_url, decode_id, module_cluster, publish_pipelined, unb64
 
 from gateway.broker.message_id import MessageId

@@ -20,7 +20,7 @@ from typing import Any
 import httpx
 import pytest
 import pytest_asyncio
-from conftest import MessagingCluster
+from clusters import MessagingCluster
 from wsclient import (
     Collector,
     consumer_url,

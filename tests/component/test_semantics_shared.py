@@ -21,7 +21,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 import pytest_asyncio
-from conftest import MessagingCluster
+from clusters import MessagingCluster
 from wsclient import Collector, consumer_url, decode_id, eventually, module_cluster, publish_each, unb64
 
 pytestmark = [pytest.mark.component, pytest.mark.asyncio(loop_scope="module")]

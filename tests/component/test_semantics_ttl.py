@@ -17,7 +17,7 @@ import httpx
 import orjson
 import pytest
 import pytest_asyncio
-from conftest import MessagingCluster
+from clusters import MessagingCluster
 from wsclient import Collector, Producer, consumer_url, decode_id, module_cluster, unb64
 
 from coordination import keys

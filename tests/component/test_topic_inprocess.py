@@ -11,6 +11,7 @@ import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
+from clusters import LedgerCluster
 
 from coordination.clock import WallClock
 from gateway.broker.broker_errors import TopicUnavailable
@@ -24,7 +25,6 @@ from gateway.broker.service import BrokerService, NamespaceView
 from gateway.broker.topic import TopicPolicies
 from gateway.names import NamespaceName, TopicName
 from storage.client.api import LedgerClient
-from tests.component.conftest import LedgerCluster
 
 pytestmark = pytest.mark.component
 

@@ -8,7 +8,7 @@ import httpx
 import orjson
 import pytest
 import websockets
-from conftest import MessagingCluster
+from clusters import MessagingCluster
 from websockets.exceptions import InvalidStatus
 
 pytestmark = pytest.mark.component

@@ -279,7 +279,7 @@ async def module_cluster(
 ) -> AsyncIterator[Any]:
     """A ``MessagingCluster`` (see conftest) for a whole test module: started on
     entry, every process stopped by PID and its etcd namespace deleted on exit."""
-    from conftest import LedgerCluster, MessagingCluster
+    from clusters import LedgerCluster, MessagingCluster
 
     global _module_clusters
     _module_clusters += 1

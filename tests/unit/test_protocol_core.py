@@ -21,6 +21,7 @@ from gateway.protocol.ws_frames import parse_publish_object
 
 pytestmark = pytest.mark.unit
 
+
 def test_error_tree() -> None:
     for cls in (InvalidParams, FrameError, PayloadTooLarge, BadRequest):
         assert issubclass(cls, ProtocolError)

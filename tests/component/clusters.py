@@ -1,0 +1,102 @@
+"""The clusters component tests run: real storage-node and gateway processes.
+
+Owns: ``LedgerCluster`` (an etcd namespace + storage nodes) and
+``MessagingCluster`` (that + gateways). A plain module (not conftest) so tests
+can import the classes by a name no other test directory uses; the fixtures
+that build them live in conftest.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from nodeproc import NodeProcess
+
+from coordination import keys
+from coordination.etcd_store import EtcdStore, connect
+from folio.procs import GatewayProcess
+
+NODE_START_TIMEOUT_S = 30.0
+
+
+@dataclass
+class LedgerCluster:
+    endpoint: str
+    namespace: str
+    root: Path
+    nodes: list[NodeProcess] = field(default_factory=list)
+    stores: list[EtcdStore] = field(default_factory=list)
+
+    async def store(self) -> EtcdStore:
+        store = await connect(self.endpoint, namespace=self.namespace)
+        self.stores.append(store)
+        return store
+
+    def node(self, address: str) -> NodeProcess:
+        return next(n for n in self.nodes if n.address == address)
+
+    async def add_nodes(self, count: int) -> list[NodeProcess]:
+        started = []
+        for _ in range(count):
+            index = len(self.nodes)
+            node = NodeProcess(self.root / f"node{index}", self.endpoint, namespace=self.namespace)
+            node.data_dir.mkdir(parents=True, exist_ok=True)
+            node.start(expect_ready=False)  # start all, then wait for all
+            self.nodes.append(node)
+            started.append(node)
+        deadline = time.monotonic() + NODE_START_TIMEOUT_S
+        while not all(n.address for n in started):
+            for n in started:
+                if not n.running():
+                    raise RuntimeError(f"node exited early:\n{n.log_tail()}")
+            if time.monotonic() > deadline:
+                raise RuntimeError("storage nodes did not become ready")
+            await asyncio.sleep(0.05)
+        return started
+
+    async def restart(self, node: NodeProcess, sig: int) -> None:
+        """Stop ``node`` with ``sig`` and start it again on the same data dir and port."""
+        await asyncio.to_thread(node.restart, sig)
+
+    async def registered(self) -> set[str]:
+        store = self.stores[0] if self.stores else await self.store()
+        return {kv.key[len(keys.NODES) :] for kv in await store.list_prefix(keys.NODES)}
+
+
+GATEWAY_LEASE_TTL_S = 3  # short, so failure tests see a dead owner's lease expire quickly
+
+
+@dataclass
+class MessagingCluster:
+    """etcd namespace + storage nodes + gateway processes (all real)."""
+
+    ledgers: LedgerCluster
+    gateways: list[GatewayProcess] = field(default_factory=list)
+
+    @property
+    def urls(self) -> list[str]:
+        return [g.http_url for g in self.gateways]
+
+    def ws(self, index: int = 0) -> str:
+        return self.gateways[index].http_url.replace("http://", "ws://", 1)
+
+    async def add_gateway(self, *extra: str) -> GatewayProcess:
+        index = len(self.gateways)
+        gateway = GatewayProcess(
+            self.ledgers.root / f"gateway{index}",
+            self.ledgers.endpoint,
+            namespace=self.ledgers.namespace,
+            extra_args=["--lease-ttl", str(GATEWAY_LEASE_TTL_S), "--load-manager-interval", "1", *extra],
+            log_path=self.ledgers.root / f"gateway{index}.log",
+        )
+        await asyncio.to_thread(gateway.start)
+        self.gateways.append(gateway)
+        return gateway
+
+    async def restart_gateway(self, index: int) -> GatewayProcess:
+        gateway = self.gateways[index]
+        await asyncio.to_thread(gateway.start)
+        return gateway
