@@ -18,6 +18,7 @@ import asyncio
 import base64
 import contextlib
 import logging
+import time
 from dataclasses import dataclass, field
 
 import httpx
@@ -41,6 +42,9 @@ from gateway.ownership.registry import GatewayRegistry
 from storage.client.api import LedgerClient
 
 log = logging.getLogger(__name__)
+
+PARTITION_CACHE_S = 2.0
+PARTITION_CACHE_MAX = 10_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +100,7 @@ class Gateway:
         self.http = httpx.AsyncClient(timeout=30.0)
         self.sessions = 0
         self.closing = False
+        self._partitions: dict[str, tuple[int, float]] = {}  # topic path -> (count, valid until)
 
     # ------------------------------------------------------------ lifecycle
 
@@ -157,6 +162,22 @@ class Gateway:
 
     async def _unload_bundle(self, bundle: NamespaceBundle) -> None:
         await self.service.unload_where(bundle.contains)
+
+    async def partitions(self, name: TopicName) -> int:
+        """Partition count of ``name`` (0: not partitioned, or a partition itself), from a
+        short-lived cache: every publish asks, and a count only ever grows (clients of
+        Pulsar pick up new partitions late too)."""
+        if name.is_partition:
+            return 0
+        now = time.monotonic()
+        cached = self._partitions.get(name.path)
+        if cached is not None and cached[1] > now:
+            return cached[0]
+        count = await self.namespaces.get_partitions(name)
+        if len(self._partitions) >= PARTITION_CACHE_MAX:
+            self._partitions.clear()
+        self._partitions[name.path] = (count, now + PARTITION_CACHE_S)
+        return count
 
     # ------------------------------------------------------------ forwarding
 

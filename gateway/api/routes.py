@@ -206,7 +206,7 @@ def make_router(get_gateway: Any) -> APIRouter:
 
     async def _partitions(name: TopicName) -> int:
         """Partition count of ``name`` (0: not partitioned, or already a partition)."""
-        return 0 if name.is_partition else await gw().namespaces.get_partitions(name)
+        return await gw().partitions(name)
 
     # ------------------------------------------------------------ REST producer
 
@@ -251,7 +251,7 @@ def make_router(get_gateway: Any) -> APIRouter:
             else:
                 raw, raw_producer = parse_raw_headers(dict(request.headers), body, now, limit)
                 producer, requests = raw_producer or "RestProducer", [raw]
-            partitions = 0 if name.is_partition else await gateway.namespaces.get_partitions(name)
+            partitions = await gateway.partitions(name)
             if partitions > 0:
                 return await _produce_partitioned(name, partitions, producer, requests)
             where = await local_topic(name, query)

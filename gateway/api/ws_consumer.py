@@ -26,6 +26,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 from gateway.api.convert import delivery_frame, position_of
 from gateway.api.errors import close_code
 from gateway.api.ws_session import Outbound, deny
+from gateway.broker import letters
 from gateway.broker.consumers import Delivery
 from gateway.broker.dispatch import ConsumerInfo
 from gateway.broker.dispatch.base import HashRange
@@ -159,8 +160,8 @@ class ConsumerSession:
         elif isinstance(command, ReconsumeLater):
             position = position_of(command.message_id, self.partition)
             if position is not None and not self.reader:
-                task = self.topic.reconsume_later(
-                    sub, self.consumer_id, position, command.delay_ms, self.max_retries
+                task = letters.reconsume_later(
+                    self.topic, sub, self.consumer_id, position, command.delay_ms, self.max_retries
                 )
                 asyncio.get_running_loop().create_task(task)
 

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 import orjson
 
 from coordination import keys
+from gateway.broker import letters
 from gateway.broker.broker_errors import ConsumerBusy, NotAllowed, SubscriptionTypeMismatch
 from gateway.broker.consumers import (
     SUBSCRIPTION_TYPES,
@@ -337,7 +338,7 @@ class Subscription:
         if messages is not None:
             index = 0 if position.batch_index == NO_BATCH else position.batch_index
             try:
-                await self.topic.dead_letter(target, messages[index], position, self.name)
+                await letters.dead_letter(self.topic, target, messages[index], position, self.name)
             except Exception as exc:  # the message stays unacked: redelivered later
                 log.warning("dead-letter to %s failed: %s", target, exc)
                 return

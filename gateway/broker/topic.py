@@ -24,14 +24,10 @@ import logging
 import secrets
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Protocol
 
 import orjson
 
 from coordination import keys
-from coordination.clock import Clock
-from coordination.store import MetadataStore
 from gateway.broker import topic_upkeep as upkeep
 from gateway.broker.broker_errors import (
     BacklogQuotaExceeded,
@@ -46,109 +42,28 @@ from gateway.broker.consumers import ConsumerSink
 from gateway.broker.cursor_core import Cursor
 from gateway.broker.dispatch import ConsumerInfo
 from gateway.broker.entry_format import EntryMessage, decode_entry, encode_message, join_entry
-from gateway.broker.log_policy import Retention
 from gateway.broker.log_state import LogFenced
 from gateway.broker.managed_log import ManagedLog
-from gateway.broker.message_id import MessageId, duplicate_id, entry_ids_base64
-from gateway.broker.positions import EARLIEST, NO_BATCH, MessagePosition, Position
+from gateway.broker.message_id import entry_ids_base64
+from gateway.broker.positions import EARLIEST, NO_BATCH, Position
 from gateway.broker.publish_core import BatcherConfig, Dedup, DedupVerdict, PublishBatcher
 from gateway.broker.subscription import Subscription
+from gateway.broker.topic_types import (
+    Outcome,
+    PendingMessage,
+    ProducerRecord,
+    PublishGroup,
+    PublishResult,
+    TopicHost,
+    TopicPolicies,
+)
 from gateway.errors import GatewayError
-from gateway.names import NamespaceName, TopicName
+from gateway.names import TopicName
 
 log = logging.getLogger(__name__)
 
 DECODED_CACHE_ENTRIES = 4096
 MAINTENANCE_INTERVAL_MS = 1000
-
-
-class PublishResult:
-    """Where a published message was stored (or that it was a duplicate); the
-    base64 id is computed for the whole entry at once (``entry_ids_base64``)."""
-
-    __slots__ = ("b64", "batch_index", "batch_size", "duplicate", "entry_id", "ledger_id", "partition")
-
-    def __init__(
-        self,
-        ledger_id: int,
-        entry_id: int,
-        partition: int,
-        batch_index: int,
-        batch_size: int,
-        b64: str,
-        duplicate: bool = False,
-    ) -> None:
-        self.ledger_id = ledger_id
-        self.entry_id = entry_id
-        self.partition = partition
-        self.batch_index = batch_index
-        self.batch_size = batch_size
-        self.b64 = b64
-        self.duplicate = duplicate
-
-    @property
-    def message_id(self) -> MessageId:
-        return MessageId(self.ledger_id, self.entry_id, self.partition, self.batch_index, self.batch_size)
-
-    @classmethod
-    def duplicate_of(cls, partition: int) -> PublishResult:
-        dup = duplicate_id(partition)
-        return cls(dup.ledger_id, dup.entry_id, partition, NO_BATCH, 0, dup.to_base64(), duplicate=True)
-
-
-Outcome = PublishResult | GatewayError
-
-
-@dataclass(frozen=True, slots=True)
-class TopicPolicies:
-    """The namespace policies a topic acts on (resolved by the service)."""
-
-    dedup: bool = False
-    retention: Retention = field(default_factory=Retention)
-    ttl_seconds: int = 0
-    max_consumers_per_subscription: int = 0
-    max_producers: int = 0
-    backlog_limit_bytes: int = -1
-    backlog_policy: str = "producer_request_hold"
-
-
-class TopicHost(Protocol):
-    """What a topic needs from the gateway that owns it."""
-
-    store: MetadataStore
-    clock: Clock
-
-    def namespace_policies(self, ns: NamespaceName) -> TopicPolicies: ...
-
-    async def publish_to(self, topic: str, message: EntryMessage) -> None: ...
-
-    def topic_lost(self, topic: Topic) -> None: ...
-
-
-@dataclass(slots=True)
-class ProducerRecord:
-    name: str
-    connected_since_ms: int
-    msg_in: int = 0
-    bytes_in: int = 0
-    closer: Callable[[str, str], None] | None = None  # the session's close(code, reason)
-
-
-@dataclass(slots=True)
-class _Group:
-    """The messages of one publish call; its future resolves when all are settled."""
-
-    future: asyncio.Future[list[Outcome]]
-    outcomes: list[Outcome | None]
-    remaining: int
-
-
-@dataclass(slots=True)
-class _Pending:
-    group: _Group
-    index: int
-    producer: str
-    sequence_id: int
 
 
 class Topic:
@@ -163,7 +78,7 @@ class Topic:
         self.subscriptions: dict[str, Subscription] = {}
         self.readers: dict[str, Subscription] = {}
         self.dedup = Dedup()
-        self._batcher: PublishBatcher[_Pending] = PublishBatcher(BatcherConfig())
+        self._batcher: PublishBatcher[PendingMessage] = PublishBatcher(BatcherConfig())
         self._decoded: OrderedDict[Position, list[EntryMessage]] = OrderedDict()
         self.dedup_revision = 0
         self.entries_since_snapshot = 0
@@ -254,7 +169,7 @@ class Topic:
         """Queue messages in order; the future gives one outcome per message (a
         result, or the error that refused it) once every one is settled."""
         future: asyncio.Future[list[Outcome]] = asyncio.get_running_loop().create_future()
-        group = _Group(future, [None] * len(messages), len(messages))
+        group = PublishGroup(future, [None] * len(messages), len(messages))
         policies = self.policies
         refusal: GatewayError | None = None
         if self.closed or self.log.fenced:
@@ -279,7 +194,7 @@ class Topic:
                     self._settle(group, index, DuplicateUndetermined(busy))
                     continue
             encoded = encode_message(message)
-            if not batcher.offer(encoded, _Pending(group, index, producer, sequence)):
+            if not batcher.offer(encoded, PendingMessage(group, index, producer, sequence)):
                 full = TooManyRequests(f"topic {self.name}: publish queue full, retry later")
                 self._settle(group, index, full)
                 continue
@@ -296,7 +211,7 @@ class Topic:
         return future
 
     @staticmethod
-    def _settle(group: _Group, index: int, outcome: Outcome) -> None:
+    def _settle(group: PublishGroup, index: int, outcome: Outcome) -> None:
         group.outcomes[index] = outcome
         group.remaining -= 1
         if group.remaining == 0 and not group.future.done():
@@ -313,7 +228,7 @@ class Topic:
             entry_future = self.log.append(payload)
             entry_future.add_done_callback(functools.partial(self._entry_done, tokens=tokens))
 
-    def _entry_done(self, entry_future: asyncio.Future[Position], *, tokens: list[_Pending]) -> None:
+    def _entry_done(self, entry_future: asyncio.Future[Position], *, tokens: list[PendingMessage]) -> None:
         self._batcher.on_entry_done()
         dedup = self.policies.dedup
         settle = self._settle
@@ -481,65 +396,6 @@ class Topic:
         for record in list(sub.consumers.values()):
             record.sink.close("subscription_deleted", f"subscription {name} was deleted")
         await sub.delete()
-
-    async def dead_letter(
-        self,
-        target: str,
-        message: EntryMessage,
-        origin: MessagePosition,
-        sub: str,
-        *,
-        suffix: str = "DLQ",
-        extra: dict[str, str] | None = None,
-        deliver_at_ms: int | None = None,
-    ) -> None:
-        """Publish a copy of ``message`` to ``target`` (dead-letter or retry topic)."""
-        properties = dict(message.properties)
-        properties.setdefault("REAL_TOPIC", str(self.name))
-        # as the Java client: the origin id's string form "L:E:P" ("L:E:P:B" in a batch)
-        properties.setdefault("ORIGIN_MESSAGE_ID", str(MessageId.of(origin, self.partition)))
-        properties.update(extra or {})
-        copy = EntryMessage(
-            payload=message.payload,
-            publish_time_ms=self.clock.now_ms(),
-            producer_name=f"{self.name.local}-{sub}-{suffix}",
-            sequence_id=message.sequence_id,
-            key=message.key,
-            ordering_key=message.ordering_key,
-            properties=properties,
-            event_time_ms=message.event_time_ms,
-            deliver_at_ms=deliver_at_ms,
-        )
-        await self.host.publish_to(target, copy)
-
-    async def reconsume_later(
-        self, sub: Subscription, consumer_id: int, position: MessagePosition, delay_ms: int, max_retries: int
-    ) -> None:
-        """Retry-letter topic (pulsar-api.md §4.4): ack the message and publish a copy to
-        ``<topic>-<sub>-RETRY`` delivered after ``delay_ms``; past ``max_retries`` (> 0)
-        reconsumes, the copy goes to the dead-letter topic instead."""
-        messages = await self.load_messages(position.entry)
-        if messages is None:
-            return
-        message = messages[0 if position.batch_index == NO_BATCH else position.batch_index]
-        on_retry_topic = self.name.local.endswith("-RETRY")
-        real = message.properties.get("REAL_TOPIC", str(self.name)) if on_retry_topic else str(self.name)
-        retries = int(message.properties.get("RECONSUMETIMES", "0")) + 1
-        if max_retries and retries > max_retries:
-            await self.dead_letter(f"{real}-{sub.name}-DLQ", message, position, sub.name)
-        else:
-            extra = {"RECONSUMETIMES": str(retries), "DELAY_TIME": str(delay_ms)}
-            target = str(self.name) if on_retry_topic else f"{real}-{sub.name}-RETRY"
-            await self.dead_letter(
-                target,
-                message,
-                position,
-                sub.name,
-                suffix="RETRY",
-                extra=extra,
-                deliver_at_ms=self.clock.now_ms() + delay_ms,
-            )
-        sub.ack(consumer_id, [position])
 
     def on_cursor_moved(self) -> None:
         """An ack or seek happened (trimming runs on the maintenance tick)."""

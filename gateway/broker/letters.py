@@ -1,0 +1,89 @@
+"""Dead-letter and retry-letter topics: copies of a message published elsewhere.
+
+Owns: publishing a copy of a consumed message to its subscription's
+dead-letter topic (``<topic>-<sub>-DLQ``) or retry topic (``<topic>-<sub>-RETRY``).
+Rules (pulsar-api.md §4.4): the copy keeps payload, key and properties and
+adds ``REAL_TOPIC`` and ``ORIGIN_MESSAGE_ID``; a retry copy carries
+``RECONSUMETIMES`` and ``DELAY_TIME`` and is delivered after the delay; past
+``maxRedeliverCount`` reconsumes it goes to the dead-letter topic; the original
+is acked only after its copy is stored.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from gateway.broker.entry_format import EntryMessage
+from gateway.broker.message_id import MessageId
+from gateway.broker.positions import NO_BATCH, MessagePosition
+
+if TYPE_CHECKING:
+    from gateway.broker.subscription import Subscription
+    from gateway.broker.topic import Topic
+
+
+async def dead_letter(
+    topic: Topic,
+    target: str,
+    message: EntryMessage,
+    origin: MessagePosition,
+    sub: str,
+    *,
+    suffix: str = "DLQ",
+    extra: dict[str, str] | None = None,
+    deliver_at_ms: int | None = None,
+) -> None:
+    """Publish a copy of ``message`` to ``target`` (dead-letter or retry topic)."""
+    properties = dict(message.properties)
+    properties.setdefault("REAL_TOPIC", str(topic.name))
+    # as the Java client: the origin id's string form "L:E:P" ("L:E:P:B" in a batch)
+    properties.setdefault("ORIGIN_MESSAGE_ID", str(MessageId.of(origin, topic.partition)))
+    properties.update(extra or {})
+    copy = EntryMessage(
+        payload=message.payload,
+        publish_time_ms=topic.clock.now_ms(),
+        producer_name=f"{topic.name.local}-{sub}-{suffix}",
+        sequence_id=message.sequence_id,
+        key=message.key,
+        ordering_key=message.ordering_key,
+        properties=properties,
+        event_time_ms=message.event_time_ms,
+        deliver_at_ms=deliver_at_ms,
+    )
+    await topic.host.publish_to(target, copy)
+
+
+async def reconsume_later(
+    topic: Topic,
+    sub: Subscription,
+    consumer_id: int,
+    position: MessagePosition,
+    delay_ms: int,
+    max_retries: int,
+) -> None:
+    """Retry-letter topic (pulsar-api.md §4.4): ack the message and publish a copy to
+    ``<topic>-<sub>-RETRY`` delivered after ``delay_ms``; past ``max_retries`` (> 0)
+    reconsumes, the copy goes to the dead-letter topic instead."""
+    messages = await topic.load_messages(position.entry)
+    if messages is None:
+        return
+    message = messages[0 if position.batch_index == NO_BATCH else position.batch_index]
+    on_retry_topic = topic.name.local.endswith("-RETRY")
+    real = message.properties.get("REAL_TOPIC", str(topic.name)) if on_retry_topic else str(topic.name)
+    retries = int(message.properties.get("RECONSUMETIMES", "0")) + 1
+    if max_retries and retries > max_retries:
+        await dead_letter(topic, f"{real}-{sub.name}-DLQ", message, position, sub.name)
+    else:
+        extra = {"RECONSUMETIMES": str(retries), "DELAY_TIME": str(delay_ms)}
+        target = str(topic.name) if on_retry_topic else f"{real}-{sub.name}-RETRY"
+        await dead_letter(
+            topic,
+            target,
+            message,
+            position,
+            sub.name,
+            suffix="RETRY",
+            extra=extra,
+            deliver_at_ms=topic.clock.now_ms() + delay_ms,
+        )
+    sub.ack(consumer_id, [position])
