@@ -101,6 +101,7 @@ class Gateway:
         self.sessions = 0
         self.closing = False
         self._partitions: dict[str, tuple[int, float]] = {}  # topic path -> (count, valid until)
+        self._last_load = (0, time.monotonic())  # messages in (total), when
 
     # ------------------------------------------------------------ lifecycle
 
@@ -132,8 +133,14 @@ class Gateway:
             await self.session.close()
 
     def load_report(self) -> LoadReport:
-        rate = sum(t.msg_in for t in self.service.topics.values())
-        return LoadReport(topics=len(self.service.topics), sessions=self.sessions, msg_rate_in=float(rate))
+        """Load for the load manager: a publish *rate* since the previous report (the
+        topics' counters are totals), topics and sessions."""
+        total = sum(t.msg_in for t in self.service.topics.values())
+        now = time.monotonic()
+        last_total, last_at = self._last_load
+        rate = max(0.0, (total - last_total) / (now - last_at)) if now > last_at else 0.0
+        self._last_load = (total, now)
+        return LoadReport(topics=len(self.service.topics), sessions=self.sessions, msg_rate_in=rate)
 
     # ------------------------------------------------------------ ownership
 
