@@ -12,6 +12,9 @@ its subscriptions and readers. Rules (DESIGN.md §4-6):
   rebuilt from the snapshot plus the log tail when the topic is loaded;
 - a fenced add means another gateway owns the topic: everything is dropped at
   once and sessions are closed so clients reconnect to the new owner;
+- an unload (graceful close) refuses new publishes, waits up to
+  ``DRAIN_ON_CLOSE_S`` for the accepted ones to be stored and answered, then
+  closes the sessions (4503) and the ledger;
 - every state change happens between awaits on the event loop (one owner).
 """
 
@@ -64,6 +67,7 @@ log = logging.getLogger(__name__)
 
 DECODED_CACHE_ENTRIES = 4096
 MAINTENANCE_INTERVAL_MS = 1000
+DRAIN_ON_CLOSE_S = 5.0  # an unloading topic waits this long for its accepted publishes
 
 
 class Topic:
@@ -433,7 +437,14 @@ class Topic:
     async def close(self, *, graceful: bool = True) -> None:
         if self.closed:
             return
-        self.closed = True
+        self.closed = True  # new publishes are refused from here on
+        if graceful:  # an unload: let what was accepted be stored and answered first
+            deadline = asyncio.get_running_loop().time() + DRAIN_ON_CLOSE_S
+            batcher = self._batcher
+            while (batcher.inflight or batcher.queued) and asyncio.get_running_loop().time() < deadline:
+                if self.log.fenced:
+                    break
+                await asyncio.sleep(0.005)
         closing = TopicUnavailable(f"topic {self.name} is closing; reconnect")
         for token in self._batcher.drain():
             self._settle(token.group, token.index, closing)
