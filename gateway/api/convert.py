@@ -12,8 +12,8 @@ from typing import Any
 
 from gateway.broker.consumers import Delivery
 from gateway.broker.entry_format import EntryMessage
-from gateway.broker.message_id import MessageId
-from gateway.broker.positions import NO_BATCH, MessagePosition
+from gateway.broker.message_id import MessageId, id_base64
+from gateway.broker.positions import MessagePosition
 from gateway.protocol.ws_frames import PublishRequest, message_frame
 
 
@@ -30,17 +30,17 @@ def entry_message(request: PublishRequest, producer: str, sequence_id: int, now_
     )
 
 
-def delivery_id(delivery: Delivery, partition: int) -> MessageId:
-    p = delivery.position
-    if delivery.batch_size:
-        return MessageId(p.ledger_id, p.entry_id, partition, p.batch_index, delivery.batch_size)
-    return MessageId(p.ledger_id, p.entry_id, partition, NO_BATCH, 0)
-
-
 def delivery_frame(delivery: Delivery, partition: int) -> dict[str, Any]:
     message = delivery.message
+    p = delivery.position
     return message_frame(
-        delivery_id(delivery, partition).to_base64(),
+        id_base64(
+            p.ledger_id,
+            p.entry_id,
+            partition,
+            p.batch_index if delivery.batch_size else -1,
+            delivery.batch_size,
+        ),
         message.payload,
         message.properties,
         message.publish_time_ms,

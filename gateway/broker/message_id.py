@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 from dataclasses import dataclass, field
 
 from gateway.broker.positions import NO_BATCH, MessagePosition, Position
@@ -256,3 +257,25 @@ def entry_ids_base64(ledger_id: int, entry_id: int, partition: int, count: int) 
         _put_field(field_, _FIELD_BATCH_INDEX, index)
         out.append(base64.b64encode(head + field_ + tail).decode("ascii"))
     return out
+
+
+@functools.lru_cache(maxsize=4096)
+def _entry_prefix(ledger_id: int, entry_id: int, partition: int) -> bytes:
+    prefix = bytearray()
+    _put_field(prefix, _FIELD_LEDGER, ledger_id)
+    _put_field(prefix, _FIELD_ENTRY, entry_id)
+    if partition >= 0:
+        _put_field(prefix, _FIELD_PARTITION, partition)
+    return bytes(prefix)
+
+
+def id_base64(ledger_id: int, entry_id: int, partition: int, batch_index: int, batch_size: int) -> str:
+    """``MessageId(...).to_base64()`` for ids the gateway itself made (no validation;
+    the entry's prefix is cached, as every message of an entry shares it)."""
+    prefix = _entry_prefix(ledger_id, entry_id, partition)
+    if batch_index < 0:
+        return base64.b64encode(prefix + b"\x30\x00").decode("ascii")
+    tail = bytearray()
+    _put_field(tail, _FIELD_BATCH_INDEX, batch_index)
+    _put_field(tail, _FIELD_BATCH_SIZE, batch_size)
+    return base64.b64encode(prefix + tail).decode("ascii")

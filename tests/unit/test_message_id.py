@@ -254,3 +254,22 @@ def test_entry_ids_base64_matches_message_id(ledger: int, entry: int, partition:
         assert got == [MessageId(ledger, entry, partition).to_base64()]
     else:
         assert got == [MessageId(ledger, entry, partition, i, count).to_base64() for i in range(count)]
+
+
+@pytest.mark.parametrize(
+    ("ledger", "entry", "partition", "index", "size"),
+    [
+        (3, 0, -1, -1, 0),
+        (3, 0, 2, -1, 0),
+        (3, 0, -1, 1, 5),
+        (1234567, 89, 7, 299, 300),
+        (2**40, 2**33, -1, 0, 2),
+    ],
+)
+def test_id_base64_matches_message_id(ledger: int, entry: int, partition: int, index: int, size: int) -> None:
+    from gateway.broker.message_id import id_base64
+
+    assert (
+        id_base64(ledger, entry, partition, index, size)
+        == MessageId(ledger, entry, partition, index, size).to_base64()
+    )
