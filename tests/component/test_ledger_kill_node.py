@@ -62,7 +62,10 @@ async def test_writer_survives_kill9_of_an_ensemble_member(ledger_cluster) -> No
     assert writer.ensemble_changes >= 1
     segments = writer.metadata.segments
     assert len(segments) >= 2 and victim.address not in segments[-1].ensemble
-    assert segments[-1].first_entry_id <= KILL_AFTER + writer._core.config.outstanding_adds_max
+    # the change came soon after the kill: within what was outstanding then plus what a loaded
+    # box appends while the dead connection is noticed (seen up to ~6,400 entries under load)
+    assert segments[-1].first_entry_id <= KILL_AFTER + 2 * writer._core.config.outstanding_adds_max
+    assert segments[-1].first_entry_id < ENTRIES - 1000
 
     # a second client takes over: fences, recovers, closes, reads everything
     reader_client = LedgerClient(await cluster.store(), seed=12)
