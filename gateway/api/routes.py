@@ -14,18 +14,17 @@ request is served. Rules (DESIGN.md §6-7, pulsar-api.md §1-2, §5.2):
 from __future__ import annotations
 
 import itertools
-import secrets
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Annotated, Any
 
 import orjson
-from fastapi import APIRouter, Query, Request, WebSocket
-from starlette.requests import ClientDisconnect
+from fastapi import APIRouter, Path, Query, Request, WebSocket
 from starlette.responses import Response
 
 from gateway.api.convert import delivery_frame, entry_message, position_of
 from gateway.api.errors import error_response, reason_response
 from gateway.api.http_consume import FETCH_MAX, HttpConsumer, HttpConsumers
+from gateway.api.http_io import ACK_BODY_MAX, pass_headers, read_body, rest_message
 from gateway.api.ws_consumer import serve_consumer, serve_reader
 from gateway.api.ws_partitioned import (
     partition_of_key,
@@ -35,6 +34,7 @@ from gateway.api.ws_partitioned import (
 from gateway.api.ws_producer import serve_producer
 from gateway.api.ws_session import deny, relay, relay_url
 from gateway.broker.entry_format import EntryMessage
+from gateway.broker.positions import LATEST
 from gateway.broker.topic import PublishResult, Topic
 from gateway.errors import GatewayError
 from gateway.names import InvalidName, TopicName, check_subscription
@@ -234,7 +234,7 @@ def make_router(get_gateway: Any) -> APIRouter:
         params = {**dict(request.query_params), "authoritative": "true"}
         upstream = await gw().http.request(request.method, url, content=body, headers=headers, params=params)
         return Response(
-            upstream.content, status_code=upstream.status_code, headers=_pass_headers(upstream.headers)
+            upstream.content, status_code=upstream.status_code, headers=pass_headers(upstream.headers)
         )
 
     async def _produce(name: TopicName, request: Request) -> Response:
@@ -284,7 +284,7 @@ def make_router(get_gateway: Any) -> APIRouter:
             if isinstance(where, str):
                 body = {
                     "producerName": producer,
-                    "messages": [_rest_message(r) for _, r in items],
+                    "messages": [rest_message(r) for _, r in items],
                 }
                 upstream = await gateway.http.post(
                     f"{where}/topics/{part.path}", json=body, params={"authoritative": "true"}
@@ -319,6 +319,64 @@ def make_router(get_gateway: Any) -> APIRouter:
         except InvalidName as exc:
             return reason_response(400, str(exc), exc.code)
         return await _produce(name, request)
+
+    # ------------------------------------------------------------ cursor admin (Pulsar admin v2)
+
+    async def _cursor_op(
+        tenant: str, namespace: str, topic: str, subscription: str, request: Request, op: str, arg: int
+    ) -> Response:
+        try:
+            name = TopicName.of("persistent", tenant, namespace, topic)
+            check_subscription(subscription)
+            where = await local_topic(name, dict(request.query_params))
+            if isinstance(where, str):
+                return await _forward(f"{where}{request.url.path}", request, b"")
+            sub = where.subscriptions.get(subscription)
+            if sub is None:
+                return reason_response(
+                    404, f"subscription {subscription} does not exist on {name}", "not_found"
+                )
+            if op == "skip":
+                sub.skip(arg)
+            else:
+                position = await where.first_position_at_or_after(arg)
+                sub.seek(position if position is not None else LATEST)
+            await sub.persist()
+        except (GatewayError, InvalidName) as exc:
+            return error_response(exc)
+        return Response(status_code=204)
+
+    @router.post(
+        "/admin/v2/persistent/{tenant}/{namespace}/{topic}/subscription/{subscription}/skip/{count}",
+        tags=["admin"],
+        status_code=204,
+    )
+    async def skip(
+        tenant: str,
+        namespace: str,
+        topic: str,
+        subscription: str,
+        count: Annotated[int, Path(ge=0)],
+        request: Request,
+    ) -> Response:
+        """Acknowledge the next ``count`` unacknowledged entries of the subscription."""
+        return await _cursor_op(tenant, namespace, topic, subscription, request, "skip", count)
+
+    @router.post(
+        "/admin/v2/persistent/{tenant}/{namespace}/{topic}/subscription/{subscription}/resetcursor/{timestamp}",
+        tags=["admin"],
+        status_code=204,
+    )
+    async def reset_cursor(
+        tenant: str,
+        namespace: str,
+        topic: str,
+        subscription: str,
+        timestamp: Annotated[int, Path(ge=0)],
+        request: Request,
+    ) -> Response:
+        """Move the cursor to the first message published at or after ``timestamp`` (epoch ms)."""
+        return await _cursor_op(tenant, namespace, topic, subscription, request, "reset", timestamp)
 
     # ------------------------------------------------------------ HTTP consume
 
@@ -410,62 +468,3 @@ def make_router(get_gateway: Any) -> APIRouter:
         "pingpong": ws_pingpong,
     }
     return router
-
-
-ACK_BODY_MAX = 4 * 1024 * 1024
-
-
-class BodyTooLarge(GatewayError):
-    code = "payload_too_large"
-
-
-class ClientGone(GatewayError):
-    code = "bad_request"
-
-
-async def read_body(request: Request, limit: int) -> bytes:
-    """The request body, refused (413) beyond ``limit`` bytes - by its declared
-    Content-Length before reading, else while reading - so memory stays bounded."""
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise BodyTooLarge(f"request body of {declared} bytes exceeds the limit of {limit}")
-    chunks: list[bytes] = []
-    size = 0
-    try:
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > limit:
-                raise BodyTooLarge(f"request body exceeds the limit of {limit} bytes")
-            chunks.append(chunk)
-    except ClientDisconnect as exc:
-        raise ClientGone("the client went away while sending the body") from exc
-    return b"".join(chunks)
-
-
-def _rest_message(request: PublishRequest) -> dict[str, Any]:
-    import base64
-
-    out: dict[str, Any] = {
-        "payload": base64.b64encode(request.payload).decode(),
-        "payloadEncoding": "base64",
-        "properties": request.properties,
-    }
-    if request.key is not None:
-        out["key"] = request.key
-    if request.sequence_id is not None:
-        out["sequenceId"] = request.sequence_id
-    if request.event_time_ms:
-        out["eventTime"] = request.event_time_ms
-    if request.deliver_at_ms:
-        out["deliverAt"] = request.deliver_at_ms
-    return out
-
-
-def _pass_headers(headers: Any) -> dict[str, str]:
-    return {
-        k: v for k, v in headers.items() if k.lower() in ("content-type",) or k.lower().startswith("x-pulsar")
-    }
-
-
-def new_name() -> str:
-    return secrets.token_hex(4)

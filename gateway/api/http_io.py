@@ -1,0 +1,69 @@
+"""HTTP plumbing of the REST routes: bounded body reading, forwarding helpers.
+
+Owns: reading a request body within a limit (413 by declared or streamed size,
+a client hang-up is a 400, never a traceback), the JSON form of a message
+forwarded to another gateway, and which response headers pass through a
+forward. Rule: memory per request is bounded by the limit, not by the client.
+"""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+from starlette.requests import ClientDisconnect, Request
+
+from gateway.errors import GatewayError
+from gateway.protocol.ws_frames import PublishRequest
+
+ACK_BODY_MAX = 4 * 1024 * 1024
+
+
+class BodyTooLarge(GatewayError):
+    code = "payload_too_large"
+
+
+class ClientGone(GatewayError):
+    code = "bad_request"
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    """The request body, refused (413) beyond ``limit`` bytes - by its declared
+    Content-Length before reading, else while reading - so memory stays bounded."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise BodyTooLarge(f"request body of {declared} bytes exceeds the limit of {limit}")
+    chunks: list[bytes] = []
+    size = 0
+    try:
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise BodyTooLarge(f"request body exceeds the limit of {limit} bytes")
+            chunks.append(chunk)
+    except ClientDisconnect as exc:
+        raise ClientGone("the client went away while sending the body") from exc
+    return b"".join(chunks)
+
+
+def rest_message(request: PublishRequest) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "payload": base64.b64encode(request.payload).decode(),
+        "payloadEncoding": "base64",
+        "properties": request.properties,
+    }
+    if request.key is not None:
+        out["key"] = request.key
+    if request.sequence_id is not None:
+        out["sequenceId"] = request.sequence_id
+    if request.event_time_ms:
+        out["eventTime"] = request.event_time_ms
+    if request.deliver_at_ms:
+        out["deliverAt"] = request.deliver_at_ms
+    return out
+
+
+def pass_headers(headers: Any) -> dict[str, str]:
+    return {
+        k: v for k, v in headers.items() if k.lower() in ("content-type",) or k.lower().startswith("x-pulsar")
+    }
