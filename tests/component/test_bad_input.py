@@ -1,4 +1,4 @@
-"""Bad input against real gateways (reliability.md §5.3; pulsar-api.md §1.3-1.8, §2).
+"""Bad input over WebSocket against real gateways (reliability.md §5.3; pulsar-api.md §1.3-1.8).
 
 One cluster for the module (etcd, 3 storage nodes, 2 gateways). Shows:
 - WS producer: malformed JSON -> ``send-error:3`` and the session stays open;
@@ -7,17 +7,13 @@ One cluster for the module (etcd, 3 storage nodes, 2 gateways). Shows:
   a frame above the WebSocket max size closes with 1009; the gateways' RSS
   stays bounded through repeated oversize attempts; a seeded sweep of garbage
   frames gets one reply per frame and never kills the session;
-- REST: malformed JSON bodies -> 400 with ``{"reason"}`` (nesting bomb, BOM,
-  NaN, 2^64, lone surrogates, wrong types); too large -> 413; invalid names and
-  path traversal (``..``, ``%2e%2e``, double encoding, spaces, NUL, CRLF,
-  backslash, RTL override) -> 4xx, never 5xx, on REST and on WS handshakes, and
-  no managed log is created for such a name; a seeded body sweep gives no 5xx;
 - WS handshakes: unknown / badly cased subscriptionType and receiverQueueSize
   abc / -5 / 10^7 / 2^31 -> 400 (through the owner and through the relay);
 - acks with garbage ids (random base64, ``1:2:3``, ids of another topic,
   foreign ledgers) move no cursor: on reconnect every unacked message comes
   again (CONTROL: a real ack does move it); garbage JSON closes with 4003;
-- data already accepted is not disturbed by bad neighbour requests.
+- data already accepted is not disturbed by bad neighbour requests (REST too).
+REST bodies, names and path traversal: test_bad_input_rest.py.
 """
 
 from __future__ import annotations
@@ -29,14 +25,15 @@ import random
 import secrets
 from collections.abc import AsyncIterator
 from typing import Any
-from urllib.parse import urlsplit
 
 import httpx
 import orjson
 import pytest
 import pytest_asyncio
 import websockets
+from badinput import BAD_JSON_BODIES, assert_gateways_survived
 from clusters import MessagingCluster
+from failover_clients import owner_of
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 from wsclient import (
     TOPIC_PATH,
@@ -46,11 +43,10 @@ from wsclient import (
     consumer_url,
     handshake_status,
     module_cluster,
-    owner_of,
+    publish_each,
     unb64,
 )
 
-from coordination import keys
 from gateway.api.gateway import GatewayConfig
 from gateway.broker.message_id import MessageId
 
@@ -97,23 +93,6 @@ async def still_publishes(producer: Producer, text: str = "still-open") -> str:
     reply = await producer.send(text)
     assert reply["result"] == "ok", reply
     return str(reply["messageId"])
-
-
-async def raw_status(base: str, method: str, target: str, body: bytes = b"", timeout: float = 10.0) -> int:
-    """Send ``target`` byte for byte (no client-side normalisation of ``..``); the HTTP status."""
-    url = urlsplit(base)
-    reader, writer = await asyncio.open_connection(url.hostname, url.port)
-    try:
-        head = (
-            f"{method} {target} HTTP/1.1\r\nHost: {url.netloc}\r\nContent-Type: application/json\r\n"
-            f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
-        )
-        writer.write(head.encode("latin-1") + body)
-        await writer.drain()
-        line = await asyncio.wait_for(reader.readline(), timeout)
-        return int(line.split()[1])
-    finally:
-        writer.close()
 
 
 # ------------------------------------------------------------------ WS producer frames
@@ -265,187 +244,6 @@ async def test_ws_producer_garbage_sweep_one_reply_per_frame(cluster: MessagingC
     assert results.get("send-error:3", 0) > 0 and results.get("send-error:7", 0) > 0
 
 
-# ------------------------------------------------------------------ REST bodies
-
-
-BAD_JSON_BODIES: list[bytes] = [
-    b"{",
-    b'{"messages": [',
-    b"[]",
-    b"null",
-    b"",
-    b'"text"',
-    b"\xef\xbb\xbf" + b'{"messages":[{"payload":"a"}]}',
-    b'{"messages":[{"payload":"a"}]} trailing',
-    b'{"messages":[{"payload":NaN}]}',
-    b'{"messages":[{"payload":Infinity}]}',
-    b"[" * 100_000 + b"]" * 100_000,
-    b'{"messages":' + b"[" * 5000 + b"]" * 5000 + b"}",
-    b'{"messages":"x"}',
-    b'{"messages":{}}',
-    b'{"messages":[]}',
-    b'{"messages":[1]}',
-    b'{"messages":[{}]}',
-    b'{"messages":[{"payload":5}]}',
-    b'{"messages":[{"payload":"a","sequenceId":99999999999999999999999}]}',
-    b'{"messages":[{"payload":"a","sequenceId":-1}]}',
-    b'{"messages":[{"payload":"a","properties":{"k":1}}]}',
-    b'{"messages":[{"payload":"a","eventTime":"yesterday"}]}',
-    b'{"messages":[{"payload":"a","deliverAfterMs":"soon"}]}',
-    b'{"messages":[{"payload":"\\ud800"}]}',
-    b'{"messages":[{"payload":"!!","payloadEncoding":"base64"}]}',
-    b'{"messages":[{"payload":"a","payloadEncoding":"rot13"}]}',
-    b'{"producerName":"","messages":[{"payload":"a"}]}',
-    b'{"producerName":7,"messages":[{"payload":"a"}]}',
-    b'{"messages":[{"payload":"a"}],"valueSchema":"{}"}',
-    b"\xff\xfe\x00garbage",
-]
-
-
-async def test_rest_malformed_json_is_400_with_reason(
-    cluster: MessagingCluster, http: httpx.AsyncClient
-) -> None:
-    for base in cluster.urls:  # the owner and the forwarding gateway
-        for body in BAD_JSON_BODIES:
-            response = await http.post(
-                f"{base}/topics/{TOPIC_PATH}/bad-rest",
-                content=body,
-                headers={"content-type": "application/json"},
-            )
-            assert response.status_code == 400, (body[:60], response.status_code, response.text[:200])
-            reason = response.json().get("reason")
-            assert isinstance(reason, str) and reason, response.text[:200]
-
-
-async def test_rest_payload_too_large_is_413(cluster: MessagingCluster, http: httpx.AsyncClient) -> None:
-    url = f"{cluster.urls[1]}/topics/{TOPIC_PATH}/rest-limit"
-    raw = os.urandom(LIMIT)
-    ok = await http.post(url, content=raw, headers={"content-type": "application/octet-stream"})
-    assert ok.status_code == 200 and ok.json()["errorCode"] == 0, ok.text
-    cases = [
-        (raw + b"x", "application/octet-stream"),
-        (orjson.dumps({"messages": [{"payload": "x" * (LIMIT + 1)}]}), "application/json"),
-        (orjson.dumps({"messages": [{"payload": "\u00e9" * (LIMIT // 2 + 1)}]}), "application/json"),
-        (
-            orjson.dumps({"messages": [{"payload": b64(raw + b"x"), "payloadEncoding": "base64"}]}),
-            "application/json",
-        ),
-    ]
-    for body, content_type in cases:
-        response = await http.post(url, content=body, headers={"content-type": content_type})
-        assert response.status_code == 413, (content_type, response.status_code, response.text[:200])
-        assert str(LIMIT) in response.json()["reason"], response.text[:200]
-
-
-async def test_rest_declared_oversize_body_refused_before_it_is_sent(cluster: MessagingCluster) -> None:
-    url = urlsplit(cluster.urls[0])
-    reader, writer = await asyncio.open_connection(url.hostname, url.port)
-    try:
-        writer.write(
-            (
-                f"POST /topics/{TOPIC_PATH}/rest-lying-length HTTP/1.1\r\nHost: {url.netloc}\r\n"
-                f"Content-Type: application/octet-stream\r\nContent-Length: {100 * LIMIT}\r\n\r\n"
-            ).encode()
-            + b"x" * 65536
-        )
-        await writer.drain()
-        line = await asyncio.wait_for(reader.readline(), 5)
-        assert int(line.split()[1]) == 413, line
-    finally:
-        writer.close()
-
-
-BAD_TOPICS = [
-    "..",
-    "%2e%2e",
-    "%2E%2E",
-    "%252e%252e",
-    ".%2e",
-    "..%2f..%2fetc%2fpasswd",
-    "..%5c..%5cwindows",
-    "a%20b",
-    "%20lead",
-    "a%00b",
-    "a%0d%0aX-Injected:%201",
-    "a%5cb",
-    ".hidden",
-    "-dash",
-    "caf%C3%A9",
-    "%E2%80%AEevil",
-    "x" * 300,
-]
-
-
-async def test_invalid_names_and_traversal_are_4xx_never_5xx(
-    cluster: MessagingCluster, http: httpx.AsyncClient
-) -> None:
-    body = b'{"messages":[{"payload":"a"}]}'
-    targets = [f"/topics/{TOPIC_PATH}/{name}" for name in BAD_TOPICS]
-    targets += [
-        f"/topics/{TOPIC_PATH}/../../../../etc/passwd",
-        f"/topics/{TOPIC_PATH}/a/../../b",
-        "/topics/persistent/%2e%2e/default/t",
-        "/topics/persistent/public/%2e%2e/t",
-        "/topics/persistent/public/a%20b/t",
-        "/topics/bogus/public/default/t",
-        f"/topics/{TOPIC_PATH}/t/partitions/-1",
-        f"/topics/{TOPIC_PATH}/t/partitions/abc",
-        f"/consume/{TOPIC_PATH}/t/%2e%2e",
-        f"/consume/{TOPIC_PATH}/%2e%2e/s",
-        f"/lookup/v2/topic/{TOPIC_PATH}/%2e%2e",
-        "/admin/v2/persistent/public/default/%2e%2e",
-    ]
-    statuses: dict[str, int] = {}
-    for base in cluster.urls:
-        for target in targets:
-            method = "GET" if target.startswith(("/consume", "/lookup")) else "POST"
-            if target.startswith("/admin"):
-                method = "PUT"
-            statuses[target] = await raw_status(base, method, target, body)
-    bad = {t: s for t, s in statuses.items() if not 400 <= s < 500}
-    assert bad == {}, bad
-    # the same names on WebSocket handshakes (producer, consumer topic, subscription)
-    ws_statuses: dict[str, int] = {}
-    for name in BAD_TOPICS:
-        for gateway in (0, 1):
-            base = cluster.ws(gateway)
-            for url in (
-                f"{base}/ws/v2/producer/{TOPIC_PATH}/{name}",
-                f"{base}/ws/v2/consumer/{TOPIC_PATH}/{name}/s",
-                f"{base}/ws/v2/consumer/{TOPIC_PATH}/ok-topic/{name}",
-                f"{base}/ws/v2/reader/{TOPIC_PATH}/{name}",
-            ):
-                ws_statuses[url] = await handshake_status(url)
-    bad = {u: s for u, s in ws_statuses.items() if not 400 <= s < 500}
-    assert bad == {}, bad
-    # nothing was created for any of those names (storage maps names to ids; etcd holds names)
-    store = await cluster.ledgers.store()
-    logs = [kv.key for kv in await store.list_prefix(keys.MANAGED_LOGS)]
-    assert not [k for k in logs if any(bit in k for bit in ("..", " ", "%", "\\", "\x00", "etc"))], logs
-    print(f"B5 cases={len(statuses) + len(ws_statuses)} 5xx=0")
-
-
-async def test_rest_body_sweep_never_5xx(cluster: MessagingCluster, http: httpx.AsyncClient) -> None:
-    rng = random.Random(7)
-    atoms: list[Any] = [None, True, 1, -1, 2**63 - 1, 0.5, "", "a", "YQ==", [], {}, "\u0000", "9" * 30]
-    statuses: dict[int, int] = {}
-    url = f"{cluster.urls[0]}/topics/{TOPIC_PATH}/rest-sweep"
-    for _ in range(250):
-        names = ["payload", "key", "properties", "eventTime", "sequenceId", "deliverAt", "payloadEncoding"]
-        message = {rng.choice(names): rng.choice(atoms) for _ in range(rng.randint(0, 4))}
-        doc: Any = {"messages": [message] if rng.random() < 0.8 else rng.choice(atoms)}
-        if rng.random() < 0.2:
-            doc["producerName"] = rng.choice(atoms)
-        body = orjson.dumps(doc)
-        if rng.random() < 0.25:
-            cut = rng.randint(0, len(body))
-            body = body[:cut] + bytes([rng.randrange(256)]) + body[cut:]
-        response = await http.post(url, content=body, headers={"content-type": "application/json"})
-        statuses[response.status_code] = statuses.get(response.status_code, 0) + 1
-        assert response.status_code < 500, (body[:100], response.status_code, response.text[:200])
-    print(f"B1-B2 rest cases=250 statuses={statuses}")
-
-
 # ------------------------------------------------------------------ WS handshake parameters
 
 
@@ -500,20 +298,10 @@ async def connect_consumer(base: str, topic: str, sub: str, query: str) -> Consu
     raise AssertionError("the subscription stayed busy")
 
 
-async def publish(base: str, topic: str, payloads: list[str]) -> list[str]:
-    producer = await Producer.connect(base, topic)
-    try:
-        replies = [await producer.send(p) for p in payloads]
-    finally:
-        await producer.close()
-    assert all(r["result"] == "ok" for r in replies), replies
-    return [r["messageId"] for r in replies]
-
-
 async def test_garbage_acks_move_no_cursor(cluster: MessagingCluster) -> None:
     topic, query = "garbage-acks", "subscriptionType=Exclusive&subscriptionInitialPosition=Earliest"
-    ids = await publish(cluster.ws(0), topic, [f"m{i}" for i in range(5)])
-    foreign = await publish(cluster.ws(1), "garbage-acks-other", ["x", "y"])
+    ids = await publish_each(cluster.ws(0), topic, [f"m{i}" for i in range(5)])
+    foreign = await publish_each(cluster.ws(1), "garbage-acks-other", ["x", "y"])
     mine = MessageId.from_base64(ids[0])
     acks: list[Any] = [
         "1:2:3",
@@ -587,7 +375,7 @@ async def test_bad_neighbour_requests_do_not_disturb_accepted_data(
     )
     await subscribe.close()
     good = [f"good-{i}-{secrets.token_hex(4)}" for i in range(10)]
-    ids = await publish(cluster.ws(owner), topic, good[:5])
+    ids = await publish_each(cluster.ws(owner), topic, good[:5])
     rest_url = f"{cluster.urls[1 - owner]}/topics/{TOPIC_PATH}/{topic}"
     # bad neighbours on the same topic: REST, producer frames, consumer frames, handshakes
     for body in BAD_JSON_BODIES[:12]:
@@ -623,10 +411,4 @@ async def test_bad_neighbour_requests_do_not_disturb_accepted_data(
 
 
 async def test_gateways_survived_every_bad_input(cluster: MessagingCluster, http: httpx.AsyncClient) -> None:
-    for gateway in cluster.gateways:
-        assert gateway.running(), gateway.log_tail()
-        response = await http.get(f"{gateway.http_url}/admin/v2/brokers/health")
-        assert response.status_code == 200, response.text
-        # every traceback in the log is an unhandled exception
-        blocks = gateway.log_text().split("Traceback (most recent call last):")[1:]
-        assert blocks == [], blocks[0][-3000:]
+    await assert_gateways_survived(cluster, http)

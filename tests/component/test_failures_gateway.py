@@ -49,17 +49,15 @@ from checkers import (
     stored_duplicates,
 )
 from clusters import GATEWAY_LEASE_TTL_S, MessagingCluster
-from wsclient import (
-    TOPIC_PATH,
+from failover_clients import (
     AtLeastOnceProducer,
-    Consumer,
     Deliveries,
     ReconnectingConsumer,
-    b64,
     owner_of,
     read_log,
     wait_for_owner,
 )
+from wsclient import TOPIC_PATH, Consumer, b64
 
 from gateway.broker.message_id import MessageId
 
