@@ -82,6 +82,11 @@ def close_code(status: int) -> int:
     return 4000 + status if 400 <= status < 600 else 4500
 
 
+def protocol_close_code(ws_code: int | None) -> int:
+    """Close code for Pulsar's WebSocketError ``ws_code`` (default 3, unparseable frame)."""
+    return 4000 + (ws_code or 3)
+
+
 def body(exc: BaseException) -> dict[str, Any]:
     return {"reason": str(exc) or type(exc).__name__, "code": getattr(exc, "code", "internal_error")}
 

@@ -14,7 +14,6 @@ bounds of this gateway (sessions, payload size). Rules (DESIGN.md §6):
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import contextlib
 import logging
@@ -213,7 +212,3 @@ class Gateway:
         result = response.json()["messagePublishResults"][0]
         if result.get("errorCode", 0):
             raise RuntimeError(f"publish to {name} failed: {result.get('errorMsg')}")
-
-
-async def wait_forever() -> None:
-    await asyncio.Event().wait()

@@ -24,7 +24,7 @@ import orjson
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from gateway.api.convert import delivery_frame, position_of
-from gateway.api.errors import close_code
+from gateway.api.errors import close_code, protocol_close_code
 from gateway.api.ws_session import Outbound, deny
 from gateway.broker import letters
 from gateway.broker.consumers import Delivery
@@ -34,7 +34,7 @@ from gateway.broker.positions import EARLIEST, LATEST, MessagePosition, Position
 from gateway.broker.subscription import Subscription
 from gateway.broker.topic import Topic
 from gateway.errors import GatewayError
-from gateway.protocol.errors import ProtocolError
+from gateway.protocol.errors import WS_FAILED_TO_DESERIALIZE, ProtocolError
 from gateway.protocol.params import ConsumerParams, ReaderParams
 from gateway.protocol.ws_frames import (
     Ack,
@@ -55,7 +55,6 @@ from gateway.protocol.ws_frames import (
 if TYPE_CHECKING:
     from gateway.api.gateway import Gateway
 
-WS_DESERIALIZE = 3
 DELIVERED_IDS_MAX = 200_000
 
 
@@ -134,7 +133,7 @@ class ConsumerSession:
         try:
             command = parse_command(data)
         except ProtocolError as exc:
-            self.out.close(4000 + (exc.ws_code or WS_DESERIALIZE), exc.message)
+            self.out.close(protocol_close_code(exc.ws_code), exc.message)
             return
         if isinstance(command, Ack):
             positions = [p for p in (position_of(i, self.partition) for i in command.message_ids) if p]
@@ -173,7 +172,8 @@ class ConsumerSession:
         others = [c for c in sub.consumers if c != self.consumer_id]
         if others:
             self.out.close(
-                4000 + WS_DESERIALIZE, f"cannot unsubscribe: {len(others)} other consumers connected"
+                protocol_close_code(WS_FAILED_TO_DESERIALIZE),
+                f"cannot unsubscribe: {len(others)} other consumers connected",
             )
             return
         sub.remove_consumer(self.consumer_id)

@@ -32,10 +32,11 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 from websockets.asyncio.client import ClientConnection
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
+from gateway.api.errors import protocol_close_code
 from gateway.api.ws_session import deny, deny_status, relay_url
 from gateway.broker.key_hash import murmur3_32
 from gateway.names import TopicName
-from gateway.protocol.errors import ProtocolError
+from gateway.protocol.errors import WS_FAILED_TO_DESERIALIZE, ProtocolError
 from gateway.protocol.fields import load_object
 from gateway.protocol.ws_frames import (
     Ack,
@@ -49,8 +50,6 @@ from gateway.protocol.ws_frames import (
 
 if TYPE_CHECKING:
     from gateway.api.gateway import Gateway
-
-WS_DESERIALIZE = 3
 
 
 def java_string_hash(text: str) -> int:
@@ -230,7 +229,7 @@ async def serve_partitioned_producer(
         context = obj.get("context")
         if obj.get("type") == "batch":
             message = "batch frames are not routed on partitioned topics; publish to a partition"
-            await websocket.send_text(publish_error(WS_DESERIALIZE, message, None).decode())
+            await websocket.send_text(publish_error(WS_FAILED_TO_DESERIALIZE, message, None).decode())
             return True
         key = obj.get("key")
         if isinstance(key, str):
@@ -263,7 +262,10 @@ async def serve_partitioned_consumer(
         try:
             command = parse_command(text)
         except ProtocolError as exc:
-            fanout.close_code, fanout.close_reason = 4000 + (exc.ws_code or WS_DESERIALIZE), exc.message
+            fanout.close_code, fanout.close_reason = (
+                protocol_close_code(exc.ws_code),
+                exc.message,
+            )
             return False
         if isinstance(command, Ack | Nack):
             by_partition: dict[int, list[str]] = {}

@@ -22,7 +22,7 @@ from gateway.api.convert import entry_message
 from gateway.api.errors import close_code
 from gateway.api.ws_session import Outbound, deny
 from gateway.broker.topic import Outcome, PublishResult, Topic
-from gateway.protocol.errors import ProtocolError
+from gateway.protocol.errors import WS_UNKNOWN_ERROR, ProtocolError
 from gateway.protocol.params import ProducerParams
 from gateway.protocol.ws_frames import (
     PublishRequest,
@@ -38,7 +38,6 @@ if TYPE_CHECKING:
     from gateway.api.gateway import Gateway
 
 PENDING_MAX = 10_000
-WS_UNKNOWN = 8
 
 
 class ProducerSession:
@@ -97,7 +96,7 @@ class ProducerSession:
     def _reply(outcome: Outcome, context: str | None) -> dict[str, Any]:
         if isinstance(outcome, PublishResult):
             return publish_ok_dict(outcome.b64, context, outcome.duplicate)
-        return publish_error_dict(WS_UNKNOWN, str(outcome) or "send failed", context)
+        return publish_error_dict(WS_UNKNOWN_ERROR, str(outcome) or "send failed", context)
 
     def on_frame(self, data: str) -> None:
         try:

@@ -23,7 +23,6 @@ from coordination.clock import Clock
 from coordination.store import MetadataStore
 from gateway.broker.broker_errors import TopicUnavailable
 from gateway.broker.entry_format import EntryMessage
-from gateway.broker.log_policy import Retention
 from gateway.broker.log_state import LogConfig, TopicNotFound, encode_state
 from gateway.broker.managed_log import ManagedLog
 from gateway.broker.topic import Topic, TopicPolicies
@@ -200,7 +199,3 @@ class BrokerService:
             task.cancel()
         await asyncio.gather(*(topic.close() for topic in list(self.topics.values())), return_exceptions=True)
         self.topics.clear()
-
-
-def retention_of(minutes: int, size_mb: int) -> Retention:
-    return Retention(minutes, size_mb)

@@ -198,7 +198,6 @@ class Subscription:
             self.last_acked_ms = self._now()
         if self._dispatcher is not None and acked:
             self._apply_now(self._dispatcher.on_ack(ConsumerId(consumer_id), acked, self._now()))
-        self.topic.on_cursor_moved()
         return len(acked)
 
     def ack_cumulative(self, consumer_id: int, position: MessagePosition) -> bool:
@@ -211,7 +210,6 @@ class Subscription:
         if changed and isinstance(dispatcher, ExclusiveDispatcher | FailoverDispatcher):
             self.last_acked_ms = self._now()
             self._apply_now(dispatcher.on_cumulative_ack(ConsumerId(consumer_id), position, self._now()))
-        self.topic.on_cursor_moved()
         return changed
 
     def nack(self, consumer_id: int, positions: Iterable[MessagePosition]) -> None:
@@ -244,7 +242,6 @@ class Subscription:
             for consumer_id, info in infos:
                 self._apply_now(self._dispatcher.add_consumer(consumer_id, info, now))
         self._rewind(self.cursor.mark_delete)
-        self.topic.on_cursor_moved()
 
     def _rewind(self, mark_delete: Position) -> None:
         self._read_position = self._after(mark_delete)

@@ -401,9 +401,6 @@ class Topic:
             record.sink.close("subscription_deleted", f"subscription {name} was deleted")
         await sub.delete()
 
-    def on_cursor_moved(self) -> None:
-        """An ack or seek happened (trimming runs on the maintenance tick)."""
-
     # ------------------------------------------------------------ maintenance
 
     def slowest_mark_delete(self) -> Position | None:

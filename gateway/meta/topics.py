@@ -15,6 +15,7 @@ two racing creates at most one survives.
 from __future__ import annotations
 
 import asyncio
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 
 import orjson
@@ -62,16 +63,16 @@ def _local_order(local: str) -> tuple[str, int]:
     return (name.base.local, name.partition_index)
 
 
-class TopicMetadata:
+class TopicMetadata(ABC):
     """Partitioned-topic counts and topic existence. ``NamespaceStore`` extends it."""
 
     def __init__(self, store: MetadataStore, *, wall_ms: Callable[[], int]) -> None:
         self._store = store
         self._wall_ms = wall_ms
 
+    @abstractmethod
     async def _namespace_live(self, ns: NamespaceName) -> bool:
         """True if the namespace exists and is not being deleted (NamespaceStore)."""
-        raise NotImplementedError
 
     async def _require_namespace(self, ns: NamespaceName) -> None:
         if not await self._namespace_live(ns):
