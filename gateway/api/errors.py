@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 import orjson
+from pydantic import BaseModel, Field
 from starlette.responses import Response
 
 from coordination.errors import CoordinationError
@@ -67,6 +68,33 @@ STATUS_BY_CODE: dict[str, int] = {
 }
 
 AnyError = GatewayError | CoordinationError | StorageError
+
+
+class ErrorBody(BaseModel):
+    """The one error model of every HTTP error response."""
+
+    reason: str = Field(description="what is wrong, for a human")
+    code: str = Field(description="machine-readable error code, e.g. not_found, conflict, invalid_name")
+
+
+_DESCRIPTIONS = {
+    400: "Bad request",
+    404: "Not found",
+    405: "Not allowed in this state",
+    409: "Conflict",
+    412: "Invalid name or precondition failed",
+    413: "Too large",
+    429: "Too many requests",
+    500: "Internal error",
+    503: "Unavailable, retry later",
+}
+
+
+def responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI ``responses=`` for a route: each status declared with ``ErrorBody``
+    (503 is always added: any route may find etcd or the owner unavailable)."""
+    wanted = sorted({*statuses, 503})
+    return {s: {"model": ErrorBody, "description": _DESCRIPTIONS.get(s, "Error")} for s in wanted}
 
 
 def status_of(exc: BaseException) -> int:
