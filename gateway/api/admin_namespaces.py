@@ -1,29 +1,26 @@
 """Admin REST v2: tenants, namespaces, namespace policies, topic creation and partitions.
 
-Owns: the HTTP shape of ``/admin/v2/tenants…``, ``/admin/v2/namespaces/…`` and
-the create/list/partitions part of ``/admin/v2/persistent/{tenant}/{namespace}…``
-(reference/pulsar-api.md §3.1, §3.2), over a ``NamespaceStore``.
-Rule: the router is self-contained: its route class turns every ``GatewayError``
-and ``CoordinationError`` (by ``code``) and every request-validation error into
-``{"reason": "<message>"}`` with Pulsar's status: 400 bad input, 404 unknown,
-409 conflict, 412 invalid name or precondition, 503 etcd unavailable. Writes
+Owns: the HTTP shape of ``/admin/v2/tenants…`` and ``/admin/v2/namespaces/…``
+(reference/pulsar-api.md §3.1), over a ``NamespaceStore``: policies, permissions,
+bundles and unload.
+Rule: the router is self-contained: its route class (``gateway.api.errors``) turns
+every typed error (by ``code``) and every request-validation error into the one
+``ErrorBody`` with Pulsar's status: 400 bad input, 404 unknown, 409 conflict, 412
+invalid name or precondition, 503 etcd unavailable. Writes
 answer 204 as Pulsar does. Bodies are parsed by ``gateway.meta.policies`` (so the
 rules live in one pure place); a body sent without a JSON content type (curl's
 default) is parsed as JSON too.
 """
 
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable
+from enum import Enum
 from typing import Annotated, Any
 
 import orjson
-from fastapi import APIRouter, Body, Depends, Query, Request, Response
-from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
-from fastapi.routing import APIRoute
+from fastapi import APIRouter, Body, Depends, Query, Response
 
-from coordination.errors import CoordinationError
-from gateway.errors import GatewayError
-from gateway.meta.errors import InvalidArgument
+from gateway.api.errors import ErrorMappingRoute, responses
+from gateway.meta.errors import InvalidArgument, NotFound
 from gateway.meta.namespaces import NamespaceStore
 from gateway.meta.policies import (
     BACKLOG_QUOTA_TYPES,
@@ -32,61 +29,20 @@ from gateway.meta.policies import (
     Policies,
     Retention,
     TenantInfo,
+    parse_actions,
     parse_enabled,
     parse_limit,
+    parse_role,
     parse_ttl_seconds,
 )
 from gateway.names import NamespaceName, TopicName, check_tenant
 
-STATUS_BY_CODE = {
-    "invalid_name": 412,
-    "invalid_argument": 400,
-    "invalid_policy": 400,
-    "not_found": 404,
-    "conflict": 409,
-    "precondition_failed": 412,
-    "corrupt_metadata": 500,
-    "metadata_unavailable": 503,
-    "compare_failed": 503,
-}
-
 Force = Annotated[bool, Query(description="also delete what is inside")]
+# unload(namespace, bundle or None for all) -> bundles asked to unload
+Unloader = Callable[[NamespaceName, str | None], Awaitable[int]]
 
-
-def error_response(exc: GatewayError | CoordinationError) -> JSONResponse:
-    status = STATUS_BY_CODE.get(exc.code, 503 if exc.retriable else 500)
-    return JSONResponse({"reason": str(exc)}, status_code=status)
-
-
-def _describe(exc: RequestValidationError) -> str:
-    parts = []
-    for error in exc.errors():
-        where = ".".join(str(p) for p in error.get("loc", ()))
-        if error.get("type") == "missing" and tuple(error.get("loc", ())) == ("body",):
-            parts.append("a JSON request body is required")
-        elif error.get("type") == "json_invalid":
-            parts.append(f"request body is not JSON ({error.get('ctx', {}).get('error', 'decode error')})")
-        else:
-            detail = error.get("ctx", {}).get("error", "")
-            parts.append(f"{where}: {error.get('msg', 'invalid')}" + (f" ({detail})" if detail else ""))
-    return "; ".join(parts) or "invalid request"
-
-
-class ReasonRoute(APIRoute):
-    """Maps errors to ``{"reason": ...}`` responses inside the route itself."""
-
-    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
-        handler = super().get_route_handler()
-
-        async def run(request: Request) -> Response:
-            try:
-                return await handler(request)
-            except RequestValidationError as exc:
-                return JSONResponse({"reason": _describe(exc)}, status_code=400)
-            except (GatewayError, CoordinationError) as exc:
-                return error_response(exc)
-
-        return run
+READ = responses(404, 412)
+WRITE = responses(400, 404, 409, 412)
 
 
 def json_body(value: Any) -> Any:
@@ -103,22 +59,35 @@ def _no_content() -> Response:
     return Response(status_code=204)
 
 
-def make_router(get_store: Callable[[], NamespaceStore]) -> APIRouter:
-    """The admin router (prefix ``/admin/v2``); ``get_store`` is its dependency."""
-    router = APIRouter(prefix="/admin/v2", tags=["admin: tenants and namespaces"], route_class=ReasonRoute)
+async def _no_unloader(_ns: NamespaceName, _bundle: str | None) -> int:
+    return 0
+
+
+def make_router(get_store: Callable[[], NamespaceStore], unload: Unloader = _no_unloader) -> APIRouter:
+    """The admin router (prefix ``/admin/v2``); ``get_store`` is its dependency and
+    ``unload`` asks the owners of a namespace's bundles to unload them."""
+    router = APIRouter(prefix="/admin/v2", route_class=ErrorMappingRoute)
     Store = Annotated[NamespaceStore, Depends(get_store)]
+    TENANTS: list[str | Enum] = ["admin-tenants"]
+    NAMESPACES: list[str | Enum] = ["admin-namespaces"]
 
     # ------------------------------------------------------------ tenants
 
-    @router.get("/tenants", summary="List tenants")
+    @router.get("/tenants", summary="List tenants", tags=TENANTS, responses=READ)
     async def list_tenants(store: Store) -> list[str]:
         return await store.list_tenants()
 
-    @router.get("/tenants/{tenant}", summary="Get a tenant's info")
+    @router.get("/tenants/{tenant}", summary="Get a tenant's info", tags=TENANTS, responses=READ)
     async def get_tenant(store: Store, tenant: str) -> dict[str, Any]:
         return (await store.get_tenant(tenant)).to_json()
 
-    @router.put("/tenants/{tenant}", status_code=204, summary="Create a tenant (409 if it exists)")
+    @router.put(
+        "/tenants/{tenant}",
+        status_code=204,
+        summary="Create a tenant (409 if it exists)",
+        tags=TENANTS,
+        responses=WRITE,
+    )
     async def create_tenant(
         store: Store, tenant: str, body: Annotated[Any, Body(examples=[{"adminRoles": []}])] = None
     ) -> Response:
@@ -126,24 +95,38 @@ def make_router(get_store: Callable[[], NamespaceStore]) -> APIRouter:
         await store.create_tenant(tenant, TenantInfo.from_json(json_body(body)))
         return _no_content()
 
-    @router.post("/tenants/{tenant}", status_code=204, summary="Update a tenant's info")
+    @router.post(
+        "/tenants/{tenant}", status_code=204, summary="Update a tenant's info", tags=TENANTS, responses=WRITE
+    )
     async def update_tenant(store: Store, tenant: str, body: Annotated[Any, Body()]) -> Response:
         check_tenant(tenant)
         await store.update_tenant(tenant, TenantInfo.from_json(json_body(body)))
         return _no_content()
 
-    @router.delete("/tenants/{tenant}", status_code=204, summary="Delete a tenant (409 if it has namespaces)")
+    @router.delete(
+        "/tenants/{tenant}",
+        status_code=204,
+        summary="Delete a tenant (409 if it has namespaces)",
+        tags=TENANTS,
+        responses=WRITE,
+    )
     async def delete_tenant(store: Store, tenant: str, force: Force = False) -> Response:
         await store.delete_tenant(tenant, force=force)
         return _no_content()
 
     # ------------------------------------------------------------ namespaces
 
-    @router.get("/namespaces/{tenant}", summary="List a tenant's namespaces")
+    @router.get("/namespaces/{tenant}", summary="List a tenant's namespaces", tags=NAMESPACES, responses=READ)
     async def list_namespaces(store: Store, tenant: str) -> list[str]:
         return await store.list_namespaces(tenant)
 
-    @router.put("/namespaces/{tenant}/{namespace}", status_code=204, summary="Create a namespace")
+    @router.put(
+        "/namespaces/{tenant}/{namespace}",
+        status_code=204,
+        summary="Create a namespace",
+        tags=NAMESPACES,
+        responses=WRITE,
+    )
     async def create_namespace(
         store: Store,
         tenant: str,
@@ -155,22 +138,116 @@ def make_router(get_store: Callable[[], NamespaceStore]) -> APIRouter:
         await store.create_namespace(ns, None if payload is None else Policies.from_json(payload))
         return _no_content()
 
-    @router.get("/namespaces/{tenant}/{namespace}", summary="Get a namespace's policies")
+    @router.get(
+        "/namespaces/{tenant}/{namespace}",
+        summary="Get a namespace's policies",
+        tags=NAMESPACES,
+        responses=READ,
+    )
     async def get_policies(store: Store, tenant: str, namespace: str) -> dict[str, Any]:
         return (await store.get_policies(NamespaceName.of(tenant, namespace))).to_json()
 
-    @router.delete("/namespaces/{tenant}/{namespace}", status_code=204, summary="Delete a namespace")
+    @router.delete(
+        "/namespaces/{tenant}/{namespace}",
+        status_code=204,
+        summary="Delete a namespace",
+        tags=NAMESPACES,
+        responses=WRITE,
+    )
     async def delete_namespace(store: Store, tenant: str, namespace: str, force: Force = False) -> Response:
         await store.delete_namespace(NamespaceName.of(tenant, namespace), force=force)
         return _no_content()
 
-    @router.get("/namespaces/{tenant}/{namespace}/bundles", summary="Bundle boundaries")
+    @router.get(
+        "/namespaces/{tenant}/{namespace}/bundles",
+        summary="Bundle boundaries",
+        tags=NAMESPACES,
+        responses=READ,
+    )
     async def get_bundles(store: Store, tenant: str, namespace: str) -> dict[str, Any]:
         return (await store.get_policies(NamespaceName.of(tenant, namespace))).bundles.to_json()
 
-    @router.get("/namespaces/{tenant}/{namespace}/topics", summary="Persistent topics, partitions included")
+    @router.get(
+        "/namespaces/{tenant}/{namespace}/topics",
+        summary="Persistent topics, partitions included",
+        tags=NAMESPACES,
+        responses=READ,
+    )
     async def namespace_topics(store: Store, tenant: str, namespace: str) -> list[str]:
         return await store.list_topics(NamespaceName.of(tenant, namespace))
+
+    # ------------------------------------------------------------ permissions and unload
+
+    @router.get(
+        "/namespaces/{tenant}/{namespace}/permissions",
+        summary="Roles and the actions granted to them",
+        tags=NAMESPACES,
+        responses=READ,
+    )
+    async def get_permissions(store: Store, tenant: str, namespace: str) -> dict[str, list[str]]:
+        policies = await store.get_policies(NamespaceName.of(tenant, namespace))
+        return {role: list(actions) for role, actions in sorted(policies.permissions.items())}
+
+    @router.post(
+        "/namespaces/{tenant}/{namespace}/permissions/{role}",
+        status_code=204,
+        summary="Grant actions (produce, consume, …) to a role",
+        tags=NAMESPACES,
+        responses=WRITE,
+    )
+    async def grant_permission(
+        store: Store,
+        tenant: str,
+        namespace: str,
+        role: str,
+        body: Annotated[Any, Body(examples=[["produce", "consume"]])],
+    ) -> Response:
+        ns = NamespaceName.of(tenant, namespace)
+        name, actions = parse_role(role), parse_actions(json_body(body))
+        await store.update_policies(ns, lambda p: p.grant(name, actions))
+        return _no_content()
+
+    @router.delete(
+        "/namespaces/{tenant}/{namespace}/permissions/{role}",
+        status_code=204,
+        summary="Revoke a role's permissions",
+        tags=NAMESPACES,
+        responses=WRITE,
+    )
+    async def revoke_permission(store: Store, tenant: str, namespace: str, role: str) -> Response:
+        ns = NamespaceName.of(tenant, namespace)
+        if role not in (await store.get_policies(ns)).permissions:
+            raise NotFound(f"role {role} has no permissions on {ns}")
+        await store.update_policies(ns, lambda p: p.revoke(role))
+        return _no_content()
+
+    @router.put(
+        "/namespaces/{tenant}/{namespace}/unload",
+        status_code=204,
+        summary="Unload every bundle of the namespace (its topics move on next use)",
+        tags=NAMESPACES,
+        responses=WRITE,
+    )
+    async def unload_namespace(store: Store, tenant: str, namespace: str) -> Response:
+        ns = NamespaceName.of(tenant, namespace)
+        await store.get_policies(ns)  # 404 for an unknown namespace
+        await unload(ns, None)
+        return _no_content()
+
+    @router.put(
+        "/namespaces/{tenant}/{namespace}/{bundle}/unload",
+        status_code=204,
+        summary="Unload one bundle, named like 0x00000000_0x40000000",
+        tags=NAMESPACES,
+        responses=WRITE,
+    )
+    async def unload_namespace_bundle(store: Store, tenant: str, namespace: str, bundle: str) -> Response:
+        ns = NamespaceName.of(tenant, namespace)
+        names = (await store.get_policies(ns)).bundles.ranges()
+        if bundle not in names:
+            raise NotFound(f"{ns} has no bundle {bundle} (bundles: {', '.join(names)})")
+        await unload(ns, bundle)
+        return _no_content()
 
     # ------------------------------------------------------------ policies
 
@@ -201,9 +278,19 @@ def make_router(get_store: Callable[[], NamespaceStore]) -> APIRouter:
             await store.update_policies(NamespaceName.of(tenant, namespace), reset)
             return _no_content()
 
-        router.add_api_route(route, get, methods=["GET"], name=f"get_{name}", summary=f"Get {path}")
+        common: dict[str, Any] = {"tags": NAMESPACES}
         router.add_api_route(
-            route, post, methods=["POST"], status_code=204, name=f"set_{name}", summary=f"Set {path}"
+            route, get, methods=["GET"], name=f"get_{name}", summary=f"Get {path}", responses=READ, **common
+        )
+        router.add_api_route(
+            route,
+            post,
+            methods=["POST"],
+            status_code=204,
+            name=f"set_{name}",
+            summary=f"Set {path}",
+            responses=WRITE,
+            **common,
         )
         router.add_api_route(
             route,
@@ -212,6 +299,8 @@ def make_router(get_store: Callable[[], NamespaceStore]) -> APIRouter:
             status_code=204,
             name=f"remove_{name}",
             summary=f"Remove {path}",
+            responses=WRITE,
+            **common,
         )
 
     policy_routes(
@@ -270,13 +359,22 @@ def make_router(get_store: Callable[[], NamespaceStore]) -> APIRouter:
             raise InvalidArgument(f"backlogQuotaType must be one of {', '.join(BACKLOG_QUOTA_TYPES)}")
         return value
 
-    @router.get("/namespaces/{tenant}/{namespace}/backlogQuotaMap", summary="Backlog quotas by type")
+    @router.get(
+        "/namespaces/{tenant}/{namespace}/backlogQuotaMap",
+        summary="Backlog quotas by type",
+        tags=NAMESPACES,
+        responses=READ,
+    )
     async def get_backlog_quotas(store: Store, tenant: str, namespace: str) -> dict[str, Any]:
         policies = await store.get_policies(NamespaceName.of(tenant, namespace))
         return {kind: quota.to_json() for kind, quota in sorted(policies.backlog_quotas.items())}
 
     @router.post(
-        "/namespaces/{tenant}/{namespace}/backlogQuota", status_code=204, summary="Set a backlog quota"
+        "/namespaces/{tenant}/{namespace}/backlogQuota",
+        status_code=204,
+        summary="Set a backlog quota",
+        tags=NAMESPACES,
+        responses=WRITE,
     )
     async def set_backlog_quota(
         store: Store,
@@ -292,7 +390,11 @@ def make_router(get_store: Callable[[], NamespaceStore]) -> APIRouter:
         return _no_content()
 
     @router.delete(
-        "/namespaces/{tenant}/{namespace}/backlogQuota", status_code=204, summary="Remove a backlog quota"
+        "/namespaces/{tenant}/{namespace}/backlogQuota",
+        status_code=204,
+        summary="Remove a backlog quota",
+        tags=NAMESPACES,
+        responses=WRITE,
     )
     async def remove_backlog_quota(
         store: Store,

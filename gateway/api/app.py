@@ -45,7 +45,7 @@ def create_app(gateway: Gateway, *, manage_lifecycle: bool = True) -> FastAPI:
     messaging = routes.make_router(lambda: gateway)
     app.include_router(messaging)
     ws_fastpath.install(app, messaging.ws_handlers)  # type: ignore[attr-defined]
-    app.include_router(admin_namespaces.make_router(lambda: gateway.namespaces))
+    app.include_router(admin_namespaces.make_router(lambda: gateway.namespaces, gateway.unload_namespace))
 
     @app.exception_handler(GatewayError)
     async def gateway_error(_request: Request, exc: GatewayError) -> Response:

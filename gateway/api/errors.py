@@ -13,10 +13,14 @@ client can tell "reconnect later" (4503, 4429) from "fix your request" (44xx).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 import orjson
+from fastapi.exceptions import RequestValidationError
+from fastapi.routing import APIRoute
 from pydantic import BaseModel, Field
+from starlette.requests import Request
 from starlette.responses import Response
 
 from coordination.errors import CoordinationError
@@ -129,3 +133,40 @@ def reason_response(status: int, reason: str, code: str) -> Response:
     return Response(
         orjson.dumps({"reason": reason, "code": code}), status_code=status, media_type="application/json"
     )
+
+
+def describe_validation_error(exc: RequestValidationError) -> str:
+    """One readable sentence for FastAPI's request-validation errors (answered as 400)."""
+    parts = []
+    for error in exc.errors():
+        where = ".".join(str(p) for p in error.get("loc", ()))
+        if error.get("type") == "missing" and tuple(error.get("loc", ())) == ("body",):
+            parts.append("a JSON request body is required")
+        elif error.get("type") == "json_invalid":
+            parts.append(f"request body is not JSON ({error.get('ctx', {}).get('error', 'decode error')})")
+        else:
+            detail = error.get("ctx", {}).get("error", "")
+            parts.append(f"{where}: {error.get('msg', 'invalid')}" + (f" ({detail})" if detail else ""))
+    return "; ".join(parts) or "invalid request"
+
+
+def validation_response(exc: RequestValidationError) -> Response:
+    return reason_response(400, describe_validation_error(exc), "invalid_argument")
+
+
+class ErrorMappingRoute(APIRoute):
+    """A route class that maps typed errors and request-validation errors to ``ErrorBody``
+    responses inside the route itself, so a router works without app-level handlers."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+
+        async def run(request: Request) -> Response:
+            try:
+                return await handler(request)
+            except RequestValidationError as exc:
+                return validation_response(exc)
+            except (GatewayError, CoordinationError, StorageError) as exc:
+                return error_response(exc)
+
+        return run

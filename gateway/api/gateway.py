@@ -33,7 +33,7 @@ from gateway.broker.topic import TopicPolicies
 from gateway.meta.namespaces import NamespaceStore
 from gateway.meta.policies import Policies
 from gateway.names import NamespaceName, TopicName
-from gateway.ownership.bundles import NamespaceBundle
+from gateway.ownership.bundles import BundleRange, NamespaceBundle
 from gateway.ownership.load_manager import LoadManager
 from gateway.ownership.owner import LossReason, OwnerInfo, OwnershipManager
 from gateway.ownership.records import LoadReport
@@ -158,6 +158,17 @@ class Gateway:
         policies = await self.namespaces.policies(topic.namespace_name)
         boundaries = list(policies.bundles.boundaries)
         return await self.ownership.lookup(topic, boundaries, authoritative=authoritative)
+
+    async def unload_namespace(self, ns: NamespaceName, bundle: str | None) -> int:
+        """Ask the owners of ``ns``'s bundles (all, or the one named) to unload them; the
+        topics close gracefully and move on next use. Returns how many were asked."""
+        policies = await self.namespaces.policies(ns)
+        names = policies.bundles.ranges() if bundle is None else [bundle]
+        asked = 0
+        for name in names:
+            if await self.ownership.request_unload(NamespaceBundle(ns, BundleRange.parse(name))):
+                asked += 1
+        return asked
 
     async def _bundle_lost(self, bundle: NamespaceBundle, reason: LossReason) -> None:
         if reason is LossReason.RELEASED:

@@ -30,6 +30,8 @@ BUNDLES_MAX = 128
 BACKLOG_QUOTA_TYPES = ("destination_storage", "message_age")
 BACKLOG_QUOTA_POLICIES = ("producer_request_hold", "producer_exception", "consumer_backlog_eviction")
 TOPIC_TYPES = ("non-partitioned", "partitioned")
+AUTH_ACTIONS = ("produce", "consume", "functions", "sources", "sinks", "packages")
+ROLES_MAX = 1000
 INT64_MAX = 2**63 - 1
 
 
@@ -86,6 +88,35 @@ def parse_limit(value: Any, what: str) -> int:
 
 def parse_enabled(value: Any, what: str) -> bool:
     return _bool(value, what)
+
+
+def parse_actions(value: Any) -> tuple[str, ...]:
+    """Body of POST …/permissions/{role}: a list of Pulsar ``AuthAction`` names."""
+    if not isinstance(value, list):
+        raise InvalidPolicy(f"permissions must be a JSON array of actions, got {_kind(value)}")
+    actions: list[str] = []
+    for item in value:
+        if item not in AUTH_ACTIONS:
+            raise InvalidPolicy(f"unknown action {item!r}: expected some of {', '.join(AUTH_ACTIONS)}")
+        if item not in actions:
+            actions.append(item)
+    return tuple(sorted(actions))
+
+
+def parse_role(role: str) -> str:
+    if not role or len(role) > 256 or any(ord(c) < 0x20 for c in role):
+        raise InvalidPolicy("a role is 1-256 printable characters")
+    return role
+
+
+def _parse_auth(value: Any) -> dict[str, tuple[str, ...]]:
+    if value is None:
+        return {}
+    namespace_auth = _object(value, "auth_policies").get("namespace_auth") or {}
+    roles = _object(namespace_auth, "auth_policies.namespace_auth")
+    if len(roles) > ROLES_MAX:
+        raise InvalidPolicy(f"auth_policies.namespace_auth names more than {ROLES_MAX} roles")
+    return {parse_role(str(role)): parse_actions(actions) for role, actions in roles.items()}
 
 
 # ---------------------------------------------------------------- bundles
@@ -262,6 +293,7 @@ class Policies:
     max_consumers_per_subscription: int | None = None
     max_producers_per_topic: int | None = None
     auto_topic_creation: AutoTopicCreation = AutoTopicCreation()
+    permissions: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # role -> actions
     deleted: bool = False
 
     @property
@@ -271,6 +303,14 @@ class Policies:
 
     def replace(self, **changes: Any) -> Policies:
         return dataclasses.replace(self, **changes)
+
+    def grant(self, role: str, actions: tuple[str, ...]) -> Policies:
+        if role not in self.permissions and len(self.permissions) >= ROLES_MAX:
+            raise PreconditionFailed(f"a namespace grants permissions to at most {ROLES_MAX} roles")
+        return self.replace(permissions={**self.permissions, role: actions})
+
+    def revoke(self, role: str) -> Policies:
+        return self.replace(permissions={r: a for r, a in self.permissions.items() if r != role})
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -282,6 +322,11 @@ class Policies:
             "max_consumers_per_subscription": self.max_consumers_per_subscription,
             "max_producers_per_topic": self.max_producers_per_topic,
             "autoTopicCreationOverride": self.auto_topic_creation.to_json(),
+            "auth_policies": {
+                "namespace_auth": {role: list(actions) for role, actions in sorted(self.permissions.items())},
+                "destination_auth": {},
+                "subscription_auth_roles": {},
+            },
             "deleted": self.deleted,
         }
 
@@ -307,6 +352,7 @@ class Policies:
             auto_topic_creation=_maybe(
                 obj.get("autoTopicCreationOverride"), AutoTopicCreation.from_json, AutoTopicCreation()
             ),
+            permissions=_parse_auth(obj.get("auth_policies")),
             deleted=bool(obj.get("deleted") is True),
         )
         check_quotas_within_retention(policies)
