@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import aetcd
@@ -61,6 +62,30 @@ _UNAVAILABLE_TYPES = (
     aetcd.exceptions.WatchTimeoutError,
     asyncio.TimeoutError,
 )
+
+
+@dataclass(frozen=True, slots=True)
+class EtcdMember:
+    """One member of the etcd cluster, as its member list and status report it."""
+
+    member_id: int
+    name: str
+    peer_urls: tuple[str, ...]
+    client_urls: tuple[str, ...]
+    is_leader: bool
+    db_size: int | None  # bytes; only known for the member that answered the status call
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "id": f"{self.member_id:x}",
+            "name": self.name,
+            "peerUrls": list(self.peer_urls),
+            "clientUrls": list(self.client_urls),
+            "isLeader": self.is_leader,
+        }
+        if self.db_size is not None:
+            out["dbSize"] = self.db_size
+        return out
 
 
 def parse_endpoints(endpoints: str) -> list[tuple[str, int]]:
@@ -310,6 +335,24 @@ class EtcdStore:
     async def compact(self, revision: int) -> None:
         """Compact etcd's history below ``revision`` (watches from before raise Compacted)."""
         await self._call("kvstub", "Compact", rpc.CompactionRequest(revision=revision, physical=True))
+
+    async def cluster_members(self) -> list[EtcdMember]:
+        """The etcd cluster's members (cluster-wide, not namespaced), with the leader
+        marked from the answering member's status (which also gives its db size)."""
+        listing = await self._call("clusterstub", "MemberList", rpc.MemberListRequest())
+        status = await self._call("maintenancestub", "Status", rpc.StatusRequest())
+        answering, leader = int(status.header.member_id), int(status.leader)
+        return [
+            EtcdMember(
+                member_id=int(m.ID),
+                name=str(m.name),
+                peer_urls=tuple(str(u) for u in m.peerURLs),
+                client_urls=tuple(str(u) for u in m.clientURLs),
+                is_leader=int(m.ID) == leader,
+                db_size=int(status.dbSize) if int(m.ID) == answering else None,
+            )
+            for m in listing.members
+        ]
 
     def watch_prefix(self, prefix: str, start_revision: int = 0) -> AsyncIterator[WatchEvent]:
         watch = EtcdWatch(self, prefix, start_revision)

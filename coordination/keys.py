@@ -14,10 +14,17 @@ LEDGER_ID_COUNTER = f"{ROOT}/ledger-id"  # next ledger id, decimal text, CAS-inc
 UNDER_REPLICATED = f"{ROOT}/under-replicated/"  # ledger id -> JSON {"nodes": [...]}
 ELECTIONS = f"{ROOT}/elections/"  # <name>/ -> candidates under lease
 RECOVERY_STATUS = f"{ROOT}/recovery-status"  # auditor's progress, JSON
+NODES_KNOWN = (
+    f"{ROOT}/nodes-known/"  # every storage node that ever registered (no lease; docs/decisions/0007)
+)
 
 
 def node(node_id: str) -> str:
     return f"{NODES}{node_id}"
+
+
+def node_known(node_id: str) -> str:
+    return f"{NODES_KNOWN}{node_id}"
 
 
 def gateway(gateway_id: str) -> str:

@@ -20,6 +20,7 @@ import orjson
 from fastapi import APIRouter, Body, Depends, Query, Response
 
 from gateway.api.errors import ErrorMappingRoute, responses
+from gateway.api.paging import TOTAL_HEADER, PageParams
 from gateway.meta.errors import InvalidArgument, NotFound
 from gateway.meta.namespaces import NamespaceStore
 from gateway.meta.policies import (
@@ -35,12 +36,13 @@ from gateway.meta.policies import (
     parse_role,
     parse_ttl_seconds,
 )
-from gateway.names import NamespaceName, TopicName, check_tenant
+from gateway.names import NamespaceName, check_tenant
 
 Force = Annotated[bool, Query(description="also delete what is inside")]
 # unload(namespace, bundle or None for all) -> bundles asked to unload
 Unloader = Callable[[NamespaceName, str | None], Awaitable[int]]
 
+Paging = Annotated[PageParams, Depends()]
 READ = responses(404, 412)
 WRITE = responses(400, 404, 409, 412)
 
@@ -59,6 +61,12 @@ def _no_content() -> Response:
     return Response(status_code=204)
 
 
+def paged(response: Response, paging: PageParams, items: list[str]) -> list[str]:
+    selected, total = paging.apply(items)
+    response.headers[TOTAL_HEADER] = str(total)
+    return selected
+
+
 async def _no_unloader(_ns: NamespaceName, _bundle: str | None) -> int:
     return 0
 
@@ -74,8 +82,9 @@ def make_router(get_store: Callable[[], NamespaceStore], unload: Unloader = _no_
     # ------------------------------------------------------------ tenants
 
     @router.get("/tenants", summary="List tenants", tags=TENANTS, responses=READ)
-    async def list_tenants(store: Store) -> list[str]:
-        return await store.list_tenants()
+    async def list_tenants(store: Store, paging: Paging, response: Response) -> list[str]:
+        """Tenants; with ``search``/``offset``/``limit`` a page of them (total in X-Total-Count)."""
+        return paged(response, paging, await store.list_tenants())
 
     @router.get("/tenants/{tenant}", summary="Get a tenant's info", tags=TENANTS, responses=READ)
     async def get_tenant(store: Store, tenant: str) -> dict[str, Any]:
@@ -117,8 +126,9 @@ def make_router(get_store: Callable[[], NamespaceStore], unload: Unloader = _no_
     # ------------------------------------------------------------ namespaces
 
     @router.get("/namespaces/{tenant}", summary="List a tenant's namespaces", tags=NAMESPACES, responses=READ)
-    async def list_namespaces(store: Store, tenant: str) -> list[str]:
-        return await store.list_namespaces(tenant)
+    async def list_namespaces(store: Store, tenant: str, paging: Paging, response: Response) -> list[str]:
+        """Namespaces; with ``search``/``offset``/``limit`` a page of them (total in X-Total-Count)."""
+        return paged(response, paging, await store.list_namespaces(tenant))
 
     @router.put(
         "/namespaces/{tenant}/{namespace}",
@@ -173,8 +183,11 @@ def make_router(get_store: Callable[[], NamespaceStore], unload: Unloader = _no_
         tags=NAMESPACES,
         responses=READ,
     )
-    async def namespace_topics(store: Store, tenant: str, namespace: str) -> list[str]:
-        return await store.list_topics(NamespaceName.of(tenant, namespace))
+    async def namespace_topics(
+        store: Store, tenant: str, namespace: str, paging: Paging, response: Response
+    ) -> list[str]:
+        """Topics; with ``search``/``offset``/``limit`` a page of them (total in X-Total-Count)."""
+        return paged(response, paging, await store.list_topics(NamespaceName.of(tenant, namespace)))
 
     # ------------------------------------------------------------ permissions and unload
 
@@ -408,49 +421,5 @@ def make_router(get_store: Callable[[], NamespaceStore], unload: Unloader = _no_
             ns, lambda p: p.replace(backlog_quotas={k: q for k, q in p.backlog_quotas.items() if k != kind})
         )
         return _no_content()
-
-    # ------------------------------------------------------------ topics (create, list, partitions)
-
-    @router.get("/persistent/{tenant}/{namespace}", summary="Topics of a namespace, partitions included")
-    async def list_topics(store: Store, tenant: str, namespace: str) -> list[str]:
-        return await store.list_topics(NamespaceName.of(tenant, namespace))
-
-    @router.get("/persistent/{tenant}/{namespace}/partitioned", summary="Partitioned topics of a namespace")
-    async def list_partitioned(store: Store, tenant: str, namespace: str) -> list[str]:
-        return await store.list_partitioned(NamespaceName.of(tenant, namespace))
-
-    @router.put("/persistent/{tenant}/{namespace}/{topic}", status_code=204, summary="Create a topic")
-    async def create_topic(store: Store, tenant: str, namespace: str, topic: str) -> Response:
-        await store.create_topic(TopicName.of("persistent", tenant, namespace, topic))
-        return _no_content()
-
-    @router.put(
-        "/persistent/{tenant}/{namespace}/{topic}/partitions",
-        status_code=204,
-        summary="Create a partitioned topic",
-    )
-    async def create_partitioned(
-        store: Store, tenant: str, namespace: str, topic: str, body: Annotated[Any, Body(examples=[4])]
-    ) -> Response:
-        name = TopicName.of("persistent", tenant, namespace, topic)
-        await store.create_partitioned(name, json_body(body))
-        return _no_content()
-
-    @router.post(
-        "/persistent/{tenant}/{namespace}/{topic}/partitions",
-        status_code=204,
-        summary="Increase the partitions of a partitioned topic",
-    )
-    async def update_partitions(
-        store: Store, tenant: str, namespace: str, topic: str, body: Annotated[Any, Body(examples=[8])]
-    ) -> Response:
-        name = TopicName.of("persistent", tenant, namespace, topic)
-        await store.update_partitions(name, json_body(body))
-        return _no_content()
-
-    @router.get("/persistent/{tenant}/{namespace}/{topic}/partitions", summary="Partition count (0 = none)")
-    async def get_partitions(store: Store, tenant: str, namespace: str, topic: str) -> dict[str, int]:
-        name = TopicName.of("persistent", tenant, namespace, topic)
-        return {"partitions": await store.get_partitions(name)}
 
     return router

@@ -3,7 +3,11 @@
 Owns: assembling the ASGI app from the routers (messaging, admin) around one
 ``Gateway``. Rule: every typed error that escapes a route becomes a JSON
 ``{"reason", "code"}`` response with the status from ``gateway.api.errors``;
-nothing else formats errors.
+so does a request FastAPI cannot validate (400, never its 422 shape) and a
+request no route matches (Starlette's 404/405); nothing else formats errors.
+The OpenAPI document (operation id = function name, tags, no 422s) is shaped
+by ``gateway.api.openapi``; the AsyncAPI document of the WebSocket frames is
+served next to it at ``/asyncapi.json``.
 """
 
 from __future__ import annotations
@@ -12,16 +16,32 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from starlette.exceptions import HTTPException
 from starlette.responses import Response
+from starlette.routing import Match
 
 from coordination.errors import CoordinationError
-from gateway.api import admin_namespaces, routes, ws_fastpath
-from gateway.api.errors import error_response
+from gateway.api import admin_cluster, admin_namespaces, admin_topics, asyncapi, openapi, routes, ws_fastpath
+from gateway.api.errors import error_response, http_error_response, validation_response
 from gateway.api.gateway import Gateway
 from gateway.api.metrics import registry_for
+from gateway.dashboard import make_router as dashboard_router
 from gateway.errors import GatewayError
 from storage.errors import StorageError
+
+_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
+
+
+def allowed_methods(app: FastAPI, request: Request) -> list[str]:
+    """Every method some route serves at the request's path (for a 405's ``Allow``)."""
+    allowed = []
+    for method in _METHODS:
+        scope = {**request.scope, "method": method}
+        if any(route.matches(scope)[0] is Match.FULL for route in app.router.routes):
+            allowed.append(method)
+    return allowed
 
 
 def create_app(gateway: Gateway, *, manage_lifecycle: bool = True) -> FastAPI:
@@ -41,11 +61,28 @@ def create_app(gateway: Gateway, *, manage_lifecycle: bool = True) -> FastAPI:
         version="0.3.0",
         description="Pulsar-compatible REST, WebSocket and admin API of a Folio gateway.",
         lifespan=lifespan,
+        generate_unique_id_function=openapi.operation_id,
+        openapi_tags=openapi.TAGS,
     )
+    openapi.install(app)
     messaging = routes.make_router(lambda: gateway)
     app.include_router(messaging)
     ws_fastpath.install(app, messaging.ws_handlers)  # type: ignore[attr-defined]
     app.include_router(admin_namespaces.make_router(lambda: gateway.namespaces, gateway.unload_namespace))
+    app.include_router(admin_topics.make_router(lambda: gateway))
+    app.include_router(admin_cluster.make_router(lambda: gateway))
+    app.include_router(dashboard_router(gateway.config.gateway_id))
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid_request(_request: Request, exc: RequestValidationError) -> Response:
+        return validation_response(exc)
+
+    @app.exception_handler(HTTPException)
+    async def http_error(request: Request, exc: HTTPException) -> Response:
+        headers = dict(exc.headers or {})
+        if exc.status_code == 405:  # Starlette names only the first matching route's methods
+            headers["Allow"] = ", ".join(allowed_methods(app, request))
+        return http_error_response(exc.status_code, str(exc.detail), headers)
 
     @app.exception_handler(GatewayError)
     async def gateway_error(_request: Request, exc: GatewayError) -> Response:
@@ -58,6 +95,12 @@ def create_app(gateway: Gateway, *, manage_lifecycle: bool = True) -> FastAPI:
     @app.exception_handler(StorageError)
     async def storage_error(_request: Request, exc: StorageError) -> Response:
         return error_response(exc)
+
+    asyncapi_document = asyncapi.render()
+
+    @app.get("/asyncapi.json", include_in_schema=False)
+    async def asyncapi_json() -> Response:
+        return Response(asyncapi_document, media_type="application/json")
 
     registry = registry_for(gateway)
 

@@ -9,11 +9,15 @@ closed with ``4000 + status/100*100 + n``-style codes in the valid private
 range: 4000 + Pulsar's WebSocketError number for protocol errors, and
 4400/4404/4409/4413/4429/4503 mirroring the HTTP status for the rest, so a
 client can tell "reconnect later" (4503, 4429) from "fix your request" (44xx).
+Requests FastAPI cannot validate are 400 and requests no route serves are
+Starlette's 404/405 - with the same ``ErrorBody`` (``validation_response``,
+``http_error_response``); OpenAPI declares each route's errors with
+``responses(...)``, never FastAPI's 422.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Mapping
 from typing import Any
 
 import orjson
@@ -51,6 +55,7 @@ STATUS_BY_CODE: dict[str, int] = {
     "producer_busy": 409,
     "consumer_busy": 409,
     "subscription_type_mismatch": 409,
+    "topic_terminated": 412,
     "not_allowed": 400,
     "too_many_requests": 429,
     "topic_unavailable": 503,
@@ -93,6 +98,9 @@ _DESCRIPTIONS = {
     503: "Unavailable, retry later",
 }
 
+# codes of the errors Starlette raises itself (no route ran: unknown path, wrong method)
+_HTTP_CODES = {404: "not_found", 405: "method_not_allowed", 413: "payload_too_large"}
+
 
 def responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
     """OpenAPI ``responses=`` for a route: each status declared with ``ErrorBody``
@@ -127,6 +135,14 @@ def error_response(exc: BaseException, status: int | None = None) -> Response:
     return Response(
         orjson.dumps(body(exc)), status_code=status or status_of(exc), media_type="application/json"
     )
+
+
+def http_error_response(status: int, detail: str, headers: Mapping[str, str] | None = None) -> Response:
+    """An error Starlette raised before any route ran (404 path, 405 method), as ``ErrorBody``."""
+    response = reason_response(status, detail, _HTTP_CODES.get(status, "http_error"))
+    if headers:
+        response.headers.update(headers)
+    return response
 
 
 def reason_response(status: int, reason: str, code: str) -> Response:

@@ -44,6 +44,7 @@ log = logging.getLogger(__name__)
 
 PARTITION_CACHE_S = 2.0
 PARTITION_CACHE_MAX = 10_000
+FORWARD_KEEPALIVE_S = 2.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,7 +97,9 @@ class Gateway:
         self.service = BrokerService(store, self.client, self.clock, self._namespace_view, config.log)
         self.service.is_local = self.ownership.is_owner
         self.service.remote_publish = self._remote_publish
-        self.http = httpx.AsyncClient(timeout=30.0)
+        # idle connections expire before the peer's keep-alive (uvicorn: 5 s) can close
+        # them under a request being sent on them
+        self.http = httpx.AsyncClient(timeout=30.0, limits=httpx.Limits(keepalive_expiry=FORWARD_KEEPALIVE_S))
         self.sessions = 0
         self.closing = False
         self._partitions: dict[str, tuple[int, float]] = {}  # topic path -> (count, valid until)

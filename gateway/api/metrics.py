@@ -1,21 +1,73 @@
-"""Prometheus metrics of a gateway, read from live state at scrape time.
+"""Prometheus metrics of a gateway: live state read at scrape time, plus publish latency.
 
-Owns: the gateway's ``/metrics`` collector. Rule: nothing on the publish or
-delivery path updates a metric; counters are the broker's own plain integers,
-summed when Prometheus scrapes (so metrics cost nothing between scrapes).
+Owns: the gateway's ``/metrics`` collector and its one histogram, the publish
+latency (request received -> acknowledgement sent). Rules: nothing on the
+publish or delivery path updates a metric except that histogram, observed
+once per publish request (a WebSocket frame, batch frames included, or a REST
+call), never per message; every other number is the broker's own plain
+counters and sizes, read when Prometheus scrapes (so metrics cost nothing
+between scrapes). Per-topic series carry a ``topic`` label and exist only for
+the topics this gateway owns. Every metric is listed in docs/metrics.md.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
+from weakref import WeakKeyDictionary
 
-from prometheus_client import CollectorRegistry
+from prometheus_client import CollectorRegistry, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from gateway.api.http_consume import HttpConsumer
+
 if TYPE_CHECKING:
     from gateway.api.gateway import Gateway
+    from gateway.broker.topic import Topic
+
+PUBLISH_SECONDS_BUCKETS = (
+    0.0005,
+    0.001,
+    0.002,
+    0.005,
+    0.01,
+    0.02,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+)
+
+
+class PublishLatency:
+    """The publish-latency histogram of one gateway, by API (``websocket`` / ``rest``)."""
+
+    def __init__(self) -> None:
+        self.histogram = Histogram(
+            "folio_gateway_publish_latency_seconds",
+            "Publish request received -> acknowledgement sent (per request or frame, not per message)",
+            ["api"],
+            registry=None,
+            buckets=PUBLISH_SECONDS_BUCKETS,
+        )
+        self.websocket = self.histogram.labels("websocket")
+        self.rest = self.histogram.labels("rest")
+
+
+_LATENCY: WeakKeyDictionary[Gateway, PublishLatency] = WeakKeyDictionary()
+
+
+def publish_latency(gateway: Gateway) -> PublishLatency:
+    """The histogram of ``gateway`` (created on first use; sessions keep the child they need)."""
+    latency = _LATENCY.get(gateway)
+    if latency is None:
+        latency = _LATENCY[gateway] = PublishLatency()
+    return latency
 
 
 class GatewayCollector(Collector):
@@ -24,9 +76,16 @@ class GatewayCollector(Collector):
 
     def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
         gateway = self.gateway
-        topics = list(gateway.service.topics.values())
+        topics = [t for t in gateway.service.topics.values() if not t.closed]
+        subs = [s for t in topics for s in t.subscriptions.values()]
+        http_sessions = sum(
+            1 for s in subs for record in s.consumers.values() if isinstance(record.sink, HttpConsumer)
+        )
         yield GaugeMetricFamily("folio_gateway_topics", "topics loaded (owned) by this gateway", len(topics))
-        yield GaugeMetricFamily("folio_gateway_sessions", "open WebSocket sessions", gateway.sessions)
+        sessions = GaugeMetricFamily("folio_gateway_sessions", "open client sessions", labels=["type"])
+        sessions.add_metric(["websocket"], gateway.sessions)
+        sessions.add_metric(["http"], http_sessions)
+        yield sessions
         yield GaugeMetricFamily(
             "folio_gateway_bundles_owned", "namespace bundles owned", len(gateway.ownership.owned_bundles())
         )
@@ -36,7 +95,6 @@ class GatewayCollector(Collector):
         yield CounterMetricFamily(
             "folio_gateway_bytes_in", "payload bytes accepted for publishing", sum(t.bytes_in for t in topics)
         )
-        subs = [s for t in topics for s in t.subscriptions.values()]
         yield CounterMetricFamily(
             "folio_gateway_messages_out", "messages delivered", sum(s.msg_out for s in subs)
         )
@@ -45,17 +103,44 @@ class GatewayCollector(Collector):
             "messages delivered again",
             sum(s.msg_redelivered for s in subs),
         )
+        yield from self._per_topic(topics)
+
+    @staticmethod
+    def _per_topic(topics: list[Topic]) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+        msg_in = CounterMetricFamily("folio_topic_messages_in", "messages published", labels=["topic"])
+        bytes_in = CounterMetricFamily("folio_topic_bytes_in", "payload bytes published", labels=["topic"])
+        msg_out = CounterMetricFamily(
+            "folio_topic_messages_out", "messages dispatched to consumers", labels=["topic"]
+        )
+        bytes_out = CounterMetricFamily(
+            "folio_topic_bytes_out", "payload bytes dispatched to consumers", labels=["topic"]
+        )
+        backlog_bytes = GaugeMetricFamily(
+            "folio_topic_backlog_bytes", "bytes after the slowest durable subscription", labels=["topic"]
+        )
+        storage_bytes = GaugeMetricFamily(
+            "folio_topic_storage_bytes", "bytes in the topic's log", labels=["topic"]
+        )
         backlog = GaugeMetricFamily(
             "folio_subscription_backlog", "entries not acked", labels=["topic", "subscription"]
         )
         for topic in topics:
+            label = [str(topic.name)]
+            subs = list(topic.subscriptions.values())
+            msg_in.add_metric(label, topic.msg_in)
+            bytes_in.add_metric(label, topic.bytes_in)
+            msg_out.add_metric(label, sum(s.msg_out for s in subs))
+            bytes_out.add_metric(label, sum(s.bytes_out for s in subs))
+            backlog_bytes.add_metric(label, topic.backlog_bytes())
+            storage_bytes.add_metric(label, topic.log.total_bytes)
             layout = topic.log.layout
-            for sub in topic.subscriptions.values():
-                backlog.add_metric([str(topic.name), sub.name], sub.cursor.backlog(layout))
-        yield backlog
+            for sub in subs:
+                backlog.add_metric([label[0], sub.name], sub.cursor.backlog(layout))
+        yield from (msg_in, bytes_in, msg_out, bytes_out, backlog_bytes, storage_bytes, backlog)
 
 
 def registry_for(gateway: Gateway) -> CollectorRegistry:
     registry = CollectorRegistry()
     registry.register(GatewayCollector(gateway))
+    registry.register(publish_latency(gateway).histogram)
     return registry

@@ -15,16 +15,34 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Awaitable, Callable
+from time import perf_counter
 from typing import TYPE_CHECKING, Annotated, Any
 
 import orjson
-from fastapi import APIRouter, Path, Query, Request, WebSocket
+from fastapi import APIRouter, Path, Request, WebSocket
 from starlette.responses import Response
 
+from gateway.api import forwarding
+from gateway.api import route_docs as docs
 from gateway.api.convert import delivery_frame, entry_message, position_of
 from gateway.api.errors import error_response, reason_response
-from gateway.api.http_consume import FETCH_MAX, HttpConsumer, HttpConsumers
-from gateway.api.http_io import ACK_BODY_MAX, pass_headers, read_body, rest_message
+from gateway.api.http_consume import HttpConsumer, HttpConsumers
+from gateway.api.http_io import ACK_BODY_MAX, read_body, rest_message
+from gateway.api.metrics import publish_latency
+from gateway.api.route_docs import (
+    Authoritative,
+    ConsumerNameQuery,
+    Domain,
+    InitialPositionQuery,
+    Max,
+    Namespace,
+    PartitionedTopic,
+    Subscription,
+    SubscriptionTypeQuery,
+    Tenant,
+    TopicPart,
+    Wait,
+)
 from gateway.api.ws_consumer import serve_consumer, serve_reader
 from gateway.api.ws_partitioned import (
     partition_of_key,
@@ -34,11 +52,15 @@ from gateway.api.ws_partitioned import (
 from gateway.api.ws_producer import serve_producer
 from gateway.api.ws_session import deny, relay, relay_url
 from gateway.broker.entry_format import EntryMessage
-from gateway.broker.positions import LATEST
 from gateway.broker.topic import PublishResult, Topic
 from gateway.errors import GatewayError
-from gateway.names import InvalidName, TopicName, check_subscription
-from gateway.protocol.params import parse_consumer_params, parse_producer_params, parse_reader_params
+from gateway.names import PARTITIONS_MAX, InvalidName, TopicName, check_subscription
+from gateway.protocol.errors import BadRequest
+from gateway.protocol.params import (
+    parse_consumer_params,
+    parse_producer_params,
+    parse_reader_params,
+)
 from gateway.protocol.rest import (
     ack_error,
     ack_ok,
@@ -55,8 +77,6 @@ if TYPE_CHECKING:
 
 JSON = "application/json"
 _round_robin = itertools.count()
-Max = Annotated[int, Query(ge=1, le=FETCH_MAX, description="most messages to return")]
-Wait = Annotated[int, Query(ge=0, le=60_000, description="long-poll wait in ms")]
 
 
 def _json(data: Any, status: int = 200) -> Response:
@@ -77,23 +97,26 @@ def make_router(get_gateway: Any) -> APIRouter:
 
     async def local_topic(name: TopicName, query: dict[str, str]) -> Topic | str:
         """The loaded topic if this gateway owns it, else the owner's base URL."""
-        gateway = gw()
-        owner = await gateway.route(name, authoritative=_authoritative(query))
-        if not owner.is_self:
-            return owner.http_url
-        return await gateway.service.topic(name)
+        return await forwarding.local_topic(gw(), name, query)
 
     # ------------------------------------------------------------ health and lookup
 
-    @router.get("/admin/v2/brokers/health", tags=["health"])
+    @router.get("/admin/v2/brokers/health", **docs.HEALTH)
     async def health() -> Response:
         gateway = gw()
         if gateway.closing or gateway.session.lost.is_set():
-            return Response("not ok", status_code=503, media_type="text/plain")
+            return reason_response(503, "gateway is closing or lost its etcd session", "unavailable")
         return Response("ok", media_type="text/plain")
 
-    @router.get("/lookup/v2/topic/{domain}/{tenant}/{namespace}/{topic}", tags=["lookup"])
-    async def lookup(domain: str, tenant: str, namespace: str, topic: str, request: Request) -> Response:
+    @router.get("/lookup/v2/topic/{domain}/{tenant}/{namespace}/{topic}", **docs.LOOKUP)
+    async def lookup(
+        domain: Domain,
+        tenant: Tenant,
+        namespace: Namespace,
+        topic: TopicPart,
+        request: Request,
+        authoritative: Authoritative = False,
+    ) -> Response:
         try:
             name = TopicName.of(domain, tenant, namespace, topic)
             owner = await gw().route(name, authoritative=_authoritative(dict(request.query_params)))
@@ -110,8 +133,10 @@ def make_router(get_gateway: Any) -> APIRouter:
             }
         )
 
-    @router.get("/lookup/v2/topic/{domain}/{tenant}/{namespace}/{topic}/bundle", tags=["lookup"])
-    async def lookup_bundle(domain: str, tenant: str, namespace: str, topic: str) -> Response:
+    @router.get("/lookup/v2/topic/{domain}/{tenant}/{namespace}/{topic}/bundle", **docs.LOOKUP_BUNDLE)
+    async def lookup_bundle(
+        domain: Domain, tenant: Tenant, namespace: Namespace, topic: TopicPart
+    ) -> Response:
         try:
             name = TopicName.of(domain, tenant, namespace, topic)
             owner = await gw().route(name)
@@ -230,14 +255,10 @@ def make_router(get_gateway: Any) -> APIRouter:
         ]
 
     async def _forward(url: str, request: Request, body: bytes) -> Response:
-        headers = {k: v for k, v in request.headers.items() if k.lower() not in ("host", "content-length")}
-        params = {**dict(request.query_params), "authoritative": "true"}
-        upstream = await gw().http.request(request.method, url, content=body, headers=headers, params=params)
-        return Response(
-            upstream.content, status_code=upstream.status_code, headers=pass_headers(upstream.headers)
-        )
+        return await forwarding.forward(gw(), url, request, body)
 
     async def _produce(name: TopicName, request: Request) -> Response:
+        started = perf_counter()  # publish latency: observed where this gateway publishes itself
         gateway = gw()
         query = dict(request.query_params)
         try:
@@ -245,6 +266,8 @@ def make_router(get_gateway: Any) -> APIRouter:
             now = gateway.clock.now_ms()
             limit = gateway.config.max_message_bytes
             content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+            if not body and not content_type:  # an empty message is sent with a Content-Type
+                raise BadRequest("request body is missing: send JSON ProducerMessages or the raw payload")
             if content_type == JSON:
                 parsed = parse_producer_messages(body, now, limit)
                 producer, requests = parsed.producer_name, parsed.messages
@@ -253,11 +276,14 @@ def make_router(get_gateway: Any) -> APIRouter:
                 producer, requests = raw_producer or "RestProducer", [raw]
             partitions = await gateway.partitions(name)
             if partitions > 0:
-                return await _produce_partitioned(name, partitions, producer, requests)
+                response = await _produce_partitioned(name, partitions, producer, requests)
+                publish_latency(gateway).rest.observe(perf_counter() - started)
+                return response
             where = await local_topic(name, query)
             if isinstance(where, str):
                 return await _forward(f"{where}{request.url.path}", request, body)
             results = await _publish_local(where, producer, requests)
+            publish_latency(gateway).rest.observe(perf_counter() - started)
         except (GatewayError, InvalidName) as exc:
             return error_response(exc)
         if content_type != JSON:
@@ -299,17 +325,35 @@ def make_router(get_gateway: Any) -> APIRouter:
                 results[i] = result
         return Response(producer_acks(results), media_type=JSON)
 
-    @router.post("/topics/{domain}/{tenant}/{namespace}/{topic}", tags=["produce"])
-    async def produce(domain: str, tenant: str, namespace: str, topic: str, request: Request) -> Response:
+    @router.post("/topics/{domain}/{tenant}/{namespace}/{topic}", **docs.PRODUCE)
+    async def produce(
+        domain: Domain,
+        tenant: Tenant,
+        namespace: Namespace,
+        topic: TopicPart,
+        request: Request,
+        authoritative: Authoritative = False,
+    ) -> Response:
+        """Publish to a topic (all partitions of a partitioned one). The JSON reply has one
+        result per message (HTTP 200 even when some failed); a raw-body publish answers one
+        ``ProducerAck`` (503 when the failure is retriable, 500 else)."""
         try:
             name = TopicName.of(domain, tenant, namespace, topic)
         except InvalidName as exc:
             return error_response(exc)
         return await _produce(name, request)
 
-    @router.post("/topics/{domain}/{tenant}/{namespace}/{topic}/partitions/{partition}", tags=["produce"])
+    @router.post(
+        "/topics/{domain}/{tenant}/{namespace}/{topic}/partitions/{partition}", **docs.PRODUCE_PARTITION
+    )
     async def produce_partition(
-        domain: str, tenant: str, namespace: str, topic: str, partition: int, request: Request
+        domain: Domain,
+        tenant: Tenant,
+        namespace: Namespace,
+        topic: PartitionedTopic,
+        partition: Annotated[int, Path(ge=0, le=PARTITIONS_MAX - 1)],
+        request: Request,
+        authoritative: Authoritative = False,
     ) -> Response:
         try:
             base = TopicName.of(domain, tenant, namespace, topic)
@@ -320,77 +364,25 @@ def make_router(get_gateway: Any) -> APIRouter:
             return reason_response(400, str(exc), exc.code)
         return await _produce(name, request)
 
-    # ------------------------------------------------------------ cursor admin (Pulsar admin v2)
-
-    async def _cursor_op(
-        tenant: str, namespace: str, topic: str, subscription: str, request: Request, op: str, arg: int
-    ) -> Response:
-        try:
-            name = TopicName.of("persistent", tenant, namespace, topic)
-            check_subscription(subscription)
-            where = await local_topic(name, dict(request.query_params))
-            if isinstance(where, str):
-                return await _forward(f"{where}{request.url.path}", request, b"")
-            sub = where.subscriptions.get(subscription)
-            if sub is None:
-                return reason_response(
-                    404, f"subscription {subscription} does not exist on {name}", "not_found"
-                )
-            if op == "skip":
-                sub.skip(arg)
-            else:
-                position = await where.first_position_at_or_after(arg)
-                sub.seek(position if position is not None else LATEST)
-            await sub.persist()
-        except (GatewayError, InvalidName) as exc:
-            return error_response(exc)
-        return Response(status_code=204)
-
-    @router.post(
-        "/admin/v2/persistent/{tenant}/{namespace}/{topic}/subscription/{subscription}/skip/{count}",
-        tags=["admin"],
-        status_code=204,
-    )
-    async def skip(
-        tenant: str,
-        namespace: str,
-        topic: str,
-        subscription: str,
-        count: Annotated[int, Path(ge=0)],
-        request: Request,
-    ) -> Response:
-        """Acknowledge the next ``count`` unacknowledged entries of the subscription."""
-        return await _cursor_op(tenant, namespace, topic, subscription, request, "skip", count)
-
-    @router.post(
-        "/admin/v2/persistent/{tenant}/{namespace}/{topic}/subscription/{subscription}/resetcursor/{timestamp}",
-        tags=["admin"],
-        status_code=204,
-    )
-    async def reset_cursor(
-        tenant: str,
-        namespace: str,
-        topic: str,
-        subscription: str,
-        timestamp: Annotated[int, Path(ge=0)],
-        request: Request,
-    ) -> Response:
-        """Move the cursor to the first message published at or after ``timestamp`` (epoch ms)."""
-        return await _cursor_op(tenant, namespace, topic, subscription, request, "reset", timestamp)
-
     # ------------------------------------------------------------ HTTP consume
 
-    @router.get("/consume/{domain}/{tenant}/{namespace}/{topic}/{subscription}", tags=["consume"])
+    @router.get("/consume/{domain}/{tenant}/{namespace}/{topic}/{subscription}", **docs.FETCH)
     async def fetch(
-        domain: str,
-        tenant: str,
-        namespace: str,
-        topic: str,
-        subscription: str,
+        domain: Domain,
+        tenant: Tenant,
+        namespace: Namespace,
+        topic: TopicPart,
+        subscription: Subscription,
         request: Request,
         max: Max = 100,
         waitMs: Wait = 5000,
+        subscriptionType: SubscriptionTypeQuery = "Shared",
+        subscriptionInitialPosition: InitialPositionQuery = "Latest",
+        consumerName: ConsumerNameQuery = None,
+        authoritative: Authoritative = False,
     ) -> Response:
+        """Messages delivered to this HTTP consumer; ack them within the ack timeout or they
+        are redelivered. Waits up to ``waitMs`` when none is ready."""
         query = dict(request.query_params)
         try:
             name = TopicName.of(domain, tenant, namespace, topic)
@@ -448,15 +440,29 @@ def make_router(get_gateway: Any) -> APIRouter:
             return error_response(exc)
         return _json({"acked": acked})
 
-    @router.post("/consume/{domain}/{tenant}/{namespace}/{topic}/{subscription}/ack", tags=["consume"])
+    @router.post("/consume/{domain}/{tenant}/{namespace}/{topic}/{subscription}/ack", **docs.ACK)
     async def ack(
-        domain: str, tenant: str, namespace: str, topic: str, subscription: str, request: Request
+        domain: Domain,
+        tenant: Tenant,
+        namespace: Namespace,
+        topic: TopicPart,
+        subscription: Subscription,
+        request: Request,
+        consumerName: ConsumerNameQuery = None,
+        authoritative: Authoritative = False,
     ) -> Response:
         return await _settle(domain, tenant, namespace, topic, subscription, request, False)
 
-    @router.post("/consume/{domain}/{tenant}/{namespace}/{topic}/{subscription}/nack", tags=["consume"])
+    @router.post("/consume/{domain}/{tenant}/{namespace}/{topic}/{subscription}/nack", **docs.NACK)
     async def nack(
-        domain: str, tenant: str, namespace: str, topic: str, subscription: str, request: Request
+        domain: Domain,
+        tenant: Tenant,
+        namespace: Namespace,
+        topic: TopicPart,
+        subscription: Subscription,
+        request: Request,
+        consumerName: ConsumerNameQuery = None,
+        authoritative: Authoritative = False,
     ) -> Response:
         return await _settle(domain, tenant, namespace, topic, subscription, request, True)
 

@@ -151,7 +151,7 @@ class ConsumerSession:
         elif isinstance(command, Permit):
             sub.permits(self.consumer_id, command.n)
         elif isinstance(command, IsEndOfTopic):
-            self.out.send(end_of_topic_reply(False))
+            self.out.send(end_of_topic_reply(self.topic.end_of_topic(sub)))
         elif isinstance(command, Unsubscribe):
             self._unsubscribe()
         elif isinstance(command, Seek):

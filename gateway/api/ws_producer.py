@@ -14,12 +14,14 @@ backpressure) until replies drain; a topic that moves closes the session with
 from __future__ import annotations
 
 import asyncio
+from time import perf_counter
 from typing import TYPE_CHECKING, Any
 
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from gateway.api.convert import entry_message
 from gateway.api.errors import close_code
+from gateway.api.metrics import publish_latency
 from gateway.api.ws_session import Outbound, deny
 from gateway.broker.topic import Outcome, PublishResult, Topic
 from gateway.protocol.errors import WS_UNKNOWN_ERROR, ProtocolError
@@ -58,6 +60,7 @@ class ProducerSession:
         self.pending_bytes = 0
         self.room = asyncio.Event()
         self.room.set()
+        self.latency = publish_latency(gateway).websocket  # observed once per frame
 
     def _closed_by_topic(self, code: str, reason: str) -> None:
         self.out.close(close_code(503), reason)
@@ -99,6 +102,7 @@ class ProducerSession:
         return publish_error_dict(WS_UNKNOWN_ERROR, str(outcome) or "send failed", context)
 
     def on_frame(self, data: str) -> None:
+        started = perf_counter()
         try:
             parsed = parse_publish(data, self.gateway.clock.now_ms(), self.gateway.config.max_message_bytes)
         except ProtocolError as exc:
@@ -110,6 +114,7 @@ class ProducerSession:
 
             def reply_one(f: asyncio.Future[list[Outcome]]) -> None:
                 self.out.send(encode_frame(self._reply(f.result()[0], context)))
+                self.latency.observe(perf_counter() - started)
 
             future.add_done_callback(reply_one)
             return
@@ -118,6 +123,7 @@ class ProducerSession:
         def reply_batch(f: asyncio.Future[list[Outcome]]) -> None:
             results = [self._reply(o, r.context) for o, r in zip(f.result(), batch, strict=True)]
             self.out.send(publish_batch_reply(results, batch.context))
+            self.latency.observe(perf_counter() - started)
 
         self._publish(batch).add_done_callback(reply_batch)
 

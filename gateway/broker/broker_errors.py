@@ -62,3 +62,19 @@ class DuplicateUndetermined(GatewayError):
 class BacklogQuotaExceeded(GatewayError):
     code = "backlog_quota_exceeded"
     retriable = True
+
+
+class TopicTerminated(GatewayError):
+    """The topic was terminated (sealed): it takes no more messages or producers."""
+
+    code = "topic_terminated"
+
+
+class SubscriptionExists(GatewayError):
+    code = "already_exists"
+
+
+class SubscriptionBusy(GatewayError):
+    """Admin: the subscription or topic has connected clients (412 unless forced)."""
+
+    code = "precondition_failed"

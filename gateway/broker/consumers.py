@@ -26,6 +26,7 @@ from gateway.broker.dispatch import (
 from gateway.broker.dispatch.base import HashRange
 from gateway.broker.entry_format import EntryMessage
 from gateway.broker.positions import MessagePosition
+from gateway.broker.stats import RateMeter
 
 SUBSCRIPTION_TYPES = ("Exclusive", "Shared", "Failover", "Key_Shared")
 
@@ -61,7 +62,10 @@ class ConsumerRecord:
     msg_out: int = 0
     bytes_out: int = 0
     acks: int = 0
+    redelivered: int = 0
+    client_version: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
+    meter: RateMeter = field(default_factory=RateMeter)  # (msg_out, bytes_out, redelivered, acks)
 
 
 def make_dispatcher(sub_type: str, config: DispatcherConfig) -> Dispatcher:

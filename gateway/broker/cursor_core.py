@@ -38,6 +38,7 @@ from typing import Any
 
 from gateway.broker.entry_format import MESSAGES_PER_ENTRY_MAX
 from gateway.broker.log_layout import LogView
+from gateway.broker.message_counts import MessageView
 from gateway.broker.positions import EARLIEST, LATEST, NO_BATCH, MessagePosition, Position
 from gateway.errors import CorruptCursorSnapshot
 
@@ -101,6 +102,21 @@ class Cursor:
         """The ranges in Pulsar's internal-stats form, e.g. ``[(5:2..5:7], (6:-1..6:0]]``."""
         inner = ", ".join(f"({ledger}:{first - 1}..{ledger}:{last}]" for ledger, first, last in self._ranges)
         return f"[{inner}]"
+
+    def backlog_messages(self, log: LogView, messages: MessageView) -> int:
+        """Messages after mark-delete that are not acked (as exact as ``messages`` is)."""
+        total = messages.messages_between(self._mark_delete, log.last_position())
+        for ledger, first, last in self._ranges:
+            total -= messages.messages_between(Position(ledger, first - 1), Position(ledger, last))
+        return max(0, total - self.partial_acked_messages())
+
+    def partial_acked_messages(self) -> int:
+        """Acked messages of partly acked batch entries."""
+        return sum(mask.bit_count() for mask in self._partial.values())
+
+    @property
+    def range_count(self) -> int:
+        return len(self._ranges)
 
     @property
     def partially_acked_entries(self) -> int:
@@ -189,6 +205,53 @@ class Cursor:
         if remaining:
             current = log.position_after(current, remaining)
         return self._advance(current, log)
+
+    def skip_messages(self, count: int, log: LogView, messages: MessageView) -> bool:
+        """Ack the next ``count`` messages that are not acked yet (admin skip; a batch
+        entry may end up partly acked)."""
+        assert count >= 0
+        remaining = count
+        current = self._mark_delete
+        for ledger, first, last in self._ranges:
+            gap = messages.messages_between(current, Position(ledger, first - 1))
+            if remaining <= gap:
+                break
+            remaining -= gap
+            current = Position(ledger, last)
+        if not remaining:
+            return self._advance(current, log)
+        if log.next_position(current) is None:
+            return self._advance(current, log)
+        target = remaining  # messages to pass, acked ones of partly acked entries included
+        while True:
+            entry, taken, size = messages.locate(current, target)
+            acked = self._partly_acked_between(current, entry, taken)
+            if target - acked >= remaining or taken >= size:
+                break
+            target = remaining + acked
+        if taken >= size or size <= 1:
+            return self._advance(entry, log)
+        changed = self._advance(Position(entry.ledger_id, entry.entry_id - 1), log)
+        if not self._in_ranges(entry) and entry > self._mark_delete:
+            self._sizes = {entry: size, **{p: n for p, n in self._sizes.items() if p != entry}}  # log order
+            mask = self._partial.get(entry, 0) | (1 << taken) - 1
+            if mask == (1 << size) - 1:
+                return self.ack(MessagePosition(entry.ledger_id, entry.entry_id), log) or changed
+            self._partial[entry] = mask
+            self.revision += 1
+            changed = True
+        return changed
+
+    def _partly_acked_between(self, after: Position, entry: Position, first: int) -> int:
+        """Acked messages of partly acked entries after ``after`` and before ``entry``,
+        plus those among the first ``first`` messages of ``entry``."""
+        total = 0
+        for position, mask in self._partial.items():
+            if after < position < entry:
+                total += mask.bit_count()
+            elif position == entry:
+                total += (mask & ((1 << first) - 1)).bit_count()
+        return total
 
     def seek(self, position: Position, log: LogView, *, inclusive: bool = True) -> None:
         """Reset: everything before ``position`` (and it too unless ``inclusive``)

@@ -28,6 +28,7 @@ class LedgerInfo:
     entries: int = 0  # confirmed entries (for the open ledger: 0 until it closes, as Pulsar shows it)
     size: int = 0  # bytes
     timestamp_ms: int = 0  # when the ledger was closed (0 while open)
+    messages: int = 0  # messages in its entries (0 = unknown: closed by recovery)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -35,11 +36,18 @@ class LedgerInfo:
             "entries": self.entries,
             "size": self.size,
             "timestamp": self.timestamp_ms,
+            "messages": self.messages,
         }
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> LedgerInfo:
-        return cls(int(data["ledgerId"]), int(data["entries"]), int(data["size"]), int(data["timestamp"]))
+        return cls(
+            int(data["ledgerId"]),
+            int(data["entries"]),
+            int(data["size"]),
+            int(data["timestamp"]),
+            int(data.get("messages", 0)),
+        )
 
 
 @dataclass(frozen=True, slots=True)

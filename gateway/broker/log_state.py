@@ -33,6 +33,12 @@ class LogFenced(LogError):
     code = "topic_fenced"
 
 
+class LogClosed(LogError):
+    """The log is closed (unloading) or terminated: it takes no appends."""
+
+    code = "topic_unavailable"
+
+
 class TopicNotFound(GatewayError):
     code = "not_found"
 

@@ -15,7 +15,10 @@ log" recipe):
 - trim deletes whole closed ledgers that every durable cursor passed and that
   retention no longer keeps (log_policy.ledgers_to_trim), list first, data after.
 - reads never go past the last confirmed entry; recent entries come from the
-  cache (bounded in bytes), older ones from the storage nodes.
+  cache (bounded in bytes), older ones from the storage nodes;
+- each entry's message count is recorded (``MessageCounts``) and each closed
+  ledger's total is kept in the list, so stats and admin count messages;
+- a terminated log (``terminate``, recorded in the list) takes no more appends.
 """
 
 from __future__ import annotations
@@ -23,7 +26,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
@@ -32,8 +34,10 @@ from coordination.clock import Clock
 from coordination.store import MetadataStore
 from gateway.broker.log_layout import LedgerLayout
 from gateway.broker.log_policy import LedgerInfo, Retention, ledgers_to_trim, should_roll
+from gateway.broker.log_reads import LedgerReaders, read_entries
 from gateway.broker.log_state import (
     EntryCache,
+    LogClosed,
     LogConfig,
     LogError,
     LogFenced,
@@ -41,18 +45,17 @@ from gateway.broker.log_state import (
     decode_state,
     encode_state,
 )
+from gateway.broker.message_counts import MessageCounts
 from gateway.broker.positions import Position
 from gateway.errors import GatewayError
 from storage.client.api import LedgerClient
-from storage.client.reader import LedgerReader
 from storage.client.writer import LedgerWriter
 from storage.errors import Fenced, StorageError
-from storage.types import LedgerState
+from storage.types import LedgerMetadata, LedgerState
 
 log = logging.getLogger(__name__)
 
 READ_ENTRIES_MAX = 1000  # entries returned by one read call
-READERS_MAX = 16  # open readers of older ledgers kept per log
 
 
 class ManagedLog:
@@ -75,9 +78,9 @@ class ManagedLog:
         self._current_bytes = 0
         self._layout: LedgerLayout | None = None
         self._cache = EntryCache(config.cache_bytes_max)
-        self._readers: OrderedDict[int, LedgerReader] = OrderedDict()
+        self._readers = LedgerReaders(client, clock)
         self._rolling: asyncio.Task[None] | None = None
-        self._waiting: list[tuple[bytes, asyncio.Future[Position]]] = []
+        self._waiting: list[tuple[bytes, int, asyncio.Future[Position]]] = []
         self._new_entries = asyncio.Event()
         self._lock = asyncio.Lock()  # list updates (roll, trim) one at a time
         self.fenced = False
@@ -85,6 +88,9 @@ class ManagedLog:
         self.on_fenced: Callable[[], None] | None = None
         self.entries_added = 0
         self.bytes_added = 0
+        self.counts = MessageCounts()
+        self.created_ledger_ms = 0
+        self.terminated = False
 
     # ------------------------------------------------------------ opening
 
@@ -102,6 +108,7 @@ class ManagedLog:
         if current is None:
             raise TopicNotFound(f"topic {topic_path} does not exist")
         ledgers, self._created_ms, self._extra = decode_state(current.value)
+        self.terminated = bool(self._extra.get("terminated"))
         recovered: list[LedgerInfo] = []
         for info in ledgers:
             recovered_info = await self._recover(info)
@@ -121,7 +128,9 @@ class ManagedLog:
         self._revision = revision
         self._ledgers = new_list
         self._writer = writer
-        self._writer_opened_ms = clock.now_ms()
+        self._writer_opened_ms = self.created_ledger_ms = clock.now_ms()
+        for info in recovered:
+            self.counts.set_total(info.ledger_id, info.messages)
         kept = {info.ledger_id for info in recovered}
         for dropped in (info for info in ledgers if info.ledger_id not in kept):
             with contextlib.suppress(StorageError):
@@ -141,7 +150,13 @@ class ManagedLog:
         entries = metadata.last_entry_id + 1
         if entries <= 0:
             return None
-        return LedgerInfo(info.ledger_id, entries, metadata.length, info.timestamp_ms or self._clock.now_ms())
+        return LedgerInfo(
+            info.ledger_id,
+            entries,
+            metadata.length,
+            info.timestamp_ms or self._clock.now_ms(),
+            info.messages if info.entries == entries else 0,
+        )
 
     # ------------------------------------------------------------ queries
 
@@ -185,6 +200,13 @@ class ManagedLog:
     def total_bytes(self) -> int:
         return sum(info.size for info in self._ledgers[:-1]) + self._current_bytes
 
+    async def ledger_metadata(self, ledger_id: int) -> LedgerMetadata:
+        """A ledger's metadata (the open ledger's as its writer knows it)."""
+        writer = self._writer
+        if writer is not None and writer.ledger_id == ledger_id:
+            return writer.metadata
+        return await self._client.metadata.read(ledger_id)
+
     @property
     def cache(self) -> EntryCache:
         return self._cache
@@ -210,24 +232,25 @@ class ManagedLog:
 
     # ------------------------------------------------------------ appending
 
-    def append(self, payload: bytes) -> asyncio.Future[Position]:
-        """Append one entry; the future gives its position once confirmed (in order)."""
+    def append(self, payload: bytes, messages: int = 1) -> asyncio.Future[Position]:
+        """Append one entry holding ``messages`` messages; the future gives its
+        position once confirmed (in order)."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Position] = loop.create_future()
         if self.fenced:
             future.set_exception(LogFenced(f"topic {self.topic_path} is fenced"))
             return future
-        if self.closed:
-            future.set_exception(LogError(f"topic {self.topic_path} is closed"))
+        if self.closed or self.terminated:
+            future.set_exception(LogClosed(f"topic {self.topic_path} is closed or terminated"))
             return future
         if self._rolling is not None or self._writer is None:
-            self._waiting.append((payload, future))
+            self._waiting.append((payload, messages, future))
             return future
-        self._append_to_writer(self._writer, payload, future)
+        self._append_to_writer(self._writer, payload, messages, future)
         return future
 
     def _append_to_writer(
-        self, writer: LedgerWriter, payload: bytes, future: asyncio.Future[Position]
+        self, writer: LedgerWriter, payload: bytes, messages: int, future: asyncio.Future[Position]
     ) -> None:
         try:
             entry = writer.append_nowait(payload)
@@ -262,6 +285,7 @@ class ManagedLog:
                 self._layout = None
             self.entries_added += 1
             self.bytes_added += size
+            self.counts.on_entry(ledger_id, entry_id, messages)
             self._cache.put(position, payload)
             self._new_entries.set()
             if not future.done():
@@ -276,7 +300,7 @@ class ManagedLog:
         self.fenced = True
         log.warning("topic %s: writes fenced (%s); another gateway owns it now", self.topic_path, exc)
         self._new_entries.set()
-        for _, future in self._waiting:
+        for _, _, future in self._waiting:
             if not future.done():
                 future.set_exception(LogFenced(str(exc)))
         self._waiting.clear()
@@ -308,9 +332,7 @@ class ManagedLog:
         try:
             async with self._lock:
                 metadata = await old.close()
-                closed_info = LedgerInfo(
-                    old.ledger_id, metadata.last_entry_id + 1, metadata.length, self._clock.now_ms()
-                )
+                closed_info = self._closed_info(old.ledger_id, metadata.last_entry_id + 1, metadata.length)
                 cfg = self._config
                 writer = await self._client.create(cfg.ensemble_size, cfg.write_quorum, cfg.ack_quorum)
                 new_list = [*self._ledgers[:-1]]
@@ -322,7 +344,7 @@ class ManagedLog:
                     with contextlib.suppress(StorageError):
                         await self._client.delete(old.ledger_id)
                 self._writer = writer
-                self._writer_opened_ms = self._clock.now_ms()
+                self._writer_opened_ms = self.created_ledger_ms = self._clock.now_ms()
                 self._current_entries = 0
                 self._current_bytes = 0
                 self._layout = None
@@ -335,13 +357,17 @@ class ManagedLog:
         finally:
             self._rolling = None
         waiting, self._waiting = self._waiting, []
-        for payload, future in waiting:
+        for payload, messages, future in waiting:
             if future.done():
                 continue
             if self.fenced or self._writer is None:
                 future.set_exception(LogFenced(f"topic {self.topic_path} is fenced"))
             else:
-                self._append_to_writer(self._writer, payload, future)
+                self._append_to_writer(self._writer, payload, messages, future)
+
+    def _closed_info(self, ledger_id: int, entries: int, size: int) -> LedgerInfo:
+        messages = self.counts.ledger_total(ledger_id) if entries else 0
+        return LedgerInfo(ledger_id, entries, size, self._clock.now_ms(), messages)
 
     async def _write_list(self, new_list: list[LedgerInfo]) -> None:
         revision = await self._store.compare_and_swap(
@@ -351,6 +377,25 @@ class ManagedLog:
             raise LogFenced(f"topic {self.topic_path}: ledger list changed by another gateway")
         self._revision = revision
         self._ledgers = new_list
+
+    async def terminate(self) -> Position:
+        """Seal the log: no more appends, ever (recorded in the ledger list). Waits
+        for the appends already made; returns the last entry."""
+        if self.fenced:
+            raise LogFenced(f"topic {self.topic_path} is fenced")
+        if not self.terminated:
+            async with self._lock:
+                self._extra = {**self._extra, "terminated": True}
+                try:
+                    await self._write_list(list(self._ledgers))
+                except LogFenced as exc:
+                    self._on_fenced(exc)
+                    raise
+                self.terminated = True
+        writer = self._writer
+        while writer is not None and writer.outstanding and not self.fenced:
+            await asyncio.sleep(0.005)
+        return self.last_confirmed
 
     # ------------------------------------------------------------ trimming
 
@@ -366,9 +411,8 @@ class ManagedLog:
             await self._write_list([info for info in self._ledgers if info.ledger_id not in gone])
             self._layout = None
         for ledger_id in doomed:
-            reader = self._readers.pop(ledger_id, None)
-            if reader is not None:
-                await reader.close()
+            self.counts.forget(ledger_id)
+            await self._readers.drop(ledger_id)
             with contextlib.suppress(StorageError):
                 await self._client.delete(ledger_id)
         return doomed
@@ -380,52 +424,11 @@ class ManagedLog:
     ) -> list[tuple[Position, bytes]]:
         """Confirmed entries from ``start`` (inclusive) on, at most ``max_entries``,
         never crossing into the next ledger in one call."""
-        layout = self.layout
-        first = layout.next_position(Position(start.ledger_id, start.entry_id - 1))
-        if first is None:
-            return []
-        ledger_id = first.ledger_id
-        count = next((n for lid, n in layout.ledgers if lid == ledger_id), 0)
-        last_entry = min(count - 1, first.entry_id + max_entries - 1)
-        out: list[tuple[Position, bytes]] = []
-        entry_id = first.entry_id
-        cache = self._cache
-        while entry_id <= last_entry:  # cache first
-            payload = cache.get(Position(ledger_id, entry_id))
-            if payload is None:
-                break
-            out.append((Position(ledger_id, entry_id), payload))
-            entry_id += 1
-        if entry_id <= last_entry and not out:
-            reader = await self._reader(ledger_id)
-            payloads = await reader.read_range(entry_id, last_entry)
-            out.extend((Position(ledger_id, entry_id + i), p) for i, p in enumerate(payloads))
-        return out
+        return await read_entries(self.layout, self._cache, self._readers, self._writer, start, max_entries)
 
     async def read_entry(self, position: Position) -> bytes | None:
         got = await self.read(position, 1)
         return got[0][1] if got and got[0][0] == position else None
-
-    async def _reader(self, ledger_id: int) -> LedgerReader:
-        writer = self._writer
-        if writer is not None and ledger_id == writer.ledger_id:
-            return LedgerReader(
-                writer.metadata,
-                self._client.metadata,
-                self._client.pool,
-                self._clock,
-                lac=writer.last_add_confirmed,
-            )
-        reader = self._readers.get(ledger_id)
-        if reader is None:
-            reader = await self._client.open(ledger_id)
-            self._readers[ledger_id] = reader
-            while len(self._readers) > READERS_MAX:
-                _, old = self._readers.popitem(last=False)
-                await old.close()
-        else:
-            self._readers.move_to_end(ledger_id)
-        return reader
 
     # ------------------------------------------------------------ closing
 
@@ -438,21 +441,24 @@ class ManagedLog:
         if self._rolling is not None:
             with contextlib.suppress(Exception):
                 await self._rolling
-        for _, future in self._waiting:
+        for _, _, future in self._waiting:
             if not future.done():
                 future.set_exception(LogError(f"topic {self.topic_path} is closing"))
         self._waiting.clear()
         writer = self._writer
         if writer is not None and not self.fenced:
             try:
-                await writer.close()
+                metadata = await writer.close()
             except StorageError as exc:
                 log.info("topic %s: closing ledger %d: %s", self.topic_path, writer.ledger_id, exc)
+            else:  # record the closed ledger (and its message count) for the next owner
+                info = self._closed_info(writer.ledger_id, metadata.last_entry_id + 1, metadata.length)
+                with contextlib.suppress(GatewayError, StorageError):
+                    async with self._lock:
+                        await self._write_list([*self._ledgers[:-1], info])
         elif writer is not None:
             await writer.abandon()
-        for reader in self._readers.values():
-            await reader.close()
-        self._readers.clear()
+        await self._readers.close()
 
     async def abandon(self) -> None:
         """Stop without closing the ledger (fenced, or shutting down hard)."""
@@ -460,6 +466,4 @@ class ManagedLog:
         self._new_entries.set()
         if self._writer is not None:
             await self._writer.abandon()
-        for reader in self._readers.values():
-            await reader.close()
-        self._readers.clear()
+        await self._readers.close()

@@ -21,11 +21,12 @@ from dataclasses import dataclass, field
 from coordination import keys
 from coordination.clock import Clock
 from coordination.store import MetadataStore
-from gateway.broker.broker_errors import TopicUnavailable
+from gateway.broker.broker_errors import SubscriptionBusy, TopicUnavailable
 from gateway.broker.entry_format import EntryMessage
-from gateway.broker.log_state import LogConfig, TopicNotFound, encode_state
+from gateway.broker.log_state import LogConfig, TopicNotFound, decode_state, encode_state
 from gateway.broker.managed_log import ManagedLog
 from gateway.broker.topic import Topic, TopicPolicies
+from gateway.broker.topic_admin import connected_clients
 from gateway.names import NamespaceName, TopicName
 from storage.client.api import LedgerClient
 
@@ -77,6 +78,7 @@ class BrokerService:
         self.remote_publish: RemotePublish | None = None  # set by the API layer (forwarding)
         self.is_local: Callable[[TopicName], bool] = lambda _name: True
         self.closed = False
+        self._deleting: set[TopicName] = set()
 
     # ------------------------------------------------------------ policies
 
@@ -126,6 +128,8 @@ class BrokerService:
         """The loaded topic, loading (and auto-creating) it if needed."""
         if self.closed:
             raise TopicUnavailable("gateway is shutting down")
+        if name in self._deleting:
+            raise TopicUnavailable(f"topic {name} is being deleted")
         topic = self.topics.get(name)
         if topic is not None and not topic.closed:
             return topic
@@ -164,6 +168,38 @@ class BrokerService:
             return False
         await topic.close()
         return True
+
+    async def delete_topic(
+        self, name: TopicName, *, force: bool, delete_metadata: Callable[[TopicName], Awaitable[bool]]
+    ) -> list[int]:
+        """Delete a topic this gateway owns: refuse (``SubscriptionBusy``) while clients
+        are connected unless ``force``; close it, delete its ledgers (storage nodes
+        reclaim them), then its metadata (``delete_metadata``: managed log, cursors,
+        dedup). Returns the deleted ledger ids; ``TopicNotFound`` if it does not exist."""
+        if name in self._deleting:
+            raise TopicUnavailable(f"topic {name} is being deleted")
+        topic = self.topics.get(name)
+        if topic is not None and not force and connected_clients(topic):
+            raise SubscriptionBusy(
+                f"Topic {name} has {connected_clients(topic)} connected clients; use force=true"
+            )
+        self._deleting.add(name)
+        try:
+            if topic is not None:
+                self.topics.pop(name, None)
+                await topic.close()
+            current = await self.store.get(keys.managed_log(name.path))
+            if current is None:
+                raise TopicNotFound(f"Topic {name} does not exist")
+            ledger_ids = [info.ledger_id for info in decode_state(current.value)[0]]
+            for ledger_id in ledger_ids:
+                with contextlib.suppress(Exception):
+                    await self.client.delete(ledger_id)
+            await delete_metadata(name)
+        finally:
+            self._deleting.discard(name)
+        log.info("topic %s deleted (ledgers %s)", name, ledger_ids)
+        return ledger_ids
 
     async def unload_where(self, predicate: Callable[[TopicName], bool]) -> int:
         names = [name for name in self.topics if predicate(name)]

@@ -58,6 +58,7 @@ from gateway.broker.dispatch import (
 )
 from gateway.broker.key_hash import sticky_slot
 from gateway.broker.positions import NO_BATCH, MessagePosition, Position
+from gateway.broker.stats import RateMeter
 
 if TYPE_CHECKING:
     from gateway.broker.topic import Topic
@@ -107,6 +108,9 @@ class Subscription:
         self.expired = 0
         self.last_consumed_ms = 0
         self.last_acked_ms = 0
+        self.last_expire_ms = 0
+        self.acks = 0
+        self.meter = RateMeter(self._now(), 5)  # (msg_out, bytes_out, redelivered, acks, expired)
 
     # ------------------------------------------------------------ helpers
 
@@ -116,6 +120,10 @@ class Subscription:
             return nxt
         last = self.topic.log.last_confirmed
         return Position(last.ledger_id, last.entry_id + 1) if last.entry_id >= -1 else Position(0, 0)
+
+    @property
+    def read_position(self) -> Position:
+        return self._read_position
 
     @property
     def dispatcher(self) -> Dispatcher | None:
@@ -157,6 +165,7 @@ class Subscription:
             self._rewind(self.cursor.mark_delete)
         consumer_id = ConsumerId(next(_consumer_ids))
         record = ConsumerRecord(consumer_id, info, sink, self._now(), dead_letter_topic)
+        record.meter.sample(record.connected_since_ms, (0, 0, 0, 0))
         self.consumers[consumer_id] = record
         effects = self._dispatcher.add_consumer(consumer_id, info, self._now())
         for effect in effects:
@@ -195,6 +204,7 @@ class Subscription:
         if record is not None:
             record.acks += len(acked)
         if acked:
+            self.acks += len(acked)
             self.last_acked_ms = self._now()
         if self._dispatcher is not None and acked:
             self._apply_now(self._dispatcher.on_ack(ConsumerId(consumer_id), acked, self._now()))
@@ -208,6 +218,7 @@ class Subscription:
         changed = self.cursor.ack_cumulative(position, self.topic.log.layout)
         dispatcher = self._dispatcher
         if changed and isinstance(dispatcher, ExclusiveDispatcher | FailoverDispatcher):
+            self.acks += 1
             self.last_acked_ms = self._now()
             self._apply_now(dispatcher.on_cumulative_ack(ConsumerId(consumer_id), position, self._now()))
         return changed
@@ -224,14 +235,28 @@ class Subscription:
         self._reset_delivery()
 
     def skip(self, count: int) -> None:
-        self.cursor.skip(count, self.topic.log.layout)
+        """Acknowledge the next ``count`` unacknowledged *messages*."""
+        log_ = self.topic.log
+        self.cursor.skip_messages(count, log_.layout, log_.counts.view(log_.layout))
         self._reset_delivery()
 
-    def expire_upto(self, position: Position) -> bool:
-        changed = self.cursor.expire(position, self.topic.log.layout)
-        if changed:
-            self._reset_delivery()
-        return changed
+    def backlog(self) -> int:
+        """Unacknowledged messages (``msgBacklog``)."""
+        log_ = self.topic.log
+        return self.cursor.backlog_messages(log_.layout, log_.counts.view(log_.layout))
+
+    def expire_upto(self, position: Position) -> int:
+        """Acknowledge everything up to ``position`` (TTL, admin expiry); returns
+        how many messages that expired."""
+        before = self.backlog()
+        if not self.cursor.expire(position, self.topic.log.layout):
+            return 0
+        self._reset_delivery()
+        expired = max(0, before - self.backlog())
+        self.expired += expired
+        self.topic.msg_expired += expired
+        self.last_expire_ms = self._now()
+        return expired
 
     def _reset_delivery(self) -> None:
         """After a seek/skip: start delivery over from the new mark-delete."""
@@ -303,7 +328,9 @@ class Subscription:
             record.bytes_out += size
             self.msg_out += len(items)
             self.bytes_out += size
-            self.msg_redelivered += sum(1 for d in items if d.redelivery_count)
+            redelivered = sum(1 for d in items if d.redelivery_count)
+            record.redelivered += redelivered
+            self.msg_redelivered += redelivered
             self.last_consumed_ms = now
             record.sink.deliver(items)
 

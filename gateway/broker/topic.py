@@ -15,6 +15,10 @@ its subscriptions and readers. Rules (DESIGN.md §4-6):
 - an unload (graceful close) refuses new publishes, waits up to
   ``DRAIN_ON_CLOSE_S`` for the accepted ones to be stored and answered, then
   closes the sessions (4503) and the ledger;
+- a terminated topic (``terminate``) refuses publishes and producers for good;
+  its consumers that read everything are at the end of the topic;
+- stats are plain counters bumped on the hot paths; rates and the history
+  are sampled by the maintenance loop (``topic_upkeep.sample_stats``);
 - every state change happens between awaits on the event loop (one owner).
 """
 
@@ -39,6 +43,7 @@ from gateway.broker.broker_errors import (
     ProducerBusy,
     SubscriptionNotFound,
     TooManyRequests,
+    TopicTerminated,
     TopicUnavailable,
 )
 from gateway.broker.consumers import ConsumerSink
@@ -50,6 +55,8 @@ from gateway.broker.managed_log import ManagedLog
 from gateway.broker.message_id import entry_ids_base64
 from gateway.broker.positions import EARLIEST, NO_BATCH, Position
 from gateway.broker.publish_core import BatcherConfig, Dedup, DedupVerdict, PublishBatcher
+from gateway.broker.stats import RateMeter
+from gateway.broker.stats_history import StatsHistory
 from gateway.broker.subscription import Subscription
 from gateway.broker.topic_types import (
     Outcome,
@@ -93,6 +100,9 @@ class Topic:
         self.msg_in = 0
         self.bytes_in = 0
         self.msg_expired = 0
+        self.meter = RateMeter(self.clock.now_ms(), 2)  # (msg_in, bytes_in), counted from the load
+        self.history = StatsHistory()
+        self.producer_ids = 0
         managed_log.on_fenced = self.on_lost_ownership
 
     @property
@@ -136,6 +146,8 @@ class Topic:
     def add_producer(self, name: str | None) -> ProducerRecord:
         if self.closed:
             raise TopicUnavailable(f"topic {self.name} is closing")
+        if self.log.terminated:
+            raise TopicTerminated(f"topic {self.name} was terminated: it takes no new producers")
         limit = self.policies.max_producers
         if limit and len(self.producers) >= limit:
             raise ProducerBusy(f"topic {self.name} reached its limit of {limit} producers")
@@ -143,7 +155,9 @@ class Topic:
             name = f"folio-{secrets.token_hex(6)}"
         if name in self.producers:
             raise ProducerBusy(f"Producer with name '{name}' is already connected to topic {self.name}")
-        record = ProducerRecord(name, self.clock.now_ms())
+        self.producer_ids += 1
+        record = ProducerRecord(name, self.clock.now_ms(), producer_id=self.producer_ids)
+        record.meter.sample(record.connected_since_ms, (0, 0))  # rates count from here
         self.producers[name] = record
         return record
 
@@ -178,6 +192,8 @@ class Topic:
         refusal: GatewayError | None = None
         if self.closed or self.log.fenced:
             refusal = TopicUnavailable(f"topic {self.name} moved or is closing; reconnect")
+        elif self.log.terminated:
+            refusal = TopicTerminated(f"topic {self.name} was terminated: no more messages can be published")
         elif self.quota_exceeded and policies.backlog_policy != "consumer_backlog_eviction":
             limit = policies.backlog_limit_bytes
             refusal = BacklogQuotaExceeded(f"topic {self.name}: backlog above its quota of {limit} bytes")
@@ -229,7 +245,7 @@ class Topic:
                 return
             parts, tokens = cut
             payload = join_entry(parts)
-            entry_future = self.log.append(payload)
+            entry_future = self.log.append(payload, len(parts))
             entry_future.add_done_callback(functools.partial(self._entry_done, tokens=tokens))
 
     def _entry_done(self, entry_future: asyncio.Future[Position], *, tokens: list[PendingMessage]) -> None:
@@ -295,10 +311,6 @@ class Topic:
         payload = await self.log.read_entry(position)
         return None if payload is None else self.messages(position, payload)
 
-    async def publish_time_at(self, position: Position) -> int | None:
-        messages = await self.load_messages(position)
-        return messages[0].publish_time_ms if messages else None
-
     async def first_position_at_or_after(self, timestamp_ms: int) -> Position | None:
         """The first entry whose publish time is >= ``timestamp_ms`` (binary search
         over the log; publish times grow with the log); None if there is none."""
@@ -308,8 +320,8 @@ class Topic:
         while lo <= hi:
             mid = (lo + hi) // 2
             position = layout.at(mid)
-            published = await self.publish_time_at(position)
-            if published is None or published >= timestamp_ms:
+            messages = await self.load_messages(position)
+            if not messages or messages[0].publish_time_ms >= timestamp_ms:
                 found = position
                 hi = mid - 1
             else:
@@ -401,6 +413,32 @@ class Topic:
             record.sink.close("subscription_deleted", f"subscription {name} was deleted")
         await sub.delete()
 
+    # ------------------------------------------------------------ terminate
+
+    async def terminate(self) -> Position:
+        """Seal the topic: publishes are refused from now on; the ones already
+        accepted are stored first. Returns the last entry's position."""
+        if not self.log.terminated:
+            self.log.terminated = True  # refuse new publishes at once (made durable below)
+            await self._drain(DRAIN_ON_CLOSE_S)
+            self.log.terminated = False
+            await self.log.terminate()
+        for sub in [*self.subscriptions.values(), *self.readers.values()]:
+            sub.wake()
+        return self.log.last_confirmed
+
+    def end_of_topic(self, sub: Subscription) -> bool:
+        """Whether ``sub`` consumed a terminated topic to its end."""
+        return self.log.terminated and sub.read_position > self.log.last_confirmed
+
+    async def _drain(self, seconds: float) -> None:
+        """Wait (up to ``seconds``) until accepted publishes are stored and answered."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + seconds
+        batcher = self._batcher
+        while (batcher.inflight or batcher.queued) and loop.time() < deadline and not self.log.fenced:
+            await asyncio.sleep(0.005)
+
     # ------------------------------------------------------------ maintenance
 
     def slowest_mark_delete(self) -> Position | None:
@@ -436,12 +474,7 @@ class Topic:
             return
         self.closed = True  # new publishes are refused from here on
         if graceful:  # an unload: let what was accepted be stored and answered first
-            deadline = asyncio.get_running_loop().time() + DRAIN_ON_CLOSE_S
-            batcher = self._batcher
-            while (batcher.inflight or batcher.queued) and asyncio.get_running_loop().time() < deadline:
-                if self.log.fenced:
-                    break
-                await asyncio.sleep(0.005)
+            await self._drain(DRAIN_ON_CLOSE_S)
         closing = TopicUnavailable(f"topic {self.name} is closing; reconnect")
         for token in self._batcher.drain():
             self._settle(token.group, token.index, closing)

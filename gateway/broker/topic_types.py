@@ -20,6 +20,7 @@ from gateway.broker.entry_format import EntryMessage
 from gateway.broker.log_policy import Retention
 from gateway.broker.message_id import MessageId, duplicate_id
 from gateway.broker.positions import NO_BATCH
+from gateway.broker.stats import RateMeter
 from gateway.errors import GatewayError
 from gateway.names import NamespaceName
 
@@ -97,6 +98,12 @@ class ProducerRecord:
     msg_in: int = 0
     bytes_in: int = 0
     closer: Callable[[str, str], None] | None = None  # the session's close(code, reason)
+    producer_id: int = 0
+    address: str = ""
+    access_mode: str = "Shared"
+    client_version: str = ""
+    metadata: dict[str, str] = field(default_factory=dict)
+    meter: RateMeter = field(default_factory=RateMeter)  # (msg_in, bytes_in)
 
 
 @dataclass(slots=True)

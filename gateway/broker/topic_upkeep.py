@@ -11,19 +11,23 @@ publish or delivery path. Rules (pulsar-api.md §4.9, §4.11):
 - the backlog quota (bytes after the slowest cursor) refuses publishes
   (``producer_exception``/``producer_request_hold``) or skips the slowest
   cursor forward (``consumer_backlog_eviction``);
-- ledgers are trimmed by ``ManagedLog.trim`` under the retention policy.
+- ledgers are trimmed by ``ManagedLog.trim`` under the retention policy;
+- every tick samples the stats rate meters and the stats history.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 import orjson
 
 from coordination import keys
 from gateway.broker.positions import EARLIEST, Position
+from gateway.broker.stats_history import StatsSample
 
 if TYPE_CHECKING:
+    from gateway.broker.subscription import Subscription
     from gateway.broker.topic import Topic, TopicPolicies
 
 DEDUP_SNAPSHOT_ENTRIES = 1000
@@ -67,6 +71,7 @@ async def snapshot_dedup(topic: Topic) -> None:
 async def maintain_once(topic: Topic) -> None:
     if topic.closed or topic.log.fenced:
         return
+    sample_stats(topic, topic.clock.now_ms())
     policies = topic.policies
     if policies.ttl_seconds > 0:
         await expire(topic, policies.ttl_seconds)
@@ -100,19 +105,57 @@ def check_backlog_quota(topic: Topic, policies: TopicPolicies) -> None:
         slowest.skip(max(1, behind // 2))  # evict the oldest half of the slowest backlog
 
 
-async def expire(topic: Topic, ttl_seconds: int) -> None:
-    cutoff = topic.clock.now_ms() - ttl_seconds * 1000
+async def expiry_position(topic: Topic, seconds: int) -> Position:
+    """The last entry published more than ``seconds`` ago (EARLIEST if none)."""
+    cutoff = topic.clock.now_ms() - seconds * 1000
     first_live = await topic.first_position_at_or_after(cutoff)
     layout = topic.log.layout
     if first_live is None:
-        upto = layout.last_position()
-    else:
-        index = layout.index(first_live)
-        upto = layout.at(index - 1) if index > 1 else EARLIEST
-    for sub in topic.subscriptions.values():
+        return layout.last_position()
+    index = layout.index(first_live)
+    return layout.at(index - 1) if index > 1 else EARLIEST
+
+
+async def expire(topic: Topic, ttl_seconds: int, subs: Iterable[Subscription] | None = None) -> int:
+    """Expire (acknowledge) messages older than ``ttl_seconds`` on ``subs`` (default:
+    every durable subscription); returns how many messages expired."""
+    upto = await expiry_position(topic, ttl_seconds)
+    expired = 0
+    for sub in list(topic.subscriptions.values()) if subs is None else subs:
         if upto > sub.cursor.mark_delete:
-            backlog_before = sub.cursor.backlog(layout)
-            if sub.expire_upto(upto):
-                expired = backlog_before - sub.cursor.backlog(layout)
-                sub.expired += expired
-                topic.msg_expired += expired
+            expired += sub.expire_upto(upto)
+    return expired
+
+
+def _sub_counts(sub: Subscription) -> tuple[int, int, int, int, int]:
+    return (sub.msg_out, sub.bytes_out, sub.msg_redelivered, sub.acks, sub.expired)
+
+
+def sample_stats(topic: Topic, now_ms: int) -> None:
+    """Feed the rate meters (topic, producers, subscriptions, consumers) and, once
+    per history interval, the topic's stats history."""
+    topic.meter.sample(now_ms, (topic.msg_in, topic.bytes_in))
+    for producer in topic.producers.values():
+        producer.meter.sample(now_ms, (producer.msg_in, producer.bytes_in))
+    for sub in [*topic.subscriptions.values(), *topic.readers.values()]:
+        sub.meter.sample(now_ms, _sub_counts(sub))
+        for record in sub.consumers.values():
+            record.meter.sample(now_ms, (record.msg_out, record.bytes_out, record.redelivered, record.acks))
+    if topic.history.due(now_ms):
+        rate_in, throughput_in = topic.meter.rates(now_ms, (topic.msg_in, topic.bytes_in))
+        rate_out = throughput_out = 0.0
+        for sub in topic.subscriptions.values():
+            rates = sub.meter.rates(now_ms, _sub_counts(sub))
+            rate_out += rates[0]
+            throughput_out += rates[1]
+        topic.history.offer(
+            StatsSample(
+                now_ms,
+                rate_in,
+                rate_out,
+                throughput_in,
+                throughput_out,
+                sum(sub.backlog() for sub in topic.subscriptions.values()),
+                topic.log.total_bytes,
+            )
+        )

@@ -78,6 +78,7 @@ from gateway.protocol.ws_commands import (
 )
 
 PUBLISH_BATCH_MAX = 1000
+DELIVER_AFTER_MAX_MS = 100 * 365 * 24 * 3600 * 1000  # a fixed bound (100 years) documents exactly
 
 __all__ = [
     "ACK_BATCH_MAX",
@@ -198,7 +199,7 @@ def deliver_at(at_ms: int | None, after_ms: int | None, now_ms: int, context: st
     ``deliverAfterMs`` last); 0 when neither asks for a delay."""
     result = at_ms if at_ms is not None and at_ms > 0 else 0
     if after_ms is not None and after_ms > 0:
-        if after_ms > EPOCH_MS_MAX - now_ms:
+        if after_ms > min(DELIVER_AFTER_MAX_MS, EPOCH_MS_MAX - now_ms):
             raise FrameError(WS_FAILED_TO_DESERIALIZE, f"deliverAfterMs {after_ms} is too large", context)
         result = now_ms + after_ms
     return result

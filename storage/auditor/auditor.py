@@ -2,7 +2,8 @@
 
 Owns: the auditor task (one leader at a time, via ``coordination.election``),
 its worker tasks, the ``/folio/under-replicated/`` markers and the progress
-record ``/folio/recovery-status``. Decisions come from ``audit_core``; this
+record ``/folio/recovery-status`` (also served as Prometheus gauges by
+``storage/auditor/metrics.py``). Decisions come from ``audit_core``; this
 shell only reads etcd, copies entries and CASes ensembles. Rules:
 - a node counts as gone after ``grace_ms`` missing from membership;
 - entries are copied from surviving replicas (checksums verified by the
@@ -59,6 +60,9 @@ class Progress:
     entries_copied: int = 0
     ledgers_fenced: int = 0
     failures: int = 0
+    ledgers_checked: int = 0  # ledgers scanned by the last pass
+    ledgers_repaired: int = 0  # ledgers brought back to Qw copies since this auditor leads
+    passes: int = 0
 
     def to_json(self, auditor_id: str) -> bytes:
         return orjson.dumps(
@@ -70,6 +74,10 @@ class Progress:
                 "entriesCopied": self.entries_copied,
                 "ledgersFenced": self.ledgers_fenced,
                 "failures": self.failures,
+                "ledgersChecked": self.ledgers_checked,
+                "ledgersRepaired": self.ledgers_repaired,
+                "ledgersPending": self.under_replicated,
+                "passes": self.passes,
                 "updatedAtMs": int(time.time() * 1000),
             }
         )
@@ -105,6 +113,7 @@ class Auditor:
         plans = [p for p in (plan_ledger(m, gone) for m in ledgers) if p is not None]
         self.progress.gone = sorted(gone)
         self.progress.under_replicated = len(plans)
+        self.progress.ledgers_checked = len(ledgers)
         for plan in plans:
             marker = orjson.dumps({"nodes": list(plan.lost_nodes), "needsFence": plan.needs_fence})
             await self.store.put(keys.under_replicated(plan.ledger_id), marker)
@@ -114,6 +123,7 @@ class Auditor:
         for plan, result in zip(plans, results, strict=True):
             if result is True:
                 await self.store.delete(keys.under_replicated(plan.ledger_id))
+                self.progress.ledgers_repaired += 1
             else:
                 remaining += 1
                 if isinstance(result, BaseException):
@@ -127,6 +137,7 @@ class Auditor:
             if kv.key not in wanted:
                 await self.store.delete(kv.key)
         self.progress.under_replicated = remaining
+        self.progress.passes += 1
         await self._publish()
         return remaining
 

@@ -1,6 +1,8 @@
 """``folio auditor``: campaign for the auditor role and audit while leading.
 
-Owns: the process — etcd connection, lease session, election, signals.
+Owns: the process — etcd connection, lease session, election, signals, and
+its /metrics port (recovery progress, storage/auditor/metrics.py; the READY
+line names it: ``FOLIO-AUDITOR READY id=… metrics=host:port``).
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ from coordination.etcd_store import connect
 from coordination.session import LeaseSession
 from storage.auditor.audit_core import DEFAULT_GRACE_MS
 from storage.auditor.auditor import CHECK_INTERVAL_MS, Auditor
+from storage.auditor.metrics import AuditorCollector
+from storage.auditor.metrics import serve as serve_metrics
 from storage.runtime import tune_gc
 
 log = logging.getLogger("folio.auditor")
@@ -32,6 +36,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--grace-ms", type=int, default=DEFAULT_GRACE_MS, help="how long a node may be gone")
     parser.add_argument("--check-interval-ms", type=int, default=CHECK_INTERVAL_MS)
     parser.add_argument("--lease-ttl", type=int, default=5)
+    parser.add_argument("--metrics-host", default="127.0.0.1", help="address /metrics listens on")
+    parser.add_argument("--metrics-port", type=int, default=0, help="/metrics port (0 = any free, -1 = off)")
     return parser
 
 
@@ -41,7 +47,11 @@ async def _serve(args: argparse.Namespace) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     store = await connect(args.etcd, namespace=args.etcd_namespace)
-    print(f"{READY_LINE} id={args.id}", flush=True)
+    collector = AuditorCollector()
+    metrics = "off"
+    if args.metrics_port >= 0:
+        metrics = serve_metrics(collector, args.metrics_host, args.metrics_port)
+    print(f"{READY_LINE} id={args.id} metrics={metrics}", flush=True)
     try:
         while not stop.is_set():
             session = await LeaseSession(store, args.lease_ttl).start()
@@ -57,6 +67,7 @@ async def _serve(args: argparse.Namespace) -> int:
                 await campaign
                 log.info("auditor %s leads", args.id)
                 auditor = Auditor(store, args.id, args.grace_ms, args.check_interval_ms)
+                collector.progress = auditor.progress
                 leading = asyncio.Event()
                 lost = asyncio.ensure_future(session.lost.wait())
                 audit = asyncio.ensure_future(auditor.run_as_leader(leading))
@@ -70,6 +81,7 @@ async def _serve(args: argparse.Namespace) -> int:
                 log.warning("auditor %s: %r; campaigning again", args.id, exc)
                 await asyncio.sleep(1)
             finally:
+                collector.progress = None
                 await session.close()
     finally:
         await store.close()

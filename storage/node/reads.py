@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from time import perf_counter
 from typing import TYPE_CHECKING
 
 from storage import wire
@@ -133,7 +134,12 @@ def _missing(service: NodeService, ledger_id: int) -> Status:
     return Status.NO_SUCH_ENTRY if known else Status.NO_SUCH_LEDGER
 
 
+def _answered(service: NodeService, started: float) -> None:
+    service.metrics.read_seconds.observe(perf_counter() - started)
+
+
 def read(service: NodeService, conn: Replier, request_id: int, body: bytes) -> None:
+    started = perf_counter()
     ledger_id, entry_id = wire.parse_ledger_entry(body)
     service.ops += 1
     service.metrics.reads.inc()
@@ -141,15 +147,18 @@ def read(service: NodeService, conn: Replier, request_id: int, body: bytes) -> N
     data = entries.cached(ledger_id, entry_id)
     if data is not None:
         conn.reply(_READ, request_id, Status.OK, data)
+        _answered(service, started)
         return
     location = entries.locate(ledger_id, entry_id)
     if location is None:
         conn.reply(_READ, request_id, _missing(service, ledger_id))
+        _answered(service, started)
         return
-    service.spawn(_read_files(service, conn, request_id, [location], []))
+    service.spawn(_read_files(service, conn, request_id, [location], [], started=started))
 
 
 def read_range(service: NodeService, conn: Replier, request_id: int, body: bytes) -> None:
+    started = perf_counter()
     ledger_id, first, last, max_bytes = wire.parse_range(body)
     service.ops += 1
     service.metrics.reads.inc()
@@ -175,10 +184,12 @@ def read_range(service: NodeService, conn: Replier, request_id: int, body: bytes
             locations.append(location)  # type: ignore[arg-type]
     if not found and not locations:
         conn.reply(_RANGE, request_id, _missing(service, ledger_id))
+        _answered(service, started)
     elif not locations:
         conn.reply(_RANGE, request_id, Status.OK, wire.encode_entries(found))  # type: ignore[arg-type]
+        _answered(service, started)
     else:
-        service.spawn(_read_files(service, conn, request_id, locations, found, ranged=True))
+        service.spawn(_read_files(service, conn, request_id, locations, found, ranged=True, started=started))
 
 
 async def _read_files(
@@ -188,6 +199,7 @@ async def _read_files(
     locations: list[tuple[int, int, int]],
     found: list[Buffer],
     ranged: bool = False,
+    started: float = 0.0,
 ) -> None:
     op = _RANGE if ranged else _READ
     try:
@@ -208,6 +220,8 @@ async def _read_files(
         conn.reply(op, request_id, Status.OK, wire.encode_entries(good))  # type: ignore[arg-type]
     else:
         conn.reply(op, request_id, Status.OK, good[0])
+    if started:
+        _answered(service, started)
 
 
 def dispatch_read(service: NodeService, conn: Replier, op: int, request_id: int, body: bytes) -> None:

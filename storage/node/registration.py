@@ -1,6 +1,8 @@
 """Node registration in etcd, disk watch (read-only mode) and ledger reclaim watch.
 
 Owns: this node's lease and its key ``keys.node(node_id)`` (JSON NodeInfo),
+its persistent "known node" record ``keys.node_known(node_id)`` (no lease;
+docs/decisions/0007: lets the admin API tell a gone node from one never seen),
 the read-only decision, and the watch on ``keys.LEDGERS`` that drops deleted
 ledgers from this node.
 Rules:
@@ -27,6 +29,8 @@ import time
 from collections.abc import Awaitable
 from dataclasses import dataclass
 from pathlib import Path
+
+import orjson
 
 from coordination import keys, membership
 from coordination.errors import CoordinationError
@@ -143,6 +147,18 @@ class Registration:
         self.check_disk()
         self.session = await LeaseSession(self.store, self.lease_ttl_s).start()
         await self.publish()
+        await self.store.put(keys.node_known(self.node_id), self.known_record())
+
+    def known_record(self) -> bytes:
+        """The persistent record of this node (written at each registration, never leased)."""
+        return orjson.dumps(
+            {
+                "nodeId": self.node_id,
+                "address": self.node_id,
+                "metricsAddress": self.metrics_address,
+                "registeredMs": int(time.time() * 1000),
+            }
+        )
 
     async def publish(self) -> None:
         assert self.session is not None

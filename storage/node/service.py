@@ -205,9 +205,12 @@ class NodeService:
         if not self._submit((head, entry), len(head) + len(entry), cookie):
             self.metrics.rejected.inc()
             conn.reply(_ADD, request_id, Status.UNAVAILABLE)
+        elif body[0] & _RECOVERY:
+            self.metrics.recovery_adds.inc()
 
     def fence(self, conn: Replier, request_id: int, ledger_id: int) -> None:
         self.ledgers.fence(ledger_id)
+        self.metrics.ledger_fenced.inc()
         record = fence_record(ledger_id)
         cookie = (conn, request_id, TYPE_FENCE, ledger_id)
         if not self.journal.submit((record,), len(record), cookie):
@@ -215,6 +218,7 @@ class NodeService:
 
     def _on_durable(self, cookies: list[Any]) -> None:
         ledgers, entries, waiters = self.ledgers, self.entries, self.waiters
+        ledgers_before = len(ledgers)
         append = entries.append
         adds = 0
         nbytes = 0
@@ -251,7 +255,7 @@ class NodeService:
         if adds:
             entries.end_batch()
             self.ops += adds
-            self.metrics.on_adds(adds, nbytes)
+            self.metrics.on_adds(adds, nbytes, len(ledgers) - ledgers_before)
 
     # ------------------------------------------------------------ checkpoints
 
@@ -287,6 +291,7 @@ class NodeService:
         self.ledgers.delete(ledger_id)
         dead = self.entries.delete_ledger(ledger_id)
         if known:
+            self.metrics.ledger_deleted.inc()
             log.info("ledger %d deleted: dropped from the index", ledger_id)
         if dead:
             await self.entries.reclaim(dead)

@@ -67,7 +67,10 @@ async def test_permissions_grant_list_revoke(client: httpx.AsyncClient) -> None:
         "ops": ["produce"],
     }
     policies = (await client.get(NS)).json()
-    assert policies["auth_policies"]["namespace_auth"] == {"app-1": ["consume", "produce"], "ops": ["produce"]}
+    assert policies["auth_policies"]["namespace_auth"] == {
+        "app-1": ["consume", "produce"],
+        "ops": ["produce"],
+    }
 
     assert "unknown action" in error(await client.post(f"{NS}/permissions/x", json=["read"]), 400)
     assert "array" in error(await client.post(f"{NS}/permissions/x", json={"a": 1}), 400)
@@ -111,3 +114,27 @@ async def test_unload_moves_live_topics_gracefully(
             assert asyncio.get_running_loop().time() < deadline, got.text
             await asyncio.sleep(0.2)
     await producer.close()
+
+
+async def test_tenant_and_namespace_lists_page_and_search(client: httpx.AsyncClient) -> None:
+    for name in ("billing", "Orders-EU", "orders-us", "shipping"):
+        assert (await client.put(f"{A}/namespaces/acme/{name}")).status_code == 204
+    everything = await client.get(f"{A}/namespaces/acme")
+    assert everything.json() == [
+        "acme/Orders-EU",
+        "acme/billing",
+        "acme/orders",
+        "acme/orders-us",
+        "acme/shipping",
+    ]
+    assert everything.headers["X-Total-Count"] == "5"
+    found = await client.get(f"{A}/namespaces/acme", params={"search": "ORDERS", "limit": 2})
+    assert found.json() == ["acme/Orders-EU", "acme/orders"]
+    assert found.headers["X-Total-Count"] == "3"
+    rest = await client.get(f"{A}/namespaces/acme", params={"search": "orders", "offset": 2, "limit": 2})
+    assert rest.json() == ["acme/orders-us"]
+    assert "limit" in error(await client.get(f"{A}/namespaces/acme", params={"limit": 5000}), 400)
+    error(await client.get(f"{A}/namespaces/acme", params={"offset": -1}), 400)
+    assert (await client.put(f"{A}/tenants/zeta")).status_code == 204
+    tenants = await client.get(f"{A}/tenants", params={"offset": 1, "limit": 1})
+    assert tenants.json() == ["zeta"] and tenants.headers["X-Total-Count"] == "2"

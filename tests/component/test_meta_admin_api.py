@@ -15,6 +15,7 @@ from coordination.clock import ManualClock
 from coordination.etcd_store import EtcdStore
 from coordination.memory_store import MemoryStore
 from gateway.api.admin_namespaces import make_router
+from gateway.api.admin_topics import make_metadata_router
 from gateway.meta import NamespaceStore
 
 pytestmark = pytest.mark.component
@@ -27,6 +28,7 @@ P = f"{A}/persistent/acme/orders"
 def app_for(store: NamespaceStore) -> FastAPI:
     app = FastAPI()  # no app-level exception handlers: the router must map its own errors
     app.include_router(make_router(lambda: store))
+    app.include_router(make_metadata_router(lambda: store))  # topic creation, lists, partitions
     return app
 
 
@@ -51,6 +53,14 @@ def reason(response: httpx.Response, status: int) -> str:
     assert response.headers["content-type"] == "application/json"
     body = response.json()
     assert set(body) == {"reason", "code"} and body["reason"] and body["code"]
+    return str(body["reason"])
+
+
+def topic_reason(response: httpx.Response, status: int) -> str:
+    """The topic routes (gateway.api.admin_topics) answer ``ErrorBody`` (reason and code)."""
+    assert response.status_code == status, response.text
+    body = response.json()
+    assert set(body) == {"reason", "code"} and body["reason"]
     return str(body["reason"])
 
 
@@ -207,29 +217,29 @@ async def test_backlog_quotas(client: httpx.AsyncClient, ns: str) -> None:
 async def test_topics_create_list_and_partitions(client: httpx.AsyncClient, ns: str) -> None:
     assert (await client.put(f"{P}/p/partitions", json=3)).status_code == 204
     assert (await client.get(f"{P}/p/partitions")).json() == {"partitions": 3}
-    reason(await client.put(f"{P}/p/partitions", json=3), 409)
-    reason(await client.put(f"{P}/p", json=None), 409)
+    topic_reason(await client.put(f"{P}/p/partitions", json=3), 409)
+    topic_reason(await client.put(f"{P}/p", json=None), 409)
     assert (await client.post(f"{P}/p/partitions", json=4)).status_code == 204
-    assert "only be increased" in reason(await client.post(f"{P}/p/partitions", json=2), 412)
-    assert "not a partitioned topic" in reason(await client.post(f"{P}/plain/partitions", json=2), 409)
-    assert "from 1 to 1024" in reason(await client.put(f"{P}/q/partitions", json=0), 400)
-    reason(await client.put(f"{P}/q/partitions", json="4"), 400)
-    reason(await client.put(f"{P}/q/partitions"), 400)
+    assert "only be increased" in topic_reason(await client.post(f"{P}/p/partitions", json=2), 412)
+    assert "not a partitioned topic" in topic_reason(await client.post(f"{P}/plain/partitions", json=2), 409)
+    assert "from 1 to 1024" in topic_reason(await client.put(f"{P}/q/partitions", json=0), 400)
+    topic_reason(await client.put(f"{P}/q/partitions", json="4"), 400)
+    topic_reason(await client.put(f"{P}/q/partitions"), 400)
 
     assert (await client.put(f"{P}/plain")).status_code == 204
-    reason(await client.put(f"{P}/plain"), 409)
-    reason(await client.put(f"{P}/plain/partitions", json=2), 409)
+    topic_reason(await client.put(f"{P}/plain"), 409)
+    topic_reason(await client.put(f"{P}/plain/partitions", json=2), 409)
     assert (await client.get(f"{P}/plain/partitions")).json() == {"partitions": 0}
     assert (await client.get(f"{P}/unknown/partitions")).json() == {"partitions": 0}
-    assert "Invalid topic" in reason(await client.put(f"{P}/-bad"), 412)
-    reason(await client.put(f"{A}/persistent/acme/none/t"), 404)
+    assert "Invalid topic" in topic_reason(await client.put(f"{P}/-bad"), 412)
+    topic_reason(await client.put(f"{A}/persistent/acme/none/t"), 404)
 
     expected = [f"persistent://acme/orders/p-partition-{i}" for i in range(4)]
     topics = (await client.get(P)).json()
     assert topics == [*expected, "persistent://acme/orders/plain"]
     assert (await client.get(f"{ns}/topics")).json() == topics
     assert (await client.get(f"{P}/partitioned")).json() == ["persistent://acme/orders/p"]
-    reason(await client.get(f"{A}/persistent/acme/none"), 404)
+    topic_reason(await client.get(f"{A}/persistent/acme/none"), 404)
 
 
 async def test_unreachable_store_is_503_with_a_reason() -> None:

@@ -1,0 +1,331 @@
+"""Admin REST v2 of subscriptions: list, create, delete, skip, expire, reset cursor.
+
+Owns: the HTTP shape of ``…/{topic}/subscriptions``, ``…/{topic}/subscription/{sub}``
+(+ ``skip/{n}``, ``skip_all``, ``expireMessages[/{seconds}]``,
+``resetcursor[/{timestamp}]``) and ``…/{topic}/all_subscription/expireMessages/{seconds}``
+(reference/pulsar-api.md §3.2, §4.8). Rules:
+- served by the topic's owner (forwarded once from any gateway); on a
+  partitioned topic every partition does it;
+- counts are *messages* (Folio batches messages into entries itself; a skip of
+  n acknowledges the next n unacknowledged messages, even inside an entry);
+- the cursor is persisted before the call answers; 404 unknown topic or
+  subscription, 409 a subscription that exists, 412 consumers connected
+  (delete without ``force``), 400 a bad body.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Annotated, Any
+
+from fastapi import APIRouter, Body, Depends, Path, Query, Request
+from starlette.responses import Response
+
+from coordination import keys
+from gateway.api import errors
+from gateway.api.admin_bodies import CursorTarget, parse_target
+from gateway.api.admin_common import (
+    PREFIX,
+    AdminRoute,
+    json_body,
+    json_response,
+    no_content,
+    on_owner,
+    on_partitions,
+    topic_name,
+)
+from gateway.api.paging import PageParams
+from gateway.broker import topic_admin, topic_upkeep
+from gateway.broker.log_state import TopicNotFound
+from gateway.broker.positions import EARLIEST, LATEST, Position
+from gateway.broker.subscription import Subscription
+from gateway.broker.topic import Topic
+from gateway.names import TopicName, check_subscription
+
+if TYPE_CHECKING:
+    from gateway.api.gateway import Gateway
+
+TAGS: list[str | Any] = ["admin-subscriptions"]
+S = f"{PREFIX}/{{topic}}/subscription/{{subscription}}"
+Paging = Annotated[PageParams, Depends()]
+TargetBody = Annotated[
+    Any,
+    Body(
+        examples=[
+            {"ledgerId": 12, "entryId": 3, "partitionIndex": -1, "batchIndex": -1, "isExcluded": False}
+        ],
+        description='ResetCursorData, or "earliest" / "latest"',
+    ),
+]
+
+
+async def _subscriptions_of(gateway: Gateway, name: TopicName) -> list[str]:
+    """Durable subscriptions, from their cursor keys (no topic is loaded)."""
+    count = 0 if name.is_partition else await gateway.partitions(name)
+    parts = [name.partition(i) for i in range(count)] if count else [name]
+    if not count and not await gateway.service.topic_exists(name):
+        raise TopicNotFound(f"Topic {name} does not exist")
+    found: set[str] = set()
+    for part in parts:
+        prefix = keys.cursors_of(part.path)
+        found.update(kv.key[len(prefix) :] for kv in await gateway.store.list_prefix(prefix))
+    return sorted(found)
+
+
+async def _seek(topic: Topic, sub: Subscription, target: CursorTarget) -> None:
+    """Reset ``sub`` so that the message at ``target`` is the next one (or, if
+    excluded, the one after it), at batch-index precision."""
+    if target.is_earliest or target.is_latest:
+        sub.seek(target.entry)
+        return
+    entry, index = target.entry, target.batch_index
+    skip = index + 1 if target.excluded else index  # messages of the entry left behind
+    if skip <= 0:
+        sub.seek(entry, inclusive=not target.excluded)
+        return
+    messages = await topic.load_messages(entry)
+    if messages is None or skip >= len(messages):
+        sub.seek(entry, inclusive=False)
+        return
+    sub.seek(entry, inclusive=True)
+    sub.cursor.ack_batch_prefix(entry, skip)
+
+
+def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
+    router = APIRouter(tags=TAGS, route_class=AdminRoute)
+
+    async def on_sub(
+        request: Request,
+        tenant: str,
+        namespace: str,
+        topic: str,
+        subscription: str,
+        act: Callable[[Topic, Subscription], Any],
+        body: Any = None,
+    ) -> Response:
+        """Run ``act`` on the subscription at its owner (every partition's, if partitioned);
+        persist the cursor; 204."""
+        gateway = get_gateway()
+        name = topic_name(tenant, namespace, topic)
+        check_subscription(subscription)
+        count = 0 if name.is_partition else await gateway.partitions(name)
+        if count:
+            return await on_partitions(gateway, request, name, count, body)
+
+        async def serve(t: Topic) -> Response:
+            sub = t.subscriptions[subscription]
+            result = act(t, sub)
+            if hasattr(result, "__await__"):
+                await result
+            await sub.persist()
+            return no_content()
+
+        return await on_owner(gateway, request, name, serve, body=body, subscription=subscription)
+
+    @router.get(
+        f"{PREFIX}/{{topic}}/subscriptions",
+        summary="Durable subscriptions of a topic",
+        responses=errors.responses(404, 412),
+    )
+    async def list_subscriptions(tenant: str, namespace: str, topic: str, paging: Paging) -> Response:
+        names = await _subscriptions_of(get_gateway(), topic_name(tenant, namespace, topic))
+        items, total = paging.apply(names)
+        return json_response(items, total=total)
+
+    @router.put(
+        S,
+        status_code=204,
+        summary="Create a durable subscription (body: optional MessageId to start at; default latest)",
+        responses=errors.responses(400, 404, 409, 412),
+    )
+    async def create_subscription(
+        tenant: str, namespace: str, topic: str, subscription: str, request: Request, body: TargetBody = None
+    ) -> Response:
+        gateway = get_gateway()
+        name = topic_name(tenant, namespace, topic)
+        check_subscription(subscription)
+        value = json_body(body)
+        target = parse_target(value, required=False)
+        count = 0 if name.is_partition else await gateway.partitions(name)
+        if count:
+            return await on_partitions(gateway, request, name, count, value)
+
+        async def serve(t: Topic) -> Response:
+            start: Position | None = None
+            if target is not None and not target.is_latest:
+                start = EARLIEST if target.is_earliest else target.entry
+            await topic_admin.create_subscription(t, subscription, start)
+            return no_content()
+
+        # as a consumer's subscribe would: the topic is created if the namespace allows it
+        return await on_owner(gateway, request, name, serve, body=value, create=True)
+
+    @router.delete(
+        S,
+        status_code=204,
+        summary="Delete a subscription (412 while consumers are connected, unless force)",
+        responses=errors.responses(404, 412),
+    )
+    async def delete_subscription(
+        tenant: str,
+        namespace: str,
+        topic: str,
+        subscription: str,
+        request: Request,
+        force: Annotated[bool, Query(description="disconnect its consumers")] = False,
+    ) -> Response:
+        gateway = get_gateway()
+        name = topic_name(tenant, namespace, topic)
+        count = 0 if name.is_partition else await gateway.partitions(name)
+        if count:
+            return await on_partitions(gateway, request, name, count, None)
+
+        async def serve(t: Topic) -> Response:
+            await topic_admin.delete_subscription(t, subscription, force)
+            return no_content()
+
+        return await on_owner(gateway, request, name, serve, subscription=subscription)
+
+    @router.post(
+        f"{S}/skip/{{count}}",
+        status_code=204,
+        summary="Acknowledge the next `count` unacknowledged messages",
+        responses=errors.responses(404, 412),
+    )
+    async def skip_messages(
+        tenant: str,
+        namespace: str,
+        topic: str,
+        subscription: str,
+        count: Annotated[int, Path(ge=0)],
+        request: Request,
+    ) -> Response:
+        """Skip ``count`` messages. Folio batches many messages into one entry
+        internally, so ``count`` counts messages, not entries."""
+        return await on_sub(request, tenant, namespace, topic, subscription, lambda _t, s: s.skip(count))
+
+    @router.post(
+        f"{S}/skip_all",
+        status_code=204,
+        summary="Acknowledge everything: clear the backlog",
+        responses=errors.responses(404, 412),
+    )
+    async def skip_all_messages(
+        tenant: str, namespace: str, topic: str, subscription: str, request: Request
+    ) -> Response:
+        return await on_sub(request, tenant, namespace, topic, subscription, lambda _t, s: s.seek(LATEST))
+
+    @router.post(
+        f"{S}/expireMessages/{{seconds}}",
+        status_code=204,
+        summary="Expire (acknowledge) messages published more than `seconds` ago",
+        responses=errors.responses(404, 412),
+    )
+    async def expire_messages(
+        tenant: str,
+        namespace: str,
+        topic: str,
+        subscription: str,
+        seconds: Annotated[int, Path(ge=0)],
+        request: Request,
+    ) -> Response:
+        return await on_sub(
+            request,
+            tenant,
+            namespace,
+            topic,
+            subscription,
+            lambda t, s: topic_upkeep.expire(t, seconds, [s]),
+        )
+
+    @router.post(
+        f"{S}/expireMessages",
+        status_code=204,
+        summary="Expire (acknowledge) messages up to a position (ResetCursorData)",
+        responses=errors.responses(400, 404, 412),
+    )
+    async def expire_messages_to_position(
+        tenant: str, namespace: str, topic: str, subscription: str, request: Request, body: TargetBody
+    ) -> Response:
+        value = json_body(body)
+        target = parse_target(value)
+        assert target is not None
+
+        def act(t: Topic, s: Subscription) -> None:
+            last = t.log.last_confirmed
+            if target.is_latest:
+                upto = last
+            elif target.is_earliest:
+                return
+            elif target.excluded:
+                upto = Position(target.entry.ledger_id, target.entry.entry_id - 1)
+            else:
+                upto = target.entry
+            s.expire_upto(upto)
+
+        return await on_sub(request, tenant, namespace, topic, subscription, act, value)
+
+    @router.post(
+        f"{PREFIX}/{{topic}}/all_subscription/expireMessages/{{seconds}}",
+        status_code=204,
+        summary="Expire messages older than `seconds` on every subscription",
+        responses=errors.responses(404, 412),
+    )
+    async def expire_messages_all_subscriptions(
+        tenant: str, namespace: str, topic: str, seconds: Annotated[int, Path(ge=0)], request: Request
+    ) -> Response:
+        gateway = get_gateway()
+        name = topic_name(tenant, namespace, topic)
+        count = 0 if name.is_partition else await gateway.partitions(name)
+        if count:
+            return await on_partitions(gateway, request, name, count, None)
+
+        async def serve(t: Topic) -> Response:
+            await topic_upkeep.expire(t, seconds)
+            for sub in t.subscriptions.values():
+                await sub.persist()
+            return no_content()
+
+        return await on_owner(gateway, request, name, serve)
+
+    @router.post(
+        f"{S}/resetcursor/{{timestamp}}",
+        status_code=204,
+        summary="Move the cursor to the first message published at or after `timestamp` (epoch ms)",
+        responses=errors.responses(404, 412),
+    )
+    async def reset_cursor(
+        tenant: str,
+        namespace: str,
+        topic: str,
+        subscription: str,
+        timestamp: Annotated[int, Path(ge=0)],
+        request: Request,
+    ) -> Response:
+        async def act(t: Topic, s: Subscription) -> None:
+            found = await topic_admin.first_at_or_after(t, timestamp)
+            if found is None:
+                s.seek(LATEST)
+                return
+            p = found.position
+            await _seek(t, s, CursorTarget(Position(p.ledger_id, p.entry_id), p.batch_index))
+
+        return await on_sub(request, tenant, namespace, topic, subscription, act)
+
+    @router.post(
+        f"{S}/resetcursor",
+        status_code=204,
+        summary='Move the cursor to a position (ResetCursorData, or "earliest"/"latest")',
+        responses=errors.responses(400, 404, 412),
+    )
+    async def reset_cursor_to_position(
+        tenant: str, namespace: str, topic: str, subscription: str, request: Request, body: TargetBody
+    ) -> Response:
+        value = json_body(body)
+        target = parse_target(value)
+        assert target is not None
+        return await on_sub(
+            request, tenant, namespace, topic, subscription, lambda t, s: _seek(t, s, target), value
+        )
+
+    return router

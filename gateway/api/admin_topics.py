@@ -1,0 +1,316 @@
+"""Admin REST v2 of topics: lists, creation, partitions, stats, internal stats, lifecycle.
+
+Owns: the HTTP shape of ``/admin/v2/persistent/{tenant}/{namespace}`` (list,
+partitioned list) and ``…/{topic}`` (create, delete, partitions, stats,
+partitioned-stats, internalStats, partitioned-internalStats, stats/history,
+terminate, unload) - reference/pulsar-api.md §3.2-3.4 - and mounts the
+subscription and message routers. Rules:
+- any gateway answers: a topic's call is served by its owner or forwarded
+  there once (``admin_common.on_owner``); partitioned calls fan out to each
+  partition's owner and aggregate;
+- stats, internal stats and lifecycle calls never auto-create a topic (404);
+- list routes take Folio's optional ``search``/``offset``/``limit`` and keep
+  Pulsar's plain array, with the total in ``X-Total-Count``;
+- errors are ``ErrorBody`` with statuses from ``gateway.api.errors``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Annotated, Any
+
+from fastapi import APIRouter, Body, Depends, Query, Request
+from starlette.responses import Response
+
+from gateway.api import admin_messages, admin_subscriptions, errors
+from gateway.api.admin_bodies import message_id_json
+from gateway.api.admin_common import (
+    PREFIX,
+    AdminRoute,
+    json_body,
+    json_response,
+    no_content,
+    on_owner,
+    topic_name,
+)
+from gateway.api.forwarding import forward, get_json, owner_url
+from gateway.api.paging import PageParams
+from gateway.broker import stats, stats_history
+from gateway.broker.broker_errors import SubscriptionBusy, TopicUnavailable
+from gateway.broker.log_state import TopicNotFound
+from gateway.broker.positions import MessagePosition
+from gateway.broker.topic import Topic
+from gateway.broker.topic_stats import internal_stats, topic_stats
+from gateway.meta.errors import Conflict, NotFound
+from gateway.meta.namespaces import NamespaceStore
+from gateway.names import NamespaceName, TopicName
+
+if TYPE_CHECKING:
+    from gateway.api.gateway import Gateway
+
+TAGS: list[str | Any] = ["admin-topics"]
+Paging = Annotated[PageParams, Depends()]
+Force = Annotated[bool, Query(description="also when clients are connected (they are disconnected)")]
+T = f"{PREFIX}/{{topic}}"
+
+
+def make_metadata_router(get_store: Callable[[], NamespaceStore]) -> APIRouter:
+    """Topic lists, creation and partition counts: etcd metadata only (no topic is loaded)."""
+    router = APIRouter(tags=TAGS, route_class=AdminRoute)
+
+    @router.get(
+        PREFIX, summary="Topics of a namespace, partitions included", responses=errors.responses(404, 412)
+    )
+    async def list_topics(tenant: str, namespace: str, paging: Paging) -> Response:
+        items, total = paging.apply(await get_store().list_topics(NamespaceName.of(tenant, namespace)))
+        return json_response(items, total=total)
+
+    @router.get(
+        f"{PREFIX}/partitioned",
+        summary="Partitioned topics of a namespace",
+        responses=errors.responses(404, 412),
+    )
+    async def list_partitioned_topics(tenant: str, namespace: str, paging: Paging) -> Response:
+        items, total = paging.apply(await get_store().list_partitioned(NamespaceName.of(tenant, namespace)))
+        return json_response(items, total=total)
+
+    @router.put(
+        T,
+        status_code=204,
+        summary="Create a non-partitioned topic",
+        responses=errors.responses(404, 409, 412),
+    )
+    async def create_topic(tenant: str, namespace: str, topic: str) -> Response:
+        await get_store().create_topic(topic_name(tenant, namespace, topic))
+        return no_content()
+
+    @router.put(
+        f"{T}/partitions",
+        status_code=204,
+        summary="Create a partitioned topic (body: the partition count)",
+        responses=errors.responses(400, 404, 409, 412),
+    )
+    async def create_partitioned_topic(
+        tenant: str, namespace: str, topic: str, body: Annotated[Any, Body(examples=[4])]
+    ) -> Response:
+        await get_store().create_partitioned(topic_name(tenant, namespace, topic), json_body(body))
+        return no_content()
+
+    @router.post(
+        f"{T}/partitions",
+        status_code=204,
+        summary="Increase the partitions of a partitioned topic",
+        responses=errors.responses(400, 404, 409, 412),
+    )
+    async def update_partitioned_topic(
+        tenant: str, namespace: str, topic: str, body: Annotated[Any, Body(examples=[8])]
+    ) -> Response:
+        await get_store().update_partitions(topic_name(tenant, namespace, topic), json_body(body))
+        return no_content()
+
+    @router.get(
+        f"{T}/partitions", summary="Partition count (0 = not partitioned)", responses=errors.responses(412)
+    )
+    async def get_partitioned_metadata(tenant: str, namespace: str, topic: str) -> dict[str, int]:
+        return {"partitions": await get_store().get_partitions(topic_name(tenant, namespace, topic))}
+
+    return router
+
+
+async def _local(gateway: Gateway, name: TopicName, kind: str) -> Any:
+    topic = await gateway.service.topic(name, create=False)
+    if kind == "stats":
+        return topic_stats(topic)
+    if kind == "internalStats":
+        return await internal_stats(topic)
+    return topic.history.to_json()
+
+
+async def fan_out(gateway: Gateway, name: TopicName, count: int, kind: str) -> dict[str, Any]:
+    """``kind`` (stats, internalStats, stats/history) of each partition, from its owner."""
+
+    async def one(index: int) -> tuple[str, Any]:
+        part = name.partition(index)
+        url = await owner_url(gateway, part, {})
+        if url is None:
+            return str(part), await _local(gateway, part, kind)
+        status, body = await get_json(gateway, f"{url}/admin/v2/{part.path}/{kind}")
+        if status != 200:
+            reason = body.get("reason") if isinstance(body, dict) else body
+            raise TopicUnavailable(f"partition {part}: {status} {reason}")
+        return str(part), body
+
+    return dict(await asyncio.gather(*(one(i) for i in range(count))))
+
+
+async def _partition_count(gateway: Gateway, name: TopicName) -> int:
+    count = await gateway.namespaces.get_partitions(name)
+    if not count:
+        raise NotFound(f"Partitioned topic {name} does not exist")
+    return count
+
+
+def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
+    router = APIRouter(tags=TAGS, route_class=AdminRoute)
+    router.include_router(make_metadata_router(lambda: get_gateway().namespaces))
+    router.include_router(admin_subscriptions.make_router(get_gateway))
+    router.include_router(admin_messages.make_router(get_gateway))
+
+    async def on_topic(request: Request, tenant: str, namespace: str, topic: str, serve: Any) -> Response:
+        return await on_owner(get_gateway(), request, topic_name(tenant, namespace, topic), serve)
+
+    # ------------------------------------------------------------ stats
+
+    @router.get(
+        f"{T}/stats", summary="Topic stats (Pulsar's TopicStats)", responses=errors.responses(404, 412)
+    )
+    async def get_topic_stats(tenant: str, namespace: str, topic: str, request: Request) -> Response:
+        async def serve(t: Topic) -> Response:
+            return json_response(topic_stats(t))
+
+        return await on_topic(request, tenant, namespace, topic, serve)
+
+    @router.get(
+        f"{T}/partitioned-stats",
+        summary="Stats of a partitioned topic: aggregated, plus each partition's",
+        responses=errors.responses(404, 412),
+    )
+    async def get_partitioned_stats(
+        tenant: str, namespace: str, topic: str, perPartition: bool = True
+    ) -> Response:
+        gateway = get_gateway()
+        name = topic_name(tenant, namespace, topic)
+        parts = await fan_out(gateway, name, await _partition_count(gateway, name), "stats")
+        return json_response(stats.aggregate(parts, per_partition=perPartition))
+
+    @router.get(
+        f"{T}/internalStats",
+        summary="Managed-log internals: ledgers (with ensembles) and cursors",
+        responses=errors.responses(404, 412),
+    )
+    async def get_internal_stats(tenant: str, namespace: str, topic: str, request: Request) -> Response:
+        async def serve(t: Topic) -> Response:
+            return json_response(await internal_stats(t))
+
+        return await on_topic(request, tenant, namespace, topic, serve)
+
+    @router.get(
+        f"{T}/partitioned-internalStats",
+        summary="Internal stats of each partition",
+        responses=errors.responses(404, 412),
+    )
+    async def get_partitioned_internal_stats(tenant: str, namespace: str, topic: str) -> Response:
+        gateway = get_gateway()
+        name = topic_name(tenant, namespace, topic)
+        count = await _partition_count(gateway, name)
+        parts = await fan_out(gateway, name, count, "internalStats")
+        return json_response({"metadata": {"partitions": count}, "partitions": parts})
+
+    @router.get(
+        f"{T}/stats/history",
+        summary="Rates and backlog over the last 15 minutes (one sample every 5 s; Folio)",
+        responses=errors.responses(404, 412),
+    )
+    async def get_stats_history(tenant: str, namespace: str, topic: str, request: Request) -> Response:
+        gateway = get_gateway()
+        name = topic_name(tenant, namespace, topic)
+        count = 0 if name.is_partition else await gateway.partitions(name)
+        if count:
+            parts = await fan_out(gateway, name, count, "stats/history")
+            return json_response(stats_history.merge(list(parts.values())))
+
+        async def serve(t: Topic) -> Response:
+            return json_response(t.history.to_json())
+
+        return await on_owner(gateway, request, name, serve)
+
+    # ------------------------------------------------------------ lifecycle
+
+    @router.post(
+        f"{T}/terminate",
+        summary="Seal the topic: no more publishes; answers the last message id",
+        responses=errors.responses(404, 412),
+    )
+    async def terminate_topic(tenant: str, namespace: str, topic: str, request: Request) -> Response:
+        async def serve(t: Topic) -> Response:
+            last = await t.terminate()
+            return json_response(message_id_json(MessagePosition(last.ledger_id, last.entry_id), t.partition))
+
+        return await on_topic(request, tenant, namespace, topic, serve)
+
+    @router.put(
+        f"{T}/unload",
+        status_code=204,
+        summary="Close the topic gracefully; it is loaded again on next use",
+        responses=errors.responses(404, 412),
+    )
+    async def unload_topic(tenant: str, namespace: str, topic: str, request: Request) -> Response:
+        gateway = get_gateway()
+        name = topic_name(tenant, namespace, topic)
+        url = await owner_url(gateway, name, dict(request.query_params))
+        if url is not None:
+            return await forward(gateway, f"{url}{request.url.path}", request, b"")
+        if not await gateway.service.topic_exists(name):
+            raise TopicNotFound(f"Topic {name} does not exist")
+        await gateway.service.unload(name)
+        return no_content()
+
+    async def delete_one(gateway: Gateway, name: TopicName, force: bool, request: Request | None) -> Response:
+        query = dict(request.query_params) if request is not None else {}
+        url = await owner_url(gateway, name, query)
+        if url is not None:
+            if request is not None:
+                return await forward(gateway, f"{url}{request.url.path}", request, b"")
+            upstream = await gateway.http.delete(
+                f"{url}/admin/v2/{name.path}", params={"force": "true", "authoritative": "true"}
+            )
+            return Response(upstream.content, status_code=upstream.status_code)
+        if not name.is_partition and await gateway.partitions(name):
+            raise Conflict(
+                f"Topic {name} is a partitioned topic: delete it with DELETE …/{name.local}/partitions"
+            )
+        await gateway.service.delete_topic(
+            name, force=force, delete_metadata=gateway.namespaces.delete_topic_metadata
+        )
+        return no_content()
+
+    @router.delete(
+        T,
+        status_code=204,
+        summary="Delete a topic and its storage (412 with clients connected unless force)",
+        responses=errors.responses(404, 409, 412),
+    )
+    async def delete_topic(
+        tenant: str, namespace: str, topic: str, request: Request, force: Force = False
+    ) -> Response:
+        return await delete_one(get_gateway(), topic_name(tenant, namespace, topic), force, request)
+
+    @router.delete(
+        f"{T}/partitions",
+        status_code=204,
+        summary="Delete a partitioned topic and all its partitions",
+        responses=errors.responses(404, 412),
+    )
+    async def delete_partitioned_topic(
+        tenant: str, namespace: str, topic: str, force: Force = False
+    ) -> Response:
+        gateway = get_gateway()
+        name = topic_name(tenant, namespace, topic)
+        count = await _partition_count(gateway, name)
+        if not force:
+            for part_stats in (await fan_out(gateway, name, count, "stats")).values():
+                subs = part_stats["subscriptions"].values()
+                if part_stats["publishers"] or any(sub["consumers"] for sub in subs):
+                    raise SubscriptionBusy(f"Partitioned topic {name} has connected clients; use force=true")
+        for index in range(count):
+            try:
+                answer = await delete_one(gateway, name.partition(index), True, None)
+            except TopicNotFound:
+                continue
+            if answer.status_code not in (204, 404):
+                return answer
+        await gateway.namespaces.delete_partitioned(name)
+        return no_content()
+
+    return router

@@ -1,0 +1,154 @@
+"""The OpenAPI description of the messaging routes: parameters, bodies, responses, tags.
+
+Owns: the annotated parameter types of routes.py (path names with their
+documented rules, the HTTP-consume query parameters) and each messaging
+route's decorator arguments (``HEALTH``, ``LOOKUP``, ``PRODUCE``, ``FETCH``,
+``ACK``...: tags, summary, documented response model, declared error
+statuses, hand-parsed request bodies). Rules: route handlers keep parsing by
+hand (``gateway.protocol``); what FastAPI validates here (``max``, ``waitMs``,
+``partition``, the consume query enums and ``consumerName``) is answered 400
+with ``ErrorBody``; names are documented with their pattern and checked by
+``TopicName`` (412, as Pulsar); every error status is declared with
+``errors.responses``.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from fastapi import Path, Query
+from starlette.responses import Response
+
+from gateway.api import schemas as s
+from gateway.api.errors import responses
+from gateway.api.http_consume import FETCH_MAX
+from gateway.protocol.params import NAME_CHARS_MAX
+
+JSON = "application/json"
+
+Max = Annotated[int, Query(ge=1, le=FETCH_MAX, description="most messages to return")]
+Wait = Annotated[int, Query(ge=0, le=60_000, description="long-poll wait in ms")]
+# path parameters: documented with the name rules; checked by TopicName (412/400 as Pulsar)
+Domain = Annotated[str, Path(json_schema_extra=s.DOMAIN_SCHEMA, description="persistent or non-persistent")]
+Tenant = Annotated[str, Path(json_schema_extra=s.TENANT_SCHEMA, description=s.NAME_RULE)]
+Namespace = Annotated[str, Path(json_schema_extra=s.NAMESPACE_SCHEMA, description=s.NAME_RULE)]
+TopicPart = Annotated[str, Path(json_schema_extra=s.TOPIC_SCHEMA, description=s.NAME_RULE)]
+# a partition's name is "<topic>-partition-<n>" within the 255-character limit
+PartitionedTopic = Annotated[
+    str,
+    Path(
+        max_length=s.PARTITIONED_TOPIC_MAX,
+        json_schema_extra=s.PARTITIONED_TOPIC_SCHEMA,
+        description=f"{s.NAME_RULE}; at most {s.PARTITIONED_TOPIC_MAX} characters",
+    ),
+]
+Subscription = Annotated[str, Path(json_schema_extra=s.SUBSCRIPTION_SCHEMA, description=s.NAME_RULE)]
+Authoritative = Annotated[
+    bool, Query(description="set by a gateway forwarding to the owner: do not redirect again")
+]
+SubscriptionTypeQuery = Annotated[
+    Literal["Exclusive", "Shared", "Failover", "Key_Shared"],
+    Query(description="type of the subscription (HTTP consumers default to Shared)"),
+]
+InitialPositionQuery = Annotated[
+    Literal["Latest", "Earliest"], Query(description="where a new subscription starts")
+]
+ConsumerNameQuery = Annotated[
+    str | None,
+    Query(
+        min_length=1,
+        max_length=NAME_CHARS_MAX,
+        pattern=s.PRINTABLE_NAME_PATTERN,
+        description="this HTTP consumer (its unacked messages); default `http`",
+    ),
+]
+TEXT_OK: dict[int | str, dict[str, Any]] = {
+    200: {"description": "ok", "content": {"text/plain": {"schema": {"type": "string", "examples": ["ok"]}}}}
+}
+# Raw-body headers declared as parameters: only those any value of is valid. The others
+# (X-Pulsar-producer-name, -sequence-id, -event-time, -deliver-at-time, -deliver-after-ms,
+# -PROPERTY-<name>) are checked only for a raw body - a JSON body ignores them - which a
+# parameter schema cannot say; the request body's description lists them.
+RAW_HEADERS = [
+    ("X-Pulsar-partition-key", "raw body: the message key (routing, Key_Shared)"),
+    ("X-Pulsar-context", "raw body: accepted (REST replies carry no context)"),
+]
+PRODUCE_EXTRA: dict[str, Any] = {
+    "requestBody": {
+        "required": True,
+        "description": "JSON `ProducerMessages` (PIP-64), or the raw payload bytes of one message "
+        "(any other content type), answered with one `ProducerAck`. A raw body's metadata comes from "
+        "headers: `X-Pulsar-partition-key`, `X-Pulsar-producer-name`, `X-Pulsar-sequence-id`, "
+        "`X-Pulsar-event-time` and `X-Pulsar-deliver-at-time` (epoch ms or ISO-8601), "
+        "`X-Pulsar-deliver-after-ms`, `X-Pulsar-PROPERTY-<name>` (a property).",
+        "content": {
+            JSON: {"schema": {"$ref": "#/components/schemas/ProducerMessages"}},
+            "application/octet-stream": {"schema": {"type": "string", "format": "binary"}},
+        },
+    },
+    "parameters": [
+        {"name": name, "in": "header", "required": False, "schema": {"type": "string"}, "description": text}
+        for name, text in RAW_HEADERS
+    ],
+}
+
+
+def ack_extra(description: str) -> dict[str, Any]:
+    return {
+        "requestBody": {
+            "required": True,
+            "description": description,
+            "content": {JSON: {"schema": {"$ref": "#/components/schemas/AckRequest"}}},
+        }
+    }
+
+
+HEALTH: dict[str, Any] = {
+    "tags": ["health"],
+    "summary": "`ok` while this gateway serves (503 when closing or its etcd session is lost)",
+    "response_class": Response,
+    "responses": {**TEXT_OK, **responses()},
+}
+LOOKUP: dict[str, Any] = {
+    "tags": ["lookup"],
+    "summary": "The gateway that serves a topic",
+    "response_model": s.LookupData,
+    "responses": responses(404, 412),
+}
+LOOKUP_BUNDLE: dict[str, Any] = {
+    "tags": ["lookup"],
+    "summary": "The namespace bundle a topic belongs to, e.g. `0x40000000_0x80000000`",
+    "response_model": str,
+    "responses": responses(404, 412),
+}
+PRODUCE: dict[str, Any] = {
+    "tags": ["produce"],
+    "summary": "Publish messages (JSON ProducerMessages) or one raw-body message",
+    "response_model": s.ProducerAcks | s.ProducerAck,
+    "responses": responses(400, 404, 412, 413, 500),
+    "openapi_extra": PRODUCE_EXTRA,
+}
+PRODUCE_PARTITION: dict[str, Any] = {
+    **PRODUCE,
+    "summary": "Publish to one partition of a partitioned topic",
+}
+FETCH: dict[str, Any] = {
+    "tags": ["consume"],
+    "summary": "Long-poll for messages of a subscription (creates it on first use)",
+    "response_model": s.FetchResponse,
+    "responses": responses(400, 404, 409, 412),
+}
+ACK: dict[str, Any] = {
+    "tags": ["consume"],
+    "summary": "Acknowledge fetched messages",
+    "response_model": s.AckResult,
+    "responses": responses(400, 404, 412, 413),
+    "openapi_extra": ack_extra("ids of fetched messages to acknowledge"),
+}
+NACK: dict[str, Any] = {
+    "tags": ["consume"],
+    "summary": "Negatively acknowledge fetched messages (redelivered later)",
+    "response_model": s.NackResult,
+    "responses": responses(400, 404, 412, 413),
+    "openapi_extra": ack_extra("ids of fetched messages to redeliver"),
+}

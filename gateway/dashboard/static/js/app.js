@@ -1,0 +1,23 @@
+// Entry module of every dashboard page: registers the stores and page components
+// with Alpine, then starts it.
+import Alpine from "../vendor/alpine.esm.min.js";
+import { install as installConn } from "./conn.js";
+import { install as installTheme } from "./themes.js";
+import { createForm, listView } from "./lists.js";
+import { overviewPage } from "./overview.js";
+import { peekPanel, producePanel } from "./messages.js";
+import { tailPanel } from "./tail.js";
+import { topicPage } from "./topic.js";
+
+installTheme(Alpine);
+installConn(Alpine);
+Alpine.store("topic", { subNames: [], partitions: 0 });
+Alpine.data("overviewPage", overviewPage);
+Alpine.data("listView", listView);
+Alpine.data("createForm", createForm);
+Alpine.data("topicPage", topicPage);
+Alpine.data("producePanel", producePanel);
+Alpine.data("peekPanel", peekPanel);
+Alpine.data("tailPanel", tailPanel);
+window.Alpine = Alpine;
+Alpine.start();

@@ -1,0 +1,123 @@
+// Overview page: problems first, totals, throughput chart, gateways, etcd members
+// and storage nodes, from GET /admin/v2/cluster/overview every 2 s.
+import { api, explain, fmt, pick, poll } from "./core.js";
+import { Samples, TimeChart } from "./charts.js";
+import { conn } from "./conn.js";
+
+const SEVERITY = { critical: 0, error: 1, warning: 2, warn: 2, info: 3 };
+
+function problems(list) {
+  return (Array.isArray(list) ? list : []).map((p, i) => {
+    if (typeof p === "string") return { key: `${i}:${p}`, severity: "warning", kind: "", message: p };
+    const kind = pick(p, "kind", "type", "code") || "";
+    const subject = pick(p, "target", "subject", "node", "topic");
+    const text = pick(p, "message", "detail", "text", "reason") || "";
+    const message = subject !== undefined && !String(text).includes(String(subject)) ? `${subject}: ${text}` : text;
+    return { key: `${i}:${kind}:${message}`, severity: String(pick(p, "severity", "level") || "warning").toLowerCase(), kind, message };
+  }).sort((a, b) => (SEVERITY[a.severity] ?? 2) - (SEVERITY[b.severity] ?? 2));
+}
+
+function nodeRow(n) {
+  const used = Number(pick(n, "diskUsedBytes", "usedBytes", "disk.usedBytes", "disk.used", "diskUsed"));
+  let total = Number(pick(n, "diskTotalBytes", "totalBytes", "disk.totalBytes", "disk.total", "diskTotal"));
+  const free = Number(pick(n, "diskFreeBytes", "freeBytes", "disk.freeBytes", "disk.free"));
+  if (!total && used >= 0 && free >= 0) total = used + free;
+  const usedBytes = used >= 0 ? used : total - free;
+  const pct = total > 0 ? Math.min(100, Math.round((usedBytes / total) * 100)) : 0;
+  let st = String(pick(n, "state", "status") || "unknown").toLowerCase().replace(/[_ ]/g, "-");
+  if (st === "readonly") st = "read-only";
+  return {
+    id: pick(n, "id", "nodeId", "address") || "?",
+    state: st,
+    diskPct: pct,
+    diskClass: pct >= 95 ? "full" : pct >= 80 ? "high" : "",
+    diskText: total > 0 ? `${fmt.bytes(usedBytes)} of ${fmt.bytes(total)} (${pct}%)` : "disk unknown",
+    ledgers: fmt.num(pick(n, "ledgers", "ledgerCount", "ledgersCount", "numLedgers")),
+  };
+}
+
+function gatewayRow(g) {
+  const url = pick(g, "httpUrl", "url") || "";
+  return {
+    id: pick(g, "id", "gatewayId") || url,
+    httpUrl: url,
+    ok: !["gone", "down", "dead"].includes(String(pick(g, "state", "status") || "").toLowerCase()),
+    self: pick(g, "self") ?? (url && new URL(url, location.href).origin === location.origin),
+    topics: fmt.num(pick(g, "topics", "topicCount", "load.topics")),
+    sessions: fmt.num(pick(g, "sessions", "load.sessions")),
+    rate: fmt.rate(pick(g, "msgRateIn", "publishRate", "load.publishRate", "load.msgRateIn")),
+  };
+}
+
+function etcdRow(m) {
+  const urls = pick(m, "clientURLs", "clientUrls", "endpoint", "endpoints", "peerURLs") || "";
+  const leader = pick(m, "isLeader", "leader");
+  return {
+    name: String(pick(m, "name", "id") || "etcd"),
+    endpoint: Array.isArray(urls) ? urls.join(", ") : String(urls),
+    role: leader === true ? "leader" : leader === false ? "follower" : String(pick(m, "role") || "member"),
+    healthy: pick(m, "healthy", "alive") !== false,
+  };
+}
+
+export function overviewPage() {
+  return {
+    loaded: false,
+    unavailable: "",
+    problems: [],
+    tiles: [],
+    gateways: [],
+    nodes: [],
+    etcd: [],
+    etcdAt: 0,
+    init() {
+      this.chart = new TimeChart(this.$refs.chart, [
+        { label: "in msg/s", color: "--chart-in" }, { label: "out msg/s", color: "--chart-out" }]);
+      this.samples = new Samples(["in", "out"]);
+      poll(() => this.refresh(), 2000);
+    },
+    async refresh() {
+      let ov;
+      try {
+        ov = await api("/admin/v2/cluster/overview");
+        this.unavailable = "";
+      } catch (e) {
+        this.loaded = true;
+        this.unavailable = explain(e, "The cluster overview");
+        return;
+      } finally {
+        this.loaded = true;
+      }
+      const totals = pick(ov, "totals") || {};
+      this.problems = problems(pick(ov, "problems"));
+      const gws = pick(ov, "gateways", "brokers") || [];
+      conn.learn(gws);
+      this.gateways = gws.map(gatewayRow);
+      this.nodes = (pick(ov, "storageNodes", "nodes", "storage.nodes") || []).map(nodeRow);
+      const etcd = pick(ov, "etcd") || {};
+      if (Date.now() - this.etcdAt > 10000 || this.etcd.length !== Number(etcd.members ?? this.etcd.length)) {
+        this.etcdAt = Date.now();
+        try { this.etcd = ((await api("/admin/v2/etcd/members")) || []).map(etcdRow); } catch (e) { this.etcd = []; }
+      }
+      this.tiles = [
+        ["Gateways", fmt.num(this.gateways.length)],
+        ["Storage nodes", fmt.num(this.nodes.length)],
+        ["Tenants", fmt.num(pick(totals, "tenants"))],
+        ["Namespaces", fmt.num(pick(totals, "namespaces"))],
+        ["Topics", fmt.num(pick(totals, "topics"))],
+        ["In msg/s", fmt.rate(pick(totals, "msgRateIn"))],
+        ["Out msg/s", fmt.rate(pick(totals, "msgRateOut"))],
+        ["etcd", etcd.healthy === false ? "unhealthy" : `${fmt.num(etcd.members ?? this.etcd.length)} healthy`],
+        ["Backlog", fmt.num(pick(totals, "msgBacklog", "backlog"))],
+        ["Storage", fmt.bytes(pick(totals, "storageSize"))],
+      ].map(([label, value]) => ({ label, value }));
+      const history = pick(ov, "history.samples", "throughput.samples");
+      if (Array.isArray(history) && history.length) {
+        this.chart.set(history.map((s) => s.t), history.map((s) => s.msgRateIn ?? null), history.map((s) => s.msgRateOut ?? null));
+      } else {
+        this.samples.add(Date.now(), { in: Number(pick(totals, "msgRateIn") ?? 0), out: Number(pick(totals, "msgRateOut") ?? 0) });
+        this.chart.set(...this.samples.columns());
+      }
+    },
+  };
+}

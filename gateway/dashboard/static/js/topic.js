@@ -1,0 +1,234 @@
+// Topic page: tiles, rate and backlog charts (GET …/stats/history), partitions,
+// subscriptions (+ cursor actions), producers, storage, ledgers and cursors
+// (GET …/stats or …/partitioned-stats?perPartition=true, …/internalStats), every 2 s.
+import { api, confirmDialog, enc, explain, fmt, pick, poll } from "./core.js";
+import { Samples, TimeChart } from "./charts.js";
+
+export function topicBase(d) {
+  return `/admin/v2/persistent/${enc(d.tenant)}/${enc(d.namespace)}/${enc(d.topic)}`;
+}
+
+function ensembleLines(e) {
+  const nodes = (v) => (Array.isArray(v) ? v.join(", ") : typeof v === "object" && v ? JSON.stringify(v) : String(v));
+  if (!e) return [];
+  if (Array.isArray(e)) {
+    return e.map((x, i) => {
+      if (Array.isArray(x)) return `${i} → ${nodes(x)}`;
+      if (x && typeof x === "object") {
+        return `${pick(x, "firstEntry", "startEntry", "entry", "fromEntry") ?? i} → ${nodes(pick(x, "nodes", "ensemble", "bookies") ?? [])}`;
+      }
+      return String(x);
+    });
+  }
+  if (typeof e === "object") return Object.entries(e).map(([k, v]) => `${k} → ${nodes(v)}`);
+  return [String(e)];
+}
+
+function subRows(subs) {
+  return Object.entries(subs || {}).map(([name, s]) => ({
+    name,
+    type: pick(s, "type") || "–",
+    backlog: fmt.num(pick(s, "msgBacklog")),
+    backlogN: Number(pick(s, "msgBacklog") ?? 0),
+    unacked: fmt.num(pick(s, "unackedMessages")),
+    rateOut: fmt.rate(pick(s, "msgRateOut")),
+    consumers: (pick(s, "consumers") || []).map((c, i) => ({
+      key: `${i}:${pick(c, "consumerName")}`,
+      name: pick(c, "consumerName") || `consumer ${i + 1}`,
+      detail: [pick(c, "address"), `unacked ${fmt.num(pick(c, "unackedMessages"))}`,
+        `permits ${fmt.num(pick(c, "availablePermits"))}`, `${fmt.rate(pick(c, "msgRateOut"))} msg/s`]
+        .filter(Boolean).join(" · "),
+    })),
+  })).sort((a, b) => a.name.localeCompare(b.name));
+}
+
+export function topicPage() {
+  return {
+    partitions: 0,
+    tiles: [],
+    subs: [],
+    producers: [],
+    storageFacts: [],
+    ledgers: [],
+    cursors: [],
+    partitionRows: [],
+    statsError: "",
+    internalError: "",
+    historyNote: "",
+    actionSub: "",
+    actionResult: "",
+    skipN: 1,
+    resetTime: "",
+    resetPos: "",
+    async init() {
+      this.d = this.$el.dataset;
+      this.base = topicBase(this.d);
+      this.rates = new TimeChart(this.$refs.rates, [
+        { label: "in msg/s", color: "--chart-in" }, { label: "out msg/s", color: "--chart-out" }]);
+      this.backlog = new TimeChart(this.$refs.backlog, [{ label: "backlog", color: "--chart-backlog" }]);
+      this.samples = new Samples(["in", "out", "backlog"]);
+      if (Number(this.d.partition) < 0) {
+        try { this.partitions = Number((await api(`${this.base}/partitions`))?.partitions) || 0; } catch (e) { /* shown by stats */ }
+      }
+      this.$store.topic.partitions = this.partitions;
+      window.dispatchEvent(new CustomEvent("topic-ready"));
+      poll(() => this.refresh(), 2000);
+    },
+    async refresh() {
+      await Promise.all([this.refreshStats(), this.partitions ? null : this.refreshInternal()]);
+      await this.refreshHistory();
+    },
+    async refreshStats() {
+      let st;
+      try {
+        st = this.partitions
+          ? await api(`${this.base}/partitioned-stats?perPartition=true`)
+          : await api(`${this.base}/stats`);
+        this.statsError = "";
+      } catch (e) {
+        this.statsError = explain(e, "Topic stats");
+        return;
+      }
+      this.stats = st;
+      this.subs = subRows(pick(st, "subscriptions"));
+      this.$store.topic.subNames = this.subs.map((s) => s.name);
+      const backlog = this.subs.reduce((n, s) => n + s.backlogN, 0);
+      this.producers = (pick(st, "publishers") || []).map((p, i) => ({
+        key: `${i}:${pick(p, "producerName")}`,
+        name: pick(p, "producerName") || "–",
+        rate: fmt.rate(pick(p, "msgRateIn")),
+        bytes: fmt.bytes(pick(p, "msgThroughputIn")),
+        address: pick(p, "address") || "–",
+        since: fmt.time(pick(p, "connectedSince")),
+      }));
+      this.tiles = [
+        ["In msg/s", fmt.rate(pick(st, "msgRateIn"))],
+        ["Out msg/s", fmt.rate(pick(st, "msgRateOut"))],
+        ["In bytes/s", fmt.bytes(pick(st, "msgThroughputIn"))],
+        ["Out bytes/s", fmt.bytes(pick(st, "msgThroughputOut"))],
+        ["Backlog (msgs)", fmt.num(backlog)],
+        ["Storage", fmt.bytes(pick(st, "storageSize"))],
+        ["Producers", fmt.num(this.producers.length)],
+        ["Subscriptions", fmt.num(this.subs.length)],
+      ].map(([label, value]) => ({ label, value }));
+      this.samples.add(Date.now(), {
+        in: Number(pick(st, "msgRateIn") ?? 0), out: Number(pick(st, "msgRateOut") ?? 0), backlog,
+      });
+      const parts = pick(st, "partitions");
+      if (parts && typeof parts === "object") {
+        this.partitionRows = Object.entries(parts).map(([name, p]) => {
+          const local = name.slice(name.lastIndexOf("/") + 1);
+          const pb = Object.values(pick(p, "subscriptions") || {}).reduce((n, s) => n + Number(s.msgBacklog || 0), 0);
+          return {
+            name: local,
+            href: `/topics/persistent/${enc(this.d.tenant)}/${enc(this.d.namespace)}/${enc(local)}`,
+            rateIn: fmt.rate(pick(p, "msgRateIn")), rateOut: fmt.rate(pick(p, "msgRateOut")),
+            storage: fmt.bytes(pick(p, "storageSize")), backlog: fmt.num(pb),
+          };
+        }).sort((a, b) => a.name.localeCompare(b.name, undefined, { numeric: true }));
+      }
+      this.facts();
+    },
+    async refreshInternal() {
+      try {
+        this.internal = await api(`${this.base}/internalStats`);
+        this.internalError = "";
+      } catch (e) {
+        this.internalError = explain(e, "Internal stats (ledgers and cursors)");
+        return;
+      }
+      const it = this.internal;
+      this.ledgers = (pick(it, "ledgers") || []).map((l) => {
+        const state = String(pick(l, "state") || "–");
+        return {
+          id: pick(l, "ledgerId"), entries: fmt.num(pick(l, "entries")), size: fmt.bytes(pick(l, "size")),
+          state, stateClass: state.toLowerCase(), ensembles: ensembleLines(pick(l, "ensembles")),
+        };
+      });
+      this.cursors = Object.entries(pick(it, "cursors") || {}).map(([name, c]) => ({
+        name, markDelete: pick(c, "markDeletePosition") || "–", read: pick(c, "readPosition") || "–",
+        holes: pick(c, "individuallyDeletedMessages") || "[]",
+      }));
+      this.facts();
+    },
+    facts() {
+      const st = this.stats || {};
+      const it = this.internal || {};
+      this.storageFacts = [
+        ["Storage size", fmt.bytes(pick(st, "storageSize", "totalSize") ?? pick(it, "totalSize"))],
+        ["Entries", fmt.num(pick(it, "numberOfEntries"))],
+        ["Ledgers", fmt.num((pick(it, "ledgers") || []).length || undefined)],
+        ["Last confirmed entry", pick(it, "lastConfirmedEntry") || "–"],
+        ["Messages in (total)", fmt.num(pick(st, "msgInCounter"))],
+        ["Average message size", fmt.bytes(pick(st, "averageMsgSize"))],
+        ["Backlog size", fmt.bytes(pick(st, "backlogSize"))],
+        ["Log state", pick(it, "state") || "–"],
+      ];
+    },
+    async refreshHistory() {
+      let h = null;
+      try {
+        h = await api(`${this.base}/stats/history`);
+      } catch (e) {
+        this.historyNote = `${explain(e, "Rate history")} Charting what this page samples instead.`;
+      }
+      const samples = pick(h, "samples");
+      if (Array.isArray(samples) && samples.length) {
+        this.historyNote = "";
+        const t = samples.map((s) => s.t);
+        this.rates.set(t, samples.map((s) => s.msgRateIn ?? null), samples.map((s) => s.msgRateOut ?? null));
+        this.backlog.set(t, samples.map((s) => s.msgBacklog ?? null));
+      } else {
+        const [t, vin, vout, vb] = this.samples.columns();
+        this.rates.set(t, vin, vout);
+        this.backlog.set(t, vb);
+      }
+    },
+    // --- subscription actions
+    openActions(name) {
+      this.actionSub = name;
+      this.actionResult = "";
+    },
+    localInput(ms) {
+      const d = new Date(ms - new Date(ms).getTimezoneOffset() * 60000);
+      return d.toISOString().slice(0, 19);
+    },
+    async act(question, path, init, done) {
+      if (!(await confirmDialog(question))) return;
+      try {
+        await api(`${this.base}/subscription/${enc(this.actionSub)}${path}`, init);
+        this.actionResult = done;
+        if (init.method === "DELETE") this.actionSub = "";
+      } catch (e) {
+        this.actionResult = `Failed: ${e.message}`;
+      }
+      await this.refresh();
+    },
+    skip() {
+      const n = Math.max(1, Number(this.skipN) || 1);
+      return this.act(`Skip ${n} messages of subscription ${this.actionSub}? They will not be delivered.`,
+        `/skip/${n}`, { method: "POST" }, `Skipped ${n} messages on ${this.actionSub}.`);
+    },
+    clearBacklog() {
+      return this.act(`Clear the whole backlog of subscription ${this.actionSub}?`, "/skip_all",
+        { method: "POST" }, `Cleared the backlog of ${this.actionSub}.`);
+    },
+    resetByTime() {
+      const ms = this.resetTime ? new Date(this.resetTime).getTime() : NaN;
+      if (Number.isNaN(ms)) { this.actionResult = "Pick a time first."; return null; }
+      return this.act(`Reset subscription ${this.actionSub} to ${new Date(ms).toLocaleString()}?`,
+        `/resetcursor/${Math.max(0, ms)}`, { method: "POST" }, `Reset ${this.actionSub} to ${new Date(ms).toLocaleString()}.`);
+    },
+    resetToPosition() {
+      const m = /^\s*(\d+)\s*:\s*(-?\d+)\s*$/.exec(this.resetPos);
+      if (!m) { this.actionResult = "Position must be ledgerId:entryId, e.g. 12:0."; return null; }
+      const body = { ledgerId: Number(m[1]), entryId: Number(m[2]) };
+      return this.act(`Reset subscription ${this.actionSub} to ${m[1]}:${m[2]}?`, "/resetcursor",
+        { method: "POST", json: body }, `Reset ${this.actionSub} to ${m[1]}:${m[2]}.`);
+    },
+    deleteSub() {
+      return this.act(`Delete subscription ${this.actionSub}? Its cursor is lost.`, "", { method: "DELETE" },
+        `Deleted subscription ${this.actionSub}.`);
+    },
+  };
+}

@@ -1,0 +1,162 @@
+"""Helpers of the dashboard browser tests (a module name no other test directory uses).
+
+Owns: ``DashCluster`` (etcd namespace + storage nodes + gateways, real processes
+started synchronously so sync Playwright never runs inside an event loop),
+``run_async`` (a coroutine on a helper thread), the Chromium launch settings,
+``watch_errors`` (console and page errors of a page) and ``save_artifact``
+(screenshots to a pytest tmp dir and to .folio/artifacts/).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+import shutil
+import threading
+import time
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from playwright.sync_api import Page, ViewportSize
+
+from coordination.etcd_store import connect
+from folio.procs import GatewayProcess, NodeProcess
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-quic",
+]
+VIEWPORT: ViewportSize = {"width": 1280, "height": 800}
+REPO = Path(__file__).resolve().parents[2]
+ARTIFACTS = REPO / ".folio" / "artifacts"
+START_TIMEOUT_S = 30.0
+
+
+@dataclass
+class DashCluster:
+    """etcd namespace + storage nodes + gateways for one test module."""
+
+    etcd: str
+    namespace: str
+    root: Path
+    nodes: list[NodeProcess] = field(default_factory=list)
+    gateways: list[GatewayProcess] = field(default_factory=list)
+
+    @property
+    def urls(self) -> list[str]:
+        return [g.http_url for g in self.gateways]
+
+    def add_gateway(self) -> GatewayProcess:
+        index = len(self.gateways)
+        gateway = GatewayProcess(
+            self.root / f"gateway{index}",
+            self.etcd,
+            namespace=self.namespace,
+            extra_args=["--lease-ttl", "3", "--load-manager-interval", "1"],
+            log_path=self.root / f"gateway{index}.log",
+        )
+        gateway.start()
+        self.gateways.append(gateway)
+        return gateway
+
+    def start(self, nodes: int, gateways: int) -> None:
+        for index in range(nodes):
+            node = NodeProcess(self.root / f"node{index}", self.etcd, namespace=self.namespace)
+            node.data_dir.mkdir(parents=True, exist_ok=True)
+            node.start(expect_ready=False)  # start all, then wait for all
+            self.nodes.append(node)
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while not all(n.address for n in self.nodes):
+            for n in self.nodes:
+                if not n.running():
+                    raise RuntimeError(f"storage node exited early:\n{n.log_tail()}")
+            if time.monotonic() > deadline:
+                raise RuntimeError("storage nodes did not become ready")
+            time.sleep(0.05)
+        for _ in range(gateways):
+            self.add_gateway()
+
+    def stop(self) -> None:
+        for proc in [*self.gateways, *self.nodes]:
+            with contextlib.suppress(Exception):
+                proc.stop()
+        run_async(self._forget())
+
+    async def _forget(self) -> None:
+        store = await connect(self.etcd, namespace=self.namespace)
+        try:
+            await store.delete_prefix("")
+        finally:
+            await store.close()
+
+
+def run_async(coro: Any) -> Any:
+    """Run a coroutine to completion on a helper thread (this thread may be inside a loop)."""
+    result: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            result["value"] = asyncio.run(coro)
+        except BaseException as exc:  # re-raised on the caller's thread
+            result["error"] = exc
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    thread.join(60)
+    if "error" in result:
+        raise result["error"]
+    return result.get("value")
+
+
+SERVER_ERROR = re.compile(r"Failed to load resource: the server responded with a status of 5\d\d")
+
+
+def watch_errors(page: Page) -> list[str]:
+    """Collect console errors and uncaught page errors of ``page``."""
+    errors: list[str] = []
+    page.on(
+        "console",
+        lambda msg: (
+            errors.append(f"console {msg.type}: {msg.text} @ {msg.location.get('url', '')}")
+            if msg.type == "error"
+            else None
+        ),
+    )
+    page.on("pageerror", lambda exc: errors.append(f"pageerror: {exc}"))
+    return errors
+
+
+def errors_of(page: Page) -> list[str]:
+    return page_errors(page.errors)  # type: ignore[attr-defined]
+
+
+def page_errors(errors: list[str]) -> list[str]:
+    """The errors that are the page's own: JavaScript errors, 4xx answers, failed loads.
+
+    A 5xx answer to one of the page's 2-second polls is the server's failure (the page
+    shows it and the next poll recovers); it is reported as a warning, not counted here.
+    """
+    for error in errors:
+        if SERVER_ERROR.search(error):
+            warnings.warn(f"server error seen by the dashboard: {error}", stacklevel=2)
+    return [e for e in errors if not SERVER_ERROR.search(e)]
+
+
+def save_artifact(page: Page, directory: Path, name: str) -> Path:
+    """Screenshot ``page`` (full page) into ``directory`` and copy it to .folio/artifacts/."""
+    path = directory / name
+    page.evaluate("window.scrollTo(0, 0)")  # a sticky header would show mid-page otherwise
+    page.screenshot(path=str(path), full_page=True)
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    shutil.copy(path, ARTIFACTS / name)
+    return path

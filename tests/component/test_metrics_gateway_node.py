@@ -1,0 +1,133 @@
+"""Prometheus ``/metrics`` of real gateways and storage nodes (docs/metrics.md).
+
+A real cluster (etcd, 3 storage nodes, 2 gateways). Publishing over WebSocket
+(single and batch frames) and REST, with a WebSocket consumer and an HTTP
+consumer open, must show on the owner gateway: a populated publish-latency
+histogram per API (count = requests, not messages), session gauges per type,
+per-topic counters, backlog and bundles owned. A ledger written, recovered,
+read back and deleted through the storage client must show on the nodes:
+journal sync histogram, adds, ledger ops (create/fence/delete), recovery adds
+and the read-latency histogram, all non-zero.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+
+import httpx
+import orjson
+import pytest
+from clusters import MessagingCluster
+from failover_clients import owner_of
+from prometheus_client.parser import text_string_to_metric_families
+from wsclient import TOPIC_PATH, Consumer, Producer, b64
+
+from storage.client.api import LedgerClient
+
+pytestmark = pytest.mark.component
+
+Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
+
+
+def parse(text: str) -> Samples:
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+
+
+def value(samples: Samples, name: str, **labels: str) -> float:
+    return samples.get((name, tuple(sorted(labels.items()))), -1.0)
+
+
+async def scrape(http: httpx.AsyncClient, url: str) -> Samples:
+    response = await http.get(url)
+    assert response.status_code == 200 and response.headers["content-type"].startswith("text/plain")
+    return parse(response.text)
+
+
+async def test_gateway_and_storage_node_metrics(
+    messaging_cluster: Callable[..., Awaitable[MessagingCluster]],
+) -> None:
+    cluster = await messaging_cluster(gateways=2, nodes=3)
+    topic = "metered"
+    name = f"persistent://public/default/{topic}"
+    owner = await owner_of(cluster.urls[0], topic)
+    ws_owner = owner.replace("http://", "ws://", 1)
+    consumer = await Consumer.connect(ws_owner, topic, "watch", "subscriptionType=Shared")
+    producer = await Producer.connect(ws_owner, topic)
+    for i in range(4):
+        assert (await producer.send(f"single-{i}"))["result"] == "ok"
+    batch = {"type": "batch", "context": "b", "messages": [{"payload": b64(f"b{i}")} for i in range(5)]}
+    await producer.ws.send(orjson.dumps(batch).decode())
+    reply = orjson.loads(await asyncio.wait_for(producer.ws.recv(), 15))
+    assert reply["type"] == "batch" and [r["result"] for r in reply["results"]] == ["ok"] * 5, reply
+    async with httpx.AsyncClient(timeout=20.0) as http:
+        rest = await http.post(
+            f"{owner}/topics/{TOPIC_PATH}/{topic}",
+            json={"messages": [{"payload": b64("r1")}, {"payload": b64("r2")}]},
+        )
+        assert rest.status_code == 200, rest.text
+        delivered = await consumer.receive_n(11, ack=False)
+        assert len(delivered) == 11
+        fetch = await http.get(f"{owner}/consume/{TOPIC_PATH}/{topic}/http-sub", params={"wait": 0})
+        assert fetch.status_code == 200, fetch.text
+
+        gw = await scrape(http, f"{owner}/metrics")
+        # one observation per request: 4 single frames + 1 batch frame; 1 REST call
+        assert value(gw, "folio_gateway_publish_latency_seconds_count", api="websocket") == 5
+        assert value(gw, "folio_gateway_publish_latency_seconds_count", api="rest") == 1
+        assert value(gw, "folio_gateway_publish_latency_seconds_sum", api="websocket") > 0
+        assert value(gw, "folio_gateway_publish_latency_seconds_bucket", api="websocket", le="+Inf") == 5
+        assert value(gw, "folio_gateway_sessions", type="websocket") >= 2  # producer + consumer
+        assert value(gw, "folio_gateway_sessions", type="http") >= 1
+        assert value(gw, "folio_gateway_bundles_owned") >= 1 and value(gw, "folio_gateway_topics") >= 1
+        assert value(gw, "folio_topic_messages_in_total", topic=name) == 11
+        assert value(gw, "folio_topic_bytes_in_total", topic=name) > 0
+        assert value(gw, "folio_topic_messages_out_total", topic=name) >= 11
+        assert value(gw, "folio_subscription_backlog", topic=name, subscription="watch") >= 1  # nothing acked
+        assert value(gw, "folio_topic_backlog_bytes", topic=name) > 0
+        assert value(gw, "folio_topic_storage_bytes", topic=name) > 0
+        other = next(u for u in cluster.urls if u != owner)
+        elsewhere = await scrape(http, f"{other}/metrics")
+        # only owners report a topic
+        assert value(elsewhere, "folio_topic_messages_in_total", topic=name) == -1
+        assert value(elsewhere, "folio_gateway_publish_latency_seconds_count", api="websocket") == 0
+
+        await producer.close()
+        await consumer.close()
+
+        # storage side: a ledger the nodes see created, written, fenced (recovered), read and deleted
+        client = LedgerClient(await cluster.ledgers.store(), seed=7)
+        try:
+            writer = await client.create(ensemble_size=3, write_quorum=3, ack_quorum=2)
+            for i in range(10):
+                await writer.append(f"entry-{i}".encode())
+            reader = await asyncio.wait_for(client.open(writer.ledger_id, recover=True), 30)
+            assert await reader.read_range(0, 9) == [f"entry-{i}".encode() for i in range(10)]
+            assert await client.delete(writer.ledger_id)
+        finally:
+            await client.close()
+
+        async def node_samples() -> list[Samples]:
+            return [await scrape(http, f"http://{n.metrics_address}/metrics") for n in cluster.ledgers.nodes]
+
+        deadline = asyncio.get_running_loop().time() + 30
+        while True:  # deletes reach the nodes through their etcd watch
+            nodes = await node_samples()
+            if all(value(s, "folio_node_ledger_ops_total", op="delete") >= 1 for s in nodes):
+                break
+            assert asyncio.get_running_loop().time() < deadline, "nodes never saw the ledger deleted"
+            await asyncio.sleep(0.2)
+        for s in nodes:
+            assert value(s, "folio_journal_sync_seconds_count") > 0
+            assert value(s, "folio_journal_sync_seconds_sum") > 0
+            assert value(s, "folio_node_adds_total") >= 10
+            assert value(s, "folio_node_ledger_ops_total", op="create") >= 1
+            assert value(s, "folio_node_ledger_ops_total", op="fence") >= 1
+        assert sum(value(s, "folio_node_read_latency_seconds_count") for s in nodes) >= 1
+        assert sum(value(s, "folio_node_reads_total") for s in nodes) >= 1
+        # the writer's LAC lags its last entry, so recovery writes the tail back with recovery adds
+        assert sum(value(s, "folio_node_recovery_adds_total") for s in nodes) >= 1
