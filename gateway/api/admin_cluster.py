@@ -76,7 +76,6 @@ class ClusterViews:
 
     def __init__(self, gateway: Gateway) -> None:
         self.gateway = gateway
-        self.rates = health.RateTracker()
         self.backlogs = health.BacklogHistory()
         self.sightings = health.GatewaySightings()
         gateway.registry.add_listener(self._registry_changed)
@@ -205,9 +204,7 @@ class ClusterViews:
 
     def local_topic_stats(self) -> dict[str, Any]:
         gw = self.gateway
-        return broker_topic_stats(
-            gw.service.topics.values(), gw.ownership.owned_bundles(), self.rates, self.now_ms()
-        )
+        return broker_topic_stats(gw.service.topics.values(), gw.ownership.owned_bundles())
 
     async def all_topic_summaries(
         self, gateways: list[dict[str, Any]]

@@ -1,4 +1,4 @@
-"""Cluster health from facts: storage-node states, problems, backlog trends, rates (pure).
+"""Cluster health from facts: storage-node states, problems, backlog trends (pure).
 
 Owns: the rules the admin cluster views (gateway/api/admin_cluster.py) apply to
 what they read from etcd and from the gateways. No I/O; time comes in as
@@ -17,9 +17,7 @@ what they read from etcd and from the gateways. No I/O; time comes in as
   least ``SAMPLE_INTERVAL_MS`` apart) for at least ``GROWTH_SAMPLES`` samples
   spanning at least ``GROWTH_SPAN_MS``, up to the latest sample; the history
   is a bounded ring per topic, for at most ``TOPICS_MAX`` topics, and forgets
-  topics no longer reported;
-- a rate is the counter's increase over the time since the previous sample
-  kept for that key (samples closer than ``RATE_INTERVAL_MS`` reuse the last rate).
+  topics no longer reported.
 """
 
 from __future__ import annotations
@@ -50,7 +48,6 @@ GROWTH_SPAN_MS = 2_000
 SAMPLE_INTERVAL_MS = 500
 RING_SIZE = 16
 TOPICS_MAX = 10_000
-RATE_INTERVAL_MS = 1_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -286,32 +283,3 @@ class GatewaySightings:
 
     def missing(self) -> list[str]:
         return sorted(g for g in self._last_seen if g not in self._live)
-
-
-class RateTracker:
-    """Per-key rates of monotonically growing counters (pure: time is passed in)."""
-
-    def __init__(self, interval_ms: int = RATE_INTERVAL_MS, keys_max: int = TOPICS_MAX) -> None:
-        self.interval_ms = interval_ms
-        self.keys_max = keys_max
-        self._last: dict[str, tuple[int, tuple[int, ...], tuple[float, ...]]] = {}
-
-    def rates(self, key: str, counters: tuple[int, ...], now_ms: int) -> tuple[float, ...]:
-        """Per-second increase of each counter since the previous kept sample
-        (zeros on the first sample; a counter that went down restarts from it)."""
-        previous = self._last.get(key)
-        if previous is None or len(previous[1]) != len(counters):
-            if len(self._last) < self.keys_max:
-                self._last[key] = (now_ms, counters, (0.0,) * len(counters))
-            return (0.0,) * len(counters)
-        at, old, rates = previous
-        elapsed = now_ms - at
-        if elapsed < self.interval_ms:
-            return rates
-        fresh = tuple(max(0, new - was) * 1000.0 / elapsed for new, was in zip(counters, old, strict=True))
-        self._last[key] = (now_ms, counters, fresh)
-        return fresh
-
-    def forget_except(self, keys: Collection[str]) -> None:
-        for key in [k for k in self._last if k not in keys]:
-            del self._last[key]

@@ -4,9 +4,8 @@ Owns: ``summarize`` - the one place that turns a live ``Topic`` into the summary
 the cluster overview adds up (so switching to the broker's own Pulsar stats
 is a change here only) - and ``broker_topic_stats``, Pulsar's nested shape
 ``{namespace: {bundle: {domain: {topic: summary}}}}``. Rule: read-only over
-live broker state, no awaits; rates come from a ``RateTracker`` sampled on
-each call (the topic keeps totals only), backlog counts entries after each
-durable subscription's mark-delete that are not acknowledged.
+live broker state, no awaits; everything comes from the topic's Pulsar stats
+(``gateway.broker.topic_stats``): rates from its meters, backlog in messages.
 """
 
 from __future__ import annotations
@@ -14,56 +13,54 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from gateway.api.cluster_health import RateTracker, TopicFact
+from gateway.api.cluster_health import TopicFact
 from gateway.broker.topic import Topic
+from gateway.broker.topic_stats import topic_stats
 from gateway.ownership.bundles import NamespaceBundle
 
+SUMMED = (
+    "msgRateIn",
+    "msgThroughputIn",
+    "msgRateOut",
+    "msgThroughputOut",
+    "msgInCounter",
+    "bytesInCounter",
+    "msgOutCounter",
+    "bytesOutCounter",
+    "storageSize",
+)
 
-def summarize(topic: Topic, rates: RateTracker, now_ms: int) -> dict[str, Any]:
-    subs = list(topic.subscriptions.values())
-    layout = topic.log.layout
-    msg_out = sum(s.msg_out for s in subs)
-    bytes_out = sum(s.bytes_out for s in subs)
-    name = str(topic.name)
-    rate_in, throughput_in, rate_out, throughput_out = rates.rates(
-        name, (topic.msg_in, topic.bytes_in, msg_out, bytes_out), now_ms
-    )
+
+def summarize(topic: Topic) -> dict[str, Any]:
+    """The overview's summary of ``topic``, from its Pulsar stats (rates, counters,
+    message backlog of the durable subscriptions)."""
+    st = topic_stats(topic)
+    subs = st["subscriptions"].values()
     return {
-        "topic": name,
-        "msgRateIn": round(rate_in, 3),
-        "msgThroughputIn": round(throughput_in, 3),
-        "msgRateOut": round(rate_out, 3),
-        "msgThroughputOut": round(throughput_out, 3),
-        "msgInCounter": topic.msg_in,
-        "bytesInCounter": topic.bytes_in,
-        "msgOutCounter": msg_out,
-        "bytesOutCounter": bytes_out,
-        "msgBacklog": sum(s.cursor.backlog(layout) for s in subs),
-        "backlogSize": topic.backlog_bytes(),
-        "storageSize": topic.log.total_bytes,
-        "producerCount": len(topic.producers),
-        "subscriptionCount": len(subs),
-        "consumerCount": sum(len(s.consumers) for s in subs),
+        "topic": str(topic.name),
+        **{field: st[field] for field in SUMMED},
+        "backlogSize": st["backlogSize"],
+        "msgBacklog": sum(s["msgBacklog"] for s in subs if s.get("isDurable", True)),
+        "producerCount": len(st["publishers"]),
+        "subscriptionCount": len(st["subscriptions"]),
+        "consumerCount": sum(len(s["consumers"]) for s in subs),
         "backlogQuotaExceeded": bool(topic.quota_exceeded),
     }
 
 
 def broker_topic_stats(
-    topics: Iterable[Topic], bundles: Iterable[NamespaceBundle], rates: RateTracker, now_ms: int
+    topics: Iterable[Topic], bundles: Iterable[NamespaceBundle]
 ) -> dict[str, dict[str, dict[str, dict[str, dict[str, Any]]]]]:
     """``{namespace: {bundle range: {domain: {topic: summary}}}}`` of ``topics``."""
     owned = list(bundles)
     out: dict[str, dict[str, dict[str, dict[str, dict[str, Any]]]]] = {}
-    seen: set[str] = set()
     for topic in topics:
         if topic.closed:
             continue
         name = topic.name
         bundle = next((b.range.name for b in owned if b.contains(name)), "unknown")
         by_domain = out.setdefault(str(name.namespace_name), {}).setdefault(bundle, {})
-        by_domain.setdefault(name.domain, {})[str(name)] = summarize(topic, rates, now_ms)
-        seen.add(str(name))
-    rates.forget_except(seen)
+        by_domain.setdefault(name.domain, {})[str(name)] = summarize(topic)
     return out
 
 

@@ -14,7 +14,6 @@ from gateway.api.cluster_health import (
     GatewaySightings,
     NodeView,
     Problem,
-    RateTracker,
     TopicFact,
     build_problems,
     sort_problems,
@@ -177,7 +176,7 @@ def test_backlog_samples_closer_than_the_interval_are_skipped_and_rings_are_boun
     assert history.samples("t") == []
 
 
-# ---------------------------------------------------------------- gateways and rates
+# ---------------------------------------------------------------- gateways
 
 
 def test_gateway_missing_after_being_seen_until_the_window_passes() -> None:
@@ -191,14 +190,3 @@ def test_gateway_missing_after_being_seen_until_the_window_passes() -> None:
     sightings.observe(["g1"], 3_000)
     sightings.observe(["g1"], 12_001)  # last seen at 2_000: forgotten
     assert sightings.missing() == []
-
-
-def test_rates_are_increase_per_second_since_the_previous_sample() -> None:
-    rates = RateTracker(interval_ms=1_000)
-    assert rates.rates("t", (0, 0), 0) == (0.0, 0.0)
-    assert rates.rates("t", (100, 1_000), 2_000) == (50.0, 500.0)
-    assert rates.rates("t", (900, 9_000), 2_500) == (50.0, 500.0)  # too soon: last rates
-    assert rates.rates("t", (400, 4_000), 4_000) == (150.0, 1_500.0)
-    assert rates.rates("t", (10, 10), 5_000) == (0.0, 0.0)  # a counter that went down (reloaded topic)
-    rates.forget_except(["other"])
-    assert rates.rates("t", (20, 20), 6_000) == (0.0, 0.0)  # forgotten: first sample again
