@@ -73,6 +73,7 @@ STATUS_BY_CODE: dict[str, int] = {
     "not_enough_nodes": 503,
     "quorum_lost": 503,
     "node_unavailable": 503,
+    "owner_unreachable": 503,
     "ledger_fenced": 503,
 }
 
