@@ -1,4 +1,4 @@
-"""The admin dashboard every gateway serves at ``/`` (DESIGN.md §8).
+"""The admin dashboard every gateway serves at ``/`` and under ``/ui/`` (DESIGN.md §8).
 
 Owns: the dashboard package: server-rendered page shells (``templates/``), the
 small browser modules and vendored libraries they load (``static/``), and the

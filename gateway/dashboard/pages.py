@@ -2,10 +2,12 @@
 
 Owns: the page catalogue - template, title, breadcrumbs, the active navigation
 entry and the ``data-*`` values a page's script reads (tenant, namespace, topic,
-partition) - built from the URL's path parameters. Rule: names are validated by
-``gateway.names`` exactly as the admin API validates them, so a page never
-exists for a name the API would refuse (``InvalidName`` -> the router's 404).
-Nothing here does I/O.
+partition) - built from the URL's path parameters, and every page's URL. Rules:
+every page but the overview (``/``) lives under ``UI`` (``/ui/…``), a prefix no
+API route uses, so a page never shares a path with an API route; names are
+validated by ``gateway.names`` exactly as the admin API validates them, so a
+page never exists for a name the API would refuse (``InvalidName`` -> the
+router's 404). Nothing here does I/O.
 """
 
 from __future__ import annotations
@@ -15,7 +17,10 @@ from urllib.parse import quote
 
 from gateway.names import NamespaceName, TopicName, check_tenant
 
-NAV = (("overview", "Overview", "/"), ("tenants", "Tenants", "/tenants"))
+UI = "/ui"
+STATIC = f"{UI}/static"
+
+NAV = (("overview", "Overview", "/"), ("tenants", "Tenants", f"{UI}/tenants"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,7 +56,7 @@ def namespaces(tenant: str) -> Page:
         "namespaces.html",
         f"Tenant {tenant}",
         "tenants",
-        (Crumb("Tenants", "/tenants"), Crumb(tenant)),
+        (Crumb("Tenants", tenants_href()), Crumb(tenant)),
         {"tenant": tenant},
     )
 
@@ -63,8 +68,8 @@ def topics(tenant: str, namespace: str) -> Page:
         f"Namespace {ns}",
         "tenants",
         (
-            Crumb("Tenants", "/tenants"),
-            Crumb(tenant, f"/tenants/{_seg(tenant)}"),
+            Crumb("Tenants", tenants_href()),
+            Crumb(tenant, namespaces_href(tenant)),
             Crumb(namespace),
         ),
         {"tenant": tenant, "namespace": namespace},
@@ -74,9 +79,9 @@ def topics(tenant: str, namespace: str) -> Page:
 def topic(tenant: str, namespace: str, local: str) -> Page:
     name = TopicName.of("persistent", tenant, namespace, local)
     crumbs = [
-        Crumb("Tenants", "/tenants"),
-        Crumb(tenant, f"/tenants/{_seg(tenant)}"),
-        Crumb(namespace, f"/tenants/{_seg(tenant)}/{_seg(namespace)}"),
+        Crumb("Tenants", tenants_href()),
+        Crumb(tenant, namespaces_href(tenant)),
+        Crumb(namespace, topics_href(tenant, namespace)),
     ]
     data = {"tenant": tenant, "namespace": namespace, "topic": local, "partition": "-1"}
     if name.is_partition:
@@ -88,5 +93,17 @@ def topic(tenant: str, namespace: str, local: str) -> Page:
     return Page("topic.html", f"Topic {name}", "tenants", tuple(crumbs), data)
 
 
+def tenants_href() -> str:
+    return f"{UI}/tenants"
+
+
+def namespaces_href(tenant: str) -> str:
+    return f"{UI}/tenants/{_seg(tenant)}"
+
+
+def topics_href(tenant: str, namespace: str) -> str:
+    return f"{UI}/tenants/{_seg(tenant)}/{_seg(namespace)}"
+
+
 def topic_href(tenant: str, namespace: str, local: str) -> str:
-    return f"/topics/persistent/{_seg(tenant)}/{_seg(namespace)}/{_seg(local)}"
+    return f"{UI}/topics/persistent/{_seg(tenant)}/{_seg(namespace)}/{_seg(local)}"

@@ -1,10 +1,12 @@
 """HTTP routes of the dashboard: page shells, static files and the favicon.
 
-Owns: ``make_router(gateway_id)``: ``/`` (overview), ``/tenants``,
-``/tenants/{tenant}``, ``/tenants/{tenant}/{namespace}``,
-``/topics/persistent/{tenant}/{namespace}/{topic}``, ``/dashboard/static/…`` and
+Owns: ``make_router(gateway_id)``: ``/`` (overview), ``/ui/tenants``,
+``/ui/tenants/{tenant}``, ``/ui/tenants/{tenant}/{namespace}``,
+``/ui/topics/persistent/{tenant}/{namespace}/{topic}``, ``/ui/static/…`` and
 ``/favicon.ico``. Rules: routes stay out of the OpenAPI document
-(``include_in_schema=False``); a page for a name the admin API would refuse is a
+(``include_in_schema=False``) and out of the API's URL space (every page but
+``/`` is under ``pages.UI``; tests/unit/test_dashboard_routes.py checks that no
+dashboard path equals or shadows an API path); a page for a name the admin API would refuse is a
 404 page; static files are served by Starlette's ``StaticFiles`` (path safety,
 ETag, 304) with a version query string on every URL so browsers cache them.
 """
@@ -41,6 +43,7 @@ def asset_version(root: Path = STATIC) -> str:
 def make_router(gateway_id: str | Callable[[], str]) -> APIRouter:
     """The dashboard router; ``gateway_id`` names this gateway in the page header."""
     router = APIRouter(include_in_schema=False)
+    ui = APIRouter(prefix=pages.UI, include_in_schema=False)
     templates = Jinja2Templates(directory=str(TEMPLATES))
     static = StaticFiles(directory=str(STATIC))
     version = asset_version()
@@ -60,6 +63,7 @@ def make_router(gateway_id: str | Callable[[], str]) -> APIRouter:
             "nav": pages.NAV,
             "gateway_id": own_id(),
             "v": version,
+            "static": pages.STATIC,
             "reason": reason,
         }
         return templates.TemplateResponse(request, page.template, context, status_code=status)
@@ -68,23 +72,23 @@ def make_router(gateway_id: str | Callable[[], str]) -> APIRouter:
     async def dashboard_overview(request: Request) -> Response:
         return render(request, pages.overview)
 
-    @router.get("/tenants")
+    @ui.get("/tenants")
     async def dashboard_tenants(request: Request) -> Response:
         return render(request, pages.tenants)
 
-    @router.get("/tenants/{tenant}")
+    @ui.get("/tenants/{tenant}")
     async def dashboard_namespaces(request: Request, tenant: str) -> Response:
         return render(request, lambda: pages.namespaces(tenant))
 
-    @router.get("/tenants/{tenant}/{namespace}")
+    @ui.get("/tenants/{tenant}/{namespace}")
     async def dashboard_topics(request: Request, tenant: str, namespace: str) -> Response:
         return render(request, lambda: pages.topics(tenant, namespace))
 
-    @router.get("/topics/persistent/{tenant}/{namespace}/{topic}")
+    @ui.get("/topics/persistent/{tenant}/{namespace}/{topic}")
     async def dashboard_topic(request: Request, tenant: str, namespace: str, topic: str) -> Response:
         return render(request, lambda: pages.topic(tenant, namespace, topic))
 
-    @router.get("/dashboard/static/{path:path}")
+    @ui.get("/static/{path:path}")  # pages.STATIC
     async def dashboard_static(request: Request, path: str) -> Response:
         response = await static.get_response(path, request.scope)
         if request.query_params.get("v") == version:
@@ -97,4 +101,5 @@ def make_router(gateway_id: str | Callable[[], str]) -> APIRouter:
         response.headers["Content-Type"] = "image/svg+xml"
         return response
 
+    router.include_router(ui, include_in_schema=False)
     return router

@@ -1,11 +1,12 @@
 """The dashboard in a real Chromium against a real cluster (etcd + 3 nodes + 2 gateways).
 
-Shows: every page loads without console errors; a topic created, a message
-produced, peeked and live-tailed from the UI; REST-published messages reach
-the live tail within 1 s and a burst is counted in full; a cursor reset from
-the UI changes the backlog; dark mode follows the system and the toggle; a
-page whose gateway is killed moves to a live gateway, and says it lost the
-cluster when none is left. Screenshots go to .folio/artifacts/.
+Shows: every page (``/`` and the pages under ``/ui/``) loads, by its links,
+without console errors, page errors or any 5xx answer; a topic created, a
+message produced, peeked and live-tailed from the UI; REST-published messages
+reach the live tail within 1 s and a burst is counted in full; a cursor reset
+from the UI changes the backlog; dark mode follows the system and the toggle; a
+page whose gateway is killed moves to the same page on a live gateway, and says
+it lost the cluster when none is left. Screenshots go to .folio/artifacts/.
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ NS = "public/default"
 
 
 def topic_url(base: str, topic: str) -> str:
-    return f"{base}/topics/persistent/{NS}/{topic}"
+    """The dashboard's topic page (the API's producer owns ``/topics/persistent/…``)."""
+    return f"{base}/ui/topics/persistent/{NS}/{topic}"
 
 
 def create_topic(base: str, topic: str) -> None:
@@ -58,6 +60,11 @@ def subscribe(base: str, topic: str, sub: str) -> None:
         pass
 
 
+def assert_clean(cluster: DashCluster, errors: list[str]) -> None:
+    """No console error, page error or 5xx answer; a 5xx brings the gateways' tracebacks."""
+    assert errors == [], cluster.server_errors(errors)
+
+
 def sub_backlog(page: Page, sub: str) -> str:
     return page.locator(f'tr[data-sub="{sub}"] [data-testid="sub-backlog"]').inner_text()
 
@@ -76,18 +83,25 @@ def test_pages_load_without_console_errors(dash_cluster: DashCluster, page: Page
     expect(page.locator('[data-testid="problems"] .loading')).to_be_hidden()
     expect(page.locator('[data-testid="throughput-chart"] canvas')).to_have_count(1)
     expect(page.locator('[data-testid="served-by"]')).to_have_text(dash_cluster.gateways[0].address)
+    count = re.compile(r"^[1-9]\d*$")  # the load reports reach the page: the topic's owner and its ledger
+    gateway_topics = page.locator('[data-testid="gateways"] tr.gw-row td:nth-child(3)')
+    expect(gateway_topics.filter(has_text=count).first).to_be_visible(timeout=15_000)
+    node_ledgers = page.locator('[data-testid="storage-nodes"] tr.node-row td:nth-child(4)')
+    expect(node_ledgers.filter(has_text=count)).to_have_count(3, timeout=15_000)
     save_artifact(page, artifacts, "dashboard-overview.png")
 
-    page.goto(f"{base}/tenants")
-    expect(page.locator('[data-testid="list-table"] a', has_text="public")).to_be_visible()
-    page.goto(f"{base}/tenants/public")
-    expect(page.locator('[data-testid="list-table"] a', has_text="default")).to_be_visible()
-    page.goto(f"{base}/tenants/public/default")
+    page.locator("header nav a", has_text="Tenants").click()  # every page by its links, under /ui/
+    expect(page).to_have_url(f"{base}/ui/tenants")
+    page.locator('[data-testid="list-table"] a', has_text="public").click()
+    expect(page).to_have_url(f"{base}/ui/tenants/public")
+    page.locator('[data-testid="list-table"] a', has_text="default").click()
+    expect(page).to_have_url(f"{base}/ui/tenants/public/default")
     page.locator('[data-testid="list-search"]').fill(topic)
     expect(page.locator('[data-testid="list-table"] tbody a')).to_have_text([topic])
     expect(page.locator('[data-testid="list-count"]')).to_have_text("1\u20131 of 1")
 
-    page.goto(topic_url(base, topic))
+    page.locator('[data-testid="list-table"] tbody a').click()
+    expect(page).to_have_url(topic_url(base, topic))
     expect(page.locator('tr[data-sub="sub-a"]')).to_be_visible()
     expect(page.locator('[data-testid="ledgers-table"] tbody tr td:first-child').first).to_have_text(
         re.compile(r"^\d+$")
@@ -96,13 +110,13 @@ def test_pages_load_without_console_errors(dash_cluster: DashCluster, page: Page
     expect(page.locator('[data-testid="spark-stats"]')).to_contain_text("filled by the Spark analytics job")
     page.wait_for_timeout(2500)  # one more refresh round: later polls must be clean too
     save_artifact(page, artifacts, "dashboard-topic.png")
-    assert errors_of(page) == []
+    assert_clean(dash_cluster, errors_of(page))
 
 
 def test_create_produce_peek_and_tail_from_the_ui(dash_cluster: DashCluster, page: Page) -> None:
     base = dash_cluster.urls[1]
     topic = f"ui-{uuid4().hex[:6]}"
-    page.goto(f"{base}/tenants/public/default")
+    page.goto(f"{base}/ui/tenants/public/default")
     page.locator('[data-testid="create-name"]').fill(topic)
     page.locator('[data-testid="create-submit"]').click()
     expect(page.locator('[data-testid="create-result"]')).to_contain_text(f"Created topic {topic}")
@@ -134,7 +148,7 @@ def test_create_produce_peek_and_tail_from_the_ui(dash_cluster: DashCluster, pag
     expect(row.locator('[data-testid="peek-payload"]')).to_have_text('{\n  "hello": "folio",\n  "n": 1\n}')
     page.locator('[data-testid="peek-view"]').select_option("hex")
     expect(row.locator('[data-testid="peek-payload"]')).to_contain_text("7b 22 68 65 6c 6c 6f 22")
-    assert errors_of(page) == []
+    assert_clean(dash_cluster, errors_of(page))
 
 
 def test_rest_messages_reach_the_live_tail_without_loss(dash_cluster: DashCluster, page: Page) -> None:
@@ -166,7 +180,7 @@ def test_rest_messages_reach_the_live_tail_without_loss(dash_cluster: DashCluste
     publish(dash_cluster.urls[1], topic, [f"after-{i}" for i in range(50)])
     expect(count).to_have_text("551", timeout=15_000)  # the tail resumed where it left off
     expect(rows.first).to_contain_text("after-49")
-    assert errors_of(page) == []
+    assert_clean(dash_cluster, errors_of(page))
 
 
 def test_cursor_actions_from_the_ui_change_the_backlog(dash_cluster: DashCluster, page: Page) -> None:
@@ -226,13 +240,13 @@ def test_cursor_actions_from_the_ui_change_the_backlog(dash_cluster: DashCluster
     expect(page.locator('[data-testid="peek-error"]')).to_be_hidden()
     expect(page.locator('[data-testid="peek-payload"]')).to_have_text([f"n{i}" for i in range(10, 15)])
     expect(page.locator('[data-testid="peek-next"]')).to_be_disabled()
-    assert errors_of(page) == []
+    assert_clean(dash_cluster, errors_of(page))
 
 
 def test_partitioned_topic_from_the_ui(dash_cluster: DashCluster, page: Page) -> None:
     base = dash_cluster.urls[0]
     topic = f"parts-{uuid4().hex[:6]}"
-    page.goto(f"{base}/tenants/public/default")
+    page.goto(f"{base}/ui/tenants/public/default")
     page.locator('[data-testid="create-name"]').fill(topic)
     page.locator('[data-testid="create-partitions"]').fill("3")
     page.locator('[data-testid="create-submit"]').click()
@@ -261,7 +275,7 @@ def test_partitioned_topic_from_the_ui(dash_cluster: DashCluster, page: Page) ->
     expect(page.locator('[data-testid="ledgers-table"] tbody tr td:first-child').first).to_have_text(
         re.compile(r"^\d+$")
     )
-    assert errors_of(page) == []
+    assert_clean(dash_cluster, errors_of(page))
 
 
 def test_dark_mode_follows_the_system_and_the_toggle(
@@ -278,8 +292,8 @@ def test_dark_mode_follows_the_system_and_the_toggle(
     try:
         lp, dp = light.new_page(), dark.new_page()
         lerr, derr = watch_errors(lp), watch_errors(dp)
-        lp.goto(f"{base}/tenants")
-        dp.goto(f"{base}/tenants")
+        lp.goto(f"{base}/ui/tenants")
+        dp.goto(f"{base}/ui/tenants")
         light_bg, dark_bg = background(lp), background(dp)
         assert light_bg != dark_bg
         assert _luminance(light_bg) > 0.5 > _luminance(dark_bg)
@@ -295,8 +309,10 @@ def test_dark_mode_follows_the_system_and_the_toggle(
         expect(dp.locator('[data-testid="tail-state"]')).to_have_text("live")
         publish(base, "dark-shot", ['{"theme": "dark"}'])
         expect(dp.locator('[data-testid="tail-count"]')).to_have_text("1")
+        dp.locator('[data-testid="peek-load"]').click()
+        expect(dp.locator('[data-testid="peek-payload"]')).to_have_text(['{"theme": "dark"}'])
         save_artifact(dp, artifacts, "dashboard-topic-dark.png")
-        assert page_errors(lerr) == [] and page_errors(derr) == []
+        assert_clean(dash_cluster, page_errors(lerr) + page_errors(derr))
     finally:
         light.close()
         dark.close()
@@ -312,15 +328,18 @@ def test_killed_gateway_page_moves_to_a_live_one_then_reports_lost_cluster(
 ) -> None:
     doomed = dash_cluster.add_gateway()  # the page's gateway; the module's two others survive it
     survivors = {g.http_url: g.address for g in dash_cluster.gateways[:2]}
-    page.goto(f"{doomed.http_url}/")
-    expect(page.locator('[data-testid="gateways"] tr.gw-row')).to_have_count(3, timeout=15_000)
+    here = "/ui/tenants/public/default?search=none#topics"  # the same page, query and fragment after the move
+    page.goto(f"{doomed.http_url}{here}")
+    expect(page.locator('[data-testid="list-count"]')).not_to_have_text("Loading\u2026")
+    page.wait_for_function("() => window.Alpine.store('conn').brokers.length >= 3", timeout=15_000)
 
     doomed.kill9()
     page.wait_for_url(lambda url: any(url.startswith(u) for u in survivors), timeout=20_000)
     moved_to = next(u for u in survivors if page.url.startswith(u))
-    assert page.url == f"{moved_to}/"
+    assert page.url == f"{moved_to}{here}"
     expect(page.locator('[data-testid="served-by"]')).to_have_text(survivors[moved_to])
     expect(page.locator('[data-testid="conn-banner"]')).to_be_hidden()
+    expect(page.locator('[data-testid="list-count"]')).not_to_have_text("Loading\u2026")
 
     for gateway in dash_cluster.gateways:  # the end of this module's cluster: no gateway left
         if gateway.running():

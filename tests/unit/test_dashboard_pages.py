@@ -22,12 +22,24 @@ def test_topic_page_of_a_partition_links_its_partitioned_topic() -> None:
         "base": "orders",
     }
     assert [c.label for c in page.crumbs] == ["Tenants", "acme", "prod", "orders", "orders-partition-2"]
-    assert page.crumbs[3].href == "/topics/persistent/acme/prod/orders"
+    assert [c.href for c in page.crumbs] == [
+        "/ui/tenants",
+        "/ui/tenants/acme",
+        "/ui/tenants/acme/prod",
+        "/ui/topics/persistent/acme/prod/orders",
+        None,
+    ]
 
 
 def test_links_escape_path_segments() -> None:
-    assert pages.topic_href("a", "b", "x y") == "/topics/persistent/a/b/x%20y"
-    assert pages.topics("t", "ns").crumbs[1].href == "/tenants/t"
+    assert pages.topic_href("a", "b", "x y") == "/ui/topics/persistent/a/b/x%20y"
+    assert pages.topics("t", "ns").crumbs[1].href == "/ui/tenants/t"
+    assert pages.namespaces_href("a/b") == "/ui/tenants/a%2Fb"
+
+
+def test_every_page_but_the_overview_is_under_ui() -> None:
+    assert [href for _, _, href in pages.NAV] == ["/", "/ui/tenants"]
+    assert pages.STATIC == "/ui/static"
 
 
 @pytest.mark.parametrize("build", [lambda: pages.namespaces("bad/name"), lambda: pages.topic("t", "ns", "")])

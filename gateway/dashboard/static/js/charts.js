@@ -13,6 +13,12 @@ function shortNum(v) {
   return `${+v.toFixed(2)}`;
 }
 
+const clockFormat = new Intl.DateTimeFormat(undefined, { hour: "2-digit", minute: "2-digit", second: "2-digit", hour12: false });
+
+function clock(seconds) {
+  return clockFormat.format(new Date(seconds * 1000));
+}
+
 export class TimeChart {
   // series: [{label, color: "--css-var"}]
   constructor(el, series, height = 200) {
@@ -41,7 +47,8 @@ export class TimeChart {
         } },
         y: { range: (u, min, max) => [0, Math.max(max * 1.1, 1)] } },
       axes: [
-        { stroke: text, grid, ticks: grid },
+        // one clock time per tick (uPlot's default adds a date line that overlaps on short spans)
+        { stroke: text, grid, ticks: grid, space: 80, values: (u, vals) => vals.map(clock) },
         { stroke: text, grid, ticks: grid, size: 56, values: (u, vals) => vals.map(shortNum) },
       ],
       series: [{}, ...this.series.map((s) => ({

@@ -1,7 +1,9 @@
 // Connection state and failover. The page knows every gateway (GET /admin/v2/brokers,
 // refreshed every 10 s). When a call to its own gateway fails at the network level,
 // it re-checks that gateway; if it is gone, it probes the others and moves to the
-// same page on the first live one, or says "lost the cluster" and keeps retrying.
+// same page (same path under /ui/, query and fragment; the overview for anything
+// else) on the first live one, or says "lost the cluster" and keeps retrying.
+import { isDashboardPage } from "./paths.js";
 
 const HEALTH = "/admin/v2/brokers/health";
 const RETRY_MS = 3000;
@@ -31,6 +33,12 @@ function normalizeBrokers(list) {
       return { id: b.id || b.brokerId || b.gatewayId || url, httpUrl: url.replace(/\/$/, "") };
     })
     .filter((b) => b.httpUrl);
+}
+
+// This page's URL on the gateway at `base` (its httpUrl): same path, query and fragment.
+function samePageOn(base) {
+  const here = isDashboardPage(location.pathname) ? `${location.pathname}${location.search}${location.hash}` : "/";
+  return `${base}${here}`;
 }
 
 async function alive(base) {
@@ -80,7 +88,7 @@ export function install(Alpine) {
       const target = live.find(Boolean);
       if (target) {
         this.message = `Lost gateway ${this.self}: moving to gateway ${target.id}…`;
-        location.assign(`${target.httpUrl}${location.pathname}${location.search}${location.hash}`);
+        location.assign(samePageOn(target.httpUrl));
         return;
       }
       this.cluster = true;

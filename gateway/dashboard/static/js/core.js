@@ -75,7 +75,7 @@ export const fmt = {
     const units = ["B", "KiB", "MiB", "GiB", "TiB"];
     let i = 0;
     while (Math.abs(n) >= 1024 && i < units.length - 1) { n /= 1024; i += 1; }
-    return `${i ? n.toFixed(1) : n} ${units[i]}`;
+    return `${nf.format(n)} ${units[i]}`; // at most one decimal: rates are fractional
   },
   time(v) {
     if (v === undefined || v === null || v === "") return "–";

@@ -2,6 +2,7 @@
 // (?search=&offset=&limit=, total in X-Total-Count); a gateway that answers the
 // whole list instead (no header) is filtered and paged here.
 import { api, enc, explain, poll } from "./core.js";
+import { pageHref } from "./paths.js";
 
 const LIMIT = 20;
 
@@ -13,11 +14,11 @@ function lastPart(name) {
 const KINDS = {
   tenants: (d) => ({
     path: "/admin/v2/tenants",
-    item: (t) => ({ name: t, label: t, href: `/tenants/${enc(t)}` }),
+    item: (t) => ({ name: t, label: t, href: pageHref.namespaces(t) }),
   }),
   namespaces: (d) => ({
     path: `/admin/v2/namespaces/${enc(d.tenant)}`,
-    item: (n) => ({ name: n, label: lastPart(n), href: `/tenants/${enc(d.tenant)}/${enc(lastPart(n))}` }),
+    item: (n) => ({ name: n, label: lastPart(n), href: pageHref.topics(d.tenant, lastPart(n)) }),
   }),
   topics: (d) => ({
     path: `/admin/v2/persistent/${enc(d.tenant)}/${enc(d.namespace)}`,
@@ -26,7 +27,7 @@ const KINDS = {
       const part = /-partition-(\d+)$/.exec(local);
       return {
         name: t, label: local, badge: part ? "partition" : "",
-        href: `/topics/persistent/${enc(d.tenant)}/${enc(d.namespace)}/${enc(local)}`,
+        href: pageHref.topic(d.tenant, d.namespace, local),
       };
     },
   }),
@@ -85,7 +86,7 @@ export function listView(kind) {
       const d = this.$el.dataset;
       const names = await api(`/admin/v2/persistent/${enc(d.tenant)}/${enc(d.namespace)}/partitioned`);
       this.partitioned = (Array.isArray(names) ? names : []).map((n) => ({
-        name: n, label: lastPart(n), href: `/topics/persistent/${enc(d.tenant)}/${enc(d.namespace)}/${enc(lastPart(n))}`,
+        name: n, label: lastPart(n), href: pageHref.topic(d.tenant, d.namespace, lastPart(n)),
       }));
     },
   };
@@ -110,14 +111,14 @@ export function createForm(kind) {
         if (kind === "namespace") {
           await api(`/admin/v2/namespaces/${enc(d.tenant)}/${enc(name)}`, { method: "PUT" });
           this.result = `Created namespace ${d.tenant}/${name}.`;
-          this.link = `/tenants/${enc(d.tenant)}/${enc(name)}`;
+          this.link = pageHref.topics(d.tenant, name);
         } else {
           const base = `/admin/v2/persistent/${enc(d.tenant)}/${enc(d.namespace)}/${enc(name)}`;
           const n = Number(this.partitions) || 0;
           if (n > 0) await api(`${base}/partitions`, { method: "PUT", json: n });
           else await api(base, { method: "PUT" });
           this.result = n > 0 ? `Created topic ${name} with ${n} partitions.` : `Created topic ${name}.`;
-          this.link = `/topics/persistent/${enc(d.tenant)}/${enc(d.namespace)}/${enc(name)}`;
+          this.link = pageHref.topic(d.tenant, d.namespace, name);
         }
         this.ok = true;
         this.name = "";

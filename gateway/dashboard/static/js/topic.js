@@ -2,6 +2,7 @@
 // subscriptions (+ cursor actions), producers, storage, ledgers and cursors
 // (GET …/stats or …/partitioned-stats?perPartition=true, …/internalStats), every 2 s.
 import { api, confirmDialog, enc, explain, fmt, pick, poll } from "./core.js";
+import { pageHref } from "./paths.js";
 import { Samples, TimeChart } from "./charts.js";
 
 export function topicBase(d) {
@@ -121,7 +122,7 @@ export function topicPage() {
           const pb = Object.values(pick(p, "subscriptions") || {}).reduce((n, s) => n + Number(s.msgBacklog || 0), 0);
           return {
             name: local,
-            href: `/topics/persistent/${enc(this.d.tenant)}/${enc(this.d.namespace)}/${enc(local)}`,
+            href: pageHref.topic(this.d.tenant, this.d.namespace, local),
             rateIn: fmt.rate(pick(p, "msgRateIn")), rateOut: fmt.rate(pick(p, "msgRateOut")),
             storage: fmt.bytes(pick(p, "storageSize")), backlog: fmt.num(pb),
           };
