@@ -20,6 +20,9 @@ PARTITIONS_MAX = 1024
 NAME_MAX = 128  # tenant, namespace
 TOPIC_MAX = 255  # local topic name, partition suffix included
 SUBSCRIPTION_MAX = 255
+RESERVED_TOPICS = ("partitioned",)  # admin path words in a topic's place
+# a partitioned topic's base name: "<base>-partition-1023" still fits TOPIC_MAX
+PARTITIONED_TOPIC_MAX = TOPIC_MAX - len(f"{PARTITION_SUFFIX}{PARTITIONS_MAX - 1}")
 
 _SEGMENT = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.=:\-]*$")
 _TOPIC = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.=:\-]*$")
@@ -93,6 +96,8 @@ class TopicName:
         base, index = _split_partition(local)
         if index is not None and (index >= PARTITIONS_MAX or not base):
             raise InvalidName(f"Invalid partition suffix in {local[:80]!r}")
+        if base in RESERVED_TOPICS:
+            raise InvalidName(f"Invalid topic name {local!r}: {base!r} is reserved (an admin path word)")
         return name
 
     @classmethod
@@ -128,6 +133,18 @@ class TopicName:
         """The partitioned topic this partition belongs to (itself if not a partition)."""
         base, index = _split_partition(self.local)
         return self if index is None else TopicName(self.domain, self.tenant, self.namespace, base)
+
+    def check_partitioned_base(self) -> TopicName:
+        """This name, if it can name a partitioned topic: no ``-partition-`` in it and
+        short enough for every partition's name; else ``InvalidName``."""
+        if PARTITION_SUFFIX in self.local:
+            raise InvalidName(f"Partitioned topic name {self} must not contain {PARTITION_SUFFIX!r}")
+        if len(self.local) > PARTITIONED_TOPIC_MAX:
+            raise InvalidName(
+                f"Partitioned topic name {self.local[:80]!r}... is longer than {PARTITIONED_TOPIC_MAX} "
+                "characters: its partitions' names would exceed the topic name limit"
+            )
+        return self
 
     def partition(self, index: int) -> TopicName:
         if self.is_partition:

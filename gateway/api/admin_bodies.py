@@ -4,9 +4,12 @@ Owns: parsing Pulsar's ``MessageId`` and ``ResetCursorData`` JSON bodies into
 positions (``CursorTarget``), the JSON form of a message id, the ``X-Pulsar-*``
 headers of a peeked message and the JSON item of Folio's message browse.
 Rules (reference/pulsar-api.md §1.8, §3.2): ``ResetCursorData`` is
-``{ledgerId, entryId, partitionIndex?, batchIndex?, isExcluded | excluded?,
-properties?}`` or the string ``"earliest"``/``"latest"``; ids -1:-1 and
-Long.MAX:Long.MAX are earliest and latest; ``X-Pulsar-Message-ID`` is ``L:E``,
+``{ledgerId, entryId, partitionIndex?, batchIndex?, isExcluded?, excluded?,
+properties?}`` (ids Java longs, indexes Java ints, the flags booleans -
+``isExcluded`` wins over Jackson's ``excluded`` - and ``properties`` ignored) or
+the string ``"earliest"``/``"latest"`` in any case; both ids negative is
+earliest, Long.MAX:Long.MAX latest, one negative id is refused (the schema is
+``gateway.api.admin_schemas.ResetCursorData``); ``X-Pulsar-Message-ID`` is ``L:E``,
 plus ``:batchIndex`` when the entry holds several messages (a Folio addition:
 Folio batches messages into entries itself, so each message gets its own id).
 A bad body is ``InvalidArgument`` (400).
@@ -21,7 +24,7 @@ from typing import Any
 from urllib.parse import quote
 
 from gateway.broker.entry_format import EntryMessage
-from gateway.broker.message_id import INT64_MAX, MessageId
+from gateway.broker.message_id import INT32_MAX, INT64_MAX, MessageId
 from gateway.broker.positions import EARLIEST, LATEST, NO_BATCH, MessagePosition, Position
 from gateway.broker.stats import iso_ms
 from gateway.meta.errors import InvalidArgument
@@ -48,19 +51,31 @@ class CursorTarget:
         return self.entry == LATEST
 
 
-def _int(data: dict[str, Any], name: str, default: int | None = None) -> int:
-    value = data.get(name, default)
+def _int(data: dict[str, Any], name: str, high: int, default: int | None = None) -> int:
+    """Field ``name``, an integer in ``[-high - 1, high]`` (a Java int or long)."""
+    if name not in data and default is not None:
+        return default
+    value = data.get(name)
     if value is None:
-        raise InvalidArgument(f"{name} is required")
+        raise InvalidArgument(f"{name} is required (an integer)")
     if isinstance(value, bool) or not isinstance(value, int):
-        raise InvalidArgument(f"{name} must be an integer, got {value!r}")
+        raise InvalidArgument(f"{name} must be an integer, got {value!r}"[:120])
+    if not -high - 1 <= value <= high:
+        raise InvalidArgument(f"{name} {value} is outside [{-high - 1}, {high}]")
+    return value
+
+
+def _flag(data: dict[str, Any], name: str) -> bool | None:
+    value = data.get(name)
+    if name in data and not isinstance(value, bool):
+        raise InvalidArgument(f"{name} must be true or false, got {value!r}"[:120])
     return value
 
 
 def parse_target(value: Any, *, required: bool = True) -> CursorTarget | None:
     """A ``MessageId``/``ResetCursorData`` body, or ``"earliest"``/``"latest"``; None
-    for no body when not ``required``."""
-    if value is None or value in (b"", ""):
+    for no body (``None``) when not ``required``."""
+    if value is None:
         if required:
             raise InvalidArgument("a ResetCursorData body is required")
         return None
@@ -72,12 +87,11 @@ def parse_target(value: Any, *, required: bool = True) -> CursorTarget | None:
         raise InvalidArgument(f'expected "earliest", "latest" or a message id object, got {value[:40]!r}')
     if not isinstance(value, dict):
         raise InvalidArgument("expected a JSON object with ledgerId and entryId")
-    ledger, entry = _int(value, "ledgerId"), _int(value, "entryId")
-    batch = _int(value, "batchIndex", NO_BATCH)
-    _int(value, "partitionIndex", -1)
-    excluded = value.get("isExcluded", value.get("excluded", False))
-    if not isinstance(excluded, bool):
-        raise InvalidArgument(f"isExcluded must be true or false, got {excluded!r}")
+    ledger, entry = _int(value, "ledgerId", INT64_MAX), _int(value, "entryId", INT64_MAX)
+    batch = _int(value, "batchIndex", INT32_MAX, NO_BATCH)
+    _int(value, "partitionIndex", INT32_MAX, -1)
+    flags = (_flag(value, "isExcluded"), _flag(value, "excluded"))
+    excluded = next((flag for flag in flags if flag is not None), False)
     if ledger < 0 and entry < 0:
         return CursorTarget(EARLIEST, excluded=excluded)
     if ledger == INT64_MAX and entry == INT64_MAX:

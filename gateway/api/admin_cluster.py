@@ -21,11 +21,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Annotated, Any, Protocol, TypeVar, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 import httpx
 import orjson
-from fastapi import APIRouter, Depends, Response
+from fastapi import APIRouter, Response
 
 from coordination import keys
 from coordination.election import current_leader
@@ -33,6 +33,7 @@ from coordination.errors import CoordinationError
 from coordination.etcd_store import EtcdMember
 from gateway.api import cluster_health as health
 from gateway.api import errors
+from gateway.api.admin_schemas import NodeIdPath
 from gateway.api.cluster_models import (
     BrokerTopicStats,
     ClusterOverview,
@@ -42,7 +43,8 @@ from gateway.api.cluster_models import (
     StorageNodeView,
     UnderReplicatedLedger,
 )
-from gateway.api.paging import TOTAL_HEADER, PageParams
+from gateway.api.paging import TOTAL_HEADER, PageParams, Paging
+from gateway.api.route_docs import Cluster
 from gateway.api.topic_summary import broker_topic_stats, flatten, topic_fact
 from gateway.meta.errors import Conflict, NotFound
 from storage.types import LedgerMetadata, NodeInfo
@@ -55,8 +57,6 @@ TAGS: list[str | Any] = ["admin-cluster"]
 FANOUT_MAX = 8  # gateways asked at once
 FANOUT_TIMEOUT_S = 2.0
 T = TypeVar("T")
-
-Paging = Annotated[PageParams, Depends()]
 
 
 @runtime_checkable
@@ -304,7 +304,7 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
         summary="List the live gateways of a cluster as host:port (Pulsar)",
         responses=errors.responses(404),
     )
-    async def list_brokers_of_cluster(cluster: str) -> list[str]:
+    async def list_brokers_of_cluster(cluster: Cluster) -> list[str]:
         if cluster != CLUSTER:
             raise NotFound(f"Cluster {cluster[:100]} does not exist")
         live = await views().gateway.registry.list_gateways()
@@ -338,7 +338,7 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
         summary="Forget a decommissioned storage node (409 while live or named by a ledger)",
         responses=errors.responses(404, 409),
     )
-    async def forget_storage_node(node_id: str) -> Response:
+    async def forget_storage_node(node_id: NodeIdPath) -> Response:
         await views().forget_node(node_id)
         return Response(status_code=204)
 

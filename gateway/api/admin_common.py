@@ -3,9 +3,15 @@
 Owns: ``AdminRoute`` (typed errors and request-validation errors become
 ``ErrorBody`` responses inside the route, so the routers also work without the
 app's handlers), ``on_owner`` (serve a topic-scoped call on the topic's owner:
-here, or forwarded once), path-to-name helpers, JSON answers and the JSON
-body reader. Rules (DESIGN.md §6-7): statuses come from ``gateway.api.errors``
-only; an admin read never auto-creates a topic (404 instead).
+here, or forwarded once), path-to-name helpers, JSON answers, the JSON body
+reader of every admin route (``read_json``) and the URL convertors of path
+segments that must not swallow a literal route (``{topic:topic}``,
+``{bundle:bundle}``). Rules (DESIGN.md §6-7): statuses come from
+``gateway.api.errors`` only; an admin read never auto-creates a topic (404
+instead); a body is JSON whatever its content type (curl's default form type
+included), an empty body is no body, a JSON ``null`` body is refused (400), and
+a whole-number float (``3.0``) is the integer it spells, as in JSON Schema and
+Jackson (the documented schemas are in ``gateway.api.admin_schemas``).
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ import orjson
 from fastapi import Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.routing import APIRoute
+from starlette.convertors import StringConvertor, register_url_convertor
 from starlette.responses import Response
 
 from coordination.errors import CoordinationError
@@ -28,13 +35,33 @@ from gateway.broker.topic import Topic
 from gateway.errors import GatewayError
 from gateway.meta.errors import InvalidArgument
 from gateway.names import TopicName, check_subscription
+from gateway.protocol.fields import as_int
 from storage.errors import StorageError
 
 if TYPE_CHECKING:
     from gateway.api.gateway import Gateway
 
 JSON = "application/json"
+
+
+class TopicConvertor(StringConvertor):
+    """A topic segment that is not a reserved word (``…/{namespace}/partitioned`` is
+    the list route, so ``PUT``/``DELETE`` there answer 405 and ``Allow: GET``)."""
+
+    regex = "(?!partitioned(?:/|$))[^/]+"
+
+
+class BundleConvertor(StringConvertor):
+    """A bundle segment, ``0x%08x_0x%08x`` (so ``…/permissions/unload`` stays a role)."""
+
+    regex = "0x[0-9a-f]{8}_0x[0-9a-f]{8}"
+
+
+register_url_convertor("topic", TopicConvertor())
+register_url_convertor("bundle", BundleConvertor())
+
 PREFIX = "/admin/v2/persistent/{tenant}/{namespace}"
+TOPIC_ROOT = f"{PREFIX}/{{topic:topic}}"  # the topic itself (beside PREFIX/partitioned)
 
 
 def _describe(exc: RequestValidationError) -> str:
@@ -75,19 +102,38 @@ def topic_name(tenant: str, namespace: str, topic: str) -> TopicName:
     return TopicName.of("persistent", tenant, namespace, topic)
 
 
-def json_body(value: Any) -> Any:
-    """A body FastAPI handed over as bytes (no JSON content type) parsed as JSON;
-    a bare ``earliest``/``latest`` is taken as that string."""
-    if isinstance(value, bytes | bytearray):
-        text = bytes(value).strip()
-        if not text:
-            return None
-        if text in (b"earliest", b"latest"):
-            return text.decode()
-        try:
-            return orjson.loads(text)
-        except orjson.JSONDecodeError as exc:
-            raise InvalidArgument(f"request body is not JSON: {exc}") from exc
+async def read_json(request: Request, *, required: bool = True) -> Any:
+    """The request body as JSON, whatever its content type (``decode_json``)."""
+    return decode_json(await request.body(), required=required)
+
+
+def decode_json(body: bytes, *, required: bool = True) -> Any:
+    """``body`` as JSON; None for an empty body (``InvalidArgument`` if ``required``).
+    Whole-number floats become ints; a JSON ``null`` is refused (so is a bare,
+    unquoted ``latest``: not JSON)."""
+    text = body.strip()
+    if not text:
+        if required:
+            raise InvalidArgument("a JSON request body is required")
+        return None
+    try:
+        value = orjson.loads(text)
+    except orjson.JSONDecodeError as exc:
+        raise InvalidArgument(f"request body is not JSON: {exc}") from exc
+    if value is None:
+        raise InvalidArgument("the request body is JSON null: send a value, or no body")
+    return whole_numbers(value)
+
+
+def whole_numbers(value: Any) -> Any:
+    """``value`` with every whole-number float (``3.0``, within 2^53) as an int."""
+    if isinstance(value, float):
+        number = as_int(value)
+        return value if number is None else number
+    if isinstance(value, dict):
+        return {key: whole_numbers(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [whole_numbers(item) for item in value]
     return value
 
 

@@ -18,13 +18,22 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from fastapi import APIRouter, Path, Query, Request
+from fastapi import APIRouter, Query, Request
 from starlette.responses import Response
 
 from gateway.api import errors
 from gateway.api.admin_bodies import browse_item, message_headers, message_id_json
 from gateway.api.admin_common import PREFIX, AdminRoute, json_response, on_owner, topic_name
+from gateway.api.admin_schemas import (
+    BatchIndexQuery,
+    EntryIdPath,
+    LedgerIdPath,
+    PositionPath,
+    TimestampPath,
+)
+from gateway.api.route_docs import Namespace, Subscription, Tenant, TopicPart
 from gateway.broker import topic_admin
+from gateway.broker.message_id import INT32_MAX
 from gateway.broker.positions import NO_BATCH, MessagePosition, Position
 from gateway.broker.topic import Topic
 from gateway.meta.errors import NotFound
@@ -41,7 +50,7 @@ RAW: dict[int | str, dict[str, Any]] = {
         "content": {"application/octet-stream": {}},
     }
 }
-Offset = Annotated[int, Query(ge=0, description="messages to leave out first")]
+Offset = Annotated[int, Query(ge=0, le=INT32_MAX, description="messages to leave out first")]
 Limit = Annotated[int, Query(ge=1, le=BROWSE_MAX, description=f"messages to answer (at most {BROWSE_MAX})")]
 
 
@@ -79,11 +88,11 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
         responses={**RAW, **errors.responses(404, 412)},
     )
     async def peek_nth_message(
-        tenant: str,
-        namespace: str,
-        topic: str,
-        subscription: str,
-        n: Annotated[int, Path(ge=1)],
+        tenant: Tenant,
+        namespace: Namespace,
+        topic: TopicPart,
+        subscription: Subscription,
+        n: PositionPath,
         request: Request,
     ) -> Response:
         """The n-th message the subscription has not acknowledged. Folio batches many
@@ -105,13 +114,13 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
         responses={**RAW, **errors.responses(404, 412)},
     )
     async def get_message_by_id(
-        tenant: str,
-        namespace: str,
-        topic: str,
-        ledger: int,
-        entry: int,
+        tenant: Tenant,
+        namespace: Namespace,
+        topic: TopicPart,
+        ledger: LedgerIdPath,
+        entry: EntryIdPath,
         request: Request,
-        batchIndex: Annotated[int, Query(ge=-1)] = NO_BATCH,
+        batchIndex: BatchIndexQuery = NO_BATCH,
     ) -> Response:
         async def serve(t: Topic) -> Response:
             found = await topic_admin.message_at(t, Position(ledger, entry), batchIndex)
@@ -127,12 +136,12 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
         responses={**RAW, **errors.responses(404, 412)},
     )
     async def examine_message(
-        tenant: str,
-        namespace: str,
-        topic: str,
+        tenant: Tenant,
+        namespace: Namespace,
+        topic: TopicPart,
         request: Request,
         initialPosition: Literal["earliest", "latest"] = "latest",
-        messagePosition: Annotated[int, Query(ge=1)] = 1,
+        messagePosition: Annotated[int, Query(ge=1, le=INT32_MAX)] = 1,
     ) -> Response:
         async def serve(t: Topic) -> Response:
             if initialPosition == "earliest":
@@ -149,7 +158,9 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
         summary="The id of the last message",
         responses=errors.responses(404, 412),
     )
-    async def get_last_message_id(tenant: str, namespace: str, topic: str, request: Request) -> Response:
+    async def get_last_message_id(
+        tenant: Tenant, namespace: Namespace, topic: TopicPart, request: Request
+    ) -> Response:
         async def serve(t: Topic) -> Response:
             found = await topic_admin.last_message(t)
             if found is None:  # empty: the position before the open ledger's first entry
@@ -168,7 +179,7 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
         responses=errors.responses(404, 412),
     )
     async def get_message_id_by_time(
-        tenant: str, namespace: str, topic: str, timestamp: Annotated[int, Path(ge=0)], request: Request
+        tenant: Tenant, namespace: Namespace, topic: TopicPart, timestamp: TimestampPath, request: Request
     ) -> Response:
         async def serve(t: Topic) -> Response:
             found = await topic_admin.first_at_or_after(t, timestamp)
@@ -185,10 +196,10 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
         responses=errors.responses(400, 404, 412),
     )
     async def browse_subscription_messages(
-        tenant: str,
-        namespace: str,
-        topic: str,
-        subscription: str,
+        tenant: Tenant,
+        namespace: Namespace,
+        topic: TopicPart,
+        subscription: Subscription,
         request: Request,
         offset: Offset = 0,
         limit: Limit = 20,
@@ -210,9 +221,9 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
         responses=errors.responses(400, 404, 412),
     )
     async def browse_topic_messages(
-        tenant: str,
-        namespace: str,
-        topic: str,
+        tenant: Tenant,
+        namespace: Namespace,
+        topic: TopicPart,
         request: Request,
         offset: Offset = 0,
         limit: Limit = 20,

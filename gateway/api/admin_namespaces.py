@@ -7,24 +7,30 @@ Rule: the router is self-contained: its route class (``gateway.api.errors``) tur
 every typed error (by ``code``) and every request-validation error into the one
 ``ErrorBody`` with Pulsar's status: 400 bad input, 404 unknown, 409 conflict, 412
 invalid name or precondition, 503 etcd unavailable. Writes
-answer 204 as Pulsar does. Bodies are parsed by ``gateway.meta.policies`` (so the
-rules live in one pure place); a body sent without a JSON content type (curl's
-default) is parsed as JSON too.
+answer 204 as Pulsar does. Bodies are read by ``admin_common.read_json`` (a body
+sent without a JSON content type, curl's default, is JSON too) and parsed by
+``gateway.meta.policies`` (so the rules live in one pure place); their schemas and
+the admin parameters are documented by ``gateway.api.admin_schemas``. A body is
+validated before the namespace is looked up (400 before 404), except a new
+namespace's policies: its tenant is looked up first (404, as Pulsar), so the
+412 of a backlog quota beyond the retention is a precondition of a real create.
 """
 
 from collections.abc import Awaitable, Callable
 from enum import Enum
 from typing import Annotated, Any
 
-import orjson
-from fastapi import APIRouter, Body, Depends, Query, Response
+from fastapi import APIRouter, Depends, Query, Request, Response
 
+from gateway.api import admin_schemas as schemas
+from gateway.api.admin_common import read_json
+from gateway.api.admin_schemas import BundlePath, QuotaTypeQuery, RolePath, request_body
 from gateway.api.errors import ErrorMappingRoute, responses
-from gateway.api.paging import TOTAL_HEADER, PageParams
-from gateway.meta.errors import InvalidArgument, NotFound
+from gateway.api.paging import TOTAL_HEADER, PageParams, Paging
+from gateway.api.route_docs import Namespace, Tenant
+from gateway.meta.errors import NotFound
 from gateway.meta.namespaces import NamespaceStore
 from gateway.meta.policies import (
-    BACKLOG_QUOTA_TYPES,
     AutoTopicCreation,
     BacklogQuota,
     Policies,
@@ -42,19 +48,9 @@ Force = Annotated[bool, Query(description="also delete what is inside")]
 # unload(namespace, bundle or None for all) -> bundles asked to unload
 Unloader = Callable[[NamespaceName, str | None], Awaitable[int]]
 
-Paging = Annotated[PageParams, Depends()]
 READ = responses(404, 412)
 WRITE = responses(400, 404, 409, 412)
-
-
-def json_body(value: Any) -> Any:
-    """The request body as JSON (FastAPI hands non-JSON content types over as bytes)."""
-    if isinstance(value, bytes | bytearray):
-        try:
-            return orjson.loads(value)
-        except orjson.JSONDecodeError as exc:
-            raise InvalidArgument(f"request body is not JSON: {exc}") from exc
-    return value
+TENANT_EXAMPLE = {"adminRoles": [], "allowedClusters": ["folio"]}
 
 
 def _no_content() -> Response:
@@ -87,7 +83,7 @@ def make_router(get_store: Callable[[], NamespaceStore], unload: Unloader = _no_
         return paged(response, paging, await store.list_tenants())
 
     @router.get("/tenants/{tenant}", summary="Get a tenant's info", tags=TENANTS, responses=READ)
-    async def get_tenant(store: Store, tenant: str) -> dict[str, Any]:
+    async def get_tenant(store: Store, tenant: Tenant) -> dict[str, Any]:
         return (await store.get_tenant(tenant)).to_json()
 
     @router.put(
@@ -96,20 +92,25 @@ def make_router(get_store: Callable[[], NamespaceStore], unload: Unloader = _no_
         summary="Create a tenant (409 if it exists)",
         tags=TENANTS,
         responses=WRITE,
+        openapi_extra=request_body(schemas.TenantInfo, "Pulsar TenantInfo", TENANT_EXAMPLE, required=False),
     )
-    async def create_tenant(
-        store: Store, tenant: str, body: Annotated[Any, Body(examples=[{"adminRoles": []}])] = None
-    ) -> Response:
+    async def create_tenant(store: Store, tenant: Tenant, request: Request) -> Response:
         check_tenant(tenant)
-        await store.create_tenant(tenant, TenantInfo.from_json(json_body(body)))
+        info = TenantInfo.from_json(await read_json(request, required=False))
+        await store.create_tenant(tenant, info)
         return _no_content()
 
     @router.post(
-        "/tenants/{tenant}", status_code=204, summary="Update a tenant's info", tags=TENANTS, responses=WRITE
+        "/tenants/{tenant}",
+        status_code=204,
+        summary="Update a tenant's info",
+        tags=TENANTS,
+        responses=WRITE,
+        openapi_extra=request_body(schemas.TenantInfo, "Pulsar TenantInfo", TENANT_EXAMPLE),
     )
-    async def update_tenant(store: Store, tenant: str, body: Annotated[Any, Body()]) -> Response:
+    async def update_tenant(store: Store, tenant: Tenant, request: Request) -> Response:
         check_tenant(tenant)
-        await store.update_tenant(tenant, TenantInfo.from_json(json_body(body)))
+        await store.update_tenant(tenant, TenantInfo.from_json(await read_json(request)))
         return _no_content()
 
     @router.delete(
@@ -119,32 +120,41 @@ def make_router(get_store: Callable[[], NamespaceStore], unload: Unloader = _no_
         tags=TENANTS,
         responses=WRITE,
     )
-    async def delete_tenant(store: Store, tenant: str, force: Force = False) -> Response:
+    async def delete_tenant(store: Store, tenant: Tenant, force: Force = False) -> Response:
         await store.delete_tenant(tenant, force=force)
         return _no_content()
 
     # ------------------------------------------------------------ namespaces
 
-    @router.get("/namespaces/{tenant}", summary="List a tenant's namespaces", tags=NAMESPACES, responses=READ)
-    async def list_namespaces(store: Store, tenant: str, paging: Paging, response: Response) -> list[str]:
+    @router.get(
+        "/namespaces/{tenant}",
+        summary="List a tenant's namespaces",
+        tags=NAMESPACES,
+        responses=READ,
+    )
+    async def list_namespaces(store: Store, tenant: Tenant, paging: Paging, response: Response) -> list[str]:
         """Namespaces; with ``search``/``offset``/``limit`` a page of them (total in X-Total-Count)."""
         return paged(response, paging, await store.list_namespaces(tenant))
 
     @router.put(
         "/namespaces/{tenant}/{namespace}",
         status_code=204,
-        summary="Create a namespace",
+        summary="Create a namespace (body: optional Policies; 404 unknown tenant, 409 if it exists)",
         tags=NAMESPACES,
         responses=WRITE,
+        openapi_extra=request_body(
+            schemas.Policies,
+            "Pulsar Policies of the new namespace (optional)",
+            {"bundles": {"numBundles": 8}},
+            required=False,
+        ),
     )
     async def create_namespace(
-        store: Store,
-        tenant: str,
-        namespace: str,
-        body: Annotated[Any, Body(examples=[{"bundles": {"numBundles": 8}}])] = None,
+        store: Store, tenant: Tenant, namespace: Namespace, request: Request
     ) -> Response:
         ns = NamespaceName.of(tenant, namespace)
-        payload = json_body(body)
+        payload = await read_json(request, required=False)
+        await store.get_tenant(tenant)  # 404 first, as Pulsar: the policies' 412 is a real precondition
         await store.create_namespace(ns, None if payload is None else Policies.from_json(payload))
         return _no_content()
 
@@ -154,7 +164,7 @@ def make_router(get_store: Callable[[], NamespaceStore], unload: Unloader = _no_
         tags=NAMESPACES,
         responses=READ,
     )
-    async def get_policies(store: Store, tenant: str, namespace: str) -> dict[str, Any]:
+    async def get_policies(store: Store, tenant: Tenant, namespace: Namespace) -> dict[str, Any]:
         return (await store.get_policies(NamespaceName.of(tenant, namespace))).to_json()
 
     @router.delete(
@@ -164,7 +174,9 @@ def make_router(get_store: Callable[[], NamespaceStore], unload: Unloader = _no_
         tags=NAMESPACES,
         responses=WRITE,
     )
-    async def delete_namespace(store: Store, tenant: str, namespace: str, force: Force = False) -> Response:
+    async def delete_namespace(
+        store: Store, tenant: Tenant, namespace: Namespace, force: Force = False
+    ) -> Response:
         await store.delete_namespace(NamespaceName.of(tenant, namespace), force=force)
         return _no_content()
 
@@ -174,7 +186,7 @@ def make_router(get_store: Callable[[], NamespaceStore], unload: Unloader = _no_
         tags=NAMESPACES,
         responses=READ,
     )
-    async def get_bundles(store: Store, tenant: str, namespace: str) -> dict[str, Any]:
+    async def get_bundles(store: Store, tenant: Tenant, namespace: Namespace) -> dict[str, Any]:
         return (await store.get_policies(NamespaceName.of(tenant, namespace))).bundles.to_json()
 
     @router.get(
@@ -184,7 +196,7 @@ def make_router(get_store: Callable[[], NamespaceStore], unload: Unloader = _no_
         responses=READ,
     )
     async def namespace_topics(
-        store: Store, tenant: str, namespace: str, paging: Paging, response: Response
+        store: Store, tenant: Tenant, namespace: Namespace, paging: Paging, response: Response
     ) -> list[str]:
         """Topics; with ``search``/``offset``/``limit`` a page of them (total in X-Total-Count)."""
         return paged(response, paging, await store.list_topics(NamespaceName.of(tenant, namespace)))
@@ -197,7 +209,7 @@ def make_router(get_store: Callable[[], NamespaceStore], unload: Unloader = _no_
         tags=NAMESPACES,
         responses=READ,
     )
-    async def get_permissions(store: Store, tenant: str, namespace: str) -> dict[str, list[str]]:
+    async def get_permissions(store: Store, tenant: Tenant, namespace: Namespace) -> dict[str, list[str]]:
         policies = await store.get_policies(NamespaceName.of(tenant, namespace))
         return {role: list(actions) for role, actions in sorted(policies.permissions.items())}
 
@@ -207,16 +219,13 @@ def make_router(get_store: Callable[[], NamespaceStore], unload: Unloader = _no_
         summary="Grant actions (produce, consume, …) to a role",
         tags=NAMESPACES,
         responses=WRITE,
+        openapi_extra=request_body(schemas.ACTIONS, "the actions granted", ["produce", "consume"]),
     )
     async def grant_permission(
-        store: Store,
-        tenant: str,
-        namespace: str,
-        role: str,
-        body: Annotated[Any, Body(examples=[["produce", "consume"]])],
+        store: Store, tenant: Tenant, namespace: Namespace, role: RolePath, request: Request
     ) -> Response:
         ns = NamespaceName.of(tenant, namespace)
-        name, actions = parse_role(role), parse_actions(json_body(body))
+        name, actions = parse_role(role), parse_actions(await read_json(request))
         await store.update_policies(ns, lambda p: p.grant(name, actions))
         return _no_content()
 
@@ -227,8 +236,11 @@ def make_router(get_store: Callable[[], NamespaceStore], unload: Unloader = _no_
         tags=NAMESPACES,
         responses=WRITE,
     )
-    async def revoke_permission(store: Store, tenant: str, namespace: str, role: str) -> Response:
+    async def revoke_permission(
+        store: Store, tenant: Tenant, namespace: Namespace, role: RolePath
+    ) -> Response:
         ns = NamespaceName.of(tenant, namespace)
+        parse_role(role)
         if role not in (await store.get_policies(ns)).permissions:
             raise NotFound(f"role {role} has no permissions on {ns}")
         await store.update_policies(ns, lambda p: p.revoke(role))
@@ -241,20 +253,22 @@ def make_router(get_store: Callable[[], NamespaceStore], unload: Unloader = _no_
         tags=NAMESPACES,
         responses=WRITE,
     )
-    async def unload_namespace(store: Store, tenant: str, namespace: str) -> Response:
+    async def unload_namespace(store: Store, tenant: Tenant, namespace: Namespace) -> Response:
         ns = NamespaceName.of(tenant, namespace)
         await store.get_policies(ns)  # 404 for an unknown namespace
         await unload(ns, None)
         return _no_content()
 
     @router.put(
-        "/namespaces/{tenant}/{namespace}/{bundle}/unload",
+        "/namespaces/{tenant}/{namespace}/{bundle:bundle}/unload",
         status_code=204,
         summary="Unload one bundle, named like 0x00000000_0x40000000",
         tags=NAMESPACES,
         responses=WRITE,
     )
-    async def unload_namespace_bundle(store: Store, tenant: str, namespace: str, bundle: str) -> Response:
+    async def unload_namespace_bundle(
+        store: Store, tenant: Tenant, namespace: Namespace, bundle: BundlePath
+    ) -> Response:
         ns = NamespaceName.of(tenant, namespace)
         names = (await store.get_policies(ns)).bundles.ranges()
         if bundle not in names:
@@ -270,24 +284,23 @@ def make_router(get_store: Callable[[], NamespaceStore], unload: Unloader = _no_
         read: Callable[[Policies], Any],
         write: Callable[[Policies, Any], Policies],
         reset: Callable[[Policies], Policies],
-        example: Any,
+        body: dict[str, Any],
     ) -> None:
-        """GET / POST / DELETE of one namespace policy at ``…/{path}``."""
+        """GET / POST / DELETE of one namespace policy at ``…/{path}`` (``body``: the
+        POST's ``openapi_extra``)."""
         route = f"/namespaces/{{tenant}}/{{namespace}}/{path}"
 
-        async def get(store: Store, tenant: str, namespace: str) -> Any:
+        async def get(store: Store, tenant: Tenant, namespace: Namespace) -> Any:
             return read(await store.get_policies(NamespaceName.of(tenant, namespace)))
 
-        async def post(
-            store: Store, tenant: str, namespace: str, body: Annotated[Any, Body(examples=[example])]
-        ) -> Response:
+        async def post(store: Store, tenant: Tenant, namespace: Namespace, request: Request) -> Response:
             ns = NamespaceName.of(tenant, namespace)
-            value = json_body(body)
+            value = await read_json(request)
             write(Policies(), value)  # validate before touching etcd
             await store.update_policies(ns, lambda p: write(p, value))
             return _no_content()
 
-        async def delete(store: Store, tenant: str, namespace: str) -> Response:
+        async def delete(store: Store, tenant: Tenant, namespace: Namespace) -> Response:
             await store.update_policies(NamespaceName.of(tenant, namespace), reset)
             return _no_content()
 
@@ -303,6 +316,7 @@ def make_router(get_store: Callable[[], NamespaceStore], unload: Unloader = _no_
             name=f"set_{name}",
             summary=f"Set {path}",
             responses=WRITE,
+            openapi_extra=body,
             **common,
         )
         router.add_api_route(
@@ -322,7 +336,11 @@ def make_router(get_store: Callable[[], NamespaceStore], unload: Unloader = _no_
         lambda p: p.retention.to_json(),
         lambda p, v: p.replace(retention=Retention.from_json(v)),
         lambda p: p.replace(retention=Retention()),
-        {"retentionTimeInMinutes": 60, "retentionSizeInMB": 1024},
+        request_body(
+            schemas.RetentionPolicies,
+            "Pulsar RetentionPolicies (412 if a backlog quota would outlive it)",
+            {"retentionTimeInMinutes": 60, "retentionSizeInMB": 1024},
+        ),
     )
     policy_routes(
         "messageTTL",
@@ -330,7 +348,7 @@ def make_router(get_store: Callable[[], NamespaceStore], unload: Unloader = _no_
         lambda p: p.message_ttl_seconds,
         lambda p, v: p.replace(message_ttl_seconds=parse_ttl_seconds(v)),
         lambda p: p.replace(message_ttl_seconds=None),
-        3600,
+        request_body(schemas.TTL_SECONDS, "seconds a message may stay unacknowledged (0 = no TTL)", 3600),
     )
     policy_routes(
         "deduplication",
@@ -338,7 +356,7 @@ def make_router(get_store: Callable[[], NamespaceStore], unload: Unloader = _no_
         lambda p: p.deduplication_enabled,
         lambda p, v: p.replace(deduplication_enabled=parse_enabled(v, "deduplication")),
         lambda p: p.replace(deduplication_enabled=None),
-        True,
+        request_body(schemas.ENABLED, "whether producers' sequence ids deduplicate messages", True),
     )
     policy_routes(
         "maxConsumersPerSubscription",
@@ -346,7 +364,7 @@ def make_router(get_store: Callable[[], NamespaceStore], unload: Unloader = _no_
         lambda p: p.max_consumers_per_subscription,
         lambda p, v: p.replace(max_consumers_per_subscription=parse_limit(v, "maxConsumersPerSubscription")),
         lambda p: p.replace(max_consumers_per_subscription=None),
-        10,
+        request_body(schemas.LIMIT, "most consumers of one subscription (0 = no limit)", 10),
     )
     policy_routes(
         "maxProducersPerTopic",
@@ -354,7 +372,7 @@ def make_router(get_store: Callable[[], NamespaceStore], unload: Unloader = _no_
         lambda p: p.max_producers_per_topic,
         lambda p, v: p.replace(max_producers_per_topic=parse_limit(v, "maxProducersPerTopic")),
         lambda p: p.replace(max_producers_per_topic=None),
-        10,
+        request_body(schemas.LIMIT, "most producers of one topic (0 = no limit)", 10),
     )
     policy_routes(
         "autoTopicCreation",
@@ -362,15 +380,12 @@ def make_router(get_store: Callable[[], NamespaceStore], unload: Unloader = _no_
         lambda p: p.auto_topic_creation.to_json(),
         lambda p, v: p.replace(auto_topic_creation=AutoTopicCreation.from_json(v)),
         lambda p: p.replace(auto_topic_creation=AutoTopicCreation()),
-        {"allowAutoTopicCreation": True, "topicType": "partitioned", "defaultNumPartitions": 4},
+        request_body(
+            schemas.AutoTopicCreationOverride,
+            "Pulsar AutoTopicCreationOverride",
+            {"allowAutoTopicCreation": True, "topicType": "partitioned", "defaultNumPartitions": 4},
+        ),
     )
-
-    QuotaType = Annotated[str, Query(alias="backlogQuotaType", description=" or ".join(BACKLOG_QUOTA_TYPES))]
-
-    def quota_type(value: str) -> str:
-        if value not in BACKLOG_QUOTA_TYPES:
-            raise InvalidArgument(f"backlogQuotaType must be one of {', '.join(BACKLOG_QUOTA_TYPES)}")
-        return value
 
     @router.get(
         "/namespaces/{tenant}/{namespace}/backlogQuotaMap",
@@ -378,28 +393,34 @@ def make_router(get_store: Callable[[], NamespaceStore], unload: Unloader = _no_
         tags=NAMESPACES,
         responses=READ,
     )
-    async def get_backlog_quotas(store: Store, tenant: str, namespace: str) -> dict[str, Any]:
+    async def get_backlog_quotas(store: Store, tenant: Tenant, namespace: Namespace) -> dict[str, Any]:
         policies = await store.get_policies(NamespaceName.of(tenant, namespace))
         return {kind: quota.to_json() for kind, quota in sorted(policies.backlog_quotas.items())}
 
     @router.post(
         "/namespaces/{tenant}/{namespace}/backlogQuota",
         status_code=204,
-        summary="Set a backlog quota",
+        summary="Set a backlog quota (412 if it exceeds the namespace's retention)",
         tags=NAMESPACES,
         responses=WRITE,
+        openapi_extra=request_body(
+            schemas.BacklogQuota,
+            "Pulsar BacklogQuota",
+            {"limitSize": 10737418240, "policy": "producer_request_hold"},
+        ),
     )
     async def set_backlog_quota(
         store: Store,
-        tenant: str,
-        namespace: str,
-        body: Annotated[Any, Body(examples=[{"limitSize": 10737418240, "policy": "producer_request_hold"}])],
-        quota_kind: QuotaType = "destination_storage",
+        tenant: Tenant,
+        namespace: Namespace,
+        request: Request,
+        quota_kind: QuotaTypeQuery = "destination_storage",
     ) -> Response:
         ns = NamespaceName.of(tenant, namespace)
-        kind = quota_type(quota_kind)
-        quota = BacklogQuota.from_json(json_body(body))
-        await store.update_policies(ns, lambda p: p.replace(backlog_quotas={**p.backlog_quotas, kind: quota}))
+        quota = BacklogQuota.from_json(await read_json(request))
+        await store.update_policies(
+            ns, lambda p: p.replace(backlog_quotas={**p.backlog_quotas, quota_kind: quota})
+        )
         return _no_content()
 
     @router.delete(
@@ -411,14 +432,16 @@ def make_router(get_store: Callable[[], NamespaceStore], unload: Unloader = _no_
     )
     async def remove_backlog_quota(
         store: Store,
-        tenant: str,
-        namespace: str,
-        quota_kind: QuotaType = "destination_storage",
+        tenant: Tenant,
+        namespace: Namespace,
+        quota_kind: QuotaTypeQuery = "destination_storage",
     ) -> Response:
         ns = NamespaceName.of(tenant, namespace)
-        kind = quota_type(quota_kind)
         await store.update_policies(
-            ns, lambda p: p.replace(backlog_quotas={k: q for k, q in p.backlog_quotas.items() if k != kind})
+            ns,
+            lambda p: p.replace(
+                backlog_quotas={k: q for k, q in p.backlog_quotas.items() if k != quota_kind}
+            ),
         )
         return _no_content()
 

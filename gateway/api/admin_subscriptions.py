@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Annotated, Any
 
-from fastapi import APIRouter, Body, Depends, Path, Query, Request
+from fastapi import APIRouter, Query, Request
 from starlette.responses import Response
 
 from coordination import keys
@@ -27,14 +27,17 @@ from gateway.api.admin_bodies import CursorTarget, parse_target
 from gateway.api.admin_common import (
     PREFIX,
     AdminRoute,
-    json_body,
     json_response,
     no_content,
     on_owner,
     on_partitions,
+    read_json,
     topic_name,
 )
-from gateway.api.paging import PageParams
+from gateway.api.admin_schemas import CURSOR_TARGET, CountPath, SecondsPath, TimestampPath, request_body
+from gateway.api.paging import Paging
+from gateway.api.route_docs import Namespace, Tenant, TopicPart
+from gateway.api.route_docs import Subscription as SubscriptionName
 from gateway.broker import topic_admin, topic_upkeep
 from gateway.broker.log_state import TopicNotFound
 from gateway.broker.positions import EARLIEST, LATEST, Position
@@ -47,16 +50,7 @@ if TYPE_CHECKING:
 
 TAGS: list[str | Any] = ["admin-subscriptions"]
 S = f"{PREFIX}/{{topic}}/subscription/{{subscription}}"
-Paging = Annotated[PageParams, Depends()]
-TargetBody = Annotated[
-    Any,
-    Body(
-        examples=[
-            {"ledgerId": 12, "entryId": 3, "partitionIndex": -1, "batchIndex": -1, "isExcluded": False}
-        ],
-        description='ResetCursorData, or "earliest" / "latest"',
-    ),
-]
+TARGET_EXAMPLE = {"ledgerId": 12, "entryId": 3, "partitionIndex": -1, "batchIndex": -1, "isExcluded": False}
 
 
 async def _subscriptions_of(gateway: Gateway, name: TopicName) -> list[str]:
@@ -127,7 +121,9 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
         summary="Durable subscriptions of a topic",
         responses=errors.responses(404, 412),
     )
-    async def list_subscriptions(tenant: str, namespace: str, topic: str, paging: Paging) -> Response:
+    async def list_subscriptions(
+        tenant: Tenant, namespace: Namespace, topic: TopicPart, paging: Paging
+    ) -> Response:
         names = await _subscriptions_of(get_gateway(), topic_name(tenant, namespace, topic))
         items, total = paging.apply(names)
         return json_response(items, total=total)
@@ -137,14 +133,21 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
         status_code=204,
         summary="Create a durable subscription (body: optional MessageId to start at; default latest)",
         responses=errors.responses(400, 404, 409, 412),
+        openapi_extra=request_body(
+            CURSOR_TARGET, "where it starts: a message id, or earliest / latest", "earliest", required=False
+        ),
     )
     async def create_subscription(
-        tenant: str, namespace: str, topic: str, subscription: str, request: Request, body: TargetBody = None
+        tenant: Tenant,
+        namespace: Namespace,
+        topic: TopicPart,
+        subscription: SubscriptionName,
+        request: Request,
     ) -> Response:
         gateway = get_gateway()
         name = topic_name(tenant, namespace, topic)
         check_subscription(subscription)
-        value = json_body(body)
+        value = await read_json(request, required=False)
         target = parse_target(value, required=False)
         count = 0 if name.is_partition else await gateway.partitions(name)
         if count:
@@ -167,10 +170,10 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
         responses=errors.responses(404, 412),
     )
     async def delete_subscription(
-        tenant: str,
-        namespace: str,
-        topic: str,
-        subscription: str,
+        tenant: Tenant,
+        namespace: Namespace,
+        topic: TopicPart,
+        subscription: SubscriptionName,
         request: Request,
         force: Annotated[bool, Query(description="disconnect its consumers")] = False,
     ) -> Response:
@@ -193,11 +196,11 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
         responses=errors.responses(404, 412),
     )
     async def skip_messages(
-        tenant: str,
-        namespace: str,
-        topic: str,
-        subscription: str,
-        count: Annotated[int, Path(ge=0)],
+        tenant: Tenant,
+        namespace: Namespace,
+        topic: TopicPart,
+        subscription: SubscriptionName,
+        count: CountPath,
         request: Request,
     ) -> Response:
         """Skip ``count`` messages. Folio batches many messages into one entry
@@ -211,7 +214,11 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
         responses=errors.responses(404, 412),
     )
     async def skip_all_messages(
-        tenant: str, namespace: str, topic: str, subscription: str, request: Request
+        tenant: Tenant,
+        namespace: Namespace,
+        topic: TopicPart,
+        subscription: SubscriptionName,
+        request: Request,
     ) -> Response:
         return await on_sub(request, tenant, namespace, topic, subscription, lambda _t, s: s.seek(LATEST))
 
@@ -222,11 +229,11 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
         responses=errors.responses(404, 412),
     )
     async def expire_messages(
-        tenant: str,
-        namespace: str,
-        topic: str,
-        subscription: str,
-        seconds: Annotated[int, Path(ge=0)],
+        tenant: Tenant,
+        namespace: Namespace,
+        topic: TopicPart,
+        subscription: SubscriptionName,
+        seconds: SecondsPath,
         request: Request,
     ) -> Response:
         return await on_sub(
@@ -243,11 +250,16 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
         status_code=204,
         summary="Expire (acknowledge) messages up to a position (ResetCursorData)",
         responses=errors.responses(400, 404, 412),
+        openapi_extra=request_body(CURSOR_TARGET, "expire up to this message id", TARGET_EXAMPLE),
     )
     async def expire_messages_to_position(
-        tenant: str, namespace: str, topic: str, subscription: str, request: Request, body: TargetBody
+        tenant: Tenant,
+        namespace: Namespace,
+        topic: TopicPart,
+        subscription: SubscriptionName,
+        request: Request,
     ) -> Response:
-        value = json_body(body)
+        value = await read_json(request)
         target = parse_target(value)
         assert target is not None
 
@@ -272,7 +284,7 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
         responses=errors.responses(404, 412),
     )
     async def expire_messages_all_subscriptions(
-        tenant: str, namespace: str, topic: str, seconds: Annotated[int, Path(ge=0)], request: Request
+        tenant: Tenant, namespace: Namespace, topic: TopicPart, seconds: SecondsPath, request: Request
     ) -> Response:
         gateway = get_gateway()
         name = topic_name(tenant, namespace, topic)
@@ -295,11 +307,11 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
         responses=errors.responses(404, 412),
     )
     async def reset_cursor(
-        tenant: str,
-        namespace: str,
-        topic: str,
-        subscription: str,
-        timestamp: Annotated[int, Path(ge=0)],
+        tenant: Tenant,
+        namespace: Namespace,
+        topic: TopicPart,
+        subscription: SubscriptionName,
+        timestamp: TimestampPath,
         request: Request,
     ) -> Response:
         async def act(t: Topic, s: Subscription) -> None:
@@ -317,11 +329,18 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
         status_code=204,
         summary='Move the cursor to a position (ResetCursorData, or "earliest"/"latest")',
         responses=errors.responses(400, 404, 412),
+        openapi_extra=request_body(
+            CURSOR_TARGET, "the message id to move to, or earliest / latest", TARGET_EXAMPLE
+        ),
     )
     async def reset_cursor_to_position(
-        tenant: str, namespace: str, topic: str, subscription: str, request: Request, body: TargetBody
+        tenant: Tenant,
+        namespace: Namespace,
+        topic: TopicPart,
+        subscription: SubscriptionName,
+        request: Request,
     ) -> Response:
-        value = json_body(body)
+        value = await read_json(request)
         target = parse_target(value)
         assert target is not None
         return await on_sub(

@@ -11,6 +11,13 @@ subscription and message routers. Rules:
 - stats, internal stats and lifecycle calls never auto-create a topic (404);
 - list routes take Folio's optional ``search``/``offset``/``limit`` and keep
   Pulsar's plain array, with the total in ``X-Total-Count``;
+- ``…/{namespace}/partitioned`` is the partitioned list, never a topic: the
+  topic's own routes match only other names (``{topic:topic}``, so PUT/DELETE
+  there are 405 with ``Allow: GET``), and ``gateway.names`` reserves the name
+  everywhere (412); a new partitioned topic's name must leave room for every
+  partition's name (``check_partitioned_base``, 412) before anything is written;
+- bodies are read by ``admin_common.read_json`` and documented by
+  ``gateway.api.admin_schemas``;
 - errors are ``ErrorBody`` with statuses from ``gateway.api.errors``.
 """
 
@@ -20,22 +27,25 @@ import asyncio
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Annotated, Any
 
-from fastapi import APIRouter, Body, Depends, Query, Request
+from fastapi import APIRouter, Query, Request
 from starlette.responses import Response
 
 from gateway.api import admin_messages, admin_subscriptions, errors
+from gateway.api import admin_schemas as schemas
 from gateway.api.admin_bodies import message_id_json
 from gateway.api.admin_common import (
     PREFIX,
+    TOPIC_ROOT,
     AdminRoute,
-    json_body,
     json_response,
     no_content,
     on_owner,
+    read_json,
     topic_name,
 )
 from gateway.api.forwarding import forward, get_json, owner_url
-from gateway.api.paging import PageParams
+from gateway.api.paging import Paging
+from gateway.api.route_docs import Namespace, PartitionedBase, Tenant, TopicPart
 from gateway.broker import stats, stats_history
 from gateway.broker.broker_errors import SubscriptionBusy, TopicUnavailable
 from gateway.broker.log_state import TopicNotFound
@@ -50,7 +60,6 @@ if TYPE_CHECKING:
     from gateway.api.gateway import Gateway
 
 TAGS: list[str | Any] = ["admin-topics"]
-Paging = Annotated[PageParams, Depends()]
 Force = Annotated[bool, Query(description="also when clients are connected (they are disconnected)")]
 T = f"{PREFIX}/{{topic}}"
 
@@ -62,7 +71,7 @@ def make_metadata_router(get_store: Callable[[], NamespaceStore]) -> APIRouter:
     @router.get(
         PREFIX, summary="Topics of a namespace, partitions included", responses=errors.responses(404, 412)
     )
-    async def list_topics(tenant: str, namespace: str, paging: Paging) -> Response:
+    async def list_topics(tenant: Tenant, namespace: Namespace, paging: Paging) -> Response:
         items, total = paging.apply(await get_store().list_topics(NamespaceName.of(tenant, namespace)))
         return json_response(items, total=total)
 
@@ -71,17 +80,17 @@ def make_metadata_router(get_store: Callable[[], NamespaceStore]) -> APIRouter:
         summary="Partitioned topics of a namespace",
         responses=errors.responses(404, 412),
     )
-    async def list_partitioned_topics(tenant: str, namespace: str, paging: Paging) -> Response:
+    async def list_partitioned_topics(tenant: Tenant, namespace: Namespace, paging: Paging) -> Response:
         items, total = paging.apply(await get_store().list_partitioned(NamespaceName.of(tenant, namespace)))
         return json_response(items, total=total)
 
     @router.put(
-        T,
+        TOPIC_ROOT,
         status_code=204,
         summary="Create a non-partitioned topic",
         responses=errors.responses(404, 409, 412),
     )
-    async def create_topic(tenant: str, namespace: str, topic: str) -> Response:
+    async def create_topic(tenant: Tenant, namespace: Namespace, topic: TopicPart) -> Response:
         await get_store().create_topic(topic_name(tenant, namespace, topic))
         return no_content()
 
@@ -90,29 +99,35 @@ def make_metadata_router(get_store: Callable[[], NamespaceStore]) -> APIRouter:
         status_code=204,
         summary="Create a partitioned topic (body: the partition count)",
         responses=errors.responses(400, 404, 409, 412),
+        openapi_extra=schemas.request_body(schemas.PARTITIONS, "the number of partitions", 4),
     )
     async def create_partitioned_topic(
-        tenant: str, namespace: str, topic: str, body: Annotated[Any, Body(examples=[4])]
+        tenant: Tenant, namespace: Namespace, topic: PartitionedBase, request: Request
     ) -> Response:
-        await get_store().create_partitioned(topic_name(tenant, namespace, topic), json_body(body))
+        name = topic_name(tenant, namespace, topic).check_partitioned_base()
+        await get_store().create_partitioned(name, await read_json(request))
         return no_content()
 
     @router.post(
         f"{T}/partitions",
         status_code=204,
-        summary="Increase the partitions of a partitioned topic",
+        summary="Increase the partitions of a partitioned topic (412 to fewer, 409 if not partitioned)",
         responses=errors.responses(400, 404, 409, 412),
+        openapi_extra=schemas.request_body(schemas.PARTITIONS, "the new number of partitions", 8),
     )
     async def update_partitioned_topic(
-        tenant: str, namespace: str, topic: str, body: Annotated[Any, Body(examples=[8])]
+        tenant: Tenant, namespace: Namespace, topic: PartitionedBase, request: Request
     ) -> Response:
-        await get_store().update_partitions(topic_name(tenant, namespace, topic), json_body(body))
+        name = topic_name(tenant, namespace, topic).check_partitioned_base()
+        await get_store().update_partitions(name, await read_json(request))
         return no_content()
 
     @router.get(
         f"{T}/partitions", summary="Partition count (0 = not partitioned)", responses=errors.responses(412)
     )
-    async def get_partitioned_metadata(tenant: str, namespace: str, topic: str) -> dict[str, int]:
+    async def get_partitioned_metadata(
+        tenant: Tenant, namespace: Namespace, topic: TopicPart
+    ) -> dict[str, int]:
         return {"partitions": await get_store().get_partitions(topic_name(tenant, namespace, topic))}
 
     return router
@@ -165,7 +180,9 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
     @router.get(
         f"{T}/stats", summary="Topic stats (Pulsar's TopicStats)", responses=errors.responses(404, 412)
     )
-    async def get_topic_stats(tenant: str, namespace: str, topic: str, request: Request) -> Response:
+    async def get_topic_stats(
+        tenant: Tenant, namespace: Namespace, topic: TopicPart, request: Request
+    ) -> Response:
         async def serve(t: Topic) -> Response:
             return json_response(topic_stats(t))
 
@@ -177,7 +194,7 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
         responses=errors.responses(404, 412),
     )
     async def get_partitioned_stats(
-        tenant: str, namespace: str, topic: str, perPartition: bool = True
+        tenant: Tenant, namespace: Namespace, topic: TopicPart, perPartition: bool = True
     ) -> Response:
         gateway = get_gateway()
         name = topic_name(tenant, namespace, topic)
@@ -189,7 +206,9 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
         summary="Managed-log internals: ledgers (with ensembles) and cursors",
         responses=errors.responses(404, 412),
     )
-    async def get_internal_stats(tenant: str, namespace: str, topic: str, request: Request) -> Response:
+    async def get_internal_stats(
+        tenant: Tenant, namespace: Namespace, topic: TopicPart, request: Request
+    ) -> Response:
         async def serve(t: Topic) -> Response:
             return json_response(await internal_stats(t))
 
@@ -200,7 +219,9 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
         summary="Internal stats of each partition",
         responses=errors.responses(404, 412),
     )
-    async def get_partitioned_internal_stats(tenant: str, namespace: str, topic: str) -> Response:
+    async def get_partitioned_internal_stats(
+        tenant: Tenant, namespace: Namespace, topic: TopicPart
+    ) -> Response:
         gateway = get_gateway()
         name = topic_name(tenant, namespace, topic)
         count = await _partition_count(gateway, name)
@@ -212,7 +233,9 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
         summary="Rates and backlog over the last 15 minutes (one sample every 5 s; Folio)",
         responses=errors.responses(404, 412),
     )
-    async def get_stats_history(tenant: str, namespace: str, topic: str, request: Request) -> Response:
+    async def get_stats_history(
+        tenant: Tenant, namespace: Namespace, topic: TopicPart, request: Request
+    ) -> Response:
         gateway = get_gateway()
         name = topic_name(tenant, namespace, topic)
         count = 0 if name.is_partition else await gateway.partitions(name)
@@ -232,7 +255,9 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
         summary="Seal the topic: no more publishes; answers the last message id",
         responses=errors.responses(404, 412),
     )
-    async def terminate_topic(tenant: str, namespace: str, topic: str, request: Request) -> Response:
+    async def terminate_topic(
+        tenant: Tenant, namespace: Namespace, topic: TopicPart, request: Request
+    ) -> Response:
         async def serve(t: Topic) -> Response:
             last = await t.terminate()
             return json_response(message_id_json(MessagePosition(last.ledger_id, last.entry_id), t.partition))
@@ -245,7 +270,9 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
         summary="Close the topic gracefully; it is loaded again on next use",
         responses=errors.responses(404, 412),
     )
-    async def unload_topic(tenant: str, namespace: str, topic: str, request: Request) -> Response:
+    async def unload_topic(
+        tenant: Tenant, namespace: Namespace, topic: TopicPart, request: Request
+    ) -> Response:
         gateway = get_gateway()
         name = topic_name(tenant, namespace, topic)
         url = await owner_url(gateway, name, dict(request.query_params))
@@ -276,13 +303,13 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
         return no_content()
 
     @router.delete(
-        T,
+        TOPIC_ROOT,
         status_code=204,
         summary="Delete a topic and its storage (412 with clients connected unless force)",
         responses=errors.responses(404, 409, 412),
     )
     async def delete_topic(
-        tenant: str, namespace: str, topic: str, request: Request, force: Force = False
+        tenant: Tenant, namespace: Namespace, topic: TopicPart, request: Request, force: Force = False
     ) -> Response:
         return await delete_one(get_gateway(), topic_name(tenant, namespace, topic), force, request)
 
@@ -293,7 +320,7 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
         responses=errors.responses(404, 412),
     )
     async def delete_partitioned_topic(
-        tenant: str, namespace: str, topic: str, force: Force = False
+        tenant: Tenant, namespace: Namespace, topic: TopicPart, force: Force = False
     ) -> Response:
         gateway = get_gateway()
         name = topic_name(tenant, namespace, topic)

@@ -1,22 +1,28 @@
 """Server-side search and paging of the admin list routes (pure).
 
-Owns: ``page`` (filter by a case-insensitive substring, then slice) and
-``PageParams``, the FastAPI dependency of the optional Folio query parameters
-``search``, ``offset`` and ``limit`` (plain dataclass: FastAPI reads its fields
-as query parameters). Rule: the answer stays Pulsar's plain JSON array, so
-Pulsar clients are unchanged; the number of matches before slicing goes in the
-``X-Total-Count`` header (``TOTAL_HEADER``). ``limit`` is at most ``LIMIT_MAX``;
-a bad value is ``InvalidArgument`` (400).
+Owns: ``page`` (filter by a case-insensitive substring, then slice),
+``PageParams`` and ``Paging``, the FastAPI dependency of the optional Folio
+query parameters ``search``, ``offset`` and ``limit`` with their documented
+bounds. Rule: the answer stays Pulsar's plain JSON array, so Pulsar clients are
+unchanged; the number of matches before slicing goes in the ``X-Total-Count``
+header (``TOTAL_HEADER``). ``offset`` >= 0, ``limit`` 0..``LIMIT_MAX``,
+``search`` at most ``SEARCH_MAX`` characters; FastAPI answers a bad value 400
+(and ``page`` raises ``InvalidArgument``, 400, when called directly).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Annotated
+
+from fastapi import Depends, Query
 
 from gateway.meta.errors import InvalidArgument
 
 LIMIT_MAX = 1000
+OFFSET_MAX = 2**63 - 1
+SEARCH_MAX = 512
 TOTAL_HEADER = "X-Total-Count"
 
 
@@ -40,7 +46,7 @@ def page(
 
 @dataclass(frozen=True, slots=True)
 class PageParams:
-    """Optional ``?search=&offset=&limit=`` of a list route (use with ``Depends()``)."""
+    """Optional ``?search=&offset=&limit=`` of a list route (see ``Paging``)."""
 
     search: str | None = None
     offset: int = 0
@@ -48,3 +54,19 @@ class PageParams:
 
     def apply(self, items: Sequence[str]) -> tuple[list[str], int]:
         return page(items, self.search, self.offset, self.limit)
+
+
+def page_params(
+    search: Annotated[
+        str | None,
+        Query(max_length=SEARCH_MAX, description="only items containing this text (case-insensitive)"),
+    ] = None,
+    offset: Annotated[int, Query(ge=0, le=OFFSET_MAX, description="matching items to leave out first")] = 0,
+    limit: Annotated[
+        int | None, Query(ge=0, le=LIMIT_MAX, description=f"most items to answer (at most {LIMIT_MAX})")
+    ] = None,
+) -> PageParams:
+    return PageParams(search, offset, limit)
+
+
+Paging = Annotated[PageParams, Depends(page_params)]

@@ -1,7 +1,7 @@
 """The OpenAPI description of the messaging routes: parameters, bodies, responses, tags.
 
-Owns: the annotated parameter types of routes.py (path names with their
-documented rules, the HTTP-consume query parameters) and each messaging
+Owns: the annotated parameter types of routes.py and of the admin routers (path
+names with their documented rules, the HTTP-consume query parameters) and each messaging
 route's decorator arguments (``HEALTH``, ``LOOKUP``, ``PRODUCE``, ``FETCH``,
 ``ACK``...: tags, summary, documented response model, declared error
 statuses, hand-parsed request bodies). Rules: route handlers keep parsing by
@@ -32,17 +32,29 @@ Wait = Annotated[int, Query(ge=0, le=60_000, description="long-poll wait in ms")
 Domain = Annotated[str, Path(json_schema_extra=s.DOMAIN_SCHEMA, description="persistent or non-persistent")]
 Tenant = Annotated[str, Path(json_schema_extra=s.TENANT_SCHEMA, description=s.NAME_RULE)]
 Namespace = Annotated[str, Path(json_schema_extra=s.NAMESPACE_SCHEMA, description=s.NAME_RULE)]
-TopicPart = Annotated[str, Path(json_schema_extra=s.TOPIC_SCHEMA, description=s.NAME_RULE)]
+TopicPart = Annotated[str, Path(json_schema_extra=s.TOPIC_SCHEMA, description=s.TOPIC_RULE)]
 # a partition's name is "<topic>-partition-<n>" within the 255-character limit
 PartitionedTopic = Annotated[
     str,
     Path(
         max_length=s.PARTITIONED_TOPIC_MAX,
         json_schema_extra=s.PARTITIONED_TOPIC_SCHEMA,
-        description=f"{s.NAME_RULE}; at most {s.PARTITIONED_TOPIC_MAX} characters",
+        description=f"{s.TOPIC_RULE}; not a partition's name; at most {s.PARTITIONED_TOPIC_MAX} characters",
+    ),
+]
+# the base name of a partitioned topic an admin call creates or grows (checked by
+# TopicName.check_partitioned_base: 412)
+PartitionedBase = Annotated[
+    str,
+    Path(
+        json_schema_extra=s.PARTITIONED_BASE_SCHEMA,
+        description=f"{s.TOPIC_RULE}; no `-partition-` in it; at most {s.PARTITIONED_TOPIC_MAX} characters",
     ),
 ]
 Subscription = Annotated[str, Path(json_schema_extra=s.SUBSCRIPTION_SCHEMA, description=s.NAME_RULE)]
+Cluster = Annotated[
+    str, Path(json_schema_extra=s.CLUSTER_SCHEMA, description="a cluster; Folio is the one cluster `folio`")
+]
 Authoritative = Annotated[
     bool, Query(description="set by a gateway forwarding to the owner: do not redirect again")
 ]

@@ -8,8 +8,9 @@ never used to parse requests - ``gateway.protocol.rest`` stays the one fast
 parser and the one source of the rules - so each field here states that
 parser's rule (pulsar-api.md §2.1, §2.3, §1.6.1) as exactly as JSON Schema
 can; payloads and ids that are base64 say so with ``contentEncoding: base64``.
-``REQUEST_MODELS`` are added to the document's components by
-``gateway.api.openapi`` (FastAPI only lists models it parses itself).
+``REQUEST_MODELS`` (with the admin bodies of ``gateway.api.admin_schemas``) are
+added to the document's components by ``gateway.api.openapi`` (FastAPI only
+lists models it parses itself).
 """
 
 from __future__ import annotations
@@ -19,8 +20,9 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, Field
 from pydantic.config import JsonDict
 
+from gateway.api.admin_schemas import ADMIN_REQUEST_MODELS
 from gateway.broker.message_id import INT64_MAX
-from gateway.names import NAME_MAX, PARTITIONS_MAX, SUBSCRIPTION_MAX, TOPIC_MAX
+from gateway.names import NAME_MAX, PARTITIONED_TOPIC_MAX, SUBSCRIPTION_MAX, TOPIC_MAX
 from gateway.protocol.fields import PROPERTIES_MAX
 from gateway.protocol.rest import PRODUCER_NAME_CHARS_MAX, REST_BATCH_MAX
 from gateway.protocol.timefmt import EPOCH_MS_MAX
@@ -31,6 +33,15 @@ from gateway.protocol.ws_frames import DELIVER_AFTER_MAX_MS
 BASE64_PATTERN = r"^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}(?:==)?|[A-Za-z0-9+/]{3}=?)?$"
 # gateway.names: letters, digits and _ . = : - ; not starting with . or -; no "..".
 NAME_PATTERN = r"^[A-Za-z0-9_](?:[A-Za-z0-9_=:\-]|\.[A-Za-z0-9_=:\-])*\.?$"
+# a topic: a name, but not the reserved "partitioned" (nor a partition of it), and a
+# "-partition-<n>" suffix (n without leading zeros) needs n < 1024
+_NOT_RESERVED = r"(?!partitioned(?:-partition-(?:0|[1-9][0-9]*))?$)"
+_NO_BIG_PARTITION = r"(?!.*-partition-(?:102[4-9]|10[3-9][0-9]|1[1-9][0-9]{2}|[2-9][0-9]{3}|[1-9][0-9]{4,})$)"
+TOPIC_PATTERN = f"^{_NOT_RESERVED}{_NO_BIG_PARTITION}{NAME_PATTERN[1:]}"
+# a topic addressed with a partition index: a topic name that is not itself a partition's
+PARTITIONED_TOPIC_PATTERN = f"^{_NOT_RESERVED}(?!.*-partition-(?:0|[1-9][0-9]*)$){NAME_PATTERN[1:]}"
+# the base name of a new partitioned topic: a topic name without "-partition-" in it
+PARTITIONED_BASE_PATTERN = f"^(?!.*-partition-){_NOT_RESERVED}{NAME_PATTERN[1:]}"
 MESSAGE_ID_STRING_PATTERN = r"^-?[0-9]{1,18}:-?[0-9]{1,18}(?::(?:-1|[0-9]{1,9})(?::(?:-1|[0-9]{1,9}))?)?$"
 EPOCH_MS_PATTERN = r"^[0-9]{1,14}$"
 # ISO-8601 with offset as the parsers read it, years 1971..9998 (always within 0..EPOCH_MS_MAX
@@ -54,13 +65,23 @@ def _schema(**extra: Any) -> JsonDict:
 DOMAIN_SCHEMA = _schema(enum=["persistent", "non-persistent"], examples=["persistent"])
 TENANT_SCHEMA = _schema(pattern=NAME_PATTERN, maxLength=NAME_MAX, examples=["public"])
 NAMESPACE_SCHEMA = _schema(pattern=NAME_PATTERN, maxLength=NAME_MAX, examples=["default"])
-TOPIC_SCHEMA = _schema(pattern=NAME_PATTERN, maxLength=TOPIC_MAX, examples=["my-topic"])
-PARTITIONED_TOPIC_MAX = TOPIC_MAX - len(f"-partition-{PARTITIONS_MAX - 1}")
-PARTITIONED_TOPIC_SCHEMA: JsonDict = {**TOPIC_SCHEMA, "maxLength": PARTITIONED_TOPIC_MAX}
+TOPIC_SCHEMA = _schema(pattern=TOPIC_PATTERN, maxLength=TOPIC_MAX, examples=["my-topic"])
+PARTITIONED_TOPIC_SCHEMA = _schema(
+    pattern=PARTITIONED_TOPIC_PATTERN, maxLength=PARTITIONED_TOPIC_MAX, examples=["my-topic"]
+)
+PARTITIONED_BASE_SCHEMA = _schema(
+    pattern=PARTITIONED_BASE_PATTERN, maxLength=PARTITIONED_TOPIC_MAX, examples=["my-topic"]
+)
 SUBSCRIPTION_SCHEMA = _schema(pattern=NAME_PATTERN, maxLength=SUBSCRIPTION_MAX, examples=["my-sub"])
+# a cluster is named like a tenant (Pulsar's NamedEntity); "health" is GET /admin/v2/brokers/health
+CLUSTER_SCHEMA = _schema(pattern=f"^(?!health$){NAME_PATTERN[1:]}", maxLength=NAME_MAX, examples=["folio"])
 NAME_RULE = (
     "letters, digits and `_ . = : -`, not starting with `.` or `-`, no `..` "
     "(an invalid name is answered 412 as Pulsar does)"
+)
+TOPIC_RULE = (
+    f"{NAME_RULE}; `partitioned` is reserved (the list route's word), and a `-partition-<n>` "
+    "suffix names partition n < 1024"
 )
 
 
@@ -206,4 +227,4 @@ class LookupData(BaseModel):
     httpUrlTls: str | None = None
 
 
-REQUEST_MODELS: tuple[type[BaseModel], ...] = (ProducerMessages, AckRequest)
+REQUEST_MODELS: tuple[type[BaseModel], ...] = (ProducerMessages, AckRequest, *ADMIN_REQUEST_MODELS)

@@ -112,8 +112,8 @@ def parse_role(role: str) -> str:
 def _parse_auth(value: Any) -> dict[str, tuple[str, ...]]:
     if value is None:
         return {}
-    namespace_auth = _object(value, "auth_policies").get("namespace_auth") or {}
-    roles = _object(namespace_auth, "auth_policies.namespace_auth")
+    namespace_auth = _object(value, "auth_policies").get("namespace_auth")
+    roles = {} if namespace_auth is None else _object(namespace_auth, "auth_policies.namespace_auth")
     if len(roles) > ROLES_MAX:
         raise InvalidPolicy(f"auth_policies.namespace_auth names more than {ROLES_MAX} roles")
     return {parse_role(str(role)): parse_actions(actions) for role, actions in roles.items()}

@@ -85,6 +85,7 @@ class TopicMetadata(ABC):
         if PARTITION_SUFFIX in topic.local:
             raise InvalidName(f"Partitioned topic name {topic} must not contain {PARTITION_SUFFIX!r}")
         _check_partitions(partitions)
+        topic.partition(partitions - 1)  # every partition's name must be valid (InvalidName)
         await self._require_namespace(topic.namespace_name)
         log_key = keys.managed_log(topic.path)
         if await self._store.get(log_key) is not None:
@@ -113,6 +114,7 @@ class TopicMetadata(ABC):
         """Raise the partition count to ``partitions``; the same count is a no-op, fewer
         is ``PreconditionFailed``, a topic that is not partitioned is ``Conflict``."""
         _check_partitions(partitions)
+        topic.partition(partitions - 1)  # every partition's name must be valid (InvalidName)
         key = keys.partitioned(topic.path)
 
         def modify(old: bytes | None) -> bytes | None:

@@ -6,7 +6,9 @@ message-id parsing. Rules:
 - JSON is parsed with orjson; a syntax error or a top level that is not an
   object is ``FrameError`` ws_code 3 (pulsar-api.md §1.5.2, §1.6.3).
 - types are strict (no Jackson-style coercion): a string field must be a JSON
-  string, an integer field a JSON integer (not a float, not a boolean), a
+  string, an integer field a JSON integer - or a whole-number float such as
+  ``3178.0`` (JSON Schema's integers, which Jackson reads too), within 2^53 so
+  the float spells it exactly; never a fraction or a boolean - and a
   ``properties`` field an object of strings; violations are ws_code 3. Strings
   must be valid Unicode (orjson lets ``"\\ud800"`` through; it could not be
   echoed or stored), so lone surrogates are refused too.
@@ -38,6 +40,7 @@ from gateway.protocol.errors import (
 
 PROPERTIES_MAX = 1024  # properties per message
 ID_CHARS_SHOWN = 80  # how much of a bad value an error message repeats
+WHOLE_FLOAT_MAX = 2**53  # beyond this a float does not spell its integer exactly
 
 JsonObject = dict[str, object]
 
@@ -78,6 +81,16 @@ def get_str(obj: Mapping[str, object], name: str, context: str | None = None) ->
     return value
 
 
+def as_int(value: object) -> int | None:
+    """``value`` as an integer: a JSON integer, or a whole-number float within 2^53
+    (``3178.0``); None for anything else (fractions, booleans, strings...)."""
+    if type(value) is int:
+        return value
+    if type(value) is float and value.is_integer() and abs(value) <= WHOLE_FLOAT_MAX:
+        return int(value)
+    return None
+
+
 def get_int(
     obj: Mapping[str, object],
     name: str,
@@ -86,12 +99,13 @@ def get_int(
     context: str | None = None,
 ) -> int | None:
     """Field ``name`` as an integer in ``[low, high]``, ``None`` when absent or null."""
-    value = obj.get(name)
-    if value is None:
+    raw = obj.get(name)
+    if raw is None:
         return None
-    if type(value) is not int:
+    value = as_int(raw)
+    if value is None:
         raise FrameError(
-            WS_FAILED_TO_DESERIALIZE, f"{name} must be an integer, got {_json_type(value)}", context
+            WS_FAILED_TO_DESERIALIZE, f"{name} must be an integer, got {_json_type(raw)}", context
         )
     if not low <= value <= high:
         raise FrameError(WS_FAILED_TO_DESERIALIZE, f"{name} {value} is outside [{low}, {high}]", context)

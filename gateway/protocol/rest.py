@@ -16,8 +16,9 @@ Deliberate fixes of upstream quirks (§2.1, §7 row 14), so WS and REST agree:
   schema); Folio extra ``"payloadEncoding":"base64"`` sends binary payloads.
   ``keySchema``/``valueSchema`` are refused (Folio has no schema registry);
   ``schemaVersion``, ``replicationClusters`` and ``disableReplication`` are ignored.
-- ``eventTime`` is epoch ms (number or numeric string, as upstream) or an
-  ISO-8601 string with offset (as WS).
+- ``eventTime`` is epoch ms (an integer - ``3178.0`` too, as Jackson reads a
+  long - or a numeric string, as upstream) or an ISO-8601 string with offset
+  (as WS); a fraction of a millisecond is refused.
 - ``deliverAt`` is absolute and applied whenever > 0 (upstream needed
   ``eventTime``); ``deliverAfterMs`` is relative to the publish time (upstream
   added it to ``eventTime``); both given: ``deliverAfterMs`` wins, as WS.
@@ -44,6 +45,7 @@ from gateway.protocol.errors import BadRequest, FrameError, PayloadTooLarge, Pro
 from gateway.protocol.fields import (
     PROPERTIES_MAX,
     JsonObject,
+    as_int,
     decode_base64_payload,
     get_int,
     get_message_ids,
@@ -151,8 +153,9 @@ def _message(obj: JsonObject, now_ms: int, max_payload: int) -> PublishRequest:
 def _event_time(value: object) -> int:
     if value is None:
         return 0
-    if type(value) is int:
-        ms = value
+    number = as_int(value)
+    if number is not None:
+        ms = number
     elif isinstance(value, str) and _EPOCH_MS.fullmatch(value):
         ms = int(value)
     elif isinstance(value, str):

@@ -183,6 +183,14 @@ async def test_partitioned_topic_create_increase_and_refused_decrease(
             await meta.create_partitioned(topic("q"), bad)
     with pytest.raises(InvalidName, match="-partition-"):
         await meta.create_partitioned(topic("x-partition-1"), 2)
+    long = topic("l" * 243)  # "<name>-partition-9" is 255 characters, "-partition-10" one more
+    with pytest.raises(InvalidName):
+        await meta.create_partitioned(long, 11)
+    assert await meta.get_partitions(long) == 0  # nothing left behind
+    await meta.create_partitioned(long, 10)
+    with pytest.raises(InvalidName):
+        await meta.update_partitions(long, 11)
+    assert await meta.get_partitions(long) == 10
     with pytest.raises(NotFound):
         await meta.create_partitioned(topic("p", NamespaceName("acme", "none")), 2)
 

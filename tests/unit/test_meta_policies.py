@@ -92,9 +92,23 @@ def test_default_policies_json_uses_pulsar_field_names() -> None:
             "topicType": "non-partitioned",
             "defaultNumPartitions": None,
         },
+        "auth_policies": {"namespace_auth": {}, "destination_auth": {}, "subscription_auth_roles": {}},
         "deleted": False,
     }
     assert Policies().deduplication is False
+
+
+def test_permissions_round_trip_and_are_validated() -> None:
+    policies = Policies().grant("app", ("consume", "produce")).grant("ops", ("produce",))
+    assert Policies.from_json(policies.to_json()).permissions == {
+        "app": ("consume", "produce"),
+        "ops": ("produce",),
+    }
+    assert policies.revoke("ops").permissions == {"app": ("consume", "produce")}
+    for bad in (False, 0, "", [], {"namespace_auth": []}, {"namespace_auth": {"r": ["read"]}}):
+        with pytest.raises(InvalidPolicy):
+            Policies.from_json({"auth_policies": bad})
+    assert Policies.from_json({"auth_policies": {"namespace_auth": {}}}).permissions == {}
 
 
 FULL = {

@@ -16,7 +16,15 @@ from gateway.protocol.errors import (
     ProtocolError,
     ws_close_reason,
 )
-from gateway.protocol.fields import base64_decoded_size, decode_base64_payload, get_str, is_text
+from gateway.protocol.fields import (
+    WHOLE_FLOAT_MAX,
+    as_int,
+    base64_decoded_size,
+    decode_base64_payload,
+    get_int,
+    get_str,
+    is_text,
+)
 from gateway.protocol.ws_frames import parse_publish_object
 
 pytestmark = pytest.mark.unit
@@ -70,6 +78,37 @@ def test_surrogates_from_python_callers_are_refused() -> None:
         parse_publish_object({"payload": "", "context": "\ud800"}, 0, 10)
     with pytest.raises(FrameError, match="properties contains invalid Unicode"):
         parse_publish_object({"payload": "", "properties": {"\ud800": "v"}}, 0, 10)
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        (3178, 3178),
+        (3178.0, 3178),
+        (-2.0, -2),
+        (float(WHOLE_FLOAT_MAX), WHOLE_FLOAT_MAX),
+        (-float(WHOLE_FLOAT_MAX), -WHOLE_FLOAT_MAX),
+        (float(WHOLE_FLOAT_MAX) * 2, None),  # beyond 2^53 a float no longer spells one integer
+        (3178.5, None),
+        (True, None),
+        ("3178", None),
+        (None, None),
+    ],
+)
+def test_integers_are_json_integers_or_whole_floats(value: object, expected: int | None) -> None:
+    result = as_int(value)
+    assert result == expected and (result is None or type(result) is int)
+
+
+def test_get_int_reads_whole_floats_and_keeps_its_bounds() -> None:
+    assert get_int({"n": 7.0}, "n", 0, 10) == 7
+    with pytest.raises(FrameError, match="n 11 is outside"):
+        get_int({"n": 11.0}, "n", 0, 10)
+    with pytest.raises(FrameError, match="n must be an integer, got a number") as info:
+        get_int({"n": 0.25}, "n", 0, 10, "ctx")
+    assert (info.value.ws_code, info.value.context) == (3, "ctx")
+    published = parse_publish_object({"payload": "", "deliverAt": 5000.0, "sequenceId": 9.0}, 0, 10)
+    assert (published.deliver_at_ms, published.sequence_id) == (5000, 9)
 
 
 @pytest.mark.parametrize(

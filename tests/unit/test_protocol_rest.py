@@ -112,6 +112,40 @@ def test_delays_do_not_depend_on_event_time() -> None:
     assert [m.deliver_at_ms for m in parsed.messages] == [NOW + 7, NOW + 7, NOW + 7, 0]
 
 
+def test_whole_number_floats_are_integers() -> None:
+    """JSON Schema (and Jackson) read 3178.0 as the integer 3178: so does the REST producer."""
+    parsed = parse(
+        {
+            "messages": [
+                {"payload": "", "eventTime": 3178.0, "sequenceId": 5.0},
+                {"payload": "", "deliverAt": float(NOW + 7)},
+                {"payload": "", "deliverAfterMs": 250.0, "eventTime": 1662512903260.0},
+            ]
+        }
+    )
+    first, second, third = parsed.messages
+    assert (first.event_time_ms, first.sequence_id) == (3178, 5)
+    assert type(first.event_time_ms) is int and type(first.sequence_id) is int
+    assert second.deliver_at_ms == NOW + 7
+    assert (third.deliver_at_ms, third.event_time_ms) == (NOW + 250, 1662512903260)
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("eventTime", 3178.5, "messages[0]: eventTime must be epoch milliseconds"),
+        ("eventTime", 2.0**53 + 2, "messages[0]: eventTime must be epoch milliseconds"),
+        ("eventTime", -1.0, "messages[0]: eventTime -1 is outside"),
+        ("sequenceId", 0.5, "messages[0]: sequenceId must be an integer, got a number"),
+        ("sequenceId", -1.0, "messages[0]: sequenceId -1 is outside"),
+        ("deliverAt", 1e300, "messages[0]: deliverAt must be an integer, got a number"),
+        ("deliverAfterMs", True, "messages[0]: deliverAfterMs must be an integer, got a boolean"),
+    ],
+)
+def test_fractions_and_inexact_floats_are_not_integers(field: str, value: object, message: str) -> None:
+    assert bad({"messages": [{"payload": "", field: value}]}).startswith(message)
+
+
 @pytest.mark.parametrize(
     ("body", "message"),
     [
