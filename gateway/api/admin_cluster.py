@@ -43,8 +43,8 @@ from gateway.api.cluster_models import (
     StorageNodeView,
     UnderReplicatedLedger,
 )
-from gateway.api.paging import TOTAL_HEADER, PageParams, Paging
-from gateway.api.route_docs import Cluster
+from gateway.api.paging import TOTAL_HEADER, PageParams
+from gateway.api.route_docs import Cluster, Paging
 from gateway.api.topic_summary import broker_topic_stats, flatten, topic_fact
 from gateway.meta.errors import Conflict, NotFound
 from storage.types import LedgerMetadata, NodeInfo

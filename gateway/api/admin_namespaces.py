@@ -26,8 +26,8 @@ from gateway.api import admin_schemas as schemas
 from gateway.api.admin_common import read_json
 from gateway.api.admin_schemas import BundlePath, QuotaTypeQuery, RolePath, request_body
 from gateway.api.errors import ErrorMappingRoute, responses
-from gateway.api.paging import TOTAL_HEADER, PageParams, Paging
-from gateway.api.route_docs import Namespace, Tenant
+from gateway.api.paging import TOTAL_HEADER, PageParams
+from gateway.api.route_docs import Namespace, Paging, Tenant
 from gateway.meta.errors import NotFound
 from gateway.meta.namespaces import NamespaceStore
 from gateway.meta.policies import (

@@ -35,8 +35,7 @@ from gateway.api.admin_common import (
     topic_name,
 )
 from gateway.api.admin_schemas import CURSOR_TARGET, CountPath, SecondsPath, TimestampPath, request_body
-from gateway.api.paging import Paging
-from gateway.api.route_docs import Namespace, Tenant, TopicPart
+from gateway.api.route_docs import Namespace, Paging, Tenant, TopicPart
 from gateway.api.route_docs import Subscription as SubscriptionName
 from gateway.broker import topic_admin, topic_upkeep
 from gateway.broker.log_state import TopicNotFound

@@ -44,8 +44,7 @@ from gateway.api.admin_common import (
     topic_name,
 )
 from gateway.api.forwarding import forward, get_json, owner_url
-from gateway.api.paging import Paging
-from gateway.api.route_docs import Namespace, PartitionedBase, Tenant, TopicPart
+from gateway.api.route_docs import Namespace, Paging, PartitionedBase, Tenant, TopicPart
 from gateway.broker import stats, stats_history
 from gateway.broker.broker_errors import SubscriptionBusy, TopicUnavailable
 from gateway.broker.log_state import TopicNotFound

@@ -1,9 +1,9 @@
 """Server-side search and paging of the admin list routes (pure).
 
-Owns: ``page`` (filter by a case-insensitive substring, then slice),
-``PageParams`` and ``Paging``, the FastAPI dependency of the optional Folio
-query parameters ``search``, ``offset`` and ``limit`` with their documented
-bounds. Rule: the answer stays Pulsar's plain JSON array, so Pulsar clients are
+Owns: ``page`` (filter by a case-insensitive substring, then slice) and
+``PageParams``, the optional Folio query parameters ``search``, ``offset`` and
+``limit`` (their FastAPI dependency with the documented bounds is
+``route_docs.Paging``). Rule: the answer stays Pulsar's plain JSON array, so Pulsar clients are
 unchanged; the number of matches before slicing goes in the ``X-Total-Count``
 header (``TOTAL_HEADER``). ``offset`` >= 0, ``limit`` 0..``LIMIT_MAX``,
 ``search`` at most ``SEARCH_MAX`` characters; FastAPI answers a bad value 400
@@ -14,9 +14,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Annotated
-
-from fastapi import Depends, Query
 
 from gateway.meta.errors import InvalidArgument
 
@@ -54,19 +51,3 @@ class PageParams:
 
     def apply(self, items: Sequence[str]) -> tuple[list[str], int]:
         return page(items, self.search, self.offset, self.limit)
-
-
-def page_params(
-    search: Annotated[
-        str | None,
-        Query(max_length=SEARCH_MAX, description="only items containing this text (case-insensitive)"),
-    ] = None,
-    offset: Annotated[int, Query(ge=0, le=OFFSET_MAX, description="matching items to leave out first")] = 0,
-    limit: Annotated[
-        int | None, Query(ge=0, le=LIMIT_MAX, description=f"most items to answer (at most {LIMIT_MAX})")
-    ] = None,
-) -> PageParams:
-    return PageParams(search, offset, limit)
-
-
-Paging = Annotated[PageParams, Depends(page_params)]

@@ -16,12 +16,13 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from fastapi import Path, Query
+from fastapi import Depends, Path, Query
 from starlette.responses import Response
 
 from gateway.api import schemas as s
 from gateway.api.errors import responses
 from gateway.api.http_consume import FETCH_MAX
+from gateway.api.paging import LIMIT_MAX, OFFSET_MAX, SEARCH_MAX, PageParams
 from gateway.protocol.params import NAME_CHARS_MAX
 
 JSON = "application/json"
@@ -164,3 +165,22 @@ NACK: dict[str, Any] = {
     "responses": responses(400, 404, 412, 413),
     "openapi_extra": ack_extra("ids of fetched messages to redeliver"),
 }
+
+
+# ---------------------------------------------------------------- paging of list routes
+
+
+def page_params(
+    search: Annotated[
+        str | None,
+        Query(max_length=SEARCH_MAX, description="only items containing this text (case-insensitive)"),
+    ] = None,
+    offset: Annotated[int, Query(ge=0, le=OFFSET_MAX, description="matching items to leave out first")] = 0,
+    limit: Annotated[
+        int | None, Query(ge=0, le=LIMIT_MAX, description=f"most items to answer (at most {LIMIT_MAX})")
+    ] = None,
+) -> PageParams:
+    return PageParams(search, offset, limit)
+
+
+Paging = Annotated[PageParams, Depends(page_params)]
