@@ -30,6 +30,12 @@ async def test_stats_through_the_survivor_are_503_then_served(
             await http.get(f"{cluster.urls[0]}/lookup/v2/topic/persistent/public/default/{TOPIC}")
         ).json()
         owner = next(i for i, url in enumerate(cluster.urls) if url == lookup["httpUrl"])
+        bundle = (
+            await http.get(f"{cluster.urls[1]}/lookup/v2/topic/persistent/public/default/{TOPIC}/bundle")
+        ).json()
+        boundaries = (await http.get(f"{cluster.urls[1]}/admin/v2/namespaces/public/default/bundles")).json()
+        low, high = bundle.split("_")
+        assert boundaries["boundaries"].index(high) == boundaries["boundaries"].index(low) + 1
         survivor = cluster.urls[1 - owner]
         cluster.gateways[owner].kill9()
 
