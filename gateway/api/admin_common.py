@@ -17,26 +17,21 @@ Jackson (the documented schemas are in ``gateway.api.admin_schemas``).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 import orjson
 from fastapi import Request
-from fastapi.exceptions import RequestValidationError
-from fastapi.routing import APIRoute
 from starlette.convertors import StringConvertor, register_url_convertor
 from starlette.responses import Response
 
-from coordination.errors import CoordinationError
-from gateway.api.errors import error_response, reason_response
+from gateway.api.errors import ErrorMappingRoute, reason_response
 from gateway.api.forwarding import forward, local_topic
 from gateway.api.paging import TOTAL_HEADER
 from gateway.broker.topic import Topic
-from gateway.errors import GatewayError
 from gateway.meta.errors import InvalidArgument
 from gateway.names import TopicName, check_subscription
 from gateway.protocol.fields import as_int
-from storage.errors import StorageError
 
 if TYPE_CHECKING:
     from gateway.api.gateway import Gateway
@@ -64,29 +59,7 @@ PREFIX = "/admin/v2/persistent/{tenant}/{namespace}"
 TOPIC_ROOT = f"{PREFIX}/{{topic:topic}}"  # the topic itself (beside PREFIX/partitioned)
 
 
-def _describe(exc: RequestValidationError) -> str:
-    parts = []
-    for error in exc.errors():
-        where = ".".join(str(p) for p in error.get("loc", ()))
-        parts.append(f"{where}: {error.get('msg', 'invalid')}")
-    return "; ".join(parts) or "invalid request"
-
-
-class AdminRoute(APIRoute):
-    """Maps errors to ``{"reason", "code"}`` responses inside the route itself."""
-
-    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
-        handler = super().get_route_handler()
-
-        async def run(request: Request) -> Response:
-            try:
-                return await handler(request)
-            except RequestValidationError as exc:
-                return reason_response(400, _describe(exc), "invalid_argument")
-            except (GatewayError, CoordinationError, StorageError) as exc:
-                return error_response(exc)
-
-        return run
+AdminRoute = ErrorMappingRoute  # typed and validation errors -> ErrorBody, inside the route
 
 
 def json_response(data: Any, status: int = 200, total: int | None = None) -> Response:
