@@ -1,6 +1,6 @@
-# One image for every Folio process: storage node, auditor, local cluster.
+# One image for every Folio process: storage node, auditor, gateway, local cluster.
 #   docker build -t folio .
-#   docker compose up            (see compose.yaml: etcd + 3 storage nodes + auditor)
+#   docker compose up            (see compose.yaml: etcd + 3 storage nodes + auditor + 2 gateways)
 FROM python:3.11-slim AS base
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1
 WORKDIR /opt/folio
@@ -13,7 +13,7 @@ RUN pip install . && useradd --system --home /var/lib/folio folio && mkdir -p /v
     && chown folio /var/lib/folio
 USER folio
 VOLUME ["/var/lib/folio"]
-# storage node wire port and metrics port
-EXPOSE 3181 8000
+# storage node wire port and metrics port; gateway HTTP/WebSocket port (dashboard at /)
+EXPOSE 3181 8000 8080
 ENTRYPOINT ["folio"]
 CMD ["--help"]
