@@ -186,6 +186,7 @@ class AuditorProcess:
     log_path: Path
     grace_ms: int = 30_000
     process: subprocess.Popen[str] | None = None
+    metrics_address: str = ""
 
     def start(self) -> None:
         args = [
@@ -205,6 +206,8 @@ class AuditorProcess:
         if not line.startswith(AUDITOR_READY_PREFIX):
             self.stop()
             raise RuntimeError(f"auditor did not start (see {self.log_path})")
+        fields = dict(part.split("=", 1) for part in line.split()[2:] if "=" in part)
+        self.metrics_address = fields.get("metrics", "")
 
     @property
     def pid(self) -> int:

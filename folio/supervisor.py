@@ -74,11 +74,22 @@ class LocalCluster:
                 f"   (pid {node.pid}, data {node.data_dir})"
             )
         if self.auditor is not None:
-            lines.append(f"auditor        pid {self.auditor.pid}, grace {self.auditor_grace_ms} ms")
+            lines.append(
+                f"auditor        pid {self.auditor.pid}, grace {self.auditor_grace_ms} ms"
+                + (
+                    f"   metrics http://{self.auditor.metrics_address}/metrics"
+                    if self.auditor.metrics_address
+                    else ""
+                )
+            )
         for gateway in self.gateways:
             lines.append(f"gateway        {gateway.http_url}   (pid {gateway.pid})")
         if self.gateways:
             url = self.gateways[0].http_url
+            lines.append(f"dashboard      {url}/   (served by every gateway)")
+            lines.append(
+                f"admin API      {url}/admin/v2/…   spec {url}/openapi.json, WebSockets {url}/asyncapi.json"
+            )
             lines.append(f"publish        curl -d 'hello' {url}/topics/persistent/public/default/demo")
             lines.append(
                 f"consume        curl '{url}/consume/persistent/public/default/demo/sub"

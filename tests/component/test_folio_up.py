@@ -97,6 +97,10 @@ def test_folio_up_status_and_clean_stop(tmp_path: Path) -> None:
         for port in (base + 8, base + 9):
             health = urllib.request.urlopen(f"http://127.0.0.1:{port}/admin/v2/brokers/health", timeout=10)
             assert health.read() == b"ok"
+            dashboard = urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=10).read()
+            assert b"Cluster overview" in dashboard
+        assert f"dashboard      http://127.0.0.1:{base + 8}/" in banner, banner
+        assert "auditor" in banner and "metrics http://127.0.0.1:" in banner.split("auditor", 1)[1], banner
 
         status = subprocess.run(
             [sys.executable, "-m", "folio", "status", "--etcd", f"127.0.0.1:{base}"],
