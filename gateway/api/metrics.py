@@ -122,7 +122,9 @@ class GatewayCollector(Collector):
             "folio_topic_storage_bytes", "bytes in the topic's log", labels=["topic"]
         )
         backlog = GaugeMetricFamily(
-            "folio_subscription_backlog", "entries not acked", labels=["topic", "subscription"]
+            "folio_subscription_backlog",
+            "messages not acknowledged (msgBacklog)",
+            labels=["topic", "subscription"],
         )
         for topic in topics:
             label = [str(topic.name)]
@@ -133,9 +135,8 @@ class GatewayCollector(Collector):
             bytes_out.add_metric(label, sum(s.bytes_out for s in subs))
             backlog_bytes.add_metric(label, topic.backlog_bytes())
             storage_bytes.add_metric(label, topic.log.total_bytes)
-            layout = topic.log.layout
             for sub in subs:
-                backlog.add_metric([label[0], sub.name], sub.cursor.backlog(layout))
+                backlog.add_metric([label[0], sub.name], sub.backlog())
         yield from (msg_in, bytes_in, msg_out, bytes_out, backlog_bytes, storage_bytes, backlog)
 
 
