@@ -248,7 +248,7 @@ async def serve_consumer(
         return
     session.sub, session.consumer_id = sub, consumer_id
     session.max_retries = params.max_redeliver_count
-    await websocket.accept()
+    await session.out.accept()
     gateway.sessions += 1
     try:
         await session.run()
@@ -279,7 +279,7 @@ async def serve_reader(gateway: Gateway, websocket: WebSocket, topic: Topic, par
     session.sub, session.consumer_id = sub, consumer_id
     sub.cursor.ack_batch_prefix(position, skip_in_batch)
     sub.start()
-    await websocket.accept()
+    await session.out.accept()
     gateway.sessions += 1
     try:
         await session.run()

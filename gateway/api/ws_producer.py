@@ -157,7 +157,7 @@ async def serve_producer(
     except Exception as exc:
         await deny(websocket, exc, "Failed to create producer: ")
         return
-    await websocket.accept()
+    await session.out.accept()
     gateway.sessions += 1
     try:
         await session.run()

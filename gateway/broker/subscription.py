@@ -95,7 +95,7 @@ class Subscription:
         self.consumers: dict[ConsumerId, ConsumerRecord] = {}
         self._read_position = self._after(cursor.mark_delete)
         self._epoch = 0
-        self._wake = asyncio.Event()
+        self._waiter: asyncio.Future[None] | None = None  # the read loop sleeping (``_sleep``)
         self._task: asyncio.Task[None] | None = None
         self._persist_task: asyncio.Task[None] | None = None
         self._revision = revision  # etcd mod_revision of the cursor key (0 = not stored yet)
@@ -143,7 +143,8 @@ class Subscription:
             self._persist_task = asyncio.get_running_loop().create_task(self._persist_loop())
 
     def wake(self) -> None:
-        self._wake.set()
+        if self._waiter is not None:
+            _set_done(self._waiter)
 
     # ------------------------------------------------------------ consumers
 
@@ -271,14 +272,14 @@ class Subscription:
     def _rewind(self, mark_delete: Position) -> None:
         self._read_position = self._after(mark_delete)
         self._epoch += 1
-        self._wake.set()
+        self.wake()
 
     # ------------------------------------------------------------ effects
 
     def _apply_now(self, effects: list[Effect]) -> None:
         # Every input may have freed credit or changed membership even when it has
         # no effect of its own: the read loop must look at the budget again.
-        self._wake.set()
+        self.wake()
         if not effects:
             return
         deliveries: dict[ConsumerId, list[Delivery]] = {}
@@ -306,7 +307,7 @@ class Subscription:
         self._send(deliveries)
         if later:
             asyncio.get_running_loop().create_task(self._apply_later(later))
-        self._wake.set()
+        self.wake()
 
     def _resolve(self, effect: Deliver) -> Delivery | None:
         position = effect.message.position
@@ -429,10 +430,21 @@ class Subscription:
             self._apply_now(dispatcher.on_messages(messages, self._now()))
 
     async def _sleep(self, deadline: int | None) -> None:
-        self._wake.clear()
-        timeout = None if deadline is None else max(0.0, (deadline - self._now()) / 1000)
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._wake.wait(), timeout)
+        """Wait for ``wake`` (wakes while the loop runs are not kept: it looks again
+        before sleeping) or the deadline. A bare future, not ``wait_for``: one loop
+        round from an entry's confirmation to its delivery, and no task per sleep."""
+        loop = asyncio.get_running_loop()
+        waiter: asyncio.Future[None] = loop.create_future()
+        self._waiter = waiter
+        timer = None
+        if deadline is not None:
+            timer = loop.call_later(max(0.0, (deadline - self._now()) / 1000), _set_done, waiter)
+        try:
+            await waiter
+        finally:
+            self._waiter = None
+            if timer is not None:
+                timer.cancel()
 
     # ------------------------------------------------------------ persistence
 
@@ -471,7 +483,7 @@ class Subscription:
         if self.closed:
             return
         self.closed = True
-        self._wake.set()
+        self.wake()
         for task in (self._task, self._persist_task):
             if task is not None and task is not asyncio.current_task():
                 task.cancel()
@@ -480,3 +492,8 @@ class Subscription:
         if persist:
             with contextlib.suppress(Exception):
                 await self.persist()
+
+
+def _set_done(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
