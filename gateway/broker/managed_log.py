@@ -34,7 +34,7 @@ from coordination.clock import Clock
 from coordination.store import MetadataStore
 from gateway.broker.log_layout import LedgerLayout
 from gateway.broker.log_policy import LedgerInfo, Retention, ledgers_to_trim, should_roll
-from gateway.broker.log_reads import LedgerReaders, read_entries
+from gateway.broker.log_reads import LedgerReaders, read_cached, read_entries
 from gateway.broker.log_state import (
     EntryCache,
     LogClosed,
@@ -444,6 +444,10 @@ class ManagedLog:
         """Confirmed entries from ``start`` (inclusive) on, at most ``max_entries``,
         never crossing into the next ledger in one call."""
         return await read_entries(self.layout, self._cache, self._readers, self._writer, start, max_entries)
+
+    def read_cached(self, start: Position, max_entries: int) -> list[tuple[Position, bytes]]:
+        """Like ``read`` but only from the cache, without waiting (``log_reads.read_cached``)."""
+        return read_cached(self.last_confirmed, self._cache, start, max_entries)
 
     async def read_entry(self, position: Position) -> bytes | None:
         got = await self.read(position, 1)

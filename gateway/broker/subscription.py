@@ -146,6 +146,21 @@ class Subscription:
         if self._waiter is not None:
             _set_done(self._waiter)
 
+    def on_new_entry(self) -> None:
+        """An entry was confirmed. If the read loop sleeps (no read in flight) at the
+        log's tail and the entries are cached, dispatch them now - the delivery goes out
+        in the confirming loop round; then wake the loop so it looks again."""
+        dispatcher = self._dispatcher
+        waiter = self._waiter
+        if dispatcher is not None and waiter is not None and not waiter.done() and not self.closed:
+            deadline = dispatcher.next_deadline_ms()
+            budget = dispatcher.read_budget()
+            if budget > 0 and (deadline is None or deadline > self._now()):
+                entries = self.topic.log.read_cached(self._read_position, min(budget, READ_ENTRIES_MAX))
+                if entries:
+                    self._on_entries(dispatcher, entries, budget)
+        self.wake()
+
     # ------------------------------------------------------------ consumers
 
     def add_consumer(
@@ -348,24 +363,8 @@ class Subscription:
                 delivery = Delivery(position, messages[index], effect.redelivery_count, batch_size)
                 deliveries.setdefault(effect.consumer_id, []).append(delivery)
             elif isinstance(effect, DeadLetter):
-                await self._dead_letter(effect)
+                await letters.dead_letter_effect(self, effect)
         self._send(deliveries)
-
-    async def _dead_letter(self, effect: DeadLetter) -> None:
-        position = effect.message.position
-        messages = await self.topic.load_messages(position.entry)
-        record = self.consumers.get(effect.consumer_id)
-        target = record.dead_letter_topic if record and record.dead_letter_topic else None
-        if target is None:
-            target = f"{self.topic.name}-{self.name}-DLQ"
-        if messages is not None:
-            index = 0 if position.batch_index == NO_BATCH else position.batch_index
-            try:
-                await letters.dead_letter(self.topic, target, messages[index], position, self.name)
-            except Exception as exc:  # the message stays unacked: redelivered later
-                log.warning("dead-letter to %s failed: %s", target, exc)
-                return
-        self.ack(effect.consumer_id, [position])
 
     # ------------------------------------------------------------ read loop
 

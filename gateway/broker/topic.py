@@ -288,9 +288,9 @@ class Topic:
             settle(token.group, token.index, result)
         self.entries_since_snapshot += 1
         for sub in self.subscriptions.values():
-            sub.wake()
+            sub.on_new_entry()
         for reader in self.readers.values():
-            reader.wake()
+            reader.on_new_entry()
         self._pump()
 
     # ------------------------------------------------------------ decoded entries
