@@ -96,6 +96,7 @@ class Subscription:
         self._read_position = self._after(cursor.mark_delete)
         self._epoch = 0
         self._waiter: asyncio.Future[None] | None = None  # the read loop sleeping (``_sleep``)
+        self._reading = False  # the read loop awaits a read of the log
         self._task: asyncio.Task[None] | None = None
         self._persist_task: asyncio.Task[None] | None = None
         self._revision = revision  # etcd mod_revision of the cursor key (0 = not stored yet)
@@ -143,16 +144,15 @@ class Subscription:
             self._persist_task = asyncio.get_running_loop().create_task(self._persist_loop())
 
     def wake(self) -> None:
-        if self._waiter is not None:
-            _set_done(self._waiter)
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
 
     def on_new_entry(self) -> None:
-        """An entry was confirmed. If the read loop sleeps (no read in flight) at the
-        log's tail and the entries are cached, dispatch them now - the delivery goes out
-        in the confirming loop round; then wake the loop so it looks again."""
+        """An entry was confirmed: with no read in flight, dispatch what is cached from the
+        read position now (delivered in the confirming loop round); wake the loop."""
         dispatcher = self._dispatcher
-        waiter = self._waiter
-        if dispatcher is not None and waiter is not None and not waiter.done() and not self.closed:
+        if dispatcher is not None and self._task is not None and not self._reading and not self.closed:
             deadline = dispatcher.next_deadline_ms()
             budget = dispatcher.read_budget()
             if budget > 0 and (deadline is None or deadline > self._now()):
@@ -384,12 +384,15 @@ class Subscription:
             start = self._read_position
             if budget > 0 and log_.last_confirmed >= start:
                 epoch = self._epoch
+                self._reading = True
                 try:
                     entries = await log_.read(start, min(budget, READ_ENTRIES_MAX))
                 except Exception as exc:
                     log.warning("subscription %s: read at %s failed: %s", self.name, start, exc)
                     await asyncio.sleep(0.2)
                     continue
+                finally:
+                    self._reading = False
                 if epoch != self._epoch or self.closed or dispatcher is not self._dispatcher:
                     continue
                 if not entries:
@@ -437,7 +440,7 @@ class Subscription:
         self._waiter = waiter
         timer = None
         if deadline is not None:
-            timer = loop.call_later(max(0.0, (deadline - self._now()) / 1000), _set_done, waiter)
+            timer = loop.call_later(max(0.0, (deadline - self._now()) / 1000), self.wake)
         try:
             await waiter
         finally:
@@ -491,8 +494,3 @@ class Subscription:
         if persist:
             with contextlib.suppress(Exception):
                 await self.persist()
-
-
-def _set_done(waiter: asyncio.Future[None]) -> None:
-    if not waiter.done():
-        waiter.set_result(None)
