@@ -72,6 +72,10 @@ class Outbound:
                 self._in_round = True
                 asyncio.get_running_loop().call_soon(self._end_round)
 
+    def received_waiting(self) -> int:
+        """Frames received and not yet read (0 when the server does not say)."""
+        return self._writer.received_waiting() if self._writer is not None else 0
+
     def _end_round(self) -> None:
         self._in_round = False
         if self._stalled is None:

@@ -5,7 +5,8 @@ Owns: finding the server's sans-I/O protocol object behind a Starlette
 Rules: the frames are built by the websockets library's own connection object
 (``ServerProtocol.send_text``), so the bytes are exactly what uvicorn's ASGI
 send would write, only joined: one write (one syscall) per burst instead of one
-per frame. It is used only while uvicorn itself would write at once (handshake
+per frame; and how many received frames wait to be read (so a handler can
+apply a run of acks at once). It is used only while uvicorn itself would write at once (handshake
 accepted, nothing closing, transport not paused); otherwise ``ready`` is False
 and the caller goes through the ASGI send, which waits or raises as uvicorn
 decides. Any other ASGI server (or a wrapped ``send``) simply has no writer.
@@ -46,6 +47,10 @@ class FrameWriter:
             and p.writable.is_set()
             and self._websocket.application_state is WebSocketState.CONNECTED
         )
+
+    def received_waiting(self) -> int:
+        """Frames (ASGI receive events) already received and not yet read by the app."""
+        return self._protocol.queue.qsize()
 
     def write(self, frames: list[bytes]) -> None:
         """Write ``frames`` (UTF-8 text) in order with one socket write. Raises the
