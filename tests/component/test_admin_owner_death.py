@@ -26,7 +26,8 @@ async def test_stats_through_the_survivor_are_503_then_served(
         body = {"messages": [{"payload": f"m{i}"} for i in range(5)]}  # text payloads, as Pulsar REST
         published = await http.post(f"{cluster.urls[0]}/topics/persistent/public/default/{TOPIC}", json=body)
         assert published.status_code == 200, published.text
-        lookup = (await http.get(f"{cluster.urls[0]}/lookup/v2/topic/persistent/public/default/{TOPIC}")).json()
+        looked_up = await http.get(f"{cluster.urls[0]}/lookup/v2/topic/persistent/public/default/{TOPIC}")
+        lookup = looked_up.json()
         owner = next(i for i, url in enumerate(cluster.urls) if url == lookup["httpUrl"])
         survivor = cluster.urls[1 - owner]
         cluster.gateways[owner].kill9()

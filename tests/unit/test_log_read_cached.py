@@ -39,7 +39,5 @@ def test_stops_at_the_first_entry_not_cached() -> None:
 def test_nothing_beyond_the_tail_or_in_another_ledger() -> None:
     cache = cache_with(7, range(0, 10))
     assert read_cached(Position(7, 5), cache, Position(7, 6), 100) == []  # not confirmed yet
-    assert (
-        read_cached(Position(8, -1), cache, Position(7, 3), 100) == []
-    )  # older ledger: the loop reads it
+    assert read_cached(Position(8, -1), cache, Position(7, 3), 100) == []  # older ledger: the loop reads it
     assert read_cached(Position(7, -1), cache, Position(7, 0), 100) == []  # nothing confirmed
