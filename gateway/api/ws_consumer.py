@@ -11,6 +11,9 @@ acks, cumulative acks, nacks, permits, seeks and unsubscribe. Rules:
 - ids of another topic or never delivered move nothing;
 - Folio extras: ``ackCumulative`` (Exclusive/Failover), ``seek`` by id or
   time, batched delivery (``batchDelivery=true``) and batched acks;
+- acks of frames already waiting in a row are applied together (once the
+  server has no more received frames queued, or before any other command),
+  so a burst of one-ack frames costs one dispatch;
 - a reader is an Exclusive non-durable cursor; its frames only release credit.
 """
 
@@ -72,6 +75,7 @@ class ConsumerSession:
         self.consumer_id = 0
         self.reader = False
         self.delivered: dict[str, MessagePosition] = {}  # id as sent -> position, until acked
+        self.acks: list[MessagePosition] = []  # fast acks of frames read in a row, not applied yet
         self.max_retries = 0  # maxRedeliverCount: reconsumeLater beyond it goes to the DLQ
 
     # ConsumerSink ---------------------------------------------------------
@@ -121,15 +125,24 @@ class ConsumerSession:
         delivered = self.delivered
         if not ids or not all(isinstance(i, str) and i in delivered for i in ids):
             return False
-        assert self.sub is not None
-        self.sub.ack(self.consumer_id, [delivered.pop(str(i)) for i in ids])
+        self.acks.extend(delivered.pop(str(i)) for i in ids)
         return True
+
+    def flush_acks(self) -> None:
+        """Apply the acks gathered from a run of frames in one go (one dispatch)."""
+        if self.acks:
+            acks, self.acks = self.acks, []
+            assert self.sub is not None
+            self.sub.ack(self.consumer_id, acks)
 
     def on_frame(self, data: str) -> None:
         sub = self.sub
         assert sub is not None
         if self._fast_ack(data):
+            if not self.out.received_waiting():
+                self.flush_acks()
             return
+        self.flush_acks()  # in order: acks before the command that follows them
         try:
             command = parse_command(data)
         except ProtocolError as exc:
@@ -220,6 +233,7 @@ class ConsumerSession:
         finally:
             sub = self.sub
             if sub is not None:
+                self.flush_acks()
                 sub.remove_consumer(self.consumer_id)
                 if self.reader:
                     await self.topic.remove_reader(sub)
@@ -248,7 +262,7 @@ async def serve_consumer(
         return
     session.sub, session.consumer_id = sub, consumer_id
     session.max_retries = params.max_redeliver_count
-    await websocket.accept()
+    await session.out.accept()
     gateway.sessions += 1
     try:
         await session.run()
@@ -279,7 +293,7 @@ async def serve_reader(gateway: Gateway, websocket: WebSocket, topic: Topic, par
     session.sub, session.consumer_id = sub, consumer_id
     sub.cursor.ack_batch_prefix(position, skip_in_batch)
     sub.start()
-    await websocket.accept()
+    await session.out.accept()
     gateway.sessions += 1
     try:
         await session.run()

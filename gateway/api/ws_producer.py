@@ -14,6 +14,7 @@ backpressure) until replies drain; a topic that moves closes the session with
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from time import perf_counter
 from typing import TYPE_CHECKING, Any
 
@@ -73,11 +74,12 @@ class ProducerSession:
         self.next_sequence += 1
         return sequence
 
-    def _publish(self, requests: list[PublishRequest]) -> asyncio.Future[list[Outcome]]:
+    def _publish(self, requests: list[PublishRequest], reply: Callable[[list[Outcome]], None]) -> None:
+        """Hand ``requests`` to the topic; ``reply(outcomes)`` runs as soon as all are
+        settled (synchronously, from the entry's completion: no loop round)."""
         now = self.gateway.clock.now_ms()
         name = self.name
         messages = [entry_message(r, name, self._sequence(r), now) for r in requests]
-        future = self.topic.publish_many(messages)
         size = sum(len(r.payload) for r in requests)
         count = len(requests)
         self.pending += count
@@ -86,14 +88,14 @@ class ProducerSession:
         if self.pending >= PENDING_MAX or self.pending_bytes >= limit_bytes:
             self.room.clear()
 
-        def released(_f: asyncio.Future[list[Outcome]]) -> None:
+        def settled(outcomes: list[Outcome]) -> None:
             self.pending -= count
             self.pending_bytes -= size
             if self.pending < PENDING_MAX and self.pending_bytes < limit_bytes:
                 self.room.set()
+            reply(outcomes)
 
-        future.add_done_callback(released)
-        return future
+        self.topic.publish_many(messages, settled)
 
     @staticmethod
     def _reply(outcome: Outcome, context: str | None) -> dict[str, Any]:
@@ -110,22 +112,21 @@ class ProducerSession:
             return
         if isinstance(parsed, PublishRequest):
             context = parsed.context
-            future = self._publish([parsed])
 
-            def reply_one(f: asyncio.Future[list[Outcome]]) -> None:
-                self.out.send(encode_frame(self._reply(f.result()[0], context)))
+            def reply_one(outcomes: list[Outcome]) -> None:
+                self.out.send(encode_frame(self._reply(outcomes[0], context)))
                 self.latency.observe(perf_counter() - started)
 
-            future.add_done_callback(reply_one)
+            self._publish([parsed], reply_one)
             return
         batch = parsed
 
-        def reply_batch(f: asyncio.Future[list[Outcome]]) -> None:
-            results = [self._reply(o, r.context) for o, r in zip(f.result(), batch, strict=True)]
+        def reply_batch(outcomes: list[Outcome]) -> None:
+            results = [self._reply(o, r.context) for o, r in zip(outcomes, batch, strict=True)]
             self.out.send(publish_batch_reply(results, batch.context))
             self.latency.observe(perf_counter() - started)
 
-        self._publish(batch).add_done_callback(reply_batch)
+        self._publish(batch, reply_batch)
 
     async def run(self) -> None:
         ws = self.websocket
@@ -157,7 +158,7 @@ async def serve_producer(
     except Exception as exc:
         await deny(websocket, exc, "Failed to create producer: ")
         return
-    await websocket.accept()
+    await session.out.accept()
     gateway.sessions += 1
     try:
         await session.run()

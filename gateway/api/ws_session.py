@@ -1,14 +1,15 @@
 """WebSocket session plumbing shared by producer, consumer and reader handlers.
 
 Owns: handshake refusal with an HTTP status and JSON reason, the outbound
-frame queue and its sender task, closing with a valid close code, and the
-relay of a whole session to the gateway that owns the topic. Rules
-(DESIGN.md §6-7): every handler reads the socket in its own loop and writes
-only through the sender task, so a slow client never blocks the broker and
-shutdown never hangs; a relay is transparent: the owner's handshake status
-and every frame in both directions pass through unchanged, and so does its
-close code - except when the owner vanishes without a close frame (1006):
-the client is then closed with 4503 ("reconnect"), never left hanging.
+frame writer (``Outbound``), closing with a valid close code, and the relay of
+a whole session to the gateway that owns the topic. Rules (DESIGN.md §6-7):
+every handler reads the socket in its own loop and writes only through its
+``Outbound``, which never blocks the caller: a slow client never blocks the
+broker (its frames queue, bounded) and shutdown never hangs; a relay is
+transparent: the owner's handshake status and every frame in both directions
+pass through unchanged, and so does its close code - except when the owner
+vanishes without a close frame (1006): the client is then closed with 4503
+("reconnect"), never left hanging.
 """
 
 from __future__ import annotations
@@ -20,15 +21,15 @@ from urllib.parse import urlencode
 
 import orjson
 import websockets
-from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
+from starlette.websockets import WebSocket, WebSocketDisconnect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 from gateway.api.errors import body, close_code, reason_response, status_of
+from gateway.api.ws_outbound import Outbound
 
 log = logging.getLogger(__name__)
 
-OUTBOUND_FRAMES_MAX = 200_000  # frames queued for one client (deliveries are bounded by permits)
-_CLOSE = object()
+__all__ = ["Outbound", "deny", "deny_status", "relay", "relay_url"]
 
 
 async def deny(websocket: WebSocket, exc: BaseException, prefix: str = "") -> None:
@@ -43,59 +44,6 @@ async def deny(websocket: WebSocket, exc: BaseException, prefix: str = "") -> No
 
 async def deny_status(websocket: WebSocket, status: int, reason: str, code: str) -> None:
     await websocket.send_denial_response(reason_response(status, reason, code))
-
-
-class Outbound:
-    """The only writer of one WebSocket: a queue of text frames and a sender task."""
-
-    def __init__(self, websocket: WebSocket) -> None:
-        self.websocket = websocket
-        self.queue: asyncio.Queue[object] = asyncio.Queue()
-        self.closed = False
-        self.close_code = 1000
-        self.close_reason = ""
-        self._task = asyncio.get_running_loop().create_task(self._run())
-
-    def send(self, frame: bytes) -> None:
-        if self.closed:
-            return
-        if self.queue.qsize() >= OUTBOUND_FRAMES_MAX:
-            self.close(close_code(429), "client does not read fast enough")
-            return
-        self.queue.put_nowait(frame)
-
-    def close(self, code: int, reason: str) -> None:
-        if self.closed:
-            return
-        self.closed = True
-        self.close_code = code
-        self.close_reason = reason[:120]
-        self.queue.put_nowait(_CLOSE)
-
-    async def _run(self) -> None:
-        ws = self.websocket
-        try:
-            while True:
-                item = await self.queue.get()
-                if item is _CLOSE:
-                    break
-                assert isinstance(item, bytes)
-                await ws.send_text(item.decode())
-        except (WebSocketDisconnect, RuntimeError, ConnectionError, OSError):
-            self.closed = True
-            return
-        if ws.client_state is WebSocketState.CONNECTED:
-            with contextlib.suppress(Exception):
-                await ws.close(self.close_code, self.close_reason)
-
-    async def finish(self) -> None:
-        """Stop the sender (the client went away or the handler ends)."""
-        self.closed = True
-        self.queue.put_nowait(_CLOSE)
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(self._task, 5)
-        if not self._task.done():
-            self._task.cancel()
 
 
 def relay_url(http_url: str, path: str, query: dict[str, str]) -> str:

@@ -11,6 +11,7 @@ is acked only after its copy is stored.
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING
 
 from gateway.broker.entry_format import EntryMessage
@@ -18,8 +19,11 @@ from gateway.broker.message_id import MessageId
 from gateway.broker.positions import NO_BATCH, MessagePosition
 
 if TYPE_CHECKING:
+    from gateway.broker.dispatch import DeadLetter
     from gateway.broker.subscription import Subscription
     from gateway.broker.topic import Topic
+
+log = logging.getLogger(__name__)
 
 
 async def dead_letter(
@@ -87,3 +91,22 @@ async def reconsume_later(
             deliver_at_ms=topic.clock.now_ms() + delay_ms,
         )
     sub.ack(consumer_id, [position])
+
+
+async def dead_letter_effect(sub: Subscription, effect: DeadLetter) -> None:
+    """Carry out a dispatcher's ``DeadLetter``: copy the message to the consumer's
+    dead-letter topic (default ``<topic>-<sub>-DLQ``), then ack the original."""
+    position = effect.message.position
+    messages = await sub.topic.load_messages(position.entry)
+    record = sub.consumers.get(effect.consumer_id)
+    target = record.dead_letter_topic if record and record.dead_letter_topic else None
+    if target is None:
+        target = f"{sub.topic.name}-{sub.name}-DLQ"
+    if messages is not None:
+        index = 0 if position.batch_index == NO_BATCH else position.batch_index
+        try:
+            await dead_letter(sub.topic, target, messages[index], position, sub.name)
+        except Exception as exc:  # the message stays unacked: redelivered later
+            log.warning("dead-letter to %s failed: %s", target, exc)
+            return
+    sub.ack(effect.consumer_id, [position])

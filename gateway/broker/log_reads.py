@@ -90,3 +90,21 @@ async def read_entries(
         payloads = await reader.read_range(entry_id, last_entry)
         out.extend((Position(ledger_id, entry_id + i), p) for i, p in enumerate(payloads))
     return out
+
+
+def read_cached(
+    last_confirmed: Position, cache: EntryCache, start: Position, max_entries: int
+) -> list[tuple[Position, bytes]]:
+    """Confirmed entries from ``start`` on as far as they are cached, without waiting:
+    [] unless ``start`` is a confirmed entry of the open (last) ledger."""
+    last = last_confirmed
+    if start.ledger_id != last.ledger_id or not 0 <= start.entry_id <= last.entry_id:
+        return []
+    out: list[tuple[Position, bytes]] = []
+    for entry_id in range(start.entry_id, min(last.entry_id, start.entry_id + max_entries - 1) + 1):
+        position = Position(start.ledger_id, entry_id)
+        payload = cache.get(position)
+        if payload is None:
+            break
+        out.append((position, payload))
+    return out

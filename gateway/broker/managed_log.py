@@ -34,7 +34,7 @@ from coordination.clock import Clock
 from coordination.store import MetadataStore
 from gateway.broker.log_layout import LedgerLayout
 from gateway.broker.log_policy import LedgerInfo, Retention, ledgers_to_trim, should_roll
-from gateway.broker.log_reads import LedgerReaders, read_entries
+from gateway.broker.log_reads import LedgerReaders, read_cached, read_entries
 from gateway.broker.log_state import (
     EntryCache,
     LogClosed,
@@ -56,6 +56,8 @@ from storage.types import LedgerMetadata, LedgerState
 log = logging.getLogger(__name__)
 
 READ_ENTRIES_MAX = 1000  # entries returned by one read call
+
+AppendCallback = Callable[["asyncio.Future[Position]"], None]
 
 
 class ManagedLog:
@@ -232,35 +234,36 @@ class ManagedLog:
 
     # ------------------------------------------------------------ appending
 
-    def append(self, payload: bytes, messages: int = 1) -> asyncio.Future[Position]:
+    def append(
+        self, payload: bytes, messages: int = 1, on_done: AppendCallback | None = None
+    ) -> asyncio.Future[Position]:
         """Append one entry holding ``messages`` messages; the future gives its
-        position once confirmed (in order)."""
+        position once confirmed (in order). ``on_done(future)``, if given, is called
+        once it is settled: synchronously when the writer completes the add (no loop
+        round), as a done-callback when the append fails before reaching the writer."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Position] = loop.create_future()
         if self.fenced:
             future.set_exception(LogFenced(f"topic {self.topic_path} is fenced"))
-            return future
-        if self.closed or self.terminated:
+        elif self.closed or self.terminated:
             future.set_exception(LogClosed(f"topic {self.topic_path} is closed or terminated"))
-            return future
-        if self._rolling is not None or self._writer is None:
+        elif self._rolling is not None or self._writer is None:
             self._waiting.append((payload, messages, future))
+        else:
+            self._append_to_writer(self._writer, payload, messages, future, on_done)
             return future
-        self._append_to_writer(self._writer, payload, messages, future)
+        if on_done is not None:
+            future.add_done_callback(on_done)
         return future
 
     def _append_to_writer(
-        self, writer: LedgerWriter, payload: bytes, messages: int, future: asyncio.Future[Position]
+        self,
+        writer: LedgerWriter,
+        payload: bytes,
+        messages: int,
+        future: asyncio.Future[Position],
+        on_done: AppendCallback | None = None,
     ) -> None:
-        try:
-            entry = writer.append_nowait(payload)
-        except Fenced as exc:
-            self._on_fenced(exc)
-            future.set_exception(LogFenced(str(exc)))
-            return
-        except StorageError as exc:
-            future.set_exception(LogError(f"append failed: {exc}"))
-            return
         ledger_id = writer.ledger_id
         size = len(payload)
 
@@ -268,6 +271,8 @@ class ManagedLog:
             if entry_future.cancelled():
                 if not future.done():
                     future.cancel()
+                    if on_done is not None:
+                        on_done(future)
                 return
             exc = entry_future.exception()
             if exc is not None:
@@ -276,6 +281,8 @@ class ManagedLog:
                     exc = LogFenced(str(exc))
                 if not future.done():
                     future.set_exception(exc)
+                    if on_done is not None:
+                        on_done(future)
                 return
             entry_id = entry_future.result()
             position = Position(ledger_id, entry_id)
@@ -290,9 +297,21 @@ class ManagedLog:
             self._new_entries.set()
             if not future.done():
                 future.set_result(position)
+                if on_done is not None:
+                    on_done(future)
             self._maybe_roll()
 
-        entry.add_done_callback(done)
+        try:
+            writer.append_nowait(payload, done)
+        except Fenced as exc:
+            self._on_fenced(exc)
+            future.set_exception(LogFenced(str(exc)))
+        except StorageError as exc:
+            future.set_exception(LogError(f"append failed: {exc}"))
+        else:
+            return
+        if on_done is not None:
+            future.add_done_callback(on_done)
 
     def _on_fenced(self, exc: Exception) -> None:
         if self.fenced:
@@ -425,6 +444,10 @@ class ManagedLog:
         """Confirmed entries from ``start`` (inclusive) on, at most ``max_entries``,
         never crossing into the next ledger in one call."""
         return await read_entries(self.layout, self._cache, self._readers, self._writer, start, max_entries)
+
+    def read_cached(self, start: Position, max_entries: int) -> list[tuple[Position, bytes]]:
+        """Like ``read`` but only from the cache, without waiting (``log_reads.read_cached``)."""
+        return read_cached(self.last_confirmed, self._cache, start, max_entries)
 
     async def read_entry(self, position: Position) -> bytes | None:
         got = await self.read(position, 1)

@@ -95,7 +95,8 @@ class Subscription:
         self.consumers: dict[ConsumerId, ConsumerRecord] = {}
         self._read_position = self._after(cursor.mark_delete)
         self._epoch = 0
-        self._wake = asyncio.Event()
+        self._waiter: asyncio.Future[None] | None = None  # the read loop sleeping (``_sleep``)
+        self._reading = False  # the read loop awaits a read of the log
         self._task: asyncio.Task[None] | None = None
         self._persist_task: asyncio.Task[None] | None = None
         self._revision = revision  # etcd mod_revision of the cursor key (0 = not stored yet)
@@ -143,7 +144,22 @@ class Subscription:
             self._persist_task = asyncio.get_running_loop().create_task(self._persist_loop())
 
     def wake(self) -> None:
-        self._wake.set()
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    def on_new_entry(self) -> None:
+        """An entry was confirmed: with no read in flight, dispatch what is cached from the
+        read position now (delivered in the confirming loop round); wake the loop."""
+        dispatcher = self._dispatcher
+        if dispatcher is not None and self._task is not None and not self._reading and not self.closed:
+            deadline = dispatcher.next_deadline_ms()
+            budget = dispatcher.read_budget()
+            if budget > 0 and (deadline is None or deadline > self._now()):
+                entries = self.topic.log.read_cached(self._read_position, min(budget, READ_ENTRIES_MAX))
+                if entries:
+                    self._on_entries(dispatcher, entries, budget)
+        self.wake()
 
     # ------------------------------------------------------------ consumers
 
@@ -271,14 +287,14 @@ class Subscription:
     def _rewind(self, mark_delete: Position) -> None:
         self._read_position = self._after(mark_delete)
         self._epoch += 1
-        self._wake.set()
+        self.wake()
 
     # ------------------------------------------------------------ effects
 
     def _apply_now(self, effects: list[Effect]) -> None:
         # Every input may have freed credit or changed membership even when it has
         # no effect of its own: the read loop must look at the budget again.
-        self._wake.set()
+        self.wake()
         if not effects:
             return
         deliveries: dict[ConsumerId, list[Delivery]] = {}
@@ -306,7 +322,7 @@ class Subscription:
         self._send(deliveries)
         if later:
             asyncio.get_running_loop().create_task(self._apply_later(later))
-        self._wake.set()
+        self.wake()
 
     def _resolve(self, effect: Deliver) -> Delivery | None:
         position = effect.message.position
@@ -347,24 +363,8 @@ class Subscription:
                 delivery = Delivery(position, messages[index], effect.redelivery_count, batch_size)
                 deliveries.setdefault(effect.consumer_id, []).append(delivery)
             elif isinstance(effect, DeadLetter):
-                await self._dead_letter(effect)
+                await letters.dead_letter_effect(self, effect)
         self._send(deliveries)
-
-    async def _dead_letter(self, effect: DeadLetter) -> None:
-        position = effect.message.position
-        messages = await self.topic.load_messages(position.entry)
-        record = self.consumers.get(effect.consumer_id)
-        target = record.dead_letter_topic if record and record.dead_letter_topic else None
-        if target is None:
-            target = f"{self.topic.name}-{self.name}-DLQ"
-        if messages is not None:
-            index = 0 if position.batch_index == NO_BATCH else position.batch_index
-            try:
-                await letters.dead_letter(self.topic, target, messages[index], position, self.name)
-            except Exception as exc:  # the message stays unacked: redelivered later
-                log.warning("dead-letter to %s failed: %s", target, exc)
-                return
-        self.ack(effect.consumer_id, [position])
 
     # ------------------------------------------------------------ read loop
 
@@ -384,12 +384,15 @@ class Subscription:
             start = self._read_position
             if budget > 0 and log_.last_confirmed >= start:
                 epoch = self._epoch
+                self._reading = True
                 try:
                     entries = await log_.read(start, min(budget, READ_ENTRIES_MAX))
                 except Exception as exc:
                     log.warning("subscription %s: read at %s failed: %s", self.name, start, exc)
                     await asyncio.sleep(0.2)
                     continue
+                finally:
+                    self._reading = False
                 if epoch != self._epoch or self.closed or dispatcher is not self._dispatcher:
                     continue
                 if not entries:
@@ -429,10 +432,21 @@ class Subscription:
             self._apply_now(dispatcher.on_messages(messages, self._now()))
 
     async def _sleep(self, deadline: int | None) -> None:
-        self._wake.clear()
-        timeout = None if deadline is None else max(0.0, (deadline - self._now()) / 1000)
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._wake.wait(), timeout)
+        """Wait for ``wake`` (wakes while the loop runs are not kept: it looks again
+        before sleeping) or the deadline. A bare future, not ``wait_for``: one loop
+        round from an entry's confirmation to its delivery, and no task per sleep."""
+        loop = asyncio.get_running_loop()
+        waiter: asyncio.Future[None] = loop.create_future()
+        self._waiter = waiter
+        timer = None
+        if deadline is not None:
+            timer = loop.call_later(max(0.0, (deadline - self._now()) / 1000), self.wake)
+        try:
+            await waiter
+        finally:
+            self._waiter = None
+            if timer is not None:
+                timer.cancel()
 
     # ------------------------------------------------------------ persistence
 
@@ -471,7 +485,7 @@ class Subscription:
         if self.closed:
             return
         self.closed = True
-        self._wake.set()
+        self.wake()
         for task in (self._task, self._persist_task):
             if task is not None and task is not asyncio.current_task():
                 task.cancel()

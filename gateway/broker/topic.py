@@ -183,11 +183,14 @@ class Topic:
         self.publish_many([message]).add_done_callback(unwrap)
         return single
 
-    def publish_many(self, messages: list[EntryMessage]) -> asyncio.Future[list[Outcome]]:
+    def publish_many(
+        self, messages: list[EntryMessage], on_done: Callable[[list[Outcome]], None] | None = None
+    ) -> asyncio.Future[list[Outcome]]:
         """Queue messages in order; the future gives one outcome per message (a
-        result, or the error that refused it) once every one is settled."""
+        result, or the error that refused it) once every one is settled; ``on_done``
+        gets the same list synchronously at that moment (possibly before this returns)."""
         future: asyncio.Future[list[Outcome]] = asyncio.get_running_loop().create_future()
-        group = PublishGroup(future, [None] * len(messages), len(messages))
+        group = PublishGroup(future, [None] * len(messages), len(messages), on_done)
         policies = self.policies
         refusal: GatewayError | None = None
         if self.closed or self.log.fenced:
@@ -235,7 +238,13 @@ class Topic:
         group.outcomes[index] = outcome
         group.remaining -= 1
         if group.remaining == 0 and not group.future.done():
-            group.future.set_result([o for o in group.outcomes if o is not None])  # all set by now
+            outcomes = [o for o in group.outcomes if o is not None]  # all set by now
+            group.future.set_result(outcomes)
+            if group.on_done is not None:
+                try:
+                    group.on_done(outcomes)
+                except Exception:
+                    log.exception("publish callback failed")
 
     def _pump(self) -> None:
         batcher = self._batcher
@@ -245,8 +254,7 @@ class Topic:
                 return
             parts, tokens = cut
             payload = join_entry(parts)
-            entry_future = self.log.append(payload, len(parts))
-            entry_future.add_done_callback(functools.partial(self._entry_done, tokens=tokens))
+            self.log.append(payload, len(parts), functools.partial(self._entry_done, tokens=tokens))
 
     def _entry_done(self, entry_future: asyncio.Future[Position], *, tokens: list[PendingMessage]) -> None:
         self._batcher.on_entry_done()
@@ -280,9 +288,9 @@ class Topic:
             settle(token.group, token.index, result)
         self.entries_since_snapshot += 1
         for sub in self.subscriptions.values():
-            sub.wake()
+            sub.on_new_entry()
         for reader in self.readers.values():
-            reader.wake()
+            reader.on_new_entry()
         self._pump()
 
     # ------------------------------------------------------------ decoded entries
@@ -312,21 +320,8 @@ class Topic:
         return None if payload is None else self.messages(position, payload)
 
     async def first_position_at_or_after(self, timestamp_ms: int) -> Position | None:
-        """The first entry whose publish time is >= ``timestamp_ms`` (binary search
-        over the log; publish times grow with the log); None if there is none."""
-        layout = self.log.layout
-        lo, hi = 1, layout.total_entries
-        found: Position | None = None
-        while lo <= hi:
-            mid = (lo + hi) // 2
-            position = layout.at(mid)
-            messages = await self.load_messages(position)
-            if not messages or messages[0].publish_time_ms >= timestamp_ms:
-                found = position
-                hi = mid - 1
-            else:
-                lo = mid + 1
-        return found
+        """The first entry whose publish time is >= ``timestamp_ms``; None if there is none."""
+        return await upkeep.first_position_at_or_after(self, timestamp_ms)
 
     # ------------------------------------------------------------ subscriptions
 

@@ -108,11 +108,13 @@ class ProducerRecord:
 
 @dataclass(slots=True)
 class PublishGroup:
-    """The messages of one publish call; its future resolves when all are settled."""
+    """The messages of one publish call; its future resolves when all are settled
+    (and ``on_done`` is called with the outcomes right then, without a loop round)."""
 
     future: asyncio.Future[list[Outcome]]
     outcomes: list[Outcome | None]
     remaining: int
+    on_done: Callable[[list[Outcome]], None] | None = None
 
 
 @dataclass(slots=True)

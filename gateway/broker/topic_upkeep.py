@@ -12,7 +12,8 @@ publish or delivery path. Rules (pulsar-api.md §4.9, §4.11):
   (``producer_exception``/``producer_request_hold``) or skips the slowest
   cursor forward (``consumer_backlog_eviction``);
 - ledgers are trimmed by ``ManagedLog.trim`` under the retention policy;
-- every tick samples the stats rate meters and the stats history.
+- every tick samples the stats rate meters and the stats history;
+- a seek by time binary-searches the log (publish times grow with it).
 """
 
 from __future__ import annotations
@@ -159,3 +160,21 @@ def sample_stats(topic: Topic, now_ms: int) -> None:
                 topic.log.total_bytes,
             )
         )
+
+
+async def first_position_at_or_after(topic: Topic, timestamp_ms: int) -> Position | None:
+    """The first entry whose publish time is >= ``timestamp_ms`` (binary search
+    over the log; publish times grow with the log); None if there is none."""
+    layout = topic.log.layout
+    lo, hi = 1, layout.total_entries
+    found: Position | None = None
+    while lo <= hi:
+        mid = (lo + hi) // 2
+        position = layout.at(mid)
+        messages = await topic.load_messages(position)
+        if not messages or messages[0].publish_time_ms >= timestamp_ms:
+            found = position
+            hi = mid - 1
+        else:
+            lo = mid + 1
+    return found

@@ -3,7 +3,9 @@
 Owns: the socket to a node, request ids, the table of requests awaiting a
 reply, write coalescing, reconnect with backoff, and the in-flight bound.
 Rules (DESIGN §3 "Wire protocol"): many requests in flight per connection;
-frames written in one batch per event-loop turn (no drain per request);
+the first request of an event-loop round is written at once (no loop round
+of latency), the rest of that round in one batch at its end (no drain per
+request);
 at most ``in_flight_max`` requests on the wire and ``waiting_max`` queued
 behind them, anything more is refused at once with UNAVAILABLE; every request
 gets exactly one reply callback: the node's, or UNAVAILABLE when the
@@ -155,12 +157,16 @@ class NodeConnection:
         in_flight = self._in_flight
         if self._transport is not None and len(in_flight) < self._in_flight_max and not self._waiting:
             in_flight[rid] = (callback, token)
-            out = self._out
-            out.append(_REQUEST_HEAD.pack(_REQUEST_HEAD_EXTRA + len(body), op, rid))
-            out.append(body)
+            head = _REQUEST_HEAD.pack(_REQUEST_HEAD_EXTRA + len(body), op, rid)
             if not self._flush_scheduled:
                 self._flush_scheduled = True
                 self._loop.call_soon(self._flush)
+                if not self._paused:  # the round's first request goes out at once
+                    self._transport.write(head + body)
+                    return rid
+            out = self._out
+            out.append(head)
+            out.append(body)
             return rid
         if self._closed or len(self._waiting) >= self.config.waiting_max:
             self._refuse(callback, token)

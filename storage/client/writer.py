@@ -3,6 +3,9 @@
 Owns: the futures of pending appends, the wiring of core effects to node
 connections, and one background task per writer that runs the core's timers
 and its ensemble changes (live-node listing and the metadata CAS).
+An append may name an ``on_done`` callback: it is called with the settled
+future right when the add completes (after the effects of the reply that
+completed it), without the loop round a future's done-callback costs.
 Rules: the core is only touched from the event loop thread and never across
 an ``await`` in the middle of a decision, so no lock is needed: appends and
 reply callbacks call it synchronously, the background task calls it between
@@ -21,6 +24,7 @@ import contextlib
 import logging
 import random
 from collections import deque
+from collections.abc import Callable
 
 from coordination.clock import Clock
 from coordination.errors import CoordinationError
@@ -46,6 +50,8 @@ log = logging.getLogger(__name__)
 TIMER_INTERVAL_MS_MAX = 200  # the background task looks at the core at least this often
 METADATA_RETRY_MS = 200  # etcd unavailable during an ensemble change: retry after this
 _ADD = int(wire.Op.ADD)
+
+DoneCallback = Callable[["asyncio.Future[int]"], None]
 
 
 class WriterFull(StorageError):
@@ -85,6 +91,9 @@ class LedgerWriter:
         self._clock = clock
         self._loop = asyncio.get_running_loop()
         self._futures: deque[asyncio.Future[int]] = deque()
+        self._on_done: deque[DoneCallback | None] = deque()  # aligned with _futures
+        self._settled: deque[tuple[DoneCallback, asyncio.Future[int]]] = deque()
+        self._running_callbacks = False
         self._first_future_id = self._core.next_entry_id
         self._room = asyncio.Event()
         self._wakeup = asyncio.Event()
@@ -121,9 +130,10 @@ class LedgerWriter:
 
     # ------------------------------------------------------------ appending
 
-    def append_nowait(self, payload: bytes) -> asyncio.Future[int]:
+    def append_nowait(self, payload: bytes, on_done: DoneCallback | None = None) -> asyncio.Future[int]:
         """Start an append; the future resolves to its entry id once it and
-        every earlier entry are confirmed. Raises WriterFull when at the bound."""
+        every earlier entry are confirmed. Raises WriterFull when at the bound.
+        ``on_done(future)``, if given, is called synchronously once it is settled."""
         core = self._core
         if core.error is not None:
             raise type(core.error)(str(core.error))
@@ -137,6 +147,7 @@ class LedgerWriter:
         _, effects = core.on_append(payload, self._clock.now_ms())
         future: asyncio.Future[int] = self._loop.create_future()
         self._futures.append(future)
+        self._on_done.append(on_done)
         self._execute(effects)
         return future
 
@@ -167,6 +178,25 @@ class LedgerWriter:
                 assert isinstance(effect, FindNodes | WriteSegment)
                 self._changes.append(effect)
                 self._wakeup.set()
+        if self._settled:
+            self._run_callbacks()
+
+    def _run_callbacks(self) -> None:
+        """Call the ``on_done`` of settled adds, in entry order; a callback may append
+        (that nested call leaves the rest of the queue to this one)."""
+        if self._running_callbacks:
+            return
+        self._running_callbacks = True
+        settled = self._settled
+        try:
+            while settled:
+                callback, future = settled.popleft()
+                try:
+                    callback(future)
+                except Exception:
+                    log.exception("ledger %d: append callback failed", self.ledger_id)
+        finally:
+            self._running_callbacks = False
 
     def _on_add_reply(self, node: NodeId, entry_id: int, status: Status, body: bytes) -> None:
         if status is Status.OK:
@@ -177,12 +207,15 @@ class LedgerWriter:
             self._execute(effects)
 
     def _complete(self, lac: int) -> None:
-        futures = self._futures
+        futures, callbacks, settled = self._futures, self._on_done, self._settled
         first = self._first_future_id
         while first <= lac and futures:  # after abandon() late acks find no futures left
             future = futures.popleft()
+            callback = callbacks.popleft()
             if not future.done():
                 future.set_result(first)
+                if callback is not None:
+                    settled.append((callback, future))
             first += 1
         self._first_future_id = first
         self._room.set()
@@ -191,8 +224,11 @@ class LedgerWriter:
         log.warning("ledger %d writer failed: %s (%s)", self.ledger_id, error, error.code)
         while self._futures:
             future = self._futures.popleft()
+            callback = self._on_done.popleft()
             if not future.done():
                 future.set_exception(type(error)(str(error)))
+                if callback is not None:
+                    self._settled.append((callback, future))
         self._room.set()
         self._wakeup.set()
 
@@ -279,3 +315,4 @@ class LedgerWriter:
         await self._stop()
         if self._futures:
             self._fail(LedgerClosed(f"ledger {self.ledger_id} writer abandoned"))
+            self._run_callbacks()

@@ -2,8 +2,9 @@
 
 Owns: client connections, per-connection pipelining and flow control.
 Rules:
-- many requests in flight per connection; replies go out as they complete,
-  batched into one socket write per connection per loop round;
+- many requests in flight per connection; replies go out as they complete:
+  a loop round's first reply at once, the rest of the round batched into one
+  socket write at its end;
 - bounds: ``max_connections`` (more are closed at once), ``max_in_flight``
   requests per connection (the socket is not read while the bound is hit, or
   while the peer does not read our replies);
@@ -157,12 +158,16 @@ class Connection(asyncio.Protocol):
             return
         self.in_flight -= 1
         if body:
-            self._out.append(wire.encode_response(op, request_id, status, body))  # type: ignore[arg-type]
+            frame = wire.encode_response(op, request_id, status, body)  # type: ignore[arg-type]
         else:
-            self._out.append(_EMPTY_REPLY_PACK(_EMPTY_REPLY_LENGTH, op | _RESPONSE_BIT, request_id, status))
+            frame = _EMPTY_REPLY_PACK(_EMPTY_REPLY_LENGTH, op | _RESPONSE_BIT, request_id, status)
         if not self._flush_scheduled:
             self._flush_scheduled = True
             self._loop.call_soon(self._flush)
+            if self._transport is not None and not self._write_paused:
+                self._transport.write(frame)  # the round's first reply goes out at once
+                return
+        self._out.append(frame)
 
     def _flush(self) -> None:
         """Write every reply gathered this round in one go; then take more requests."""

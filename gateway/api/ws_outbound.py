@@ -1,0 +1,173 @@
+"""The outbound side of one WebSocket session: frames out, in order, without a task.
+
+Owns: ``Outbound``, the only writer of a session's socket. Rules:
+- ``send`` never blocks its caller (the broker): a frame is handed to the
+  ASGI server at once when nothing is waiting - uvicorn's send completes
+  without suspending while the transport takes data - so a reply or delivery
+  costs no task switch and no extra loop round;
+- a burst (several frames in one loop round) is written with one socket write
+  (``ws_writer.FrameWriter``): the round's first frame goes out at once, the
+  rest at the end of the round, in order;
+- only when a send suspends (the transport paused writing: a slow client) is
+  it resumed from its future's callback; later frames queue behind it, at most
+  ``OUTBOUND_FRAMES_MAX`` (then the session is closed with 4429);
+- frames sent before the handshake is accepted (``accept``) wait for it; the
+  close frame goes after every frame queued before it; ``finish`` gives a stuck
+  client ``FINISH_S`` seconds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections import deque
+from collections.abc import Coroutine
+from typing import Any
+
+from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
+
+from gateway.api.errors import close_code
+from gateway.api.ws_writer import FrameWriter
+
+log = logging.getLogger(__name__)
+
+OUTBOUND_FRAMES_MAX = 200_000  # frames queued for one client (deliveries are bounded by permits)
+FINISH_S = 5.0  # a closing session waits this long for its last frames to go out
+_CLOSE = object()
+
+
+class Outbound:
+    """The only writer of one WebSocket: frames go out in order, without a task."""
+
+    def __init__(self, websocket: WebSocket) -> None:
+        self.websocket = websocket
+        self.pending: deque[object] = deque()
+        self.closed = False  # takes no more frames
+        self.close_code = 1000
+        self.close_reason = ""
+        self._open = False  # frames wait until the handshake is accepted (``accept``)
+        self._writer: FrameWriter | None = None  # one socket write for many frames (uvicorn)
+        self._in_round = False  # a frame went out this loop round: later ones wait for its end
+        self._stalled: Coroutine[Any, Any, None] | None = None  # a send waiting for the transport
+        self._stopped = asyncio.Event()  # the close frame went out, or the connection failed
+
+    async def accept(self) -> None:
+        """Accept the handshake; frames queued before it go out now."""
+        await self.websocket.accept()
+        self._writer = FrameWriter.of(self.websocket)
+        self._open = True
+        self._pump()
+
+    def send(self, frame: bytes) -> None:
+        if self.closed:
+            return
+        if len(self.pending) >= OUTBOUND_FRAMES_MAX:
+            self.close(close_code(429), "client does not read fast enough")
+            return
+        self.pending.append(frame)
+        if self._stalled is None and not self._in_round:
+            self._pump()
+            if self._writer is not None:
+                self._in_round = True
+                asyncio.get_running_loop().call_soon(self._end_round)
+
+    def received_waiting(self) -> int:
+        """Frames received and not yet read (0 when the server does not say)."""
+        return self._writer.received_waiting() if self._writer is not None else 0
+
+    def _end_round(self) -> None:
+        self._in_round = False
+        if self._stalled is None:
+            self._pump()
+
+    def close(self, code: int, reason: str) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        self.close_code = code
+        self.close_reason = reason[:120]
+        self.pending.append(_CLOSE)
+        if self._stalled is None:
+            self._pump()
+
+    def _pump(self) -> None:
+        pending = self.pending
+        ws = self.websocket
+        writer = self._writer
+        while pending and self._open and self._stalled is None and not self._stopped.is_set():
+            if writer is not None and pending[0] is not _CLOSE and writer.ready():
+                frames: list[bytes] = []
+                while pending and pending[0] is not _CLOSE:
+                    frames.append(pending.popleft())  # type: ignore[arg-type]  # only _CLOSE is not bytes
+                try:
+                    writer.write(frames)
+                except Exception:  # InvalidState: the connection is closing
+                    self._fail()
+                continue
+            item = pending.popleft()
+            if item is _CLOSE:
+                self._step(self._close_socket())
+            else:
+                assert isinstance(item, bytes)
+                self._step(ws.send_text(item.decode()))
+
+    def _step(self, coro: Coroutine[Any, Any, None]) -> None:
+        """Run ``coro`` until it completes or suspends (then resume it from its future)."""
+        try:
+            awaited = coro.send(None)
+        except StopIteration:
+            self._stalled = None
+            return
+        except (WebSocketDisconnect, RuntimeError, ConnectionError, OSError):
+            self._stalled = None
+            self._fail()
+            return
+        except Exception:
+            log.exception("WebSocket send failed")
+            self._stalled = None
+            self._fail()
+            return
+        self._stalled = coro
+        if isinstance(awaited, asyncio.Future):
+            awaited._asyncio_future_blocking = False  # as asyncio.Task does
+            awaited.add_done_callback(self._resume)
+        else:  # a bare yield (asyncio.sleep(0)): try again next round
+            asyncio.get_running_loop().call_soon(self._resume, None)
+
+    def _resume(self, _awaited: object) -> None:
+        coro = self._stalled
+        if coro is None:
+            return
+        self._step(coro)
+        if self._stalled is None:
+            self._pump()
+
+    async def _close_socket(self) -> None:
+        ws = self.websocket
+        if ws.client_state is WebSocketState.CONNECTED and ws.application_state is WebSocketState.CONNECTED:
+            with contextlib.suppress(Exception):
+                await ws.close(self.close_code, self.close_reason)
+        self._stopped.set()
+
+    def _fail(self) -> None:
+        self.closed = True
+        self.pending.clear()
+        self._stopped.set()
+
+    async def finish(self) -> None:
+        """Send what is queued and a close frame (the client went away or the handler ends);
+        gives a stuck client ``FINISH_S`` seconds."""
+        if not self.closed:
+            self.closed = True
+            self.pending.append(_CLOSE)
+            if self._stalled is None:
+                self._pump()
+        if self._open:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stopped.wait(), FINISH_S)
+        stalled, self._stalled = self._stalled, None
+        if stalled is not None:
+            stalled.close()
+        self.pending.clear()
+        self._stopped.set()

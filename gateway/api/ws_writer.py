@@ -1,0 +1,62 @@
+"""Several outbound WebSocket text frames in one socket write (uvicorn websockets-sansio).
+
+Owns: finding the server's sans-I/O protocol object behind a Starlette
+``WebSocket`` and writing a run of text frames with one ``transport.write``.
+Rules: the frames are built by the websockets library's own connection object
+(``ServerProtocol.send_text``), so the bytes are exactly what uvicorn's ASGI
+send would write, only joined: one write (one syscall) per burst instead of one
+per frame; and how many received frames wait to be read (so a handler can
+apply a run of acks at once). It is used only while uvicorn itself would write at once (handshake
+accepted, nothing closing, transport not paused); otherwise ``ready`` is False
+and the caller goes through the ASGI send, which waits or raises as uvicorn
+decides. Any other ASGI server (or a wrapped ``send``) simply has no writer.
+"""
+
+from __future__ import annotations
+
+from starlette.websockets import WebSocket, WebSocketState
+
+try:
+    from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
+except ImportError:  # pragma: no cover - uvicorn without the sans-I/O implementation
+    WebSocketsSansIOProtocol = None  # type: ignore[assignment,misc]
+
+
+class FrameWriter:
+    def __init__(self, websocket: WebSocket, protocol: WebSocketsSansIOProtocol) -> None:
+        self._websocket = websocket
+        self._protocol = protocol
+
+    @classmethod
+    def of(cls, websocket: WebSocket) -> FrameWriter | None:
+        """The writer for an accepted ``websocket``, or None when its server is not
+        uvicorn's websockets-sansio protocol (or ``send`` is wrapped)."""
+        protocol = getattr(getattr(websocket, "_send", None), "__self__", None)
+        if WebSocketsSansIOProtocol is None or type(protocol) is not WebSocketsSansIOProtocol:
+            return None
+        return cls(websocket, protocol)
+
+    def ready(self) -> bool:
+        """Whether uvicorn would write a frame right now (else use the ASGI send)."""
+        p = self._protocol
+        return (
+            p.handshake_complete
+            and not p.close_sent
+            and not p.disconnected
+            and p.initial_response is None
+            and p.writable.is_set()
+            and self._websocket.application_state is WebSocketState.CONNECTED
+        )
+
+    def received_waiting(self) -> int:
+        """Frames (ASGI receive events) already received and not yet read by the app."""
+        return self._protocol.queue.qsize()
+
+    def write(self, frames: list[bytes]) -> None:
+        """Write ``frames`` (UTF-8 text) in order with one socket write. Raises the
+        library's ``InvalidState`` if the connection is closing."""
+        p = self._protocol
+        conn = p.conn
+        for frame in frames:
+            conn.send_text(frame)
+        p.transport.write(b"".join(conn.data_to_send()))
