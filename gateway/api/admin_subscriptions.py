@@ -76,7 +76,7 @@ async def _seek(topic: Topic, sub: Subscription, target: CursorTarget) -> None:
     if skip <= 0:
         sub.seek(entry, inclusive=not target.excluded)
         return
-    messages = await topic.load_messages(entry)
+    messages = await topic.decoded.load_messages(entry)
     if messages is None or skip >= len(messages):
         sub.seek(entry, inclusive=False)
         return

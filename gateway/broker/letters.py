@@ -68,7 +68,7 @@ async def reconsume_later(
     """Retry-letter topic (pulsar-api.md §4.4): ack the message and publish a copy to
     ``<topic>-<sub>-RETRY`` delivered after ``delay_ms``; past ``max_retries`` (> 0)
     reconsumes, the copy goes to the dead-letter topic instead."""
-    messages = await topic.load_messages(position.entry)
+    messages = await topic.decoded.load_messages(position.entry)
     if messages is None:
         return
     message = messages[0 if position.batch_index == NO_BATCH else position.batch_index]
@@ -97,7 +97,7 @@ async def dead_letter_effect(sub: Subscription, effect: DeadLetter) -> None:
     """Carry out a dispatcher's ``DeadLetter``: copy the message to the consumer's
     dead-letter topic (default ``<topic>-<sub>-DLQ``), then ack the original."""
     position = effect.message.position
-    messages = await sub.topic.load_messages(position.entry)
+    messages = await sub.topic.decoded.load_messages(position.entry)
     record = sub.consumers.get(effect.consumer_id)
     target = record.dead_letter_topic if record and record.dead_letter_topic else None
     if target is None:

@@ -326,7 +326,7 @@ class Subscription:
 
     def _resolve(self, effect: Deliver) -> Delivery | None:
         position = effect.message.position
-        messages = self.topic.cached_messages(position.entry)
+        messages = self.topic.decoded.cached_messages(position.entry)
         if messages is None:
             return None
         index = 0 if position.batch_index == NO_BATCH else position.batch_index
@@ -355,7 +355,7 @@ class Subscription:
         for effect in effects:
             if isinstance(effect, Deliver):
                 position = effect.message.position
-                messages = await self.topic.load_messages(position.entry)
+                messages = await self.topic.decoded.load_messages(position.entry)
                 if messages is None:
                     continue
                 index = 0 if position.batch_index == NO_BATCH else position.batch_index
@@ -412,7 +412,7 @@ class Subscription:
         messages: list[Message] = []
         last = entries[0][0]
         for position, payload in entries:
-            decoded = self.topic.messages(position, payload)
+            decoded = self.topic.decoded.messages(position, payload)
             count = len(decoded)
             cursor.on_read(position, count)
             last = position

@@ -29,7 +29,6 @@ import contextlib
 import functools
 import logging
 import secrets
-from collections import OrderedDict
 from collections.abc import Callable
 
 import orjson
@@ -48,8 +47,9 @@ from gateway.broker.broker_errors import (
 )
 from gateway.broker.consumers import ConsumerSink
 from gateway.broker.cursor_core import Cursor
+from gateway.broker.decoded import DecodedEntries
 from gateway.broker.dispatch import ConsumerInfo
-from gateway.broker.entry_format import EntryMessage, decode_entry, encode_message, join_entry
+from gateway.broker.entry_format import EntryMessage, encode_message, join_entry
 from gateway.broker.log_state import LogFenced
 from gateway.broker.managed_log import ManagedLog
 from gateway.broker.message_id import entry_ids_base64
@@ -72,7 +72,6 @@ from gateway.names import TopicName
 
 log = logging.getLogger(__name__)
 
-DECODED_CACHE_ENTRIES = 4096
 MAINTENANCE_INTERVAL_MS = 1000
 DRAIN_ON_CLOSE_S = 5.0  # an unloading topic waits this long for its accepted publishes
 
@@ -90,7 +89,7 @@ class Topic:
         self.readers: dict[str, Subscription] = {}
         self.dedup = Dedup()
         self._batcher: PublishBatcher[PendingMessage] = PublishBatcher(BatcherConfig())
-        self._decoded: OrderedDict[Position, list[EntryMessage]] = OrderedDict()
+        self.decoded = DecodedEntries(managed_log)
         self.dedup_revision = 0
         self.entries_since_snapshot = 0
         self._maintenance: asyncio.Task[None] | None = None
@@ -294,30 +293,6 @@ class Topic:
         self._pump()
 
     # ------------------------------------------------------------ decoded entries
-
-    def messages(self, position: Position, payload: bytes) -> list[EntryMessage]:
-        cached = self._decoded.get(position)
-        if cached is not None:
-            return cached
-        decoded = decode_entry(payload)
-        self._decoded[position] = decoded
-        if len(self._decoded) > DECODED_CACHE_ENTRIES:
-            self._decoded.popitem(last=False)
-        return decoded
-
-    def cached_messages(self, position: Position) -> list[EntryMessage] | None:
-        cached = self._decoded.get(position)
-        if cached is not None:
-            return cached
-        payload = self.log.cache.get(position)
-        return None if payload is None else self.messages(position, payload)
-
-    async def load_messages(self, position: Position) -> list[EntryMessage] | None:
-        cached = self.cached_messages(position)
-        if cached is not None:
-            return cached
-        payload = await self.log.read_entry(position)
-        return None if payload is None else self.messages(position, payload)
 
     async def first_position_at_or_after(self, timestamp_ms: int) -> Position | None:
         """The first entry whose publish time is >= ``timestamp_ms``; None if there is none."""

@@ -59,7 +59,7 @@ async def forward(
         if not entries:
             return
         for entry, payload in entries:
-            messages = topic.messages(entry, payload)
+            messages = topic.decoded.messages(entry, payload)
             size = len(messages)
             skip = skip_first if first else 0
             first = False
@@ -90,7 +90,7 @@ async def backward(topic: Topic, skip: int = 0) -> AsyncIterator[Found]:
         upto = None
     while index >= 1:
         entry = layout.at(index)
-        messages = await topic.load_messages(entry)
+        messages = await topic.decoded.load_messages(entry)
         index -= 1
         if messages is None:
             continue
@@ -150,7 +150,7 @@ async def message_at(topic: Topic, entry: Position, batch_index: int) -> Found |
     if entry.ledger_id < 0 or entry.entry_id < 0 or entry > topic.log.last_confirmed:
         return None
     try:
-        messages = await topic.load_messages(entry)
+        messages = await topic.decoded.load_messages(entry)
     except StorageError:
         return None
     if not messages:
@@ -166,7 +166,7 @@ async def first_at_or_after(topic: Topic, timestamp_ms: int) -> Found | None:
     entry = await topic.first_position_at_or_after(timestamp_ms)
     if entry is None:
         return None
-    messages = await topic.load_messages(entry)
+    messages = await topic.decoded.load_messages(entry)
     if not messages:
         return None
     for index, message in enumerate(messages):

@@ -49,7 +49,7 @@ async def restore_dedup(topic: Topic) -> None:
         if not entries:
             break
         for pos, payload in entries:
-            for message in topic.messages(pos, payload):
+            for message in topic.decoded.messages(pos, payload):
                 topic.dedup.on_persisted(message.producer_name, message.sequence_id)
         nxt = topic.log.layout.next_position(entries[-1][0])
 
@@ -171,7 +171,7 @@ async def first_position_at_or_after(topic: Topic, timestamp_ms: int) -> Positio
     while lo <= hi:
         mid = (lo + hi) // 2
         position = layout.at(mid)
-        messages = await topic.load_messages(position)
+        messages = await topic.decoded.load_messages(position)
         if not messages or messages[0].publish_time_ms >= timestamp_ms:
             found = position
             hi = mid - 1

@@ -1,0 +1,56 @@
+"""Decoded entries of one topic's log: the messages inside each entry (asyncio shell).
+
+Owns: a bounded LRU of decoded entries (``DECODED_CACHE_ENTRIES``), shared by
+every subscription, reader and admin read of the topic, so an entry fanned out
+to many consumers is decoded once. Rules: an entry is looked up here first,
+then in the managed log's entry cache (no I/O), and only then read from the
+storage nodes; positions are confirmed entries only (the managed log never
+hands out anything past its last confirmed entry), so a decoded entry never
+changes and needs no invalidation.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+from gateway.broker.entry_format import EntryMessage, decode_entry
+from gateway.broker.managed_log import ManagedLog
+from gateway.broker.positions import Position
+
+DECODED_CACHE_ENTRIES = 4096
+
+
+class DecodedEntries:
+    __slots__ = ("_decoded", "_log")
+
+    def __init__(self, log: ManagedLog) -> None:
+        self._log = log
+        self._decoded: OrderedDict[Position, list[EntryMessage]] = OrderedDict()
+
+    def messages(self, position: Position, payload: bytes) -> list[EntryMessage]:
+        """The messages of the entry at ``position`` whose bytes are ``payload``."""
+        cached = self._decoded.get(position)
+        if cached is not None:
+            return cached
+        decoded = decode_entry(payload)
+        self._decoded[position] = decoded
+        if len(self._decoded) > DECODED_CACHE_ENTRIES:
+            self._decoded.popitem(last=False)
+        return decoded
+
+    def cached_messages(self, position: Position) -> list[EntryMessage] | None:
+        """The messages at ``position`` if decoded or in the log's cache (no I/O), else None."""
+        cached = self._decoded.get(position)
+        if cached is not None:
+            return cached
+        payload = self._log.cache.get(position)
+        return None if payload is None else self.messages(position, payload)
+
+    async def load_messages(self, position: Position) -> list[EntryMessage] | None:
+        """The messages at ``position``, read from the storage nodes if need be; None
+        if the entry is gone (trimmed)."""
+        cached = self.cached_messages(position)
+        if cached is not None:
+            return cached
+        payload = await self._log.read_entry(position)
+        return None if payload is None else self.messages(position, payload)
