@@ -39,14 +39,17 @@ class FrameWriter:
     def ready(self) -> bool:
         """Whether uvicorn would write a frame right now (else use the ASGI send)."""
         p = self._protocol
-        return (
-            p.handshake_complete
-            and not p.close_sent
-            and not p.disconnected
-            and p.initial_response is None
-            and p.writable.is_set()
-            and self._websocket.application_state is WebSocketState.CONNECTED
-        )
+        try:
+            return (
+                p.handshake_complete
+                and not p.close_sent
+                and not p.disconnected
+                and p.initial_response is None
+                and p.writable.is_set()
+                and self._websocket.application_state is WebSocketState.CONNECTED
+            )
+        except AttributeError:  # another uvicorn version's internals: use the ASGI send
+            return False
 
     def received_waiting(self) -> int:
         """Frames (ASGI receive events) already received and not yet read by the app."""
