@@ -15,8 +15,12 @@ from __future__ import annotations
 
 import itertools
 import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
+
+# the component tests' cluster helpers (clusters.py, nodeproc.py) serve these tests too
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "component"))
 
 import pytest
 from dashkit import CHROMIUM, CHROMIUM_ARGS, VIEWPORT, DashCluster, watch_errors
@@ -28,9 +32,8 @@ _clusters = itertools.count(1)
 @pytest.fixture(scope="module")
 def dash_cluster(etcd_endpoint: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[DashCluster]:
     namespace = f"/dashboard-{os.getpid()}-{next(_clusters):04d}"
-    cluster = DashCluster(etcd_endpoint, namespace, tmp_path_factory.mktemp("dashboard"))
+    cluster = DashCluster.started(etcd_endpoint, namespace, tmp_path_factory.mktemp("dashboard"), 3, 2)
     try:
-        cluster.start(nodes=3, gateways=2)
         yield cluster
     finally:
         cluster.stop()

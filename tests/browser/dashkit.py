@@ -1,7 +1,7 @@
 """Helpers of the dashboard browser tests (a module name no other test directory uses).
 
-Owns: ``DashCluster`` (etcd namespace + storage nodes + gateways, real processes
-started synchronously so sync Playwright never runs inside an event loop),
+Owns: ``DashCluster`` (the component tests' ``MessagingCluster``, started from
+synchronous code so sync Playwright never runs inside an event loop),
 ``run_async`` (a coroutine on a helper thread), the Chromium launch settings,
 ``watch_errors`` (console errors, page errors and every 5xx answer a page
 receives; each one fails the test that checks them) and ``save_artifact``
@@ -14,15 +14,14 @@ import asyncio
 import contextlib
 import shutil
 import threading
-import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from clusters import LedgerCluster, MessagingCluster
 from playwright.sync_api import Page, Response, ViewportSize
 
 from coordination.etcd_store import connect
-from folio.procs import GatewayProcess, NodeProcess
+from folio.procs import GatewayProcess
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -38,52 +37,28 @@ CHROMIUM_ARGS = [
 VIEWPORT: ViewportSize = {"width": 1280, "height": 800}
 REPO = Path(__file__).resolve().parents[2]
 ARTIFACTS = REPO / ".folio" / "artifacts"
-START_TIMEOUT_S = 30.0
 
 
-@dataclass
-class DashCluster:
-    """etcd namespace + storage nodes + gateways for one test module."""
+class DashCluster(MessagingCluster):
+    """The component tests' ``MessagingCluster`` (etcd namespace + storage nodes +
+    gateways), driven from synchronous code: sync Playwright must never run
+    inside an event loop, so every async step runs on a helper thread."""
 
-    etcd: str
-    namespace: str
-    root: Path
-    nodes: list[NodeProcess] = field(default_factory=list)
-    gateways: list[GatewayProcess] = field(default_factory=list)
+    @classmethod
+    def started(cls, etcd: str, namespace: str, root: Path, nodes: int, gateways: int) -> DashCluster:
+        cluster = cls(LedgerCluster(etcd, namespace, root))
+        try:
+            run_async(cluster.ledgers.add_nodes(nodes))
+            for _ in range(gateways):
+                cluster.start_gateway()
+        except BaseException:
+            cluster.stop()
+            raise
+        return cluster
 
-    @property
-    def urls(self) -> list[str]:
-        return [g.http_url for g in self.gateways]
-
-    def add_gateway(self) -> GatewayProcess:
-        index = len(self.gateways)
-        gateway = GatewayProcess(
-            self.root / f"gateway{index}",
-            self.etcd,
-            namespace=self.namespace,
-            extra_args=["--lease-ttl", "3", "--load-manager-interval", "1"],
-            log_path=self.root / f"gateway{index}.log",
-        )
-        gateway.start()
-        self.gateways.append(gateway)
+    def start_gateway(self) -> GatewayProcess:
+        gateway: GatewayProcess = run_async(self.add_gateway())
         return gateway
-
-    def start(self, nodes: int, gateways: int) -> None:
-        for index in range(nodes):
-            node = NodeProcess(self.root / f"node{index}", self.etcd, namespace=self.namespace)
-            node.data_dir.mkdir(parents=True, exist_ok=True)
-            node.start(expect_ready=False)  # start all, then wait for all
-            self.nodes.append(node)
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while not all(n.address for n in self.nodes):
-            for n in self.nodes:
-                if not n.running():
-                    raise RuntimeError(f"storage node exited early:\n{n.log_tail()}")
-            if time.monotonic() > deadline:
-                raise RuntimeError("storage nodes did not become ready")
-            time.sleep(0.05)
-        for _ in range(gateways):
-            self.add_gateway()
 
     def server_errors(self, errors: list[str]) -> str:
         """``errors`` and, when one is a 5xx, the end of every gateway log holding an error record."""
@@ -96,13 +71,13 @@ class DashCluster:
         return "\n".join(parts)
 
     def stop(self) -> None:
-        for proc in [*self.gateways, *self.nodes]:
+        for proc in [*self.gateways, *self.ledgers.nodes]:
             with contextlib.suppress(Exception):
                 proc.stop()
         run_async(self._forget())
 
     async def _forget(self) -> None:
-        store = await connect(self.etcd, namespace=self.namespace)
+        store = await connect(self.ledgers.endpoint, namespace=self.ledgers.namespace)
         try:
             await store.delete_prefix("")
         finally:

@@ -326,7 +326,7 @@ def _luminance(css: str) -> float:
 def test_killed_gateway_page_moves_to_a_live_one_then_reports_lost_cluster(
     dash_cluster: DashCluster, page: Page
 ) -> None:
-    doomed = dash_cluster.add_gateway()  # the page's gateway; the module's two others survive it
+    doomed = dash_cluster.start_gateway()  # the page's gateway; the module's two others survive it
     survivors = {g.http_url: g.address for g in dash_cluster.gateways[:2]}
     here = "/ui/tenants/public/default?search=none#topics"  # the same page, query and fragment after the move
     page.goto(f"{doomed.http_url}{here}")
