@@ -102,6 +102,7 @@ class Topic:
         self.meter = RateMeter(self.clock.now_ms(), 2)  # (msg_in, bytes_in), counted from the load
         self.history = StatsHistory()
         self.producer_ids = 0
+        self.terminating = False  # terminate() in progress: publishes refused already
         managed_log.on_fenced = self.on_lost_ownership
 
     @property
@@ -145,7 +146,7 @@ class Topic:
     def add_producer(self, name: str | None) -> ProducerRecord:
         if self.closed:
             raise TopicUnavailable(f"topic {self.name} is closing")
-        if self.log.terminated:
+        if self.log.terminated or self.terminating:
             raise TopicTerminated(f"topic {self.name} was terminated: it takes no new producers")
         limit = self.policies.max_producers
         if limit and len(self.producers) >= limit:
@@ -194,7 +195,7 @@ class Topic:
         refusal: GatewayError | None = None
         if self.closed or self.log.fenced:
             refusal = TopicUnavailable(f"topic {self.name} moved or is closing; reconnect")
-        elif self.log.terminated:
+        elif self.log.terminated or self.terminating:
             refusal = TopicTerminated(f"topic {self.name} was terminated: no more messages can be published")
         elif self.quota_exceeded and policies.backlog_policy != "consumer_backlog_eviction":
             limit = policies.backlog_limit_bytes
@@ -389,10 +390,12 @@ class Topic:
         """Seal the topic: publishes are refused from now on; the ones already
         accepted are stored first. Returns the last entry's position."""
         if not self.log.terminated:
-            self.log.terminated = True  # refuse new publishes at once (made durable below)
-            await self._drain(DRAIN_ON_CLOSE_S)
-            self.log.terminated = False
-            await self.log.terminate()
+            self.terminating = True  # refuse new publishes at once (made durable below)
+            try:
+                await self._drain(DRAIN_ON_CLOSE_S)
+                await self.log.terminate()
+            finally:
+                self.terminating = False  # terminated for good, or not at all (etcd failed)
         for sub in [*self.subscriptions.values(), *self.readers.values()]:
             sub.wake()
         return self.log.last_confirmed

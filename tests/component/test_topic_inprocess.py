@@ -14,7 +14,7 @@ import pytest
 from clusters import LedgerCluster
 
 from coordination.clock import WallClock
-from gateway.broker.broker_errors import TopicUnavailable
+from gateway.broker.broker_errors import TopicTerminated, TopicUnavailable
 from gateway.broker.consumers import Delivery
 from gateway.broker.dispatch import ConsumerInfo
 from gateway.broker.dispatch.base import HashRange
@@ -168,3 +168,30 @@ async def test_dedup_survives_reload(services: Factory) -> None:
     topic2 = await other.topic(TOPIC)
     assert (await topic2.publish(message(1))).duplicate
     assert not (await topic2.publish(message(2))).duplicate
+
+
+async def test_no_publish_is_accepted_once_terminate_has_begun(services: Factory) -> None:
+    """Publishes racing a terminate: those accepted before it began are stored and
+    answered; every one made after it began is refused, also while the seal is being
+    written to etcd (an accepted one there would be acknowledged past the end)."""
+    service = await services()
+    topic = await service.topic(TOPIC)
+    before = [topic.publish(message(i)) for i in range(20)]  # accepted, not yet stored
+    terminating = asyncio.ensure_future(topic.terminate())
+    await asyncio.sleep(0)  # terminate() has begun
+    refused = 0
+    while not terminating.done():  # keep publishing through the drain and the etcd write
+        with pytest.raises(TopicTerminated):
+            await topic.publish(message(1000))
+        refused += 1
+        await asyncio.sleep(0)
+    last = await terminating
+    stored = await asyncio.gather(*before)
+    assert refused > 0
+    assert max((r.message_id.ledger_id, r.message_id.entry_id) for r in stored) <= (
+        last.ledger_id,
+        last.entry_id,
+    )
+    with pytest.raises(TopicTerminated):
+        await topic.publish(message(2000))
+    assert topic.log.last_confirmed == last  # nothing was appended after the seal
