@@ -17,7 +17,8 @@ log" recipe):
 - reads never go past the last confirmed entry; recent entries come from the
   cache (bounded in bytes), older ones from the storage nodes;
 - each entry's message count is recorded (``MessageCounts``) and each closed
-  ledger's total is kept in the list, so stats and admin count messages;
+  ledger's total is kept in the list, so stats and admin count messages; a
+  ledger closed by recovery is recounted from its entries (``log_takeover``);
 - a terminated log (``terminate``, recorded in the list) takes no more appends.
 """
 
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -45,13 +47,14 @@ from gateway.broker.log_state import (
     decode_state,
     encode_state,
 )
+from gateway.broker.log_takeover import recount, recover_ledger
 from gateway.broker.message_counts import MessageCounts
 from gateway.broker.positions import Position
 from gateway.errors import GatewayError
 from storage.client.api import LedgerClient
 from storage.client.writer import LedgerWriter
 from storage.errors import Fenced, StorageError
-from storage.types import LedgerMetadata, LedgerState
+from storage.types import LedgerMetadata
 
 log = logging.getLogger(__name__)
 
@@ -82,6 +85,7 @@ class ManagedLog:
         self._cache = EntryCache(config.cache_bytes_max)
         self._readers = LedgerReaders(client, clock)
         self._rolling: asyncio.Task[None] | None = None
+        self._recount: asyncio.Task[None] | None = None
         self._waiting: list[tuple[bytes, int, asyncio.Future[Position]]] = []
         self._new_entries = asyncio.Event()
         self._lock = asyncio.Lock()  # list updates (roll, trim) one at a time
@@ -113,7 +117,7 @@ class ManagedLog:
         self.terminated = bool(self._extra.get("terminated"))
         recovered: list[LedgerInfo] = []
         for info in ledgers:
-            recovered_info = await self._recover(info)
+            recovered_info = await recover_ledger(client, clock, info)
             if recovered_info is not None:
                 recovered.append(recovered_info)
         cfg = self._config
@@ -133,32 +137,14 @@ class ManagedLog:
         self._writer_opened_ms = self.created_ledger_ms = clock.now_ms()
         for info in recovered:
             self.counts.set_total(info.ledger_id, info.messages)
+        uncounted = [info.ledger_id for info in recovered if info.messages == 0]
+        if uncounted:  # closed by recovery: counted again from the entries (log_takeover)
+            self._recount = asyncio.create_task(recount(self, uncounted))
         kept = {info.ledger_id for info in recovered}
         for dropped in (info for info in ledgers if info.ledger_id not in kept):
             with contextlib.suppress(StorageError):
                 await client.delete(dropped.ledger_id)
         return self
-
-    async def _recover(self, info: LedgerInfo) -> LedgerInfo | None:
-        """The ledger's final info (fenced and closed if it was not); None if empty."""
-        try:
-            metadata = await self._client.metadata.read(info.ledger_id)
-        except StorageError:
-            return info if info.entries > 0 else None  # deleted underneath: keep what the list says
-        if metadata.state is not LedgerState.CLOSED:
-            reader = await self._client.open(info.ledger_id, recover=True)
-            metadata = reader.metadata
-            await reader.close()
-        entries = metadata.last_entry_id + 1
-        if entries <= 0:
-            return None
-        return LedgerInfo(
-            info.ledger_id,
-            entries,
-            metadata.length,
-            info.timestamp_ms or self._clock.now_ms(),
-            info.messages if info.entries == entries else 0,
-        )
 
     # ------------------------------------------------------------ queries
 
@@ -384,6 +370,19 @@ class ManagedLog:
             else:
                 self._append_to_writer(self._writer, payload, messages, future)
 
+    async def record_total(self, ledger_id: int) -> None:
+        """Record a closed ledger's message total (as counted) in the ledger list."""
+        total = self.counts.ledger_total(ledger_id)
+        async with self._lock:
+            if total <= 0 or self.closed or self.fenced:
+                return
+            new_list = [
+                dataclasses.replace(info, messages=total) if info.ledger_id == ledger_id else info
+                for info in self._ledgers
+            ]
+            if new_list != self._ledgers:
+                await self._write_list(new_list)
+
     def _closed_info(self, ledger_id: int, entries: int, size: int) -> LedgerInfo:
         messages = self.counts.ledger_total(ledger_id) if entries else 0
         return LedgerInfo(ledger_id, entries, size, self._clock.now_ms(), messages)
@@ -455,12 +454,18 @@ class ManagedLog:
 
     # ------------------------------------------------------------ closing
 
+    def _stop_recount(self) -> None:
+        if self._recount is not None:
+            self._recount.cancel()
+            self._recount = None
+
     async def close(self) -> None:
         """Close the open ledger (graceful unload); the next owner recovers nothing."""
         if self.closed:
             return
         self.closed = True
         self._new_entries.set()
+        self._stop_recount()
         if self._rolling is not None:
             with contextlib.suppress(Exception):
                 await self._rolling
@@ -487,6 +492,7 @@ class ManagedLog:
         """Stop without closing the ledger (fenced, or shutting down hard)."""
         self.closed = True
         self._new_entries.set()
+        self._stop_recount()
         if self._writer is not None:
             await self._writer.abandon()
         await self._readers.close()

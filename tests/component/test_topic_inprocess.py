@@ -195,3 +195,36 @@ async def test_no_publish_is_accepted_once_terminate_has_begun(services: Factory
     with pytest.raises(TopicTerminated):
         await topic.publish(message(2000))
     assert topic.log.last_confirmed == last  # nothing was appended after the seal
+
+
+async def test_message_counts_of_a_dead_owners_ledger_are_recounted(services: Factory) -> None:
+    """A ledger closed by recovery (its owner died) is known in entries only; the new
+    owner reads its entry headers, counts messages exactly again and records the total
+    in the ledger list, so a third owner knows it at once."""
+    old = await services()
+    topic_old = await old.topic(TOPIC)
+    sub, _ = await topic_old.subscribe("s", "Shared", ConsumerInfo("c"), Sink(), initial="Earliest")
+    await sub.persist()  # a durable cursor at the start keeps the ledgers (retention 0)
+    stored = await asyncio.gather(*(topic_old.publish(message(i)) for i in range(300)))
+    entries = len({(r.message_id.ledger_id, r.message_id.entry_id) for r in stored})
+    assert entries < 300  # batched: one message per entry would miscount
+    dead_ledger = stored[0].message_id.ledger_id
+
+    new = await services()  # takes over with recovery; the old owner never closed the ledger
+    topic_new = await new.topic(TOPIC)
+    log = topic_new.log
+
+    def counted() -> tuple[int, int, int]:
+        recorded = next(info.messages for info in log.ledgers if info.ledger_id == dead_ledger)
+        return log.counts.view(log.layout).total(), recorded, topic_new.subscriptions["s"].backlog()
+
+    deadline = asyncio.get_running_loop().time() + 10
+    while counted() != (300, 300, 300):
+        assert asyncio.get_running_loop().time() < deadline, counted()
+        await asyncio.sleep(0.02)
+
+    third = await services()  # the total comes from the list: exact without any read
+    topic_third = await third.topic(TOPIC)
+    assert topic_third.log.counts.ledger_total(dead_ledger) == 300
+    assert (await topic_third.publish(message(300))).message_id is not None
+    assert topic_third.log.counts.view(topic_third.log.layout).total() == 301

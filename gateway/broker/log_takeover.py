@@ -1,0 +1,111 @@
+"""What a new owner does with the ledgers of a log it takes over (asyncio shell).
+
+Owns: ``recover_ledger`` (a ledger of the list, fenced and closed with
+recovery if its old writer did not close it) and ``recount``, the one
+background task per opened log that reads the ledgers whose message total the
+ledger list does not record, feeds each entry's message count (from the entry
+header only) to the log's ``MessageCounts``, then records the total in the list.
+
+Rules (DESIGN.md §3, §4; docs/decisions/0004): a ledger that is not CLOSED is
+opened with recovery, which fences its old writer at the storage nodes; an
+empty one is dropped. Users count messages, and Folio
+packs many messages into one entry. An owner that closes a ledger writes its
+total into the list; an owner that dies cannot, so the next owner knows that
+ledger only in entries (``LedgerInfo.messages == 0``) and would count one
+message per entry. Until the recount of a ledger ends its counts stay
+estimates; afterwards they are exact and survive the next ownership change.
+Reads go to the storage nodes in chunks of ``READ_ENTRIES_MAX`` entries, one
+chunk at a time, and never fill the entry cache; the task stops when the log
+closes or is fenced, and gives a ledger up after ``ATTEMPTS_MAX`` failed reads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING
+
+from coordination.clock import Clock
+from gateway.broker.entry_format import entry_message_count
+from gateway.broker.log_policy import LedgerInfo
+from gateway.broker.positions import Position
+from gateway.errors import GatewayError
+from storage.client.api import LedgerClient
+from storage.errors import StorageError
+from storage.types import LedgerState
+
+if TYPE_CHECKING:
+    from gateway.broker.managed_log import ManagedLog
+
+log = logging.getLogger(__name__)
+
+CHUNK_ENTRIES = 1000  # entries read per call (the log's READ_ENTRIES_MAX)
+ATTEMPTS_MAX = 5  # failed reads of one ledger before its counts stay estimated
+RETRY_DELAY_S = 0.5
+
+
+async def recover_ledger(client: LedgerClient, clock: Clock, info: LedgerInfo) -> LedgerInfo | None:
+    """The ledger's final info (fenced and closed if it was not); None if empty.
+    ``messages`` is 0 (unknown) unless the list recorded the total of exactly these entries."""
+    try:
+        metadata = await client.metadata.read(info.ledger_id)
+    except StorageError:
+        return info if info.entries > 0 else None  # deleted underneath: keep what the list says
+    if metadata.state is not LedgerState.CLOSED:
+        reader = await client.open(info.ledger_id, recover=True)
+        metadata = reader.metadata
+        await reader.close()
+    entries = metadata.last_entry_id + 1
+    if entries <= 0:
+        return None
+    return LedgerInfo(
+        info.ledger_id,
+        entries,
+        metadata.length,
+        info.timestamp_ms or clock.now_ms(),
+        info.messages if info.entries == entries else 0,
+    )
+
+
+async def recount(managed: ManagedLog, ledger_ids: list[int]) -> None:
+    """Count the messages of ``ledger_ids`` (closed ledgers of ``managed``) entry by
+    entry and record each total in the ledger list."""
+    for ledger_id in ledger_ids:
+        if not await _count_ledger(managed, ledger_id):
+            continue
+        if managed.closed or managed.fenced:
+            return
+        try:
+            await managed.record_total(ledger_id)
+        except (GatewayError, StorageError) as exc:
+            log.info("topic %s: recording the total of ledger %d: %s", managed.topic_path, ledger_id, exc)
+            return
+
+
+async def _count_ledger(managed: ManagedLog, ledger_id: int) -> bool:
+    """True once every entry of the ledger is counted."""
+    entries = next((info.entries for info in managed.ledgers if info.ledger_id == ledger_id), 0)
+    next_entry, failures = 0, 0
+    while next_entry < entries:
+        if managed.closed or managed.fenced:
+            return False
+        try:
+            got = await managed.read(Position(ledger_id, next_entry), CHUNK_ENTRIES)
+        except StorageError as exc:
+            failures += 1
+            if failures >= ATTEMPTS_MAX:
+                log.warning("topic %s: cannot recount ledger %d: %s", managed.topic_path, ledger_id, exc)
+                return False
+            await asyncio.sleep(RETRY_DELAY_S)
+            continue
+        if not got or got[0][0] != Position(ledger_id, next_entry):
+            return False  # trimmed meanwhile
+        for position, payload in got:
+            try:
+                count = entry_message_count(payload)
+            except GatewayError as exc:
+                log.warning("topic %s: entry %s: %s", managed.topic_path, position, exc)
+                return False
+            managed.counts.on_entry(ledger_id, position.entry_id, count)
+        next_entry = got[-1][0].entry_id + 1
+    return True
