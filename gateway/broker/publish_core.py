@@ -4,10 +4,14 @@ Owns: ``PublishBatcher`` (which published messages go into the next ledger
 entry, and when that entry is cut) and ``Dedup`` (per-producer sequence ids).
 Rules:
 - batching (DESIGN.md §4): an entry is cut when no add is in flight (the
-  previous one completed) or when the waiting messages fill an entry; at most
-  ``inflight_max`` entries are in flight; so latency stays one add at low rates
-  and entries grow with load. The queue of waiting messages is bounded in
-  messages and bytes; ``offer`` refuses beyond it (backpressure, HTTP 429).
+  previous one completed), or - with adds in flight - once the waiting
+  messages make a worthwhile entry (``pipeline_messages`` messages or
+  ``pipeline_bytes`` bytes, at most a full one); at most ``inflight_max``
+  entries are in flight. So latency stays one add at low rates (a lone message
+  is never held back behind a tiny entry, and the nodes see few entries), while
+  under load several well-filled adds are pipelined instead of one at a time.
+  The queue of waiting messages is bounded in messages and bytes; ``offer``
+  refuses beyond it (backpressure, HTTP 429).
 - dedup (pulsar-api.md §4.9, fix of pulsar #5218): per producer name the highest
   sequence id *persisted* and *pushed*. A message at or below persisted is a
   duplicate (not stored, answered as such); one at or below pushed but above
@@ -32,6 +36,8 @@ QUEUE_MESSAGES_MAX = 50_000  # waiting to be cut into entries, per topic
 QUEUE_BYTES_MAX = 64 * 1024 * 1024
 INFLIGHT_MAX = 8  # entries appended but not confirmed, per topic
 EAGER_INFLIGHT = 1  # cut without waiting while fewer adds than this are in flight
+PIPELINE_MESSAGES = 100  # ... and with more in flight, once this many messages wait
+PIPELINE_BYTES = 64 * 1024  # ... or this many bytes
 DEDUP_PRODUCERS_MAX = 10_000  # brokerDeduplicationMaxNumberOfProducers
 
 
@@ -41,6 +47,8 @@ class BatcherConfig:
     entry_bytes_max: int = ENTRY_BYTES_MAX
     inflight_max: int = INFLIGHT_MAX
     eager_inflight: int = EAGER_INFLIGHT  # below this many adds in flight, cut at once
+    pipeline_messages: int = PIPELINE_MESSAGES  # beyond it, once this many messages wait
+    pipeline_bytes: int = PIPELINE_BYTES  # ... or this many bytes
     queue_messages_max: int = QUEUE_MESSAGES_MAX
     queue_bytes_max: int = QUEUE_BYTES_MAX
 
@@ -77,18 +85,19 @@ class PublishBatcher(Generic[T]):
         self._queued_bytes += len(encoded)
         return True
 
-    def _full_entry_waiting(self) -> bool:
+    def _worth_pipelining(self) -> bool:
+        """Enough waits to be worth an entry while adds are in flight."""
         cfg = self.config
-        if len(self._queue) >= cfg.entry_messages_max:
+        if len(self._queue) >= min(cfg.pipeline_messages, cfg.entry_messages_max):
             return True
-        return ENTRY_HEADER_BYTES + self._queued_bytes >= cfg.entry_bytes_max
+        return ENTRY_HEADER_BYTES + self._queued_bytes >= min(cfg.pipeline_bytes, cfg.entry_bytes_max)
 
     def cut(self) -> tuple[list[bytes], list[T]] | None:
         """The next entry's messages if one should be appended now, else None.
         Call repeatedly until None; call ``on_entry_done`` when its add ends."""
         if not self._queue or self.inflight >= self.config.inflight_max:
             return None
-        if self.inflight >= self.config.eager_inflight and not self._full_entry_waiting():
+        if self.inflight >= self.config.eager_inflight and not self._worth_pipelining():
             return None
         cfg = self.config
         parts: list[bytes] = []

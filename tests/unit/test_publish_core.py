@@ -37,6 +37,28 @@ def test_a_full_batch_is_cut_even_while_an_add_is_in_flight() -> None:
     assert cut is not None and cut[1] == [4, 5, 6]
 
 
+def test_a_worthwhile_entry_is_pipelined_behind_an_add_in_flight() -> None:
+    config = BatcherConfig(pipeline_messages=4, pipeline_bytes=1000, inflight_max=3)
+    batcher: PublishBatcher[int] = PublishBatcher(config)
+    batcher.offer(b"a", 0)
+    assert batcher.cut() is not None  # nothing in flight: at once
+    for i in range(1, 4):
+        batcher.offer(b"b", i)
+    assert batcher.cut() is None  # three wait behind the add in flight: not worth an entry yet
+    batcher.offer(b"b", 4)
+    cut = batcher.cut()
+    assert cut is not None and cut[1] == [1, 2, 3, 4]  # four: pipelined, two adds in flight
+    batcher.offer(b"x" * 1000, 5)  # one big message is worth an entry by its bytes
+    cut = batcher.cut()
+    assert cut is not None and cut[1] == [5]
+    for i in range(6, 10):
+        batcher.offer(b"c", i)
+    assert batcher.cut() is None  # inflight_max reached
+    batcher.on_entry_done()
+    cut = batcher.cut()
+    assert cut is not None and cut[1] == [6, 7, 8, 9]
+
+
 def test_entry_bytes_bound_splits_batches() -> None:
     config = BatcherConfig(entry_bytes_max=ENTRY_HEADER_BYTES + 10, inflight_max=8)
     batcher: PublishBatcher[int] = PublishBatcher(config)
