@@ -28,6 +28,7 @@ import binascii
 from collections.abc import Mapping
 
 import orjson
+import pybase64
 
 from gateway.broker.message_id import INT64_MAX, MessageId
 from gateway.errors import MessageIdError
@@ -170,7 +171,7 @@ def decode_base64_payload(text: str, max_payload: int, context: str | None = Non
     if len(unpadded) % 4 == 1:
         raise _bad_base64("truncated input (length is 1 more than a multiple of 4)", context)
     try:
-        return binascii.a2b_base64(unpadded + "=" * (-len(unpadded) % 4), strict_mode=True)
+        return pybase64.b64decode(unpadded + "=" * (-len(unpadded) % 4), validate=True)
     except (binascii.Error, ValueError) as exc:
         raise _bad_base64(str(exc), context) from exc
 

@@ -38,11 +38,11 @@ Folio extras (opt-in; a client that never sends them sees upstream behaviour):
 
 from __future__ import annotations
 
-import base64
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import orjson
+import pybase64
 
 from gateway.broker.dispatch.base import HashRange
 from gateway.broker.message_id import INT64_MAX
@@ -299,7 +299,7 @@ def message_frame(
     ``key`` only if set."""
     frame: JsonObject = {
         "messageId": message_id_b64,
-        "payload": base64.b64encode(payload).decode("ascii"),
+        "payload": pybase64.b64encode(payload).decode("ascii"),
         "properties": dict(properties),
         "publishTime": format_iso(publish_time_ms),
         "redeliveryCount": redelivery_count,
