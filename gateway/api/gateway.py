@@ -29,11 +29,11 @@ from gateway.broker.entry_format import EntryMessage
 from gateway.broker.log_policy import Retention
 from gateway.broker.log_state import LogConfig
 from gateway.broker.service import BrokerService, NamespaceView
-from gateway.broker.topic import TopicPolicies
+from gateway.broker.topic import Topic, TopicPolicies
 from gateway.meta.namespaces import NamespaceStore
 from gateway.meta.policies import Policies
 from gateway.names import NamespaceName, TopicName
-from gateway.ownership.bundles import BundleRange, NamespaceBundle
+from gateway.ownership.bundles import BundleRange, NamespaceBundle, topic_hash
 from gateway.ownership.load_manager import LoadManager
 from gateway.ownership.owner import LossReason, OwnerInfo, OwnershipManager
 from gateway.ownership.records import LoadReport
@@ -73,6 +73,32 @@ def topic_policies(policies: Policies) -> TopicPolicies:
     )
 
 
+@dataclass(frozen=True, slots=True)
+class _TopicCounts:
+    """A loaded topic's message counters at one load report (``topic``: its ``id``)."""
+
+    topic: int
+    msg_in: int
+    msg_out: int
+
+    def since(self, before: _TopicCounts | None) -> tuple[int, int]:
+        """Messages (in, out) since ``before``; all of them if the topic was (re)loaded
+        since (its counters start at the load). Out can drop (a subscription removed
+        with its count), and so can in if a reloaded topic reuses the old one's ``id``:
+        then that part is 0 for this report."""
+        if before is None or before.topic != self.topic:
+            return self.msg_in, self.msg_out
+        return max(0, self.msg_in - before.msg_in), max(0, self.msg_out - before.msg_out)
+
+
+def _delivered(topic: Topic) -> int:
+    """Messages delivered by ``topic``'s subscriptions and readers: the totals each keeps
+    (the ``msgOutCounter`` of topic stats), a sum over its subscriptions - cheap."""
+    return sum(sub.msg_out for sub in topic.subscriptions.values()) + sum(
+        reader.msg_out for reader in topic.readers.values()
+    )
+
+
 class Gateway:
     def __init__(self, store: MetadataStore, config: GatewayConfig) -> None:
         self.store = store
@@ -103,7 +129,8 @@ class Gateway:
         self.sessions = 0
         self.closing = False
         self._partitions: dict[str, tuple[int, float]] = {}  # topic path -> (count, valid until)
-        self._last_load = (0, time.monotonic())  # messages in (total), when
+        self._load_at = time.monotonic()  # when the previous load report was made
+        self._load_counts: dict[TopicName, _TopicCounts] = {}  # each topic's counters then
 
     # ------------------------------------------------------------ lifecycle
 
@@ -135,14 +162,43 @@ class Gateway:
             await self.session.close()
 
     def load_report(self) -> LoadReport:
-        """Load for the load manager: a publish *rate* since the previous report (the
-        topics' counters are totals), topics and sessions."""
-        total = sum(t.msg_in for t in self.service.topics.values())
+        """Load for the load manager: *rates* since the previous report (the topics'
+        counters are totals) - published messages/s in total, and messages/s in + out
+        (published + delivered to subscriptions and readers) of each owned bundle,
+        every owned bundle listed - plus topics and sessions. One pass over the loaded
+        topics and their subscriptions; it runs once per report interval."""
         now = time.monotonic()
-        last_total, last_at = self._last_load
-        rate = max(0.0, (total - last_total) / (now - last_at)) if now > last_at else 0.0
-        self._last_load = (total, now)
-        return LoadReport(topics=len(self.service.topics), sessions=self.sessions, msg_rate_in=rate)
+        elapsed = now - self._load_at
+        owned: dict[NamespaceName, list[NamespaceBundle]] = {}
+        for bundle in self.ownership.owned_bundles():
+            owned.setdefault(bundle.namespace, []).append(bundle)
+        per_bundle = {bundle.path: 0 for bundles in owned.values() for bundle in bundles}
+        published = 0
+        counts: dict[TopicName, _TopicCounts] = {}
+        for name, topic in self.service.topics.items():
+            now_counts = _TopicCounts(id(topic), topic.msg_in, _delivered(topic))
+            counts[name] = now_counts
+            msgs_in, msgs_out = now_counts.since(self._load_counts.get(name))
+            published += msgs_in
+            bundles = owned.get(name.namespace_name)
+            if bundles:
+                h = topic_hash(str(name))  # NamespaceBundle.contains, hashing once
+                for bundle in bundles:
+                    if bundle.range.contains(h):
+                        per_bundle[bundle.path] += msgs_in + msgs_out
+                        break
+        self._load_counts = counts
+        self._load_at = now
+
+        def per_s(messages: int) -> float:
+            return round(messages / elapsed, 3) if elapsed > 0 else 0.0
+
+        return LoadReport(
+            topics=len(self.service.topics),
+            sessions=self.sessions,
+            msg_rate_in=per_s(published),
+            bundle_rates=tuple((path, per_s(n)) for path, n in per_bundle.items()),
+        )
 
     # ------------------------------------------------------------ ownership
 

@@ -3,6 +3,9 @@
 Owns: ``BalancePolicy`` (weights and thresholds), the load ``score`` of a gateway,
 ``least_loaded`` (also used by lookup, so a gateway's own pick agrees with the
 load manager's) and ``decide``: cluster view + ``now_ms`` -> effects.
+A gateway's score weighs its bundles, topics, sessions, cpu and message rate; the
+message rate is the sum of its per-bundle rates (in + out) when its report has
+them, else its publish rate ``msg_rate_in`` (reports of older gateways).
 Rule: deterministic - every choice is a minimum over a total order (score, then
 gateway id; bundles in sorted order), so the same view always gives the same
 effects. One round, in this order:
@@ -16,12 +19,25 @@ effects. One round, in this order:
    gateway; each assignment adds one bundle to that gateway's projected score.
 3. Spread to new gateways (registered less than ``new_gateway_ms`` ago, starting
    at load 0): ``Unload`` bundles from the gateway with the most bundles to the
-   new one until every gateway's bundle count is within 1 of the new one's.
+   new one until every gateway's bundle count is within 1 of the new one's. Each
+   move takes the donor's coldest movable bundle (lowest reported rate, ties in
+   bundle order), so a hot bundle moves only when it is the donor's only movable one.
 4. Shed load: while a gateway's score is above ``overload_factor`` x the mean (and
-   at least ``min_overload_score``), ``Unload`` one of its bundles to the least
-   loaded gateway - only if that gateway's score plus the bundle's estimated share
-   (score / bundles of the source) stays below the source's score, so a move
-   always improves balance and cannot ping-pong.
+   at least ``min_overload_score``), weigh moving each of its movable bundles to
+   the least loaded other gateway. A bundle's load is ``bundle_weight`` +
+   ``msg_rate_weight`` x its reported rate + the source's cpu term pro rata to
+   rate (split evenly if all its rates are 0; a bundle missing from the report,
+   acquired since, is idle: ``bundle_weight``); if the source's report has no
+   per-bundle rates, every bundle carries the average share (score / bundles).
+   The bundle giving the lowest peak = max(source - load, target + load) (ties in
+   bundle order) is moved only if that peak is below the source's score, by at
+   least ``min_gain_fraction`` x the source's score or by at least the mean load
+   of the bundles in the source's report (the average share without one) - so a
+   gateway of many evenly loaded bundles still sheds them one by one. So every
+   move lowers the higher of the two by a real margin:
+   a bundle so hot that the target would end up at least as loaded as the source
+   is now never moves (it would only move the problem), a cold bundle next to a
+   hot one is not moved for a negligible gain, and nothing ping-pongs.
 
 Steps 3 and 4 together make at most ``max_moves_per_round`` moves, and never move
 a bundle moved less than ``move_cooldown_ms`` ago, one being unloaded, or one
@@ -43,23 +59,48 @@ class BalancePolicy:
     bundle_weight: float = 1.0  # per owned bundle
     topic_weight: float = 0.05  # per loaded topic
     session_weight: float = 0.02  # per producer/consumer/reader session
-    msg_rate_weight: float = 0.001  # per message/s published
+    msg_rate_weight: float = 0.001  # per message/s (in + out, or in only: see message_rate)
     cpu_weight: float = 10.0  # per whole machine of CPU (cpu is a fraction 0..1)
     overload_factor: float = 1.5  # shed from a gateway above this x the mean score
     min_overload_score: float = 4.0  # ... and above this absolute score (idle clusters stay put)
+    min_gain_fraction: float = 0.1  # a shed must lower max(source, target) by this x source (or see rule 4)
     max_moves_per_round: int = 2
     move_cooldown_ms: int = 60_000
     new_gateway_ms: int = 300_000  # a gateway this young is "new" and gets bundles spread to it
     assign_timeout_ms: int = 30_000  # an assignment not taken up within this is decided again
 
 
+def message_rate(load: LoadReport) -> float:
+    """Messages/s the score counts: the per-bundle rates (in + out) summed, or the
+    publish rate of a report without them (a gateway that predates them)."""
+    if load.bundle_rates:
+        return sum(rate for _, rate in load.bundle_rates)
+    return load.msg_rate_in
+
+
 def load_score(load: LoadReport, policy: BalancePolicy) -> float:
     return (
         policy.topic_weight * load.topics
         + policy.session_weight * load.sessions
-        + policy.msg_rate_weight * load.msg_rate_in
+        + policy.msg_rate_weight * message_rate(load)
         + policy.cpu_weight * load.cpu
     )
+
+
+def bundle_loads(load: LoadReport, policy: BalancePolicy) -> dict[str, float] | None:
+    """Each reported bundle's share of its gateway's score (bundle path -> load):
+    ``bundle_weight`` + ``msg_rate_weight`` x rate + the cpu term pro rata to rate
+    (evenly if every rate is 0). None if the report has no per-bundle rates."""
+    if not load.bundle_rates:
+        return None
+    total = sum(rate for _, rate in load.bundle_rates)
+    cpu = policy.cpu_weight * load.cpu
+    return {
+        path: policy.bundle_weight
+        + policy.msg_rate_weight * rate
+        + (cpu * rate / total if total > 0 else cpu / len(load.bundle_rates))
+        for path, rate in load.bundle_rates
+    }
 
 
 def score(load: LoadReport, bundles: int, policy: BalancePolicy) -> float:
@@ -136,6 +177,8 @@ class _Round:
         self.effects: list[Effect] = []
         self.counts: dict[str, int] = dict.fromkeys(self.live, 0)
         self.scores: dict[str, float] = {}
+        self.rates = {g: dict(info.load.bundle_rates) for g, info in self.live.items()}
+        self.loads = {g: bundle_loads(info.load, policy) for g, info in self.live.items()}
 
     def set_holder(self, bundle: NamespaceBundle, gateway: str) -> None:
         old = self.holder.get(bundle)
@@ -160,12 +203,30 @@ class _Round:
             and self.now_ms - self.view.last_moved_ms.get(b, self.now_ms - cooldown) >= cooldown
         )
 
+    def rate(self, bundle: NamespaceBundle, gateway: str) -> float:
+        """The bundle's rate as its owner ``gateway`` reported it (0 if not reported)."""
+        return self.rates[gateway].get(bundle.path, 0.0)
+
+    def load(self, bundle: NamespaceBundle, source: str) -> float:
+        """What moving ``bundle`` off ``source`` takes from its score (module docstring, 4)."""
+        loads = self.loads[source]
+        if loads is None:  # no per-bundle rates: the average share, as projected now
+            return self.scores[source] / max(self.counts[source], 1)
+        return loads.get(bundle.path, self.policy.bundle_weight)  # acquired after the report: idle
+
+    def mean_load(self, gateway: str) -> float:
+        """The mean load of ``gateway``'s bundles (over its report, or the average share)."""
+        loads = self.loads[gateway]
+        if loads is None:
+            return self.scores[gateway] / max(self.counts[gateway], 1)
+        return sum(loads.values()) / len(loads)
+
     def move(self, bundle: NamespaceBundle, source: str, target: str) -> None:
-        share = self.scores[source] / max(self.counts[source], 1)
+        load = self.load(bundle, source)
         self.effects.append(Unload(bundle, source, target))
         self.set_holder(bundle, target)
-        self.scores[source] -= share
-        self.scores[target] += share
+        self.scores[source] -= load
+        self.scores[target] += load
         self.moved.add(bundle)
 
 
@@ -225,7 +286,8 @@ def _spread_to_new(r: _Round, budget: int) -> int:
         for donor in donors:
             movable = r.movable(donor)
             if movable:
-                r.move(movable[0], donor, target)
+                coldest = min(movable, key=lambda b: (r.rate(b, donor), b))
+                r.move(coldest, donor, target)
                 moves += 1
                 break
         else:
@@ -250,10 +312,18 @@ def _shed_overload(r: _Round, budget: int) -> None:
             target = least_loaded(r.scores, exclude=source)
             if not movable or target is None:
                 continue
-            share = r.scores[source] / max(r.counts[source], 1)
-            if r.scores[target] + share < r.scores[source]:
-                r.move(movable[0], source, target)
+            before = r.scores[source]
+            after, bundle = min((_peak_after(r, b, source, target), b) for b in movable)
+            gain = before - after
+            if gain > 0 and gain >= min(r.policy.min_gain_fraction * before, r.mean_load(source)):
+                r.move(bundle, source, target)
                 moves += 1
                 break
         else:
             return
+
+
+def _peak_after(r: _Round, bundle: NamespaceBundle, source: str, target: str) -> float:
+    """The higher of the two scores once ``bundle`` has moved from ``source`` to ``target``."""
+    load = r.load(bundle, source)
+    return max(r.scores[source] - load, r.scores[target] + load)

@@ -11,6 +11,8 @@ gateway); unknown JSON fields are ignored, so records can grow.
 
 from __future__ import annotations
 
+import itertools
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,15 +23,26 @@ from coordination import keys
 from gateway.names import InvalidName
 from gateway.ownership.bundles import NamespaceBundle
 
+BUNDLE_RATES_MAX = 10_000  # entries of ``bundleRates`` read from one report; the rest are ignored
+BUNDLE_PATH_MAX = 512  # a bundle path is at most 2 names (128) + a range (21) and two '/'
+
 
 @dataclass(frozen=True, slots=True)
 class LoadReport:
-    """A gateway's load as it reports it (all zero for a gateway that just started)."""
+    """A gateway's load as it reports it (all zero for a gateway that just started).
+
+    ``bundle_rates``: messages/s (in + out) of each bundle the gateway owns, as
+    ``(bundle path, rate)`` pairs sorted by path (so equal reports compare equal);
+    empty for a gateway that owns nothing or predates the field."""
 
     topics: int = 0
     sessions: int = 0
     msg_rate_in: float = 0.0
     cpu: float = 0.0  # fraction of one machine, 0..1
+    bundle_rates: tuple[tuple[str, float], ...] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "bundle_rates", tuple(sorted(self.bundle_rates)))
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -37,6 +50,7 @@ class LoadReport:
             "sessions": self.sessions,
             "msgRateIn": self.msg_rate_in,
             "cpu": self.cpu,
+            "bundleRates": dict(self.bundle_rates),
         }
 
     @classmethod
@@ -46,7 +60,26 @@ class LoadReport:
             sessions=int(data.get("sessions", 0)),
             msg_rate_in=float(data.get("msgRateIn", 0.0)),
             cpu=float(data.get("cpu", 0.0)),
+            bundle_rates=_bundle_rates(data.get("bundleRates")),
         )
+
+
+def _bundle_rates(raw: object) -> tuple[tuple[str, float], ...]:
+    """``bundleRates`` as read: the first ``BUNDLE_RATES_MAX`` entries, keeping only
+    string paths of sane length with finite, non-negative numbers (anything else,
+    including a missing or non-object field, is ignored)."""
+    if not isinstance(raw, Mapping):
+        return ()
+    out: dict[str, float] = {}
+    for path, rate in itertools.islice(raw.items(), BUNDLE_RATES_MAX):
+        if not isinstance(path, str) or not path or len(path) > BUNDLE_PATH_MAX:
+            continue
+        if isinstance(rate, bool) or not isinstance(rate, int | float):
+            continue
+        value = float(rate)
+        if math.isfinite(value) and value >= 0.0:
+            out[path] = value
+    return tuple(sorted(out.items()))
 
 
 @dataclass(frozen=True, slots=True)

@@ -54,6 +54,13 @@ def owned(**counts: int) -> dict[NamespaceBundle, str]:
     return out
 
 
+def rated(rates: dict[NamespaceBundle, float]) -> LoadReport:
+    """A report with per-bundle rates (``msg_rate_in`` = their sum, as if all were published)."""
+    return LoadReport(
+        msg_rate_in=sum(rates.values()), bundle_rates=tuple((b.path, r) for b, r in rates.items())
+    )
+
+
 def unloads(effects: list[Effect]) -> list[Unload]:
     return [e for e in effects if isinstance(e, Unload)]
 
@@ -162,6 +169,69 @@ def test_a_single_hot_bundle_is_not_moved_around() -> None:
     assert decide(view, POLICY, NOW) == []  # moving it would only make b the hot one
 
 
+def test_a_gateway_whose_load_is_one_hot_bundle_is_not_shed_from() -> None:
+    # one topic at 28,000 msg/s in + 28,000 out on a's second bundle; a and b own 4 bundles each
+    a = rated({BUNDLES[0]: 5.0, BUNDLES[1]: 56_000.0, BUNDLES[2]: 5.0, BUNDLES[3]: 5.0})
+    b = rated({bundle: 10.0 for bundle in BUNDLES[4:8]})
+    view = ClusterView(gateways(gw("a", load=a), gw("b", load=b)), owners=owned(a=4, b=4))
+    # scores a 60, b 4: the hot bundle would make b the hot one (61), a cold one gains 1 of 60
+    assert decide(view, POLICY, NOW) == []
+    idle = ClusterView(gateways(gw("a", load=a), gw("b", load=b), gw("c")), owners=owned(a=4, b=4))
+    assert decide(idle, POLICY, NOW) == []  # c would take 57 of a's 60: a gain of 3
+
+
+def test_of_two_hot_bundles_one_moves_to_the_idle_gateway_and_balance_improves() -> None:
+    a_rates = {BUNDLES[0]: 0.0, BUNDLES[1]: 5000.0, BUNDLES[2]: 0.0, BUNDLES[3]: 5000.0}
+    live = gateways(gw("a", load=rated(a_rates)), gw("b", load=rated({BUNDLES[4]: 0.0})))
+    owners = owned(a=4, b=1)
+    effects = decide(ClusterView(live, owners=owners), POLICY, NOW)
+    assert effects == [Unload(BUNDLES[1], "a", "b")]  # a hot one (the first of the two), not a cold one
+    before = max(score(live["a"].load, 4, POLICY), score(live["b"].load, 1, POLICY))
+    moved: dict[NamespaceBundle, int] = {}
+    apply(owners, effects, moved, NOW)
+    del a_rates[BUNDLES[1]]
+    after_reports = gateways(
+        gw("a", load=rated(a_rates)), gw("b", load=rated({BUNDLES[4]: 0.0, BUNDLES[1]: 5000.0}))
+    )
+    after = max(score(after_reports["a"].load, 3, POLICY), score(after_reports["b"].load, 2, POLICY))
+    assert (before, after) == (pytest.approx(14.0), pytest.approx(8.0))
+    later = NOW + POLICY.move_cooldown_ms
+    assert decide(ClusterView(after_reports, owners=owners, last_moved_ms=moved), POLICY, later) == []
+
+
+def test_a_gateway_without_bundle_rates_sheds_average_shares_in_a_mixed_cluster() -> None:
+    old = LoadReport(msg_rate_in=8000.0)  # a predates bundleRates: score 4 + 8, each bundle weighs 3
+    draining = LoadReport(bundle_rates=((BUNDLES[4].path, 3000.0),))  # delivering only: score 1 + 3
+    idle = LoadReport(bundle_rates=((BUNDLES[5].path, 0.0), (BUNDLES[6].path, 0.0)))  # score 2
+    view = ClusterView(
+        gateways(gw("a", load=old), gw("b", load=draining), gw("c", load=idle)), owners=owned(a=4, b=1, c=2)
+    )
+    # a 12 -> 9, c 2 -> 5; then a (9) is not above 1.5 x the mean (6)
+    assert decide(view, POLICY, NOW) == [Unload(BUNDLES[0], "a", "c")]
+
+
+def test_a_move_that_barely_helps_is_not_made() -> None:
+    view = ClusterView(
+        gateways(
+            gw("a", load=LoadReport(cpu=0.8)),
+            gw("b", load=LoadReport(cpu=0.32)),
+            gw("c", load=LoadReport(cpu=0.35)),
+        ),
+        owners=owned(a=2, b=1, c=1),
+    )
+    # a 10 (above 1.5 x the mean 6.23), b 4.2, c 4.5: moving a share of 5 to b gives 5 / 9.2, a gain of 8%
+    assert decide(view, POLICY, NOW) == []
+
+
+def test_many_evenly_loaded_bundles_are_still_shed_one_by_one() -> None:
+    # each of a's 16 bundles weighs 2 (a gain of 6% of a's 32 per move, but one whole mean bundle load)
+    a = rated(dict.fromkeys(BUNDLES[:16], 1000.0))
+    b = rated({BUNDLES[16]: 0.0, BUNDLES[17]: 0.0})
+    view = ClusterView(gateways(gw("a", load=a), gw("b", load=b)), owners=owned(a=16, b=2))
+    # a 32 -> 30 -> 28 -> 26 -> 24, b 2 -> 10; 24 is not above 1.5 x the mean 17
+    assert unloads(decide(view, POLICY, NOW)) == [Unload(bundle, "a", "b") for bundle in BUNDLES[:4]]
+
+
 def test_moves_per_round_are_capped() -> None:
     policy = BalancePolicy(max_moves_per_round=1)
     view = ClusterView(
@@ -194,6 +264,20 @@ def test_new_gateway_gets_bundles_until_counts_are_within_one() -> None:
         counts[e.from_gateway] -= 1
         counts[e.to_gateway] += 1
     assert counts == {"a": 4, "b": 4, "c": 4}
+
+
+def test_spreading_to_a_new_gateway_takes_the_coldest_bundles() -> None:
+    a = rated(dict(zip(BUNDLES[:6], [900.0, 800.0, 10.0, 0.0, 20.0, 700.0], strict=True)))
+    b = rated(dict(zip(BUNDLES[6:12], [500.0, 5.0, 600.0, 1.0, 700.0, 3.0], strict=True)))
+    view = ClusterView(
+        gateways(gw("a", load=a), gw("b", load=b), gw("c", started_ms=NOW - 1000)), owners=owned(a=6, b=6)
+    )
+    assert decide(view, POLICY, NOW) == [
+        Unload(BUNDLES[3], "a", "c"),
+        Unload(BUNDLES[9], "b", "c"),
+        Unload(BUNDLES[2], "a", "c"),
+        Unload(BUNDLES[11], "b", "c"),
+    ]
 
 
 def test_spreading_converges_over_rounds_with_a_small_budget() -> None:
@@ -229,11 +313,16 @@ def test_least_loaded_gateway_matches_decide() -> None:
 @st.composite
 def views(draw: st.DrawFn) -> ClusterView:
     names = draw(st.lists(st.sampled_from("abcdef"), min_size=0, max_size=5, unique=True))
+    paths = st.sampled_from([b.path for b in BUNDLES[:24]])  # some reported bundles are not owned
     live = {
         n: gw(
             n,
             started_ms=draw(st.sampled_from([0, NOW - 10, NOW - 400_000])),
-            load=LoadReport(topics=draw(st.integers(0, 200)), cpu=draw(st.floats(0, 1))),
+            load=LoadReport(
+                topics=draw(st.integers(0, 200)),
+                cpu=draw(st.floats(0, 1)),
+                bundle_rates=tuple(draw(st.dictionaries(paths, st.floats(0, 50_000), max_size=8)).items()),
+            ),
         )
         for n in names
     }
