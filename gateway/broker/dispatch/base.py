@@ -76,7 +76,7 @@ class ConsumerInfo:
     sticky_ranges: tuple[HashRange, ...] = ()  # STICKY only
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)  # immutable by convention, not frozen: per message
 class Message:
     """A message as read from the log: what a dispatcher needs to route it."""
 
@@ -92,7 +92,7 @@ class Message:
 # ---------------------------------------------------------------- effects
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)  # immutable by convention, not frozen: per message
 class Deliver:
     """Send ``message`` to ``consumer_id``; it was delivered ``redelivery_count`` times before."""
 

@@ -96,11 +96,13 @@ class MultiConsumerDispatcher(ABC):
     def on_messages(self, messages: Sequence[Message], now_ms: int) -> list[Effect]:
         effects: list[Effect] = []
         delayed_on = self._config.delayed_delivery_enabled
-        for message in messages:
-            position = message.position
-            after = Position(position.ledger_id, position.entry_id + 1)
+        if messages:  # they come in log order, as read: the read has passed the last one
+            newest = messages[-1].position
+            after = Position(newest.ledger_id, newest.entry_id + 1)
             if self._read_next is None or after > self._read_next:
                 self._read_next = after
+        for message in messages:
+            position = message.position
             if position in self._pending or position in self._delayed or self._knows(position):
                 continue  # a re-read of something we still hold
             if delayed_on and message.deliver_at_ms is not None and message.deliver_at_ms > now_ms:
