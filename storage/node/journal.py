@@ -23,6 +23,8 @@ from storage.node.journal_io import Buffer, JournalWriter, SyncJob, fatal
 
 log = logging.getLogger("folio.storage.journal")
 
+INLINE_SYNC_RECORDS = 4  # groups up to this size are synced on the loop thread
+
 DurableCallback = Callable[[list[Any]], None]
 SyncObserver = Callable[[float, int], None]  # (seconds, records in the batch)
 
@@ -129,13 +131,22 @@ class Journal:
     def _start_sync(self, sync: Sync) -> None:
         job: SyncJob = self._writer.take_sync_job()
         self._sync_position = self._writer.position
+        count = len(sync.record_ids)
+        if count <= INLINE_SYNC_RECORDS and not self._writer.failpoints.fsync_delay_ms:
+            future: asyncio.Future[float] = self._loop.create_future()
+            try:
+                future.set_result(self._writer.run_sync(job))
+            except Exception as exc:  # fatal in _sync_done, as from the thread
+                future.set_exception(exc)
+            self._loop.call_soon(self._sync_done, future, count, "loop thread")  # as the thread's
+            return
         future = self._loop.run_in_executor(self._executor, self._writer.run_sync, job)
-        future.add_done_callback(functools.partial(self._sync_done, count=len(sync.record_ids)))
+        future.add_done_callback(functools.partial(self._sync_done, count=count, where="sync thread"))
 
-    def _sync_done(self, future: asyncio.Future[float], *, count: int) -> None:
+    def _sync_done(self, future: asyncio.Future[float], count: int, where: str) -> None:
         exc = future.exception()
         if exc is not None:
-            fatal(f"journal fdatasync failed: {exc!r}")
+            fatal(f"journal fdatasync failed (on the {where}): {exc!r}")
         self._sync_count += 1
         if self._on_sync is not None:
             self._on_sync(future.result(), count)

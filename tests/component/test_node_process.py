@@ -150,11 +150,36 @@ def test_fsync_error_is_fatal_and_the_add_is_not_acked(
     assert node.wait(10) == 70
     fatal_lines = [line for line in node.log_text().splitlines() if line.startswith("FATAL")]
     assert len(fatal_lines) == 1 and "fdatasync" in fatal_lines[0], node.log_tail()
+    assert "loop thread" in fatal_lines[0], fatal_lines  # a group of one: synced inline
     node.env = {}
     node.start()
     with node.client() as c:
         assert c.read(1, 0)[1] == wire.Entry(1, 0, -1, b"a")
         assert c.read(1, 1)[1] == wire.Entry(1, 1, 0, b"b")
+
+
+def test_fsync_error_of_a_large_group_is_fatal_too(
+    nodes: list[NodeProcess], tmp_path: Path, etcd_endpoint: str, ns: str
+) -> None:
+    """Small groups are synced on the node's loop thread, large ones on the sync
+    thread (storage/node/journal.py): an fdatasync error is fatal on both paths. The
+    single adds above take the inline path; here 20 adds arrive in one write and share
+    one group, which the sync thread syncs - and fails."""
+    env = {"FOLIO_FAILPOINT_FSYNC_ERROR_AFTER": "1"}
+    node = new_node(nodes, tmp_path, etcd_endpoint, ns, env=env).start()
+    put_ledger(etcd_endpoint, ns, 1)
+    with node.client() as c:
+        frames = [
+            wire.encode_request(wire.Op.ADD, 1000 + e, wire.add_body(wire.encode_entry(1, e, e - 1, b"x")))
+            for e in range(20)
+        ]
+        c.send_raw(b"".join(frames))
+        with pytest.raises(ConnectionError):
+            c.recv(1000)
+    assert node.wait(10) == 70
+    fatal_lines = [line for line in node.log_text().splitlines() if line.startswith("FATAL")]
+    assert len(fatal_lines) == 1 and "fdatasync" in fatal_lines[0], node.log_tail()
+    assert "sync thread" in fatal_lines[0], fatal_lines
 
 
 def test_bad_input_hurts_only_the_bad_connection(
