@@ -31,7 +31,7 @@ from gateway.broker.stats import RateMeter
 SUBSCRIPTION_TYPES = ("Exclusive", "Shared", "Failover", "Key_Shared")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)  # immutable by convention, not frozen: one per delivery
 class Delivery:
     position: MessagePosition
     message: EntryMessage

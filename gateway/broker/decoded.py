@@ -15,17 +15,18 @@ from collections import OrderedDict
 
 from gateway.broker.entry_format import EntryMessage, decode_entry
 from gateway.broker.managed_log import ManagedLog
-from gateway.broker.positions import Position
+from gateway.broker.positions import MessagePosition, Position
 
 DECODED_CACHE_ENTRIES = 4096
 
 
 class DecodedEntries:
-    __slots__ = ("_decoded", "_log")
+    __slots__ = ("_decoded", "_last", "_log")
 
     def __init__(self, log: ManagedLog) -> None:
         self._log = log
         self._decoded: OrderedDict[Position, list[EntryMessage]] = OrderedDict()
+        self._last: tuple[int, int, list[EntryMessage]] | None = None  # of messages_at
 
     def messages(self, position: Position, payload: bytes) -> list[EntryMessage]:
         """The messages of the entry at ``position`` whose bytes are ``payload``."""
@@ -45,6 +46,18 @@ class DecodedEntries:
             return cached
         payload = self._log.cache.get(position)
         return None if payload is None else self.messages(position, payload)
+
+    def messages_at(self, position: MessagePosition) -> list[EntryMessage] | None:
+        """``cached_messages`` of the entry holding ``position``. Deliveries come in runs
+        of one entry's messages, so the last entry found is remembered (no Position
+        built, no lookup for the rest of the run)."""
+        last = self._last
+        if last is not None and last[1] == position.entry_id and last[0] == position.ledger_id:
+            return last[2]
+        found = self.cached_messages(position.entry)
+        if found is not None:
+            self._last = (position.ledger_id, position.entry_id, found)
+        return found
 
     async def load_messages(self, position: Position) -> list[EntryMessage] | None:
         """The messages at ``position``, read from the storage nodes if need be; None

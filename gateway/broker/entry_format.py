@@ -19,6 +19,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 
 from gateway.errors import CorruptEntry, InvalidMessage, MessageTooLarge
 from storage.wire import MAX_ENTRY_PAYLOAD_BYTES
@@ -46,6 +47,7 @@ _HAS_ORDERING_KEY = 0x08
 _KNOWN_FLAGS = _HAS_EVENT_TIME | _HAS_DELIVER_AT | _HAS_KEY | _HAS_ORDERING_KEY
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 _MESSAGE_BYTES_MAX = ENTRY_BYTES_MAX - ENTRY_HEADER_BYTES
+_NO_PROPERTIES: Mapping[str, str] = MappingProxyType({})  # shared by decoded messages without any
 
 
 @dataclass(slots=True)  # treated as immutable; not frozen: built per message, frozen init costs ~2x
@@ -162,48 +164,73 @@ def entry_message_count(payload: bytes) -> int:
 
 
 def decode_entry(payload: bytes) -> list[EntryMessage]:
-    """The messages of an entry, in batch-index order; ``CorruptEntry`` on any defect."""
+    """The messages of an entry, in batch-index order; ``CorruptEntry`` on any defect.
+    Messages without properties share one read-only empty mapping, and a producer name
+    equal to the previous message's (the usual case in a batch) is decoded once."""
     count = _read_head(payload)
-    view = memoryview(payload)
-    end = len(payload)
+    data = payload if isinstance(payload, bytes) else bytes(payload)
+    end = len(data)
     pos = ENTRY_HEADER_BYTES
     messages: list[EntryMessage] = []
+    unpack_head = _MESSAGE_HEAD.unpack_from
+    head_size = _MESSAGE_HEAD.size
+    last_raw_name: bytes | None = None
+    name = ""
     try:
         for _ in range(count):
-            flags, n_props, publish, sequence, name_len, payload_len = _MESSAGE_HEAD.unpack_from(view, pos)
-            pos += _MESSAGE_HEAD.size
-            if flags & ~_KNOWN_FLAGS:
-                raise CorruptEntry(f"unknown message flags {flags:#x}")
+            flags, n_props, publish, sequence, name_len, payload_len = unpack_head(data, pos)
+            pos += head_size
             event_time = deliver_at = None
-            if flags & _HAS_EVENT_TIME:
-                (event_time,) = _I64.unpack_from(view, pos)
-                pos += 8
-            if flags & _HAS_DELIVER_AT:
-                (deliver_at,) = _I64.unpack_from(view, pos)
-                pos += 8
             key = ordering_key = None
-            if flags & _HAS_KEY:
-                key, pos = _read_sized(view, pos, end)
-            if flags & _HAS_ORDERING_KEY:
-                ordering_key, pos = _read_sized(view, pos, end)
-            name, pos = _read_text(view, pos, pos + name_len, end)
-            properties: dict[str, str] = {}
-            for _ in range(n_props):
-                prop_name_len, prop_value_len = _PROPERTY_HEAD.unpack_from(view, pos)
-                pos += _PROPERTY_HEAD.size
-                prop_name, pos = _read_text(view, pos, pos + prop_name_len, end)
-                if prop_name in properties:
-                    raise CorruptEntry(f"property {prop_name!r} repeated")
-                properties[prop_name], pos = _read_text(view, pos, pos + prop_value_len, end)
-            if pos + payload_len > end:
+            if flags:
+                if flags & ~_KNOWN_FLAGS:
+                    raise CorruptEntry(f"unknown message flags {flags:#x}")
+                if flags & _HAS_EVENT_TIME:
+                    (event_time,) = _I64.unpack_from(data, pos)
+                    pos += 8
+                if flags & _HAS_DELIVER_AT:
+                    (deliver_at,) = _I64.unpack_from(data, pos)
+                    pos += 8
+                if flags & _HAS_KEY:
+                    key, pos = _read_sized(data, pos, end)
+                if flags & _HAS_ORDERING_KEY:
+                    ordering_key, pos = _read_sized(data, pos, end)
+            stop = pos + name_len
+            if stop > end:
+                raise CorruptEntry("text runs past the end of the entry")
+            raw_name = data[pos:stop]
+            if raw_name != last_raw_name:
+                name = _text(raw_name)
+                last_raw_name = raw_name
+            pos = stop
+            properties: Mapping[str, str] = _NO_PROPERTIES
+            if n_props:
+                props: dict[str, str] = {}
+                for _ in range(n_props):
+                    prop_name_len, prop_value_len = _PROPERTY_HEAD.unpack_from(data, pos)
+                    pos += _PROPERTY_HEAD.size
+                    prop_name, pos = _read_text(data, pos, pos + prop_name_len, end)
+                    if prop_name in props:
+                        raise CorruptEntry(f"property {prop_name!r} repeated")
+                    props[prop_name], pos = _read_text(data, pos, pos + prop_value_len, end)
+                properties = props
+            stop = pos + payload_len
+            if stop > end:
                 raise CorruptEntry("payload runs past the end of the entry")
-            body = bytes(view[pos : pos + payload_len])
-            pos += payload_len
             messages.append(
                 EntryMessage(
-                    body, publish, name, sequence, key, ordering_key, properties, event_time, deliver_at
+                    data[pos:stop],
+                    publish,
+                    name,
+                    sequence,
+                    key,
+                    ordering_key,
+                    properties,
+                    event_time,
+                    deliver_at,
                 )
             )
+            pos = stop
     except struct.error as exc:
         raise CorruptEntry(f"entry truncated: {exc}") from exc
     if pos != end:
@@ -224,19 +251,23 @@ def _read_head(payload: bytes) -> int:
     return int(count)
 
 
-def _read_sized(view: memoryview, pos: int, end: int) -> tuple[bytes, int]:
-    (length,) = _U32.unpack_from(view, pos)
+def _read_sized(data: bytes, pos: int, end: int) -> tuple[bytes, int]:
+    (length,) = _U32.unpack_from(data, pos)
     pos += 4
     if pos + length > end:
         raise CorruptEntry("key runs past the end of the entry")
-    return bytes(view[pos : pos + length]), pos + length
+    return data[pos : pos + length], pos + length
 
 
-def _read_text(view: memoryview, pos: int, stop: int, end: int) -> tuple[str, int]:
+def _read_text(data: bytes, pos: int, stop: int, end: int) -> tuple[str, int]:
     if stop > end:
         raise CorruptEntry("text runs past the end of the entry")
+    return _text(data[pos:stop]), stop
+
+
+def _text(raw: bytes) -> str:
     try:
-        return str(view[pos:stop], "utf-8"), stop
+        return str(raw, "utf-8")
     except UnicodeDecodeError as exc:
         raise CorruptEntry("text is not UTF-8") from exc
 

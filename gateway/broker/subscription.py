@@ -326,7 +326,7 @@ class Subscription:
 
     def _resolve(self, effect: Deliver) -> Delivery | None:
         position = effect.message.position
-        messages = self.topic.decoded.cached_messages(position.entry)
+        messages = self.topic.decoded.messages_at(position)
         if messages is None:
             return None
         index = 0 if position.batch_index == NO_BATCH else position.batch_index

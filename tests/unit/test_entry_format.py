@@ -206,3 +206,13 @@ def test_single_byte_corruption_never_escapes_as_other_error(
         decode_entry(bytes(encoded))
     except CorruptEntry:
         pass
+
+
+def test_producer_names_alternating_in_one_entry_and_shared_empty_properties() -> None:
+    names_and_properties = [("a", {}), ("a", {"k": "v"}), ("b", {}), ("a", {})]
+    batch = [msg(producer_name=n, properties=p) for n, p in names_and_properties]
+    decoded = decode_entry(encode_entry(batch))
+    assert [m.producer_name for m in decoded] == ["a", "a", "b", "a"]
+    assert [dict(m.properties) for m in decoded] == [{}, {"k": "v"}, {}, {}]
+    with pytest.raises(TypeError):  # the empty mapping is shared, so it must be read-only
+        decoded[0].properties["x"] = "y"  # type: ignore[index]
