@@ -1,6 +1,9 @@
 """Decoded entries of one topic's log: the messages inside each entry (asyncio shell).
 
-Owns: a bounded LRU of decoded entries (``DECODED_CACHE_ENTRIES``), shared by
+Owns: a bounded cache of decoded entries (oldest out first, beyond
+``DECODED_CACHE_ENTRIES`` entries, ``DECODED_CACHE_MESSAGES`` messages or
+``DECODED_CACHE_BYTES`` entry bytes: an entry holds up to 1,000 messages, so a
+bound in entries alone let one topic keep millions of message objects), shared by
 every subscription, reader and admin read of the topic, so an entry fanned out
 to many consumers is decoded once. Rules: an entry is looked up here first,
 then in the managed log's entry cache (no I/O), and only then read from the
@@ -18,15 +21,25 @@ from gateway.broker.managed_log import ManagedLog
 from gateway.broker.positions import MessagePosition, Position
 
 DECODED_CACHE_ENTRIES = 4096
+DECODED_CACHE_MESSAGES = 65_536  # per topic; a miss is re-read from the log cache or the nodes
+DECODED_CACHE_BYTES = 32 * 1024 * 1024
 
 
 class DecodedEntries:
-    __slots__ = ("_decoded", "_last", "_log")
+    __slots__ = ("_bytes", "_decoded", "_last", "_log", "_messages", "_sizes")
 
     def __init__(self, log: ManagedLog) -> None:
         self._log = log
         self._decoded: OrderedDict[Position, list[EntryMessage]] = OrderedDict()
+        self._sizes: dict[Position, int] = {}  # entry bytes of each decoded entry
+        self._messages = 0  # decoded messages held
+        self._bytes = 0  # entry bytes held
         self._last: tuple[int, int, list[EntryMessage]] | None = None  # of messages_at
+
+    @property
+    def held(self) -> tuple[int, int, int]:
+        """(entries, messages, entry bytes) held now."""
+        return len(self._decoded), self._messages, self._bytes
 
     def messages(self, position: Position, payload: bytes) -> list[EntryMessage]:
         """The messages of the entry at ``position`` whose bytes are ``payload``."""
@@ -35,8 +48,17 @@ class DecodedEntries:
             return cached
         decoded = decode_entry(payload)
         self._decoded[position] = decoded
-        if len(self._decoded) > DECODED_CACHE_ENTRIES:
-            self._decoded.popitem(last=False)
+        self._sizes[position] = len(payload)
+        self._messages += len(decoded)
+        self._bytes += len(payload)
+        while len(self._decoded) > 1 and (
+            len(self._decoded) > DECODED_CACHE_ENTRIES
+            or self._messages > DECODED_CACHE_MESSAGES
+            or self._bytes > DECODED_CACHE_BYTES
+        ):
+            old, old_messages = self._decoded.popitem(last=False)
+            self._messages -= len(old_messages)
+            self._bytes -= self._sizes.pop(old)
         return decoded
 
     def cached_messages(self, position: Position) -> list[EntryMessage] | None:
