@@ -21,7 +21,9 @@ effects. One round, in this order:
    at load 0): ``Unload`` bundles from the gateway with the most bundles to the
    new one until every gateway's bundle count is within 1 of the new one's. Each
    move takes the donor's coldest movable bundle (lowest reported rate, ties in
-   bundle order), so a hot bundle moves only when it is the donor's only movable one.
+   bundle order), so a hot bundle moves only when it is the donor's only movable one,
+   and only if the new gateway's score stays at or below the donor's afterwards (a
+   count move never makes the receiver the busier one, nor undoes a shed).
 4. Shed load: while a gateway's score is above ``overload_factor`` x the mean (and
    at least ``min_overload_score``), weigh moving each of its movable bundles to
    the least loaded other gateway. A bundle's load is ``bundle_weight`` +
@@ -139,6 +141,7 @@ class Unload:
     bundle: NamespaceBundle
     from_gateway: str
     to_gateway: str
+    reason: str = field(default="", compare=False)  # for the operator's log line
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,9 +224,9 @@ class _Round:
             return self.scores[gateway] / max(self.counts[gateway], 1)
         return sum(loads.values()) / len(loads)
 
-    def move(self, bundle: NamespaceBundle, source: str, target: str) -> None:
+    def move(self, bundle: NamespaceBundle, source: str, target: str, reason: str = "") -> None:
         load = self.load(bundle, source)
-        self.effects.append(Unload(bundle, source, target))
+        self.effects.append(Unload(bundle, source, target, reason))
         self.set_holder(bundle, target)
         self.scores[source] -= load
         self.scores[target] += load
@@ -285,11 +288,16 @@ def _spread_to_new(r: _Round, budget: int) -> int:
         )
         for donor in donors:
             movable = r.movable(donor)
-            if movable:
-                coldest = min(movable, key=lambda b: (r.rate(b, donor), b))
-                r.move(coldest, donor, target)
-                moves += 1
-                break
+            if not movable:
+                continue
+            coldest = min(movable, key=lambda b: (r.rate(b, donor), b))
+            load = r.load(coldest, donor)
+            if r.scores[target] + load > r.scores[donor] - load:
+                continue  # balancing counts would unbalance load (e.g. undo a shed): leave it
+            rate = r.rate(coldest, donor)
+            r.move(coldest, donor, target, f"spread to new gateway: bundle counts, rate {rate:.0f}/s")
+            moves += 1
+            break
         else:
             return moves
     return moves
@@ -316,7 +324,9 @@ def _shed_overload(r: _Round, budget: int) -> None:
             after, bundle = min((_peak_after(r, b, source, target), b) for b in movable)
             gain = before - after
             if gain > 0 and gain >= min(r.policy.min_gain_fraction * before, r.mean_load(source)):
-                r.move(bundle, source, target)
+                load = r.load(bundle, source)
+                reason = f"shed: score {before:.1f} -> peak {after:.1f}, bundle load {load:.1f}"
+                r.move(bundle, source, target, reason)
                 moves += 1
                 break
         else:

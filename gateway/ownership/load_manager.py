@@ -214,8 +214,12 @@ class LoadManager:
                 request = UnloadRequest(effect.from_gateway, owner_revision, effect.to_gateway, now)
                 await self.store.compare_and_swap(unload_key(effect.bundle), request.encode(), 0, lease=lease)
                 self._last_moved[effect.bundle] = now
-                log.info(
-                    "load manager: move %s %s -> %s", effect.bundle, effect.from_gateway, effect.to_gateway
+                log.warning(  # a move closes the bundle's sessions (clients reconnect): say why
+                    "load manager: move %s %s -> %s (%s)",
+                    effect.bundle,
+                    effect.from_gateway,
+                    effect.to_gateway,
+                    effect.reason,
                 )
             elif isinstance(effect, ClearAssignment):
                 await self.store.compare_and_delete(

@@ -266,6 +266,21 @@ def test_new_gateway_gets_bundles_until_counts_are_within_one() -> None:
     assert counts == {"a": 4, "b": 4, "c": 4}
 
 
+def test_counts_are_not_balanced_toward_a_busy_new_gateway() -> None:
+    """Seen in a benchmark: a shed left two young gateways at 3 and 1 bundles, and the
+    next round's count spreading moved a bundle back onto the busy one - two unloads
+    (sessions closed) for nothing. A count move must leave the receiver no busier
+    than the donor."""
+    owners = owned(a=3, b=1)
+    hot = rated({BUNDLES[3]: 10_000.0})  # b: 1 bundle + 10 for its rate = 11; a: 3 idle = 3
+    young = NOW - 1000
+    busy_b = gateways(gw("a", started_ms=young), gw("b", started_ms=young, load=hot))
+    view = ClusterView(busy_b, owners=owners)
+    assert unloads(decide(view, POLICY, NOW)) == []
+    idle = ClusterView(gateways(gw("a", started_ms=young), gw("b", started_ms=young)), owners=owners)
+    assert [(e.from_gateway, e.to_gateway) for e in unloads(decide(idle, POLICY, NOW))] == [("a", "b")]
+
+
 def test_spreading_to_a_new_gateway_takes_the_coldest_bundles() -> None:
     a = rated(dict(zip(BUNDLES[:6], [900.0, 800.0, 10.0, 0.0, 20.0, 700.0], strict=True)))
     b = rated(dict(zip(BUNDLES[6:12], [500.0, 5.0, 600.0, 1.0, 700.0, 3.0], strict=True)))
