@@ -36,7 +36,7 @@ from gateway.names import NamespaceName, TopicName
 from gateway.ownership.bundles import BundleRange, NamespaceBundle, topic_hash
 from gateway.ownership.load_manager import LoadManager
 from gateway.ownership.owner import LossReason, OwnerInfo, OwnershipManager
-from gateway.ownership.records import LoadReport
+from gateway.ownership.records import LoadReport, smoothed
 from gateway.ownership.registry import GatewayRegistry
 from storage.client.api import LedgerClient
 
@@ -131,6 +131,7 @@ class Gateway:
         self._partitions: dict[str, tuple[int, float]] = {}  # topic path -> (count, valid until)
         self._load_at = time.monotonic()  # when the previous load report was made
         self._load_counts: dict[TopicName, _TopicCounts] = {}  # each topic's counters then
+        self._bundle_rates: dict[str, float] = {}  # smoothed rate of each owned bundle then
 
     # ------------------------------------------------------------ lifecycle
 
@@ -165,7 +166,8 @@ class Gateway:
         """Load for the load manager: *rates* since the previous report (the topics'
         counters are totals) - published messages/s in total, and messages/s in + out
         (published + delivered to subscriptions and readers) of each owned bundle,
-        every owned bundle listed - plus topics and sessions. One pass over the loaded
+        every owned bundle listed, smoothed over reports (``records.smoothed``: a
+        burst does not make a bundle look hot) - plus topics and sessions. One pass over the loaded
         topics and their subscriptions; it runs once per report interval."""
         now = time.monotonic()
         elapsed = now - self._load_at
@@ -193,11 +195,15 @@ class Gateway:
         def per_s(messages: int) -> float:
             return round(messages / elapsed, 3) if elapsed > 0 else 0.0
 
+        before = self._bundle_rates
+        self._bundle_rates = {
+            path: smoothed(before.get(path, 0.0), per_s(n)) for path, n in per_bundle.items()
+        }
         return LoadReport(
             topics=len(self.service.topics),
             sessions=self.sessions,
             msg_rate_in=per_s(published),
-            bundle_rates=tuple((path, per_s(n)) for path, n in per_bundle.items()),
+            bundle_rates=tuple(self._bundle_rates.items()),
         )
 
     # ------------------------------------------------------------ ownership

@@ -17,13 +17,15 @@ effects. One round, in this order:
 2. ``Assign`` every bundle that has no live owner (unowned, or owned by a gateway
    that is no longer registered) and no pending assignment, to the least loaded
    gateway; each assignment adds one bundle to that gateway's projected score.
-3. Spread to new gateways (registered less than ``new_gateway_ms`` ago, starting
-   at load 0): ``Unload`` bundles from the gateway with the most bundles to the
-   new one until every gateway's bundle count is within 1 of the new one's. Each
-   move takes the donor's coldest movable bundle (lowest reported rate, ties in
-   bundle order), so a hot bundle moves only when it is the donor's only movable one,
-   and only if the new gateway's score stays at or below the donor's afterwards (a
-   count move never makes the receiver the busier one, nor undoes a shed).
+3. Spread to new gateways (registered less than ``new_gateway_ms`` ago and more
+   than ``joined_after_ms`` after the oldest live one - gateways started together
+   are balanced by assignment, not by moves - starting at load 0): ``Unload``
+   bundles from the gateway with the most bundles to the new one until every
+   gateway's bundle count is within 1 of the new one's. Each move takes the
+   donor's coldest movable bundle (lowest reported rate, ties in bundle order), so
+   a hot bundle moves only when it is the donor's only movable one, and only if the
+   new gateway's score stays at or below the donor's afterwards (a count move
+   never makes the receiver the busier one, nor undoes a shed).
 4. Shed load: while a gateway's score is above ``overload_factor`` x the mean (and
    at least ``min_overload_score``), weigh moving each of its movable bundles to
    the least loaded other gateway. A bundle's load is ``bundle_weight`` +
@@ -68,7 +70,8 @@ class BalancePolicy:
     min_gain_fraction: float = 0.1  # a shed must lower max(source, target) by this x source (or see rule 4)
     max_moves_per_round: int = 2
     move_cooldown_ms: int = 60_000
-    new_gateway_ms: int = 300_000  # a gateway this young is "new" and gets bundles spread to it
+    new_gateway_ms: int = 300_000  # a gateway this young is "new" and gets bundles spread to it ...
+    joined_after_ms: int = 30_000  # ... if it started this long after the oldest (not at cluster start)
     assign_timeout_ms: int = 30_000  # an assignment not taken up within this is decided again
 
 
@@ -278,7 +281,13 @@ def _assign_unowned(r: _Round) -> None:
 
 
 def _spread_to_new(r: _Round, budget: int) -> int:
-    new = [g for g, info in r.live.items() if r.now_ms - info.started_ms < r.policy.new_gateway_ms]
+    oldest = min(info.started_ms for info in r.live.values())
+    new = [
+        g
+        for g, info in r.live.items()
+        if r.now_ms - info.started_ms < r.policy.new_gateway_ms
+        and info.started_ms - oldest > r.policy.joined_after_ms
+    ]
     moves = 0
     while moves < budget and new:
         target = min(new, key=lambda g: (r.counts[g], g))

@@ -27,6 +27,16 @@ BUNDLE_RATES_MAX = 10_000  # entries of ``bundleRates`` read from one report; th
 BUNDLE_PATH_MAX = 512  # a bundle path is at most 2 names (128) + a range (21) and two '/'
 
 
+RATE_HISTORY = 0.9  # weight of the past in a smoothed rate (Pulsar's loadBalancerHistoryResourcePercentage)
+
+
+def smoothed(previous: float, current: float, history: float = RATE_HISTORY) -> float:
+    """A rate smoothed over reports: ``history`` of the previous figure plus the rest of
+    the current one (a bundle seen for the first time starts from 0). With reports every
+    5 s the time constant is ~50 s: load that lasts is seen, a burst barely is."""
+    return round(history * previous + (1.0 - history) * current, 3)
+
+
 @dataclass(frozen=True, slots=True)
 class LoadReport:
     """A gateway's load as it reports it (all zero for a gateway that just started).

@@ -30,7 +30,7 @@ pytestmark = pytest.mark.component
 
 NS = NamespaceName("public", "default")
 TOPIC = TopicName.parse("persistent://public/default/my-topic")
-POLICY = BalancePolicy(max_moves_per_round=10, move_cooldown_ms=0, new_gateway_ms=600_000)
+POLICY = BalancePolicy(max_moves_per_round=10, move_cooldown_ms=0, new_gateway_ms=600_000, joined_after_ms=0)
 
 
 @dataclass

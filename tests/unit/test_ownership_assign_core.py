@@ -273,12 +273,23 @@ def test_counts_are_not_balanced_toward_a_busy_new_gateway() -> None:
     than the donor."""
     owners = owned(a=3, b=1)
     hot = rated({BUNDLES[3]: 10_000.0})  # b: 1 bundle + 10 for its rate = 11; a: 3 idle = 3
-    young = NOW - 1000
-    busy_b = gateways(gw("a", started_ms=young), gw("b", started_ms=young, load=hot))
-    view = ClusterView(busy_b, owners=owners)
-    assert unloads(decide(view, POLICY, NOW)) == []
-    idle = ClusterView(gateways(gw("a", started_ms=young), gw("b", started_ms=young)), owners=owners)
+    joined = NOW - 1000  # b joined a running cluster: a "new" gateway
+    busy_b = gateways(gw("a"), gw("b", started_ms=joined, load=hot))
+    assert unloads(decide(ClusterView(busy_b, owners=owners), POLICY, NOW)) == []
+    idle = ClusterView(gateways(gw("a"), gw("b", started_ms=joined)), owners=owners)
     assert [(e.from_gateway, e.to_gateway) for e in unloads(decide(idle, POLICY, NOW))] == [("a", "b")]
+
+
+def test_gateways_started_together_are_not_count_balanced_by_moves() -> None:
+    """At cluster start every gateway is young; none joined a running cluster, so the
+    bundles assignment placed are left where they are (moves close sessions)."""
+    together = NOW - 1000
+    view = ClusterView(
+        gateways(gw("a", started_ms=together), gw("b", started_ms=together + 5_000)), owners=owned(a=3, b=1)
+    )
+    assert unloads(decide(view, POLICY, NOW)) == []
+    late = ClusterView(gateways(gw("a"), gw("b", started_ms=together)), owners=owned(a=3, b=1))
+    assert len(unloads(decide(late, POLICY, NOW))) == 1  # b joined later: it gets one
 
 
 def test_spreading_to_a_new_gateway_takes_the_coldest_bundles() -> None:

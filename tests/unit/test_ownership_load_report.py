@@ -12,7 +12,7 @@ import pytest
 from gateway.api.gateway import Gateway
 from gateway.names import NamespaceName, TopicName
 from gateway.ownership.bundles import NamespaceBundle, bundle_ranges
-from gateway.ownership.records import BUNDLE_RATES_MAX, GatewayInfo, LoadReport
+from gateway.ownership.records import BUNDLE_RATES_MAX, GatewayInfo, LoadReport, smoothed
 
 pytestmark = pytest.mark.unit
 
@@ -102,18 +102,31 @@ def test_load_report_rates_per_owned_bundle_since_the_previous_report(
         sessions=3,
         _load_at=100.0,
         _load_counts={},
+        _bundle_rates={},
     )
     clock = iter([102.0, 104.0])
     monkeypatch.setattr("gateway.api.gateway.time.monotonic", lambda: next(clock))
 
     first = Gateway.load_report(gateway)
     assert first == LoadReport(
-        topics=3, sessions=3, msg_rate_in=75.0, bundle_rates=((P0, 120.0), (P1, 0.0))
-    )  # (100 + 40 + 10) / 2 s in; (100 + 40 in, 50 + 30 + 20 out) / 2 s on bundle 0
+        topics=3, sessions=3, msg_rate_in=75.0, bundle_rates=((P0, 12.0), (P1, 0.0))
+    )  # (100 + 40 + 10) / 2 s in; (100 + 40 in, 50 + 30 + 20 out) / 2 s = 120 on bundle 0, 0.1 of it
 
     topics[hot].msg_in = 300  # +200
     del topics[hot].subscriptions["s2"]  # its count goes with it: out is 70 (was 100) -> 0, not negative
     topics[also_hot] = FakeTopic(6)  # reloaded since: all its counts are new
     second = Gateway.load_report(gateway)
     assert second.msg_rate_in == pytest.approx((200 + 6 + 0) / 2)
-    assert second.bundle_rates == ((P0, 103.0), (P1, 0.0))
+    assert second.bundle_rates == ((P0, 21.1), (P1, 0.0))  # 0.9 x 12 + 0.1 x 103 (smoothed)
+
+
+def test_smoothed_rates_see_lasting_load_and_barely_a_burst() -> None:
+    rate = 0.0
+    rate = smoothed(rate, 30_000.0)  # one 5 s report of a burst
+    assert rate == 3_000.0
+    for _ in range(3):
+        rate = smoothed(rate, 0.0)
+    assert rate < 2_200.0  # the burst fades
+    for _ in range(60):  # five minutes of lasting load
+        rate = smoothed(rate, 10_000.0)
+    assert 9_900.0 < rate <= 10_000.0
