@@ -8,15 +8,15 @@ header only) to the log's ``MessageCounts``, then records the total in the list.
 
 Rules (DESIGN.md §3, §4; docs/decisions/0004): a ledger that is not CLOSED is
 opened with recovery, which fences its old writer at the storage nodes; an
-empty one is dropped. Users count messages, and Folio
-packs many messages into one entry. An owner that closes a ledger writes its
-total into the list; an owner that dies cannot, so the next owner knows that
-ledger only in entries (``LedgerInfo.messages == 0``) and would count one
-message per entry. Until the recount of a ledger ends its counts stay
-estimates; afterwards they are exact and survive the next ownership change.
-Reads go to the storage nodes in chunks of ``READ_ENTRIES_MAX`` entries, one
-chunk at a time, and never fill the entry cache; the task stops when the log
-closes or is fenced, and gives a ledger up after ``ATTEMPTS_MAX`` failed reads.
+empty one is dropped. Users count messages, and Folio packs many messages into
+one entry. An owner that closes a ledger writes its total into the list; an
+owner that dies cannot, so the next owner knows that ledger only in entries
+(``LedgerInfo.messages == 0``) and would count one message per entry. Until the
+recount of a ledger ends its counts stay estimates; afterwards they are exact
+and survive the next ownership change. Reads go to the storage nodes in chunks
+of ``CHUNK_ENTRIES`` entries, one chunk at a time, and never fill the entry
+cache; the task stops when the log closes or is fenced, and gives a ledger up
+after ``ATTEMPTS_MAX`` failed reads.
 """
 
 from __future__ import annotations
