@@ -3,7 +3,12 @@
 Owns: the journal's in-memory records (bytes waiting for their group) and the
 execution of the core's effects. Runs entirely on the event-loop thread (one
 owner, no locks); the only other thread is the sync thread, which fdatasyncs
-the fds of the one ``SyncJob`` it was handed.
+the fds of the one ``SyncJob`` it was handed. A small group (at most
+``INLINE_SYNC_RECORDS`` records and ``INLINE_SYNC_BYTES`` bytes: light load) is
+synced on the loop thread instead: that blocks the loop for one short fdatasync
+(~0.2 ms here) but saves the thread hand-off (~45 us of CPU and as much latency
+per sync, measured); larger groups keep the thread, so the sync overlaps reading
+the next group (syncing 128 KiB entries inline cost W1 1 KiB ~15 %, measured).
 Rule (DESIGN §3 durability contract): a record's ``on_durable`` callback runs
 only after an fdatasync covering it returned; an fdatasync failure is fatal.
 """
@@ -23,7 +28,8 @@ from storage.node.journal_io import Buffer, JournalWriter, SyncJob, fatal
 
 log = logging.getLogger("folio.storage.journal")
 
-INLINE_SYNC_RECORDS = 4  # groups up to this size are synced on the loop thread
+INLINE_SYNC_RECORDS = 4  # groups up to this size are synced on the loop thread ...
+INLINE_SYNC_BYTES = 64 * 1024  # ... if they hold at most this many journal bytes
 
 DurableCallback = Callable[[list[Any]], None]
 SyncObserver = Callable[[float, int], None]  # (seconds, records in the batch)
@@ -130,9 +136,11 @@ class Journal:
 
     def _start_sync(self, sync: Sync) -> None:
         job: SyncJob = self._writer.take_sync_job()
-        self._sync_position = self._writer.position
+        before, self._sync_position = self._sync_position, self._writer.position
         count = len(sync.record_ids)
-        if count <= INLINE_SYNC_RECORDS and not self._writer.failpoints.fsync_delay_ms:
+        file_id, offset = self._sync_position
+        small = before[0] == file_id and offset - before[1] <= INLINE_SYNC_BYTES
+        if count <= INLINE_SYNC_RECORDS and small and not self._writer.failpoints.fsync_delay_ms:
             future: asyncio.Future[float] = self._loop.create_future()
             try:
                 future.set_result(self._writer.run_sync(job))

@@ -182,6 +182,23 @@ def test_fsync_error_of_a_large_group_is_fatal_too(
     assert "sync thread" in fatal_lines[0], fatal_lines
 
 
+def test_fsync_error_of_one_large_record_is_fatal_on_the_sync_thread(
+    nodes: list[NodeProcess], tmp_path: Path, etcd_endpoint: str, ns: str
+) -> None:
+    """A group of one record above INLINE_SYNC_BYTES (64 KiB) is synced on the sync
+    thread too (storage/node/journal.py); its fdatasync error is fatal."""
+    env = {"FOLIO_FAILPOINT_FSYNC_ERROR_AFTER": "1"}
+    node = new_node(nodes, tmp_path, etcd_endpoint, ns, env=env).start()
+    put_ledger(etcd_endpoint, ns, 1)
+    with node.client() as c:
+        request = c.send(wire.Op.ADD, wire.add_body(wire.encode_entry(1, 0, -1, b"x" * 100 * 1024)))
+        with pytest.raises(ConnectionError):
+            c.recv(request)
+    assert node.wait(10) == 70
+    fatal_lines = [line for line in node.log_text().splitlines() if line.startswith("FATAL")]
+    assert len(fatal_lines) == 1 and "sync thread" in fatal_lines[0], node.log_tail()
+
+
 def test_bad_input_hurts_only_the_bad_connection(
     nodes: list[NodeProcess], tmp_path: Path, etcd_endpoint: str, ns: str
 ) -> None:
