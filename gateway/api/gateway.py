@@ -33,7 +33,7 @@ from gateway.broker.topic import Topic, TopicPolicies
 from gateway.meta.namespaces import NamespaceStore
 from gateway.meta.policies import Policies
 from gateway.names import NamespaceName, TopicName
-from gateway.ownership.bundles import BundleRange, NamespaceBundle, topic_hash
+from gateway.ownership.bundles import BundleRange, NamespaceBundle
 from gateway.ownership.load_manager import LoadManager
 from gateway.ownership.owner import LossReason, OwnerInfo, OwnershipManager
 from gateway.ownership.records import LoadReport, smoothed
@@ -167,14 +167,11 @@ class Gateway:
         counters are totals) - published messages/s in total, and messages/s in + out
         (published + delivered to subscriptions and readers) of each owned bundle,
         every owned bundle listed, smoothed over reports (``records.smoothed``: a
-        burst does not make a bundle look hot) - plus topics and sessions. One pass over the loaded
-        topics and their subscriptions; it runs once per report interval."""
+        burst does not make a bundle look hot) - plus topics and sessions. One pass
+        over the loaded topics and their subscriptions, once per report interval."""
         now = time.monotonic()
         elapsed = now - self._load_at
-        owned: dict[NamespaceName, list[NamespaceBundle]] = {}
-        for bundle in self.ownership.owned_bundles():
-            owned.setdefault(bundle.namespace, []).append(bundle)
-        per_bundle = {bundle.path: 0 for bundles in owned.values() for bundle in bundles}
+        per_bundle = {bundle.path: 0 for bundle in self.ownership.owned_bundles()}
         published = 0
         counts: dict[TopicName, _TopicCounts] = {}
         for name, topic in self.service.topics.items():
@@ -182,13 +179,9 @@ class Gateway:
             counts[name] = now_counts
             msgs_in, msgs_out = now_counts.since(self._load_counts.get(name))
             published += msgs_in
-            bundles = owned.get(name.namespace_name)
-            if bundles:
-                h = topic_hash(str(name))  # NamespaceBundle.contains, hashing once
-                for bundle in bundles:
-                    if bundle.range.contains(h):
-                        per_bundle[bundle.path] += msgs_in + msgs_out
-                        break
+            bundle = self.ownership.owned_bundle_of(name)
+            if bundle is not None and bundle.path in per_bundle:
+                per_bundle[bundle.path] += msgs_in + msgs_out
         self._load_counts = counts
         self._load_at = now
 

@@ -26,12 +26,11 @@ DECODED_CACHE_BYTES = 32 * 1024 * 1024
 
 
 class DecodedEntries:
-    __slots__ = ("_bytes", "_decoded", "_last", "_log", "_messages", "_sizes")
+    __slots__ = ("_bytes", "_decoded", "_last", "_log", "_messages")
 
     def __init__(self, log: ManagedLog) -> None:
         self._log = log
-        self._decoded: OrderedDict[Position, list[EntryMessage]] = OrderedDict()
-        self._sizes: dict[Position, int] = {}  # entry bytes of each decoded entry
+        self._decoded: OrderedDict[Position, tuple[list[EntryMessage], int]] = OrderedDict()  # + bytes
         self._messages = 0  # decoded messages held
         self._bytes = 0  # entry bytes held
         self._last: tuple[int, int, list[EntryMessage]] | None = None  # of messages_at
@@ -45,10 +44,9 @@ class DecodedEntries:
         """The messages of the entry at ``position`` whose bytes are ``payload``."""
         cached = self._decoded.get(position)
         if cached is not None:
-            return cached
+            return cached[0]
         decoded = decode_entry(payload)
-        self._decoded[position] = decoded
-        self._sizes[position] = len(payload)
+        self._decoded[position] = (decoded, len(payload))
         self._messages += len(decoded)
         self._bytes += len(payload)
         while len(self._decoded) > 1 and (
@@ -56,16 +54,16 @@ class DecodedEntries:
             or self._messages > DECODED_CACHE_MESSAGES
             or self._bytes > DECODED_CACHE_BYTES
         ):
-            old, old_messages = self._decoded.popitem(last=False)
+            _, (old_messages, old_bytes) = self._decoded.popitem(last=False)
             self._messages -= len(old_messages)
-            self._bytes -= self._sizes.pop(old)
+            self._bytes -= old_bytes
         return decoded
 
     def cached_messages(self, position: Position) -> list[EntryMessage] | None:
         """The messages at ``position`` if decoded or in the log's cache (no I/O), else None."""
         cached = self._decoded.get(position)
         if cached is not None:
-            return cached
+            return cached[0]
         payload = self._log.cache.get(position)
         return None if payload is None else self.messages(position, payload)
 

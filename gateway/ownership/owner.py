@@ -180,13 +180,15 @@ class OwnershipManager:
 
     def is_owner(self, topic: TopicName) -> bool:
         """True if this gateway holds the bundle containing ``topic`` and its lease is valid."""
-        if not self.session.is_valid():
-            return False
+        return self.session.is_valid() and self.owned_bundle_of(topic) is not None
+
+    def owned_bundle_of(self, topic: TopicName) -> NamespaceBundle | None:
+        """The bundle of ours that contains ``topic`` (None: not ours), lease aside."""
         ranges = self._mine.get(topic.namespace_name)
         if not ranges:
-            return False
+            return None
         h = topic_hash(str(topic))
-        return any(r.contains(h) for r in ranges)
+        return next((NamespaceBundle(topic.namespace_name, r) for r in ranges if r.contains(h)), None)
 
     def owns(self, bundle: NamespaceBundle) -> bool:
         return self.session.is_valid() and bundle.range in self._mine.get(bundle.namespace, {})

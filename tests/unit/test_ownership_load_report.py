@@ -96,9 +96,13 @@ def test_load_report_rates_per_owned_bundle_since_the_previous_report(
         also_hot: FakeTopic(40),
         elsewhere: FakeTopic(10),  # its bundle is not owned (any more): counted in msgRateIn only
     }
+    owned = {BUNDLES[0], BUNDLES[1]}
     gateway: Any = SimpleNamespace(
         service=SimpleNamespace(topics=topics),
-        ownership=SimpleNamespace(owned_bundles=lambda: {BUNDLES[0], BUNDLES[1]}),
+        ownership=SimpleNamespace(
+            owned_bundles=lambda: owned,
+            owned_bundle_of=lambda topic: next((b for b in owned if b.contains(topic)), None),
+        ),
         sessions=3,
         _load_at=100.0,
         _load_counts={},

@@ -205,7 +205,9 @@ class Dispatcher(Protocol):
 
     def on_permits(self, consumer_id: ConsumerId, n: int, now_ms: int) -> list[Effect]: ...
 
-    def on_messages(self, messages: Sequence[Message], now_ms: int) -> list[Effect]: ...
+    def on_messages(self, messages: Sequence[Message], now_ms: int) -> list[Effect]:
+        """Messages as read from the log, in log order (the dispatchers rely on it)."""
+        ...
 
     def on_ack(
         self, consumer_id: ConsumerId, positions: Iterable[MessagePosition], now_ms: int
