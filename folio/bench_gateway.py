@@ -12,7 +12,10 @@ or ``--seconds``, ``--window`` messages un-acked in flight, and counts only ok
 replies (ok = stored on 2 storage nodes with fsync); W3 drains the backlog
 W1-100B of the same mode just left, acking every message; W2 offers
 ``--w2-rate`` msg/s of 100 B for ``--w2-seconds`` and measures end-to-end
-latency with a consumer in another process, plus pub-ack latency. Each run
+latency with a consumer in another process, plus pub-ack latency (the producer
+sleeps at least one 1 ms timer tick between sends; ``--w2-pacing spin`` makes
+it spin on sub-tick sleeps as the peer harness's producer does, which costs
+the client a core). Each run
 opens its connection before the clock starts (the topic is loaded then);
 REST sends one unmeasured message first for the same reason. Prints figures;
 asserts nothing.
@@ -47,7 +50,7 @@ from folio.bench_gateway_load import (
 )
 from folio.bench_gateway_report import Row, format_row, format_table, latency_columns, merge_reps, peer_rows
 from folio.bench_gateway_tools import Profiler, print_profiles, py_spy, run_peers
-from folio.bench_gateway_w2 import W2Result, run_w2
+from folio.bench_gateway_w2 import W2Pace, W2Result, run_w2
 from folio.bench_ledger import free_ports
 from folio.supervisor import LocalCluster
 from storage.runtime import tune_gc
@@ -69,6 +72,7 @@ class Settings:
     reps: int
     w2_seconds: float
     w2_rate: float
+    w2_spin: bool
     settle: float
 
 
@@ -195,7 +199,8 @@ async def w2(s: Settings, target: Target, topic: str, mode: str, rep: int) -> li
         return CpuMonitor(groups).start().stop
 
     try:
-        result, cpu = await run_w2(ws_base, topic, s.w2_rate, s.w2_seconds, mode == "ws-batch", start_cpu)
+        pace = W2Pace(s.w2_rate, s.w2_seconds, spin=s.w2_spin)
+        result, cpu = await run_w2(ws_base, topic, pace, mode == "ws-batch", start_cpu)
     finally:
         if profiler is not None:
             profiler.stop()
@@ -292,6 +297,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
         reps=max(1, args.reps),
         w2_seconds=args.w2_seconds,
         w2_rate=args.w2_rate,
+        w2_spin=args.w2_pacing == "spin",
         settle=args.settle,
     )
 
@@ -346,7 +352,8 @@ def run_bench(args: argparse.Namespace) -> int:
     print(
         f"folio bench gateway: {target.http_url}, modes {','.join(s.modes)}, window {s.window},"
         f" batch {s.batch}, W1 <= {s.msgs:,} msgs / {s.seconds:g} s, W2 {s.w2_rate:g} msg/s x"
-        f" {s.w2_seconds:g} s, {s.reps} rep(s), {os.cpu_count()} CPUs{profiled}",
+        f" {s.w2_seconds:g} s ({'spin' if s.w2_spin else 'tick'} pacing), {s.reps} rep(s),"
+        f" {os.cpu_count()} CPUs{profiled}",
         flush=True,
     )
     try:

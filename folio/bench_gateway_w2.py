@@ -8,7 +8,11 @@ bytes, big-endian, then the sequence number) and records send -> ok reply
 (pub-ack latency); the consumer records receive time - stamp for every message
 and acks it. Mode ``ws``: one frame per message, per-message delivery and
 acks; ``ws-batch``: what is due at each tick goes in one batch frame, batched
-delivery and acks. Bounded: the producer sends exactly ``rate * seconds``
+delivery and acks. Pacing: the producer sends what is due, then sleeps until the next
+message is due but at least one timer tick (1 ms: uvloop's timers count whole
+milliseconds, so a shorter sleep returns at once and the loop spins a core
+that the servers need); ``spin`` keeps the peer harness's loop (sleep
+``max(0, due - now)``) for a like-for-like comparison. Bounded: the producer sends exactly ``rate * seconds``
 messages, every wait has a timeout, the consumer stops at its deadline.
 """
 
@@ -35,6 +39,25 @@ READY = "FOLIO-W2 READY"
 PAYLOAD_BYTES = 100
 CHILD_START_S = 30.0
 SETTLE_S = 0.5
+PACE_TICK_S = 0.001  # the event loop's timer resolution
+
+
+@dataclass(frozen=True)
+class W2Pace:
+    rate: float  # offered msg/s
+    seconds: float
+    spin: bool = False  # sleep max(0, due - now) as the peer harness does
+
+    @property
+    def expected(self) -> int:
+        return max(1, int(self.rate * self.seconds))
+
+    def sleep_s(self, start: float, sent: int, now: float) -> float:
+        """How long the producer sleeps after sending ``sent`` messages."""
+        wait = start + sent / self.rate - now
+        return max(0.0, wait) if self.spin else max(PACE_TICK_S, wait)
+
+
 CHILD_LINE_MAX = 64 * 1024 * 1024
 REPO = str(Path(__file__).resolve().parents[1])
 
@@ -62,7 +85,8 @@ def stamped(seq: int) -> bytes:
 # ---------------------------------------------------------------- producer (bench process)
 
 
-async def produce_paced(ws_url: str, rate: float, expected: int, batched: bool, result: W2Result) -> None:
+async def produce_paced(ws_url: str, pace: W2Pace, batched: bool, result: W2Result) -> None:
+    expected = pace.expected
     sent_at = [0.0] * expected
     ws = await ws_connect(ws_url)
 
@@ -84,7 +108,7 @@ async def produce_paced(ws_url: str, rate: float, expected: int, batched: bool, 
     try:
         i = 0
         while i < expected and not reader.done():
-            due = min(expected, int((time.perf_counter() - start) * rate) + 1)
+            due = min(expected, int((time.perf_counter() - start) * pace.rate) + 1)
             if due > i:
                 frames = []
                 for j in range(i, due):
@@ -96,7 +120,7 @@ async def produce_paced(ws_url: str, rate: float, expected: int, batched: bool, 
                     for frame in frames:
                         await ws.send(orjson.dumps(frame), text=True)
                 i = due
-            await asyncio.sleep(max(0.0, start + i / rate - time.perf_counter()))
+            await asyncio.sleep(pace.sleep_s(start, i, time.perf_counter()))
         result.sent = i
         result.send_seconds = time.perf_counter() - start
         async with asyncio.timeout(DRAIN_S):
@@ -110,13 +134,13 @@ async def produce_paced(ws_url: str, rate: float, expected: int, batched: bool, 
 
 
 async def run_w2(
-    ws_base: str, topic: str, rate: float, seconds: float, batched: bool, on_start: CpuHook
+    ws_base: str, topic: str, pace: W2Pace, batched: bool, on_start: CpuHook
 ) -> tuple[W2Result, dict[str, float]]:
     """Start the consumer process, wait until it is subscribed, then pace the producer.
     ``on_start(child_pid)`` starts CPU accounting and returns the function that stops it.
     The child prints READY, later one JSON line with its latencies, then waits for stdin to
     close, so its CPU can still be read from /proc when accounting stops."""
-    expected = max(1, int(rate * seconds))
+    expected, seconds = pace.expected, pace.seconds
     result = W2Result(expected)
     cmd = ["-m", "folio.bench_gateway_w2", "consume", "--url", ws_base, "--topic", topic]
     cmd += ["--expected", str(expected), "--seconds", str(seconds + DRAIN_S)]
@@ -133,7 +157,7 @@ async def run_w2(
             raise RuntimeError(f"W2 consumer did not start: {line!r}")
         await asyncio.sleep(SETTLE_S)
         stop_cpu = on_start(child.pid)
-        await produce_paced(producer_url(ws_base, topic), rate, expected, batched, result)
+        await produce_paced(producer_url(ws_base, topic), pace, batched, result)
         line = await asyncio.wait_for(child.stdout.readline(), seconds + 2 * DRAIN_S)
         cpu = stop_cpu()
         data = orjson.loads(line)

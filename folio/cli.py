@@ -51,6 +51,12 @@ def _parser() -> argparse.ArgumentParser:
     gw.add_argument("--reps", type=int, default=1, help="repetitions (the table shows medians)")
     gw.add_argument("--w2-seconds", type=float, default=10.0)
     gw.add_argument("--w2-rate", type=float, default=2000.0, help="W2 offered msg/s")
+    gw.add_argument(
+        "--w2-pacing",
+        choices=("tick", "spin"),
+        default="tick",
+        help="W2 producer: sleep at least one timer tick (1 ms), or spin as the peer harness does",
+    )
     gw.add_argument("--settle", type=float, default=1.0, help="pause between runs (s)")
     gw.add_argument("--wait-idle", type=float, default=0.0, help="wait up to N s for a quiet box first")
     gw.add_argument("--peers", action="store_true", help="also run the NATS/Redis peer harness")

@@ -6,6 +6,7 @@ import pytest
 
 from folio.bench_cpu import cpu_percentages
 from folio.bench_gateway_report import Row, format_row, merge_reps, peer_rows, profile_top, server_cpu
+from folio.bench_gateway_w2 import PACE_TICK_S, W2Pace
 
 pytestmark = pytest.mark.unit
 
@@ -74,3 +75,15 @@ def test_profile_top_counts_self_and_total_per_function() -> None:
     assert samples == 10
     assert ranked == [("parse (proto/frames.py)", 70.0, 70.0), ("serve (gateway/main.py)", 30.0, 90.0)]
     assert profile_top("") == (0, [])
+
+
+def test_w2_tick_pacing_never_sleeps_below_a_timer_tick_and_spin_pacing_does() -> None:
+    # uvloop rounds timers to whole ms: a 0.4 ms sleep returns at once, so the
+    # producer would spin a core. Tick pacing sleeps a tick and sends what is due then.
+    tick = W2Pace(2000.0, 10.0)
+    spin = W2Pace(2000.0, 10.0, spin=True)
+    assert tick.expected == spin.expected == 20_000
+    assert tick.sleep_s(start=0.0, sent=1, now=0.0001) == PACE_TICK_S
+    assert spin.sleep_s(start=0.0, sent=1, now=0.0001) == pytest.approx(0.0004)
+    assert spin.sleep_s(start=0.0, sent=1, now=0.001) == 0.0
+    assert tick.sleep_s(start=0.0, sent=10, now=0.001) == pytest.approx(0.004)  # ahead: the due time
