@@ -8,16 +8,16 @@ is log order; ``entry_id = -1`` means "before entry 0 of that ledger".
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 NO_BATCH = -1  # batch index of a message that is the whole entry
 
 
-# Positions, messages and deliveries are built per message on the delivery path: they are
-# immutable by convention (never assigned after construction) but not ``frozen``, whose
-# __init__ costs ~2.4x (object.__setattr__ per field); ``unsafe_hash`` keeps them hashable.
-@dataclass(slots=True, order=True, unsafe_hash=True)
-class Position:
+# Positions are hashed, compared and used as dict keys several times per delivered
+# message (cursor, pending tracker, dispatch queues): as tuples these run in C (~45 ns
+# against ~125 ns for a dataclass's generated __hash__/__eq__/__lt__), which outweighs
+# the slower construction (~240 against ~140 ns).
+class Position(NamedTuple):
     ledger_id: int
     entry_id: int
 
@@ -25,8 +25,7 @@ class Position:
         return f"{self.ledger_id}:{self.entry_id}"
 
 
-@dataclass(slots=True, order=True, unsafe_hash=True)  # immutable by convention (above)
-class MessagePosition:
+class MessagePosition(NamedTuple):
     ledger_id: int
     entry_id: int
     batch_index: int = NO_BATCH
