@@ -417,12 +417,13 @@ class Subscription:
             cursor.on_read(position, count)
             last = position
             ledger_id, entry_id = position.ledger_id, position.entry_id
-            if cursor.is_acked(MessagePosition(ledger_id, entry_id)):
+            acked = cursor.acked_mask(position)
+            if acked < 0:
                 continue  # the whole entry is acked
             for index, message in enumerate(decoded):
-                mp = MessagePosition(ledger_id, entry_id, index if count > 1 else NO_BATCH)
-                if count > 1 and cursor.is_acked(mp):
+                if acked and acked >> index & 1:
                     continue
+                mp = MessagePosition(ledger_id, entry_id, index if count > 1 else NO_BATCH)
                 slot = sticky_slot(message.ordering_key, message.key) if keyed else 0
                 messages.append(Message(mp, slot, message.deliver_at_ms))
             if len(messages) >= budget:

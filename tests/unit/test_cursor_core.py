@@ -67,12 +67,13 @@ def test_batch_index_acks_complete_an_entry() -> None:
     assert c.ack(m(3, 0, 0), LOG)
     assert not c.ack(m(3, 0, 0), LOG)  # idempotent
     assert c.is_acked(m(3, 0, 0)) and not c.is_acked(m(3, 0, 1)) and not c.is_acked(m(3, 0))
+    assert c.acked_mask(Position(3, 0)) == 0b101 and c.acked_mask(Position(3, 1)) == 0
     assert c.partially_acked_entries == 1
     assert c.backlog(LOG) == 8  # a partly acked batch still counts
     assert c.ack(m(3, 0, 1), LOG)
     assert c.mark_delete == Position(3, 0)
     assert c.partially_acked_entries == 0
-    assert c.is_acked(m(3, 0)) and c.is_acked(m(3, 0, 1))
+    assert c.is_acked(m(3, 0)) and c.is_acked(m(3, 0, 1)) and c.acked_mask(Position(3, 0)) == -1
 
 
 def test_entry_ack_covers_a_partly_acked_batch_and_single_message_batch_index() -> None:

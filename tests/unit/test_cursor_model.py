@@ -211,9 +211,12 @@ class CursorMachine(RuleBasedStateMachine):
             assert self.cursor.is_acked(MessagePosition(entry.ledger_id, entry.entry_id)) == self.model.full(
                 entry
             )
+            mask = self.cursor.acked_mask(entry)
+            assert (mask == -1) == self.model.full(entry)
             for i in range(size):
                 message = MessagePosition(entry.ledger_id, entry.entry_id, i)
                 assert self.cursor.is_acked(message) == ((entry, i) in self.model.acked)
+                assert self.model.full(entry) or bool(mask >> i & 1) == ((entry, i) in self.model.acked)
 
     @invariant()
     def ranges_are_sorted_disjoint_and_after_mark_delete(self) -> None:
