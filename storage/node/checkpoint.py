@@ -1,9 +1,12 @@
-"""The checkpoint file: what is durable outside the journal (BookKeeper's LastLogMark).
+"""The checkpoint file: ledger states up to a journal mark (BookKeeper's LastLogMark).
 
-Owns: ``data_dir/checkpoint.json`` and the node-id cookie ``data_dir/NODE_ID``.
-Rule: written as tmp + fsync + rename + fsync(dir), only after the entry logs
-and index files it points at are fsynced; journal files before
-``journal`` may be deleted only after this file is durable.
+Owns: ``data_dir/checkpoint.json``, the node-id cookie ``data_dir/NODE_ID`` and
+refusing data dirs of the old on-disk format (docs/decisions/0002).
+Rules: written as tmp + fsync + rename + fsync(dir), only after the index files
+of the journal files before ``journal``'s file are durable; only after it is
+durable may those files be reclaimed. A data dir with a version-1 checkpoint or
+an ``entrylogs/`` dir (the format with a second copy of every entry) is refused:
+no migration (pre-release).
 """
 
 from __future__ import annotations
@@ -14,17 +17,21 @@ from pathlib import Path
 
 import orjson
 
-from storage.node.entry_log import fsync_dir
+from storage.node.journal_io import fsync_dir
 
 CHECKPOINT_FILE = "checkpoint.json"
 COOKIE_FILE = "NODE_ID"
-VERSION = 1
+OLD_ENTRY_LOG_DIR = "entrylogs"
+VERSION = 2
+
+
+class UnsupportedDataDir(Exception):
+    """The data dir was written by another on-disk format; the node must not start."""
 
 
 @dataclass(frozen=True, slots=True)
 class Checkpoint:
-    journal: tuple[int, int]  # replay journal records after (file id, offset)
-    entry_log: tuple[int, int]  # entry logs are valid up to (log id, size)
+    journal: tuple[int, int]  # (file id, offset): records up to here are in ``ledgers``
     ledgers: dict[int, tuple[bool, int, int]] = field(default_factory=dict)  # id -> fenced, lac, last
 
     def to_json(self) -> bytes:
@@ -32,7 +39,6 @@ class Checkpoint:
             {
                 "version": VERSION,
                 "journal": list(self.journal),
-                "entryLog": list(self.entry_log),
                 "ledgers": [[lid, f, lac, last] for lid, (f, lac, last) in self.ledgers.items()],
             }
         )
@@ -41,10 +47,10 @@ class Checkpoint:
     def from_json(data: bytes) -> Checkpoint:
         raw = orjson.loads(data)
         if raw.get("version") != VERSION:
-            raise ValueError(f"unsupported checkpoint version {raw.get('version')}")
+            version = raw.get("version")
+            raise UnsupportedDataDir(f"unsupported checkpoint version {version} (expected {VERSION})")
         return Checkpoint(
             journal=(int(raw["journal"][0]), int(raw["journal"][1])),
-            entry_log=(int(raw["entryLog"][0]), int(raw["entryLog"][1])),
             ledgers={int(i): (bool(f), int(lac), int(last)) for i, f, lac, last in raw["ledgers"]},
         )
 
@@ -62,11 +68,24 @@ def write_atomically(directory: Path, name: str, data: bytes) -> None:
 
 
 def load_checkpoint(data_dir: Path) -> Checkpoint | None:
-    path = data_dir / CHECKPOINT_FILE
+    """The last checkpoint, or None for a fresh dir. Raises ``UnsupportedDataDir``
+    (one line naming the problem) for a data dir of the old entry-log format."""
+    old = data_dir / OLD_ENTRY_LOG_DIR
     try:
-        return Checkpoint.from_json(path.read_bytes())
+        checkpoint = Checkpoint.from_json((data_dir / CHECKPOINT_FILE).read_bytes())
     except FileNotFoundError:
-        return None
+        checkpoint = None
+    except UnsupportedDataDir as exc:
+        raise UnsupportedDataDir(
+            f"data dir {data_dir} was written by an older storage format ({exc}); this node keeps "
+            "entries only in journal files and cannot read it (no migration: move or wipe the dir)"
+        ) from None
+    if old.exists():
+        raise UnsupportedDataDir(
+            f"data dir {data_dir} has {old} (the old entry-log storage format); this node keeps "
+            "entries only in journal files and cannot read it (no migration: move or wipe the dir)"
+        )
+    return checkpoint
 
 
 def save_checkpoint(data_dir: Path, checkpoint: Checkpoint) -> None:

@@ -1,9 +1,12 @@
-"""The entry index: (ledger, entry) -> (entry log, offset, length), and its files.
+"""The entry index: (ledger, entry) -> (journal file, offset, length), and its files.
 
-Owns: the in-memory per-ledger index and the ``<log>.idx`` file format
+Owns: the in-memory per-ledger index and the ``journal/<id>.idx`` file format
 (docs/decisions/0002). Pure data structures plus two small file helpers.
-Rule: an index file is written once, for a sealed entry log, and only trusted
-when its trailing crc32c matches; otherwise the log itself is scanned.
+A location is ``file id << 32 | offset``: the offset of the entry's wire bytes
+inside its journal file (just after the ADD record's 9-byte header).
+Rule: an index file is written once, for a sealed journal file wholly behind a
+checkpoint mark, and only trusted when its trailing crc32c matches; otherwise
+the journal file itself is scanned.
 
 Index file = ``FOLIOX01`` | u64 count | count x (i64 ledger, i64 entry,
 i64 offset, i64 length) little-endian | u32 crc32c of everything before.
@@ -25,8 +28,8 @@ GAP_SLOTS_MAX = 65_536  # farther-away entry ids go to a small dict, not a huge 
 MISSING = -1
 
 
-def pack_location(log_id: int, offset: int) -> int:
-    return (log_id << 32) | offset
+def pack_location(file_id: int, offset: int) -> int:
+    return (file_id << 32) | offset
 
 
 def unpack_location(location: int) -> tuple[int, int]:
@@ -99,22 +102,25 @@ class EntryIndex:
     def __init__(self) -> None:
         self._ledgers: dict[int, LedgerIndex] = {}
 
-    def put(self, ledger_id: int, entry_id: int, log_id: int, offset: int, length: int) -> None:
+    def put(self, ledger_id: int, entry_id: int, file_id: int, offset: int, length: int) -> None:
+        self.put_location(ledger_id, entry_id, (file_id << 32) | offset, length)
+
+    def put_location(self, ledger_id: int, entry_id: int, location: int, length: int) -> None:
         index = self._ledgers.get(ledger_id)
         if index is None:
             index = self._ledgers[ledger_id] = LedgerIndex(entry_id)
-        index.put(entry_id, (log_id << 32) | offset, length)
+        index.put(entry_id, location, length)
 
     def get(self, ledger_id: int, entry_id: int) -> tuple[int, int, int] | None:
-        """(log id, offset, length) or None."""
+        """(file id, offset, length) or None."""
         index = self._ledgers.get(ledger_id)
         if index is None:
             return None
         found = index.get(entry_id)
         if found is None:
             return None
-        log_id, offset = unpack_location(found[0])
-        return log_id, offset, found[1]
+        file_id, offset = unpack_location(found[0])
+        return file_id, offset, found[1]
 
     def has_ledger(self, ledger_id: int) -> bool:
         return ledger_id in self._ledgers

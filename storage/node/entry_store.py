@@ -1,332 +1,250 @@
-"""Entry storage of a node: entry logs + index + write cache, off the ack path.
+"""Entry storage of a node: the index over the journal files, index files, reads, reclaim.
 
-Owns: where every durable entry lives after the journal acked it, the bounded
-in-memory write cache, background appends to entry logs, flushes for
-checkpoints, and reclaiming logs of deleted ledgers (docs/decisions/0002).
-Runs on the event-loop thread; file work goes to one entry-log write thread
-(in submission order) and a small read pool.
+Owns: where every durable entry lives (inside its ADD record in a journal file:
+the journal is the only copy), the per-journal-file index records and ledger
+sets, the ``journal/<id>.idx`` files of sealed journal files, the read fds, and
+deleting journal files of deleted ledgers (docs/decisions/0002).
+Runs on the event-loop thread; file work goes to a small read pool and to one
+file thread (index files, deletes).
 Rules:
-- ``append`` is called only for entries already durable in the journal; it
-  never blocks: bytes are queued and written by the background thread;
-- an entry stays in the cache at least until its bytes are in the log file,
-  so every indexed entry is readable at every moment;
-- ``flush(sync=True)`` returns the log position it made durable (with index
-  files of sealed logs); only then may the journal before it be trimmed;
-- a sealed log whose ledgers are all deleted is removed (logs that are only
-  partly dead are kept: no compaction).
+- ``put`` is called only for entries already durable in the journal (after the
+  fdatasync covering their record), so every indexed entry is readable;
+- an index file is written (tmp + fsync + rename, then fsync of the directory)
+  for each journal file wholly before a checkpoint's mark, before that
+  checkpoint.json is written; a write or fsync error there is fatal;
+- a journal file is deleted (with its index file) only when it is wholly before
+  the mark of the last *completed* checkpoint, its index file is durable and all
+  its ledgers are deleted: never the active file nor the mark's file, so
+  restart (which replays from the mark's file) never misses a record. Files
+  that are only partly dead are kept: no compaction.
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import errno
 import logging
 import os
 from array import array
-from collections import deque
+from collections.abc import Iterable
 from pathlib import Path
 
-from storage.node.entry_index import EntryIndex, decode_index_file
-from storage.node.entry_log import (
-    LOG_MAGIC,
-    REC_LEN,
-    EntryLogWriter,
-    FlushJob,
-    idx_path,
-    list_log_ids,
-    log_path,
-    read_at,
-    scan_log,
+from storage import wire
+from storage.node.entry_index import EntryIndex, decode_index_file, encode_index_file
+from storage.node.journal_io import (
+    TYPE_ADD,
+    fatal,
+    fsync_dir,
+    index_path,
+    journal_path,
+    list_journal_ids,
+    scan_file,
 )
-from storage.node.journal_io import Buffer
 
 log = logging.getLogger("folio.storage.entries")
 
-LOG_ROTATE_BYTES = 64 * 1024 * 1024
-CACHE_MAX_BYTES = 64 * 1024 * 1024
-FLUSH_BYTES = 1024 * 1024
-UNFLUSHED_MAX_BYTES = 128 * 1024 * 1024  # beyond this the node refuses adds (overloaded)
-
-Key = tuple[int, int]
-Location = tuple[int, int, int]  # log id, offset, length
-_LEN_PACK = REC_LEN.pack
+Location = tuple[int, int, int]  # journal file id, offset of the wire entry, length
+_LOW32 = 0xFFFFFFFF
+_ENTRY_HEAD = wire.ENTRY_HEADER.size
 
 
 class EntryStore:
-    def __init__(
-        self,
-        directory: Path,
-        rotate_bytes: int = LOG_ROTATE_BYTES,
-        cache_max_bytes: int = CACHE_MAX_BYTES,
-        flush_bytes: int = FLUSH_BYTES,
-        unflushed_max_bytes: int = UNFLUSHED_MAX_BYTES,
-    ) -> None:
-        self.directory = directory
-        self.rotate_bytes = rotate_bytes
-        self.cache_max_bytes = cache_max_bytes
-        self.flush_bytes = flush_bytes
-        self.unflushed_max_bytes = unflushed_max_bytes
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory  # the journal dir
         self.index = EntryIndex()
-        self._writer = EntryLogWriter(directory)
-        self._write_exec = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="entrylog-write")
-        self._read_exec = concurrent.futures.ThreadPoolExecutor(2, thread_name_prefix="entrylog-read")
-        self._log_ledgers: dict[int, set[int]] = {}
-        self._active_id = 1
-        self._active_size = len(LOG_MAGIC)
-        self._active_idx = array("q")
-        self._sealed_unindexed: dict[int, array] = {}
-        self._pending: list[tuple[int, list[Buffer]]] = []
-        self._pending_buffers: list[Buffer] | None = None  # the active log's, in _pending
-        self._pending_bytes = 0
-        self._unwritten_bytes = 0  # queued or being written
-        self._cache: dict[Key, tuple[int, Buffer]] = {}
-        self._order: deque[tuple[int, list[Key], int]] = deque()  # (seq, keys, bytes) per batch
-        self._batch_keys: list[Key] = []
-        self._batch_bytes = 0
-        self._cache_bytes = 0
-        self._seq = 1  # batch number of the batch being appended
-        self._written_seq = 0  # every batch <= this is in the log files
+        self._file_exec = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="journal-index")
+        self._read_exec = concurrent.futures.ThreadPoolExecutor(2, thread_name_prefix="journal-read")
+        # file id -> flat (ledger, entry, offset, length) of files without an index file yet
+        self._records: dict[int, array] = {}
+        self._file_ledgers: dict[int, set[int]] = {}  # file id -> live ledgers with entries in it
+        self._indexed: set[int] = set()  # files whose index file is durable
+        self._behind_mark = 0  # files with a lower id are wholly before the last completed checkpoint
+        self._cur_file = -1
+        self._cur_records = array("q")
+        self._cur_ledgers: set[int] = set()
         self._read_fds: dict[int, int] = {}
         self._reading: dict[int, int] = {}
         self._dead: set[int] = set()
-        self.bytes_appended = 0
 
     # ------------------------------------------------------------ start-up
 
-    def load(self, mark: tuple[int, int] | None) -> None:
-        """Rebuild the index from disk; ``mark`` = (log id, size) of the last checkpoint.
-        Logs (or bytes) beyond the mark are dropped: the journal replays them."""
-        for log_id in list_log_ids(self.directory):
-            path = log_path(self.directory, log_id)
-            if mark is None or log_id > mark[0]:
-                self._writer.delete(log_id)
-                continue
-            if log_id == mark[0]:
-                records = array("q")
-                for rec in scan_log(path, mark[1]):
-                    records.extend(rec)
-                os.truncate(path, mark[1])
-                fd = os.open(path, os.O_RDONLY)
-                try:
-                    os.fsync(fd)
-                finally:
-                    os.close(fd)
-                self._active_id, self._active_size, self._active_idx = log_id, mark[1], records
+    def load_sealed(self, mark_file_id: int) -> None:
+        """Index the journal files before the checkpoint mark's file: from their index
+        files, or by scanning them (crcs verified) when the index file is missing or bad."""
+        for file_id in list_journal_ids(self.directory):
+            if file_id >= mark_file_id:
+                break
+            records = decode_index_file(index_path(self.directory, file_id))
+            if records is None:
+                log.warning("journal file %d has no valid index file: scanning it", file_id)
+                records = scan_adds(journal_path(self.directory, file_id))
+                self._records[file_id] = records
             else:
-                loaded = decode_index_file(idx_path(self.directory, log_id))
-                if loaded is None:
-                    log.warning("entry log %d has no valid index file: scanning it", log_id)
-                    loaded = array("q")
-                    for rec in scan_log(path):
-                        loaded.extend(rec)
-                    self._sealed_unindexed[log_id] = loaded
-                records = loaded
-            ledgers = self._log_ledgers.setdefault(log_id, set())
+                self._indexed.add(file_id)
+            ledgers = self._file_ledgers.setdefault(file_id, set())
+            put = self.index.put
             for i in range(0, len(records), 4):
                 ledger_id, entry_id, offset, length = records[i : i + 4]
-                self.index.put(ledger_id, entry_id, log_id, offset, length)
+                put(ledger_id, entry_id, file_id, offset, length)
                 ledgers.add(ledger_id)
-        if mark is None or mark[0] not in self._log_ledgers:
-            existing = list_log_ids(self.directory)
-            self._active_id = max([*existing, mark[0] if mark else 0]) + 1
-            self._active_size = len(LOG_MAGIC)
 
     # ------------------------------------------------------------ writes
 
-    def append(self, ledger_id: int, entry_id: int, data: Buffer) -> None:
-        """Store a durable entry (called in journal order, on the loop thread).
-        Cheap on purpose: bytes are queued for the log thread, the entry is
-        indexed and cached; eviction order is kept per batch (``end_batch``)."""
-        length = len(data)
-        log_id = self._active_id
-        offset = self._active_size + 4
-        pending = self._pending_buffers
-        if pending is None:
-            pending = self._start_pending(log_id)
-        pending.append(_LEN_PACK(length))
-        pending.append(data)
-        self._active_size = offset + length
-        self.index.put(ledger_id, entry_id, log_id, offset, length)
-        self._active_idx.extend((ledger_id, entry_id, offset, length))
-        key = (ledger_id, entry_id)
-        self._cache[key] = (self._seq, data)
-        self._batch_keys.append(key)
-        self._batch_bytes += length
-        if self._active_size >= self.rotate_bytes:
-            self._seal_active()
+    def put(self, ledger_id: int, entry_id: int, location: int, length: int) -> None:
+        """Index a durable entry at ``location`` (file id << 32 | offset of the wire entry)."""
+        self.index.put_location(ledger_id, entry_id, location, length)
+        file_id = location >> 32
+        if file_id != self._cur_file:
+            self._switch(file_id)
+        self._cur_records.extend((ledger_id, entry_id, location & _LOW32, length))
+        self._cur_ledgers.add(ledger_id)
 
-    def end_batch(self) -> None:
-        """Close the current batch of appends: account it, maybe start a write."""
-        if not self._close_batch():
+    def _switch(self, file_id: int) -> None:
+        assert file_id not in self._indexed, f"journal file {file_id} is indexed already"
+        self._cur_file = file_id
+        self._cur_records = self._records.setdefault(file_id, array("q"))
+        self._cur_ledgers = self._file_ledgers.setdefault(file_id, set())
+
+    # ------------------------------------------------------------ checkpoints
+
+    async def write_index_files(self, mark_file_id: int) -> None:
+        """Make the index file of every journal file before ``mark_file_id`` durable."""
+        sealed: dict[int, array] = {}
+        for file_id in list_journal_ids(self.directory):
+            if file_id < mark_file_id and file_id not in self._indexed:
+                sealed[file_id] = self._records.pop(file_id, array("q"))
+                self._file_ledgers.setdefault(file_id, set())
+                if file_id == self._cur_file:
+                    self._cur_file = -1
+        if not sealed:
             return
-        if self._pending_bytes >= self.flush_bytes:
-            self._submit(sync=False)
-        elif self._cache_bytes > self.cache_max_bytes:
-            self._evict()
-
-    def _close_batch(self) -> bool:
-        if not self._batch_keys:
-            return False
-        grown = self._batch_bytes + REC_LEN.size * len(self._batch_keys)
-        self._order.append((self._seq, self._batch_keys, self._batch_bytes))
-        self._cache_bytes += self._batch_bytes
-        self.bytes_appended += self._batch_bytes
-        self._pending_bytes += grown
-        self._unwritten_bytes += grown
-        self._batch_keys = []
-        self._batch_bytes = 0
-        self._seq += 1
-        return True
-
-    def _start_pending(self, log_id: int) -> list[Buffer]:
-        buffers: list[Buffer] = []
-        self._pending.append((log_id, buffers))
-        self._pending_buffers = buffers
-        return buffers
-
-    def _seal_active(self) -> None:
-        log_id = self._active_id
-        records = self._active_idx
-        self._sealed_unindexed[log_id] = records
-        self._log_ledgers[log_id] = {lid for lid in set(records[0::4]) if self.index.has_ledger(lid)}
-        self._active_idx = array("q")
-        self._active_id = log_id + 1
-        self._active_size = len(LOG_MAGIC)
-        self._pending_buffers = None
-
-    @property
-    def overloaded(self) -> bool:
-        """Entry-log writes are too far behind: refuse new adds until they catch up."""
-        return self._unwritten_bytes > self.unflushed_max_bytes
-
-    def _submit(self, sync: bool) -> asyncio.Future[None]:
-        self._close_batch()
-        job = FlushJob(self._pending, sync=sync)
-        if sync:
-            job.sealed = self._sealed_unindexed
-            self._sealed_unindexed = {}
-        self._pending = []
-        self._pending_buffers = None
-        written, self._pending_bytes = self._pending_bytes, 0
-        seq = self._seq - 1
         loop = asyncio.get_running_loop()
-        future = loop.run_in_executor(self._write_exec, self._writer.run, job)
-        future.add_done_callback(lambda _f: self._written(seq, written))
-        return future
+        await loop.run_in_executor(self._file_exec, self._write_index_files, sealed)
+        self._indexed.update(sealed)
 
-    def _written(self, seq: int, written: int) -> None:
-        self._written_seq = max(self._written_seq, seq)
-        self._unwritten_bytes -= written
-        self._evict()
+    def _write_index_files(self, sealed: dict[int, array]) -> None:
+        try:
+            for file_id, records in sealed.items():
+                final = index_path(self.directory, file_id)
+                tmp = final.with_suffix(".idx.tmp")
+                data = encode_index_file(records)
+                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+                try:
+                    if os.write(fd, data) != len(data):
+                        raise OSError(errno.EIO, f"short index-file write to {tmp}")
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+                os.replace(tmp, final)
+            fsync_dir(self.directory)
+        except OSError as exc:
+            fatal(f"writing journal index files in {self.directory} failed: {exc!r}")
 
-    async def flush(self, sync: bool = True) -> tuple[int, int]:
-        """Write everything appended so far; with ``sync`` make it durable.
-        Returns the (log id, size) position covered."""
-        position = (self._active_id, self._active_size)
-        await self._submit(sync)
-        return position
-
-    # ------------------------------------------------------------ cache
-
-    def _evict(self) -> None:
-        """Drop the oldest written batches while the cache is over its bound."""
-        order, cache = self._order, self._cache
-        while order and self._cache_bytes > self.cache_max_bytes and order[0][0] <= self._written_seq:
-            seq, batch_keys, nbytes = order.popleft()
-            self._cache_bytes -= nbytes
-            for key in batch_keys:
-                held = cache.get(key)
-                if held is not None and held[0] == seq:
-                    del cache[key]
-
-    @property
-    def cache_bytes(self) -> int:
-        return self._cache_bytes
+    def checkpointed(self, mark_file_id: int) -> None:
+        """A checkpoint with this mark is durable: files before its file may be reclaimed."""
+        self._behind_mark = max(self._behind_mark, mark_file_id)
 
     # ------------------------------------------------------------ reads
-
-    def cached(self, ledger_id: int, entry_id: int) -> Buffer | None:
-        held = self._cache.get((ledger_id, entry_id))
-        return held[1] if held is not None else None
 
     def locate(self, ledger_id: int, entry_id: int) -> Location | None:
         return self.index.get(ledger_id, entry_id)
 
     async def read_files(self, locations: list[Location]) -> list[bytes]:
-        """Read entries from log files (not cached ones) on the read pool."""
-        logs = {loc[0] for loc in locations}
+        """pread entries from journal files on the read pool."""
+        files = {loc[0] for loc in locations}
         fds: dict[int, int] = {}
-        for log_id in logs:
-            fd = self._read_fds.get(log_id)
+        for file_id in files:
+            fd = self._read_fds.get(file_id)
             if fd is None:
-                fd = self._read_fds[log_id] = os.open(log_path(self.directory, log_id), os.O_RDONLY)
-            fds[log_id] = fd
-            self._reading[log_id] = self._reading.get(log_id, 0) + 1
+                fd = self._read_fds[file_id] = os.open(journal_path(self.directory, file_id), os.O_RDONLY)
+            fds[file_id] = fd
+            self._reading[file_id] = self._reading.get(file_id, 0) + 1
         try:
             loop = asyncio.get_running_loop()
-            jobs = [(fds[log_id], offset, length) for log_id, offset, length in locations]
+            jobs = [(fds[file_id], offset, length) for file_id, offset, length in locations]
             return await loop.run_in_executor(self._read_exec, _read_many, jobs)
         finally:
-            for log_id in logs:
-                self._reading[log_id] -= 1
-                if not self._reading[log_id]:
-                    del self._reading[log_id]
-                    if log_id in self._dead:
-                        self._close_read_fd(log_id)
+            for file_id in files:
+                self._reading[file_id] -= 1
+                if not self._reading[file_id]:
+                    del self._reading[file_id]
+                    if file_id in self._dead:
+                        self._close_read_fd(file_id)
 
-    def _close_read_fd(self, log_id: int) -> None:
-        self._dead.discard(log_id)
-        fd = self._read_fds.pop(log_id, None)
+    def _close_read_fd(self, file_id: int) -> None:
+        self._dead.discard(file_id)
+        fd = self._read_fds.pop(file_id, None)
         if fd is not None:
             os.close(fd)
 
     # ------------------------------------------------------------ reclaim
 
     def delete_ledger(self, ledger_id: int) -> list[int]:
-        """Forget a deleted ledger; returns the log ids that became reclaimable."""
+        """Forget a deleted ledger; returns the journal file ids that became reclaimable."""
         self.index.delete_ledger(ledger_id)
-        cache = self._cache
-        for key in [key for key in cache if key[0] == ledger_id]:
-            del cache[key]  # its bytes leave the accounting when their batch is evicted
-        dead = []
-        for log_id, ledgers in self._log_ledgers.items():
+        for ledgers in self._file_ledgers.values():
             ledgers.discard(ledger_id)
-            if not ledgers and self._reclaimable(log_id):
-                dead.append(log_id)
-        return dead
+        return self.reclaimable_files()
 
-    def _reclaimable(self, log_id: int) -> bool:
-        pending = any(pid == log_id for pid, _ in self._pending)
-        return log_id != self._active_id and log_id not in self._sealed_unindexed and not pending
+    def _reclaimable(self, file_id: int) -> bool:
+        return (
+            file_id < self._behind_mark and file_id in self._indexed and not self._file_ledgers.get(file_id)
+        )
 
-    def reclaimable_logs(self) -> list[int]:
-        return [lid for lid, ledgers in self._log_ledgers.items() if not ledgers and self._reclaimable(lid)]
+    def reclaimable_files(self) -> list[int]:
+        return sorted(fid for fid in self._indexed if self._reclaimable(fid))
 
-    async def reclaim(self, log_ids: list[int]) -> None:
-        """Delete dead logs (after every write queued before them)."""
-        for log_id in log_ids:
-            if self._log_ledgers.get(log_id):
+    async def reclaim(self, file_ids: Iterable[int]) -> None:
+        """Delete dead journal files and their index files."""
+        for file_id in file_ids:
+            if not self._reclaimable(file_id):
                 continue  # a ledger came back (e.g. re-added) in the meantime
-            self._log_ledgers.pop(log_id, None)
-            if log_id in self._reading:
-                self._dead.add(log_id)
+            self._indexed.discard(file_id)
+            self._file_ledgers.pop(file_id, None)
+            if file_id in self._reading:
+                self._dead.add(file_id)
             else:
-                self._close_read_fd(log_id)
+                self._close_read_fd(file_id)
             loop = asyncio.get_running_loop()
-            await loop.run_in_executor(self._write_exec, self._writer.delete, log_id)
-            log.info("reclaimed entry log %d", log_id)
+            await loop.run_in_executor(self._file_exec, _delete_files, self.directory, file_id)
+            log.info("reclaimed journal file %d (all its ledgers are deleted)", file_id)
 
-    def log_ids(self) -> list[int]:
-        return sorted(self._log_ledgers)
+    def file_ids(self) -> list[int]:
+        """Journal files this store knows (tests, diagnostics)."""
+        return sorted(self._file_ledgers)
 
     def close(self) -> None:
-        self._write_exec.shutdown(wait=True)
+        self._file_exec.shutdown(wait=True)
         self._read_exec.shutdown(wait=True)
-        self._writer.close()
         for fd in self._read_fds.values():
             os.close(fd)
         self._read_fds.clear()
 
 
+def scan_adds(path: Path) -> array:
+    """Flat (ledger, entry, offset, length) of each ADD in a journal file, up to its
+    first bad record (every record's crc32c verified)."""
+    records = array("q")
+    for end, rtype, body in scan_file(path.read_bytes()):
+        if rtype == TYPE_ADD and len(body) >= _ENTRY_HEAD:
+            ledger_id = int.from_bytes(body[:8], "big")
+            entry_id = int.from_bytes(body[8:16], "big", signed=True)
+            records.extend((ledger_id, entry_id, end - len(body), len(body)))
+    return records
+
+
+def _delete_files(directory: Path, file_id: int) -> None:
+    journal_path(directory, file_id).unlink(missing_ok=True)
+    index_path(directory, file_id).unlink(missing_ok=True)
+
+
 def _read_many(jobs: list[tuple[int, int, int]]) -> list[bytes]:
     return [read_at(fd, offset, length) for fd, offset, length in jobs]
+
+
+def read_at(fd: int, offset: int, length: int) -> bytes:
+    data = os.pread(fd, length, offset)
+    if len(data) != length:
+        raise OSError(errno.EIO, f"short journal read at {offset} ({len(data)} of {length})")
+    return data

@@ -11,6 +11,8 @@ per sync, measured); larger groups keep the thread, so the sync overlaps reading
 the next group (syncing 128 KiB entries inline cost W1 1 KiB ~15 %, measured).
 Rule (DESIGN §3 durability contract): a record's ``on_durable`` callback runs
 only after an fdatasync covering it returned; an fdatasync failure is fatal.
+``on_durable`` also gets each record's location in the journal (``file id << 32 |
+offset of the record``): the index points there, the entry is not copied elsewhere.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ log = logging.getLogger("folio.storage.journal")
 INLINE_SYNC_RECORDS = 4  # groups up to this size are synced on the loop thread ...
 INLINE_SYNC_BYTES = 64 * 1024  # ... if they hold at most this many journal bytes
 
-DurableCallback = Callable[[list[Any]], None]
+DurableCallback = Callable[[list[Any], list[int]], None]  # (cookies, record locations)
 SyncObserver = Callable[[float, int], None]  # (seconds, records in the batch)
 
 
@@ -51,7 +53,8 @@ class Journal:
         self._on_sync = on_sync
         self._loop = asyncio.get_running_loop()
         self._executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="journal-sync")
-        self._records: dict[int, tuple[tuple[Buffer, ...], Any]] = {}
+        # record id -> [parts, size (until written, then its location), cookie]
+        self._records: dict[int, list[Any]] = {}
         self._next_id = 1
         self._idle_scheduled = False
         self._round_ms = 0
@@ -71,7 +74,7 @@ class Journal:
             return False
         record_id = self._next_id
         self._next_id = record_id + 1
-        self._records[record_id] = (parts, cookie)
+        self._records[record_id] = [parts, size, cookie]
         # one clock read per loop round: later adds of the round reuse it (an
         # enqueue time at most one round early only closes a group sooner)
         if self._idle_scheduled:
@@ -114,25 +117,35 @@ class Journal:
         self._executor.shutdown(wait=True)
         self._writer.close()
 
-    def delete_files_before(self, file_id: int) -> int:
-        return self._writer.delete_before(file_id)
-
     # ------------------------------------------------------------ effects
 
     def _execute(self, effects: list[Effect]) -> None:
         for effect in effects:
             if isinstance(effect, Write):
-                records = self._records
-                buffers: list[Buffer] = []
-                for record_id in effect.record_ids:
-                    buffers.extend(records[record_id][0])
-                self._writer.write(buffers)
+                self._write(effect.record_ids)
             elif isinstance(effect, Sync):
                 self._start_sync(effect)
             elif isinstance(effect, Ack):
                 self._ack(effect.record_ids)
             else:  # a Reject only ever answers on_add
                 raise AssertionError(f"unexpected effect {effect!r}")
+
+    def _write(self, record_ids: tuple[int, ...]) -> None:
+        """Append one group; note where each record landed (a group never spans files)."""
+        records = self._records
+        writer = self._writer
+        base = writer.file_id << 32
+        offset = writer.offset
+        buffers: list[Buffer] = []
+        for record_id in record_ids:
+            record = records[record_id]
+            buffers.extend(record[0])
+            size = record[1]
+            record[1] = base | offset
+            offset += size
+        end = writer.write(buffers)
+        if end != (base >> 32, offset):  # a record's size did not match its bytes
+            fatal(f"journal bookkeeping error: group ends at {end}, expected {(base >> 32, offset)}")
 
     def _start_sync(self, sync: Sync) -> None:
         job: SyncJob = self._writer.take_sync_job()
@@ -171,8 +184,13 @@ class Journal:
 
     def _ack(self, record_ids: tuple[int, ...]) -> None:
         records = self._records
-        cookies = [records.pop(record_id)[1] for record_id in record_ids]
-        self._on_durable(cookies)
+        cookies: list[Any] = []
+        locations: list[int] = []
+        for record_id in record_ids:
+            _, location, cookie = records.pop(record_id)
+            cookies.append(cookie)
+            locations.append(location)
+        self._on_durable(cookies, locations)
 
     # ------------------------------------------------------------ triggers
 

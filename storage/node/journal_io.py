@@ -1,15 +1,19 @@
 """Journal files: record format, appending writer, fdatasync jobs, replay.
 
-Owns: ``data_dir/journal/*.journal`` (docs/decisions/0002).
+Owns: ``data_dir/journal/*.journal`` (docs/decisions/0002). The journal files are
+the node's only copy of entries: the index points into them (entry_store.py).
 File   = 8-byte magic ``FOLIOJ01`` | record*
 Record = u32 length | u32 crc32c | record-bytes        (length/crc of record-bytes)
 record-bytes = u8 type | body:  ADD -> an encoded wire entry; FENCE -> u64 ledger id
+(an ADD's wire entry starts ``HEAD.size`` = 9 bytes after its record's start)
 Rules:
 - appends go through one O_APPEND fd with ``os.writev`` (a whole group per call);
   durability comes only from ``os.fdatasync`` (plus an fsync of the directory
   after a new file is created); a write or fdatasync error is FATAL (``fatal``):
   one clear log line, then ``os._exit(70)``; nothing is retried or acked;
-- files rotate at ``rotate_bytes``; a file is never appended to after a restart;
+- files rotate at ``rotate_bytes`` (a group never spans two files); a file is
+  never appended to after a restart; files are deleted only by reclaim
+  (entry_store.py), never by the writer;
 - replay reads each file until the first record whose length or crc is wrong
   (a torn tail), then goes on with the next file.
 Failpoints (tests only, read from the environment once):
@@ -91,6 +95,19 @@ class SyncJob:
 
 def journal_path(directory: Path, file_id: int) -> Path:
     return directory / f"{file_id:010d}.journal"
+
+
+def index_path(directory: Path, file_id: int) -> Path:
+    """The index file of a sealed journal file (entry_index.py's format)."""
+    return directory / f"{file_id:010d}.idx"
+
+
+def fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def list_journal_ids(directory: Path) -> list[int]:
@@ -193,15 +210,6 @@ class JournalWriter:
             os.close(fd)
         return time.perf_counter() - started
 
-    def delete_before(self, file_id: int) -> int:
-        """Delete journal files older than ``file_id`` (their content is checkpointed)."""
-        removed = 0
-        for fid in list_journal_ids(self.directory):
-            if fid < min(file_id, self.file_id):
-                journal_path(self.directory, fid).unlink(missing_ok=True)
-                removed += 1
-        return removed
-
     def close(self) -> None:
         for fd in (self._fd, self._dir_fd):
             try:
@@ -217,6 +225,11 @@ class ReplayedRecord:
     end_offset: int
     rtype: int
     body: memoryview
+
+    @property
+    def body_offset(self) -> int:
+        """Where ``body`` (an ADD's wire entry) starts in the file."""
+        return self.end_offset - len(self.body)
 
 
 def scan_file(data: bytes) -> Iterator[tuple[int, int, memoryview]]:
@@ -237,18 +250,17 @@ def scan_file(data: bytes) -> Iterator[tuple[int, int, memoryview]]:
         yield offset, record[0], record[1:]
 
 
-def replay(directory: Path, start: tuple[int, int] | None) -> Iterator[ReplayedRecord]:
-    """Every valid record after ``start`` (file id, offset), oldest first."""
+def replay(directory: Path, first_file_id: int) -> Iterator[ReplayedRecord]:
+    """Every valid record of every file with id >= ``first_file_id``, oldest first
+    (whole files: the caller decides which records lie after its mark)."""
     ids = list_journal_ids(directory) if directory.exists() else []
     for fid in ids:
-        if start is not None and fid < start[0]:
+        if fid < first_file_id:
             continue
         data = journal_path(directory, fid).read_bytes()
-        first = start[1] if start is not None and fid == start[0] else 0
         end = len(MAGIC)
         for end, rtype, body in scan_file(data):
-            if end > first:
-                yield ReplayedRecord(fid, end, rtype, body)
+            yield ReplayedRecord(fid, end, rtype, body)
         if end < len(data):
             log.warning(
                 "journal %s: ignoring %d bytes after offset %d (torn or corrupt tail)",

@@ -6,7 +6,7 @@ Start-up order: open the data dir (replay) -> listen -> metrics -> cookie ->
 etcd registration -> print ``FOLIO-STORAGE READY address=H:P metrics=H:P``.
 Stop (SIGTERM/SIGINT): stop listening, finish syncing what was accepted,
 checkpoint, revoke the lease, exit 0. Exit 2 = bad arguments or a data dir
-belonging to another node id; 3 = etcd unreachable at start; 70 = fatal
+belonging to another node id or written by an older on-disk format; 3 = etcd unreachable at start; 70 = fatal
 storage error (journal_io.fatal).
 """
 
@@ -25,7 +25,7 @@ import uvloop
 from coordination.clock import SystemClock
 from coordination.errors import CoordinationError
 from coordination.etcd_store import EtcdStore, connect
-from storage.node.checkpoint import CookieMismatch, check_cookie
+from storage.node.checkpoint import CookieMismatch, UnsupportedDataDir, check_cookie
 from storage.node.journal_core import JournalConfig
 from storage.node.metrics import NodeMetrics
 from storage.node.registration import DiskPolicy, Registration
@@ -60,8 +60,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--journal-max-wait-ms", type=int, default=2)
     p.add_argument("--journal-rotate-bytes", type=int, default=64 * 1024 * 1024)
     p.add_argument("--journal-queue-bytes", type=int, default=64 * 1024 * 1024)
-    p.add_argument("--entry-log-rotate-bytes", type=int, default=64 * 1024 * 1024)
-    p.add_argument("--cache-bytes", type=int, default=64 * 1024 * 1024)
     p.add_argument("--checkpoint-interval", type=float, default=1.0, help="seconds")
     p.add_argument("--max-connections", type=int, default=MAX_CONNECTIONS)
     p.add_argument("--max-in-flight", type=int, default=MAX_IN_FLIGHT, help="requests per connection")
@@ -85,8 +83,6 @@ def node_config(args: argparse.Namespace) -> NodeConfig:
         ),
         journal_rotate_bytes=args.journal_rotate_bytes,
         fsync=not args.unsafe_no_fsync,
-        entry_log_rotate_bytes=args.entry_log_rotate_bytes,
-        cache_max_bytes=args.cache_bytes,
         checkpoint_interval_s=args.checkpoint_interval,
         max_lac_waiters=args.max_lac_waiters,
     )
@@ -102,7 +98,11 @@ async def run(args: argparse.Namespace) -> int:
             return EXIT_USAGE
     metrics = NodeMetrics()
     service = NodeService(node_config(args), SystemClock(), metrics)
-    await service.start()
+    try:
+        await service.start()
+    except UnsupportedDataDir as exc:
+        log.error("%s; refusing to start", exc)
+        return EXIT_USAGE
     registration: Registration | None = None
 
     def node_info() -> bytes:

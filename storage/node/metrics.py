@@ -40,7 +40,7 @@ class NodeMetrics:
         self.lac_waiters = Gauge("folio_node_lac_waiters", "Read-LAC long-polls parked now", registry=r)
         self.read_seconds = Histogram(
             "folio_node_read_latency_seconds",
-            "Read latency, request parsed -> reply queued (cache or entry logs)",
+            "Read latency, request parsed -> reply queued (from the journal files)",
             registry=r,
             buckets=READ_SECONDS_BUCKETS,
         )

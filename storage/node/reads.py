@@ -2,10 +2,12 @@
 
 Owns: the bounded set of read-LAC long-poll waiters and the read handlers.
 Rules (pulsar-api.md §6.2):
-- only durable entries are visible (the entry store holds nothing else);
+- only durable entries are visible (the entry store indexes nothing else);
+- entries are pread from the journal files on the read pool (recent ones come
+  from the page cache);
 - a range read returns contiguous entries from ``first`` until one is missing,
   ``last`` is passed or ``max_bytes`` would be exceeded, and at least one;
-- every entry read back from a log file has its crc32c verified; a corrupt
+- every entry read back from a journal file has its crc32c verified; a corrupt
   one is never served (UNAVAILABLE, so readers use another replica);
 - a long-poll waits until the ledger's LAC passes ``previous_lac`` or
   ``timeout_ms`` passes (then TIMEOUT with the current LAC); at most
@@ -143,18 +145,12 @@ def read(service: NodeService, conn: Replier, request_id: int, body: bytes) -> N
     ledger_id, entry_id = wire.parse_ledger_entry(body)
     service.ops += 1
     service.metrics.reads.inc()
-    entries = service.entries
-    data = entries.cached(ledger_id, entry_id)
-    if data is not None:
-        conn.reply(_READ, request_id, Status.OK, data)
-        _answered(service, started)
-        return
-    location = entries.locate(ledger_id, entry_id)
+    location = service.entries.locate(ledger_id, entry_id)
     if location is None:
         conn.reply(_READ, request_id, _missing(service, ledger_id))
         _answered(service, started)
         return
-    service.spawn(_read_files(service, conn, request_id, [location], [], started=started))
+    service.spawn(_read_files(service, conn, request_id, [location], started=started))
 
 
 def read_range(service: NodeService, conn: Replier, request_id: int, body: bytes) -> None:
@@ -162,34 +158,23 @@ def read_range(service: NodeService, conn: Replier, request_id: int, body: bytes
     ledger_id, first, last, max_bytes = wire.parse_range(body)
     service.ops += 1
     service.metrics.reads.inc()
-    entries = service.entries
-    found: list[Buffer] = []
+    locate = service.entries.locate
     locations: list[tuple[int, int, int]] = []
     size = 0
     for entry_id in range(first, min(last, first + RANGE_ENTRIES_MAX - 1) + 1):
-        data = entries.cached(ledger_id, entry_id) if not locations else None
-        if data is not None:
-            length = len(data)
-        else:
-            location = entries.locate(ledger_id, entry_id)
-            if location is None:
-                break
-            length = location[2]
-        if (found or locations) and size + length > max_bytes:
+        location = locate(ledger_id, entry_id)
+        if location is None:
+            break
+        length = location[2]
+        if locations and size + length > max_bytes:
             break
         size += length
-        if data is not None:
-            found.append(data)
-        else:
-            locations.append(location)  # type: ignore[arg-type]
-    if not found and not locations:
+        locations.append(location)
+    if not locations:
         conn.reply(_RANGE, request_id, _missing(service, ledger_id))
         _answered(service, started)
-    elif not locations:
-        conn.reply(_RANGE, request_id, Status.OK, wire.encode_entries(found))  # type: ignore[arg-type]
-        _answered(service, started)
     else:
-        service.spawn(_read_files(service, conn, request_id, locations, found, ranged=True, started=started))
+        service.spawn(_read_files(service, conn, request_id, locations, ranged=True, started=started))
 
 
 async def _read_files(
@@ -197,7 +182,6 @@ async def _read_files(
     conn: Replier,
     request_id: int,
     locations: list[tuple[int, int, int]],
-    found: list[Buffer],
     ranged: bool = False,
     started: float = 0.0,
 ) -> None:
@@ -205,13 +189,13 @@ async def _read_files(
     try:
         datas = await service.entries.read_files(locations)
     except OSError as exc:
-        log.error("entry-log read failed: %r", exc)
+        log.error("journal read failed: %r", exc)
         conn.reply(op, request_id, Status.UNAVAILABLE)
         return
-    good: list[Buffer] = list(found)
+    good: list[Buffer] = []
     for data in datas:
         if not wire.verify_entry(data):
-            log.error("corrupt entry in an entry log (crc mismatch); not serving it")
+            log.error("corrupt entry in a journal file (crc mismatch); not serving it")
             break
         good.append(data)
     if not good:

@@ -1,8 +1,8 @@
 """NodeService: wires ledger state, the journal and the entry store of one node.
 
-Owns: start-up (checkpoint + entry logs + journal replay), the add/fence write
-path, checkpoints (flush entry logs, persist the mark, trim journals) and
-reclaiming deleted ledgers. Everything runs on the event-loop thread: the
+Owns: start-up (checkpoint + index files + journal replay), the add/fence write
+path, checkpoints (index files of sealed journal files, then the mark and ledger
+states) and reclaiming journal files of deleted ledgers. Everything runs on the event-loop thread: the
 loop is the one owner of this state (no locks); threads only do file I/O.
 Rules (DESIGN §3):
 - an add is answered only after its journal record is fdatasynced; only then
@@ -10,8 +10,8 @@ Rules (DESIGN §3):
 - a fence sets the in-memory flag at once (later normal adds are refused) and
   is answered only after its journal record is durable; by then every add
   queued before it is durable and readable too (the journal is FIFO);
-- journal files are deleted only after a checkpoint made their content
-  durable elsewhere.
+- the journal files are the entries' only copy (the index points into them):
+  a checkpoint never deletes them; only reclaim does (entry_store.py).
 Reads and read-LAC live in ``reads.py``.
 """
 
@@ -34,6 +34,7 @@ from storage.node.entry_store import EntryStore
 from storage.node.journal import Journal
 from storage.node.journal_core import JournalConfig, JournalCore
 from storage.node.journal_io import (
+    HEAD,
     ROTATE_BYTES,
     TYPE_ADD,
     TYPE_FENCE,
@@ -59,6 +60,8 @@ _PAYLOAD_MAX = wire.MAX_ENTRY_PAYLOAD_BYTES
 _RECOVERY = wire.FLAG_RECOVERY_ADD
 _ADD = int(wire.Op.ADD)
 _FENCE = int(wire.Op.FENCE)
+_RECORD_HEAD = HEAD.size  # an ADD's wire entry starts this far into its record
+_OFFSET_LIMIT = 1 << 32  # a location keeps the offset in its low 32 bits
 
 
 def _not_started(parts: tuple[Buffer, ...], size: int, cookie: Any) -> bool:
@@ -77,10 +80,13 @@ class NodeConfig:
     journal: JournalConfig = field(default_factory=lambda: JournalConfig(flush_when_queue_empty=True))
     journal_rotate_bytes: int = ROTATE_BYTES
     fsync: bool = True
-    entry_log_rotate_bytes: int = 64 * 1024 * 1024
-    cache_max_bytes: int = 64 * 1024 * 1024
     checkpoint_interval_s: float = 1.0
     max_lac_waiters: int = 10_000
+
+    def __post_init__(self) -> None:
+        # a group is written whole into one file, then the file may rotate
+        if self.journal_rotate_bytes + self.journal.max_queued_bytes >= _OFFSET_LIMIT:
+            raise ValueError("journal rotate bytes + journal queue bytes must stay below 4 GiB")
 
 
 class NodeService:
@@ -89,11 +95,7 @@ class NodeService:
         self.clock = clock
         self.metrics = metrics or NodeMetrics()
         self.ledgers = LedgerStates()
-        self.entries = EntryStore(
-            config.data_dir / "entrylogs",
-            rotate_bytes=config.entry_log_rotate_bytes,
-            cache_max_bytes=config.cache_max_bytes,
-        )
+        self.entries = EntryStore(config.data_dir / "journal")
         self.waiters = LacWaiters(self, config.max_lac_waiters)
         self.metrics.lac_waiters.set_function(lambda: self.waiters.count)
         self.read_only = False
@@ -102,7 +104,7 @@ class NodeService:
         self.ops = 0  # adds + reads answered (for NodeInfo.load)
         self._journal: Journal | None = None
         self._checkpoint_task: asyncio.Task[None] | None = None
-        self._last_checkpoint: tuple[tuple[int, int], int] | None = None
+        self._last_checkpoint: tuple[int, int] | None = None
         self._checkpoint_lock = asyncio.Lock()
         self._tasks: set[asyncio.Task[None]] = set()
 
@@ -117,34 +119,38 @@ class NodeService:
     async def start(self) -> None:
         data_dir = self.config.data_dir
         data_dir.mkdir(parents=True, exist_ok=True)
-        checkpoint = load_checkpoint(data_dir)
+        checkpoint = load_checkpoint(data_dir)  # refuses a data dir of the old format
+        mark = checkpoint.journal if checkpoint is not None else (0, 0)
         if checkpoint is not None:
             for lid, (fenced, lac, last) in checkpoint.ledgers.items():
                 self.ledgers.restore(lid, fenced, lac, last)
-        self.entries.load(checkpoint.entry_log if checkpoint else None)
-        for lid in self.entries.index.ledger_ids():
-            self.ledgers.restore(lid, False, -1, self.entries.index.last_entry_id(lid))
         journal_dir = data_dir / "journal"
+        journal_dir.mkdir(exist_ok=True)
+        self.entries.load_sealed(mark[0])
         replayed = 0
-        for record in replay(journal_dir, checkpoint.journal if checkpoint else None):
+        put = self.entries.put
+        # the mark's file and later ones: every ADD is indexed where it lies; ledger
+        # state changes only from records after the mark (earlier ones are in checkpoint.json)
+        for record in replay(journal_dir, mark[0]):
+            after = (record.file_id, record.end_offset) > mark
             if record.rtype == TYPE_ADD:
                 ledger_id, entry_id, lac, _ = _HEAD.unpack_from(record.body)
-                self.ledgers.on_stored(ledger_id, entry_id, lac)
-                self.entries.append(ledger_id, entry_id, bytes(record.body))
-            elif record.rtype == TYPE_FENCE:
+                put(ledger_id, entry_id, record.file_id << 32 | record.body_offset, len(record.body))
+                if after:
+                    self.ledgers.on_stored(ledger_id, entry_id, lac)
+            elif record.rtype == TYPE_FENCE and after:
                 self.ledgers.fence(int.from_bytes(record.body[:8], "big"))
-            replayed += 1
-            if replayed % 1000 == 0:
-                self.entries.end_batch()
-        self.entries.end_batch()
-        existing = list_journal_ids(journal_dir) if journal_dir.exists() else []
+            replayed += after
+        for lid in self.entries.index.ledger_ids():
+            self.ledgers.restore(lid, False, -1, self.entries.index.last_entry_id(lid))
+        existing = list_journal_ids(journal_dir)
         if not self.config.fsync:
             log.warning(
                 "!!! UNSAFE: journal fdatasync is OFF (--unsafe-no-fsync); acked adds can be lost !!!"
             )
         writer = JournalWriter(
             journal_dir,
-            first_file_id=(max(existing) + 1) if existing else 1,
+            first_file_id=max([*existing, mark[0]]) + 1,  # never an old file, never behind the mark
             rotate_bytes=self.config.journal_rotate_bytes,
             fsync=self.config.fsync,
             failpoints=Failpoints.from_env(),
@@ -195,8 +201,6 @@ class NodeService:
             status = Status.READ_ONLY
         elif ledger_id in self._fenced and not body[0] & _RECOVERY:
             status = Status.FENCED
-        elif self.entries.overloaded:
-            status = Status.UNAVAILABLE
         if status is not Status.OK:
             conn.reply(_ADD, request_id, status)
             return
@@ -216,10 +220,10 @@ class NodeService:
         if not self.journal.submit((record,), len(record), cookie):
             conn.reply(_FENCE, request_id, Status.UNAVAILABLE)
 
-    def _on_durable(self, cookies: list[Any]) -> None:
-        ledgers, entries, waiters = self.ledgers, self.entries, self.waiters
+    def _on_durable(self, cookies: list[Any], locations: list[int]) -> None:
+        ledgers, waiters = self.ledgers, self.waiters
         ledgers_before = len(ledgers)
-        append = entries.append
+        put = self.entries.put
         adds = 0
         nbytes = 0
         ok = Status.OK
@@ -227,7 +231,7 @@ class NodeService:
         # state as per add: last entry and LAC only grow), before any reply
         run_ledger = -1
         run_last = run_lac = -2
-        for cookie in cookies:
+        for cookie, location in zip(cookies, locations, strict=True):
             if cookie[2] == TYPE_ADD:
                 conn, request_id, _, ledger_id, entry_id, lac, entry = cookie
                 if ledger_id != run_ledger:
@@ -239,10 +243,11 @@ class NodeService:
                         run_last = entry_id
                     if lac > run_lac:  # noqa: PLR1730 - hot path: no max() call
                         run_lac = lac
-                append(ledger_id, entry_id, entry)
+                length = len(entry)
+                put(ledger_id, entry_id, location + _RECORD_HEAD, length)
                 conn.reply(_ADD, request_id, ok)
                 adds += 1
-                nbytes += len(entry)
+                nbytes += length
             else:
                 if run_ledger >= 0 and ledgers.on_stored(run_ledger, run_last, run_lac):
                     waiters.lac_advanced(run_ledger)
@@ -253,40 +258,39 @@ class NodeService:
         if run_ledger >= 0 and ledgers.on_stored(run_ledger, run_last, run_lac):
             waiters.lac_advanced(run_ledger)
         if adds:
-            entries.end_batch()
             self.ops += adds
             self.metrics.on_adds(adds, nbytes, len(ledgers) - ledgers_before)
 
     # ------------------------------------------------------------ checkpoints
 
     async def checkpoint(self) -> None:
-        """Flush entry logs + index durably, persist the mark, trim old journals."""
+        """Index files of sealed journal files, then the mark + ledger states, durably.
+        Deletes nothing: the journal files are the data (reclaim deletes dead ones)."""
         async with self._checkpoint_lock:
             journal = self.journal
-            position = journal.durable_position
-            state = (position, self.entries.bytes_appended)
-            if state == self._last_checkpoint:
+            position = journal.durable_position  # with the snapshot: no await in between
+            if position == self._last_checkpoint:
                 return
             ledgers = self.ledgers.snapshot()
-            log_position = await self.entries.flush(sync=True)
-            checkpoint = Checkpoint(position, log_position, ledgers)
+            await self.entries.write_index_files(position[0])
+            checkpoint = Checkpoint(position, ledgers)
             loop = asyncio.get_running_loop()
             await loop.run_in_executor(None, save_checkpoint, self.config.data_dir, checkpoint)
-            await loop.run_in_executor(None, journal.delete_files_before, position[0])
-            self._last_checkpoint = state
+            self.entries.checkpointed(position[0])
+            self._last_checkpoint = position
 
     async def _checkpoint_loop(self) -> None:
         while True:
             await asyncio.sleep(self.config.checkpoint_interval_s)
             await self.checkpoint()
-            dead = self.entries.reclaimable_logs()
+            dead = self.entries.reclaimable_files()
             if dead:
                 await self.entries.reclaim(dead)
 
     # ------------------------------------------------------------ reclaim
 
     async def delete_ledger(self, ledger_id: int) -> None:
-        """The ledger is gone from etcd: forget it and reclaim dead entry logs."""
+        """The ledger is gone from etcd: forget it and reclaim dead journal files."""
         known = ledger_id in self.ledgers or self.entries.index.has_ledger(ledger_id)
         self.ledgers.delete(ledger_id)
         dead = self.entries.delete_ledger(ledger_id)

@@ -9,6 +9,7 @@ import signal
 import socket
 import struct
 import urllib.request
+from collections import deque
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -90,18 +91,21 @@ def test_acked_adds_survive_kill9_and_torn_tail_is_ignored(
         assert status is Status.OK and [x.entry_id for x in entries] == list(range(len(entries)))
 
 
-def test_checkpoint_trims_journal_and_entry_logs_serve_after_restart(
+def test_checkpoint_indexes_sealed_journal_files_and_they_serve_after_restart(
     nodes: list[NodeProcess], tmp_path: Path, etcd_endpoint: str, ns: str
 ) -> None:
     args = ("--checkpoint-interval", "0.2", "--journal-rotate-bytes", "200000")
-    args += ("--entry-log-rotate-bytes", "500000", "--cache-bytes", "100000")
     node = new_node(nodes, tmp_path, etcd_endpoint, ns, *args).start()
     put_ledger(etcd_endpoint, ns, 5)
     with node.client() as c:
         assert set(c.add_many(5, [(e, payload(5, e)) for e in range(2000)]).values()) == {Status.OK}
-    wait_until(lambda: len(journal_files(node)) <= 2, what="old journal files trimmed")
-    assert len(list((node.data_dir / "entrylogs").glob("*.idx"))) >= 2  # sealed logs got index files
-    with node.client() as c:  # cache is tiny: these come from the entry-log files
+    journal_dir = node.data_dir / "journal"
+    wait_until(lambda: len(list(journal_dir.glob("*.idx"))) >= 3, what="sealed journal files indexed")
+    files = journal_files(node)  # a checkpoint deletes no journal file: they are the data
+    assert len(files) >= 4 and files[0].name == "0000000001.journal"
+    assert {p.stem for p in journal_dir.glob("*.idx")} == {p.stem for p in files[:-1]}
+    assert not (node.data_dir / "entrylogs").exists()
+    with node.client() as c:  # read back from the journal files
         assert c.read(5, 7)[1] == wire.Entry(5, 7, 6, payload(5, 7))
         status, entries = c.read_range(5, 100, 1999, max_bytes=50_000)
         assert status is Status.OK and 1 <= len(entries) <= 50
@@ -112,6 +116,64 @@ def test_checkpoint_trims_journal_and_entry_logs_serve_after_restart(
         for e in range(0, 2000, 7):
             assert c.read(5, e)[1] == wire.Entry(5, e, e - 1, payload(5, e))
         assert c.read_lac(5) == (Status.OK, (1998, 1999))
+
+
+def test_kill9_mid_stream_every_acked_entry_is_readable_from_the_journal(
+    nodes: list[NodeProcess], tmp_path: Path, etcd_endpoint: str, ns: str
+) -> None:
+    # small files and frequent checkpoints: after the crash some files come back from
+    # index files, the mark's file and later ones from a scan
+    args = ("--checkpoint-interval", "0.05", "--journal-rotate-bytes", "100000")
+    node = new_node(nodes, tmp_path, etcd_endpoint, ns, *args).start()
+    put_ledger(etcd_endpoint, ns, 9)
+    sizes = {e: 200 + (e * 37) % 3000 for e in range(20_000)}
+    acked: list[int] = []
+    waiting: deque[tuple[int, int]] = deque()  # (request id, entry id), oldest first
+    with node.client() as c:
+        for e in range(20_000):  # a window of 2000 in flight: the kill lands mid-stream
+            body = wire.add_body(wire.encode_entry(9, e, e - 1, payload(9, e, sizes[e])))
+            waiting.append((c.send(wire.Op.ADD, body), e))
+            if len(waiting) >= 2000:
+                request_id, oldest = waiting.popleft()
+                assert c.recv(request_id).status is Status.OK
+                acked.append(oldest)
+            if len(acked) == 3000:
+                break
+        node.kill9()
+        unanswered = len(waiting)
+        for request_id, e in waiting:  # answers the node sent before it died count too
+            try:
+                response = c.recv(request_id)
+            except (ConnectionError, OSError):
+                break
+            assert response.status is Status.OK
+            acked.append(e)
+            unanswered -= 1
+    assert len(acked) >= 3000 and unanswered > 0  # the kill really came mid-stream
+    assert acked == list(range(len(acked)))
+    node.start()
+    with node.client() as c:
+        for e in acked:
+            assert c.read(9, e)[1] == wire.Entry(9, e, e - 1, payload(9, e, sizes[e]))
+        status, (lac, last) = c.read_lac(9)
+        assert status is Status.OK and last >= acked[-1] and lac >= acked[-1] - 1
+    assert len(list((node.data_dir / "journal").glob("*.idx"))) >= 2
+
+
+def test_old_format_data_dir_is_refused_with_one_clear_line(
+    nodes: list[NodeProcess], tmp_path: Path, etcd_endpoint: str, ns: str
+) -> None:
+    node = new_node(nodes, tmp_path, etcd_endpoint, ns)
+    node.data_dir.mkdir()
+    (node.data_dir / "checkpoint.json").write_text(
+        '{"version": 1, "journal": [2, 8], "entryLog": [1, 8], "ledgers": []}'
+    )
+    (node.data_dir / "entrylogs").mkdir()
+    node.start(expect_ready=False)
+    assert node.wait() == 2
+    errors = [line for line in node.log_text().splitlines() if " ERROR " in line]
+    assert len(errors) == 1 and "older storage format" in errors[0] and "refusing to start" in errors[0]
+    assert not (node.data_dir / "journal").exists()  # nothing was written into the old dir
 
 
 def test_fence_is_durable_across_restarts(
@@ -265,20 +327,22 @@ def test_read_only_below_free_space_threshold(
 def test_deleted_ledger_is_reclaimed(
     nodes: list[NodeProcess], tmp_path: Path, etcd_endpoint: str, ns: str
 ) -> None:
-    args = ("--checkpoint-interval", "0.2", "--entry-log-rotate-bytes", "60000")
+    args = ("--checkpoint-interval", "0.2", "--journal-rotate-bytes", "30000")
     node = new_node(nodes, tmp_path, etcd_endpoint, ns, *args).start()
     put_ledger(etcd_endpoint, ns, 1)
     put_ledger(etcd_endpoint, ns, 2)
-    logs_dir = node.data_dir / "entrylogs"
+    journal_dir = node.data_dir / "journal"
     with node.client() as c:
-        assert set(c.add_many(1, [(e, payload(1, e)) for e in range(300)]).values()) == {Status.OK}
-        assert set(c.add_many(2, [(e, payload(2, e)) for e in range(100)]).values()) == {Status.OK}
-        wait_until(lambda: len(list(logs_dir.glob("*.idx"))) >= 5, what="sealed logs indexed")
-        before = len(list(logs_dir.glob("*.log")))
+        for ledger, count in ((1, 300), (2, 100)):
+            for first in range(0, count, 10):  # small groups: many journal files
+                adds = [(e, payload(ledger, e)) for e in range(first, first + 10)]
+                assert set(c.add_many(ledger, adds).values()) == {Status.OK}
+        wait_until(lambda: len(list(journal_dir.glob("*.idx"))) >= 5, what="sealed journal files indexed")
+        before = len(journal_files(node))
         delete_ledger(etcd_endpoint, ns, 1)
         wait_until(lambda: c.read(1, 299)[0] is Status.NO_SUCH_LEDGER, what="ledger 1 dropped")
-        assert c.read_range(1, 0, 10)[0] is Status.NO_SUCH_LEDGER  # not even from the cache
-        wait_until(lambda: len(list(logs_dir.glob("*.log"))) <= before - 4, what="dead logs deleted")
+        assert c.read_range(1, 0, 10)[0] is Status.NO_SUCH_LEDGER
+        wait_until(lambda: len(journal_files(node)) <= before - 4, what="dead journal files deleted")
         assert c.read(2, 99)[1] == wire.Entry(2, 99, 98, payload(2, 99))
     node.kill9()
     node.start()

@@ -17,13 +17,13 @@ pytestmark = pytest.mark.unit
 def test_index_in_order_out_of_order_and_gaps() -> None:
     idx = EntryIndex()
     for e in (5, 6, 8, 3):  # 8 leaves a hole at 7; 3 prepends below the first id seen
-        idx.put(1, e, log_id=2, offset=100 * e, length=e)
+        idx.put(1, e, file_id=2, offset=100 * e, length=e)
     assert idx.get(1, 5) == (2, 500, 5)
     assert idx.get(1, 3) == (2, 300, 3)
     assert idx.get(1, 7) is None and idx.get(1, 4) is None and idx.get(1, 9) is None
     assert idx.get(2, 5) is None
     assert idx.last_entry_id(1) == 8 and idx.entry_count() == 4
-    idx.put(1, 5, log_id=3, offset=7, length=9)  # an overwrite (recovery add) moves it
+    idx.put(1, 5, file_id=3, offset=7, length=9)  # an overwrite (recovery add) moves it
     assert idx.get(1, 5) == (3, 7, 9) and idx.entry_count() == 4
     assert idx.delete_ledger(1) and idx.get(1, 5) is None and not idx.has_ledger(1)
 
