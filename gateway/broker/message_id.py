@@ -24,6 +24,8 @@ import binascii
 import functools
 from dataclasses import dataclass, field
 
+from pybase64 import b64encode
+
 from gateway.broker.positions import NO_BATCH, MessagePosition, Position
 from gateway.errors import MessageIdError
 
@@ -274,8 +276,13 @@ def id_base64(ledger_id: int, entry_id: int, partition: int, batch_index: int, b
     the entry's prefix is cached, as every message of an entry shares it)."""
     prefix = _entry_prefix(ledger_id, entry_id, partition)
     if batch_index < 0:
-        return base64.b64encode(prefix + b"\x30\x00").decode("ascii")
+        return b64encode(prefix + b"\x30\x00").decode("ascii")
+    return b64encode(prefix + _batch_tail(batch_index, batch_size)).decode("ascii")
+
+
+@functools.lru_cache(maxsize=65536)  # batch indices repeat for every entry of a size
+def _batch_tail(batch_index: int, batch_size: int) -> bytes:
     tail = bytearray()
     _put_field(tail, _FIELD_BATCH_INDEX, batch_index)
     _put_field(tail, _FIELD_BATCH_SIZE, batch_size)
-    return base64.b64encode(prefix + tail).decode("ascii")
+    return bytes(tail)
