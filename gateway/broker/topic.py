@@ -89,6 +89,7 @@ class Topic:
         self.readers: dict[str, Subscription] = {}
         self.dedup = Dedup()
         self._batcher: PublishBatcher[PendingMessage] = PublishBatcher(BatcherConfig())
+        self._pump_soon = False  # a _pump is scheduled for the end of this loop round
         self.decoded = DecodedEntries(managed_log)
         self.dedup_revision = 0
         self.entries_since_snapshot = 0
@@ -230,7 +231,14 @@ class Topic:
             if record is not None:
                 record.msg_in += 1
                 record.bytes_in += size
-        self._pump()
+        if len(messages) > 1:
+            self._pump()
+        elif not self._pump_soon:
+            # a lone message (one per frame or request) is cut at the end of this loop
+            # round, with any others that arrived in the same round (W2 one message per
+            # frame: p50 2.16 -> 1.91 ms, medians of 3); a batch is cut at once
+            self._pump_soon = True
+            asyncio.get_running_loop().call_soon(self._pump)
         return future
 
     @staticmethod
@@ -247,6 +255,7 @@ class Topic:
                     log.exception("publish callback failed")
 
     def _pump(self) -> None:
+        self._pump_soon = False
         batcher = self._batcher
         while True:
             cut = batcher.cut()

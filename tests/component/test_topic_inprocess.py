@@ -121,6 +121,19 @@ async def test_publish_deliver_ack_and_resume(services: Factory) -> None:
     assert [d.message.payload for d in got2] == [f"m{i}".encode() for i in range(30, 50)]
 
 
+async def test_lone_messages_of_one_loop_round_share_an_entry(services: Factory) -> None:
+    # one-message frames that arrive together are cut into one entry at the end of
+    # the round, not the first alone with the rest waiting for its add
+    service = await services()
+    topic = await service.topic(TOPIC)
+    first = [topic.publish(message(i)) for i in range(5)]  # same round, no await between
+    results = await asyncio.gather(*first)
+    assert {(r.ledger_id, r.entry_id) for r in results} == {(results[0].ledger_id, results[0].entry_id)}
+    assert [r.batch_index for r in results] == [0, 1, 2, 3, 4]
+    later = await topic.publish(message(5))  # a later round: its own entry
+    assert (later.ledger_id, later.entry_id) != (results[0].ledger_id, results[0].entry_id)
+
+
 async def test_takeover_fences_old_owner(services: Factory) -> None:
     old = await services()
     new = await services()
