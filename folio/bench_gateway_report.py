@@ -67,7 +67,8 @@ def _median(values: Iterable[float | None]) -> float | None:
 
 def merge_reps(rows: Sequence[Row]) -> list[Row]:
     """One row per (system, workload, mode, size): medians over repetitions, errors summed,
-    notes of all reps joined when they differ. Order of first appearance is kept."""
+    each part of the notes once (with how many reps had it, if not all). Order of first
+    appearance is kept."""
     groups: dict[tuple[str, str, str, int], list[Row]] = {}
     for row in rows:
         groups.setdefault(row.key, []).append(row)
@@ -78,7 +79,11 @@ def merge_reps(rows: Sequence[Row]) -> list[Row]:
             merged.append(first)
             continue
         cpu_keys = {k for r in same for k in r.cpu}
-        notes = list(dict.fromkeys(r.note for r in same if r.note))
+        parts: dict[str, int] = {}  # each "; "-separated part of the notes -> reps that had it
+        for r in same:
+            for part in dict.fromkeys(p for p in r.note.split("; ") if p):
+                parts[part] = parts.get(part, 0) + 1
+        notes = [p if n == len(same) else f"{p} ({n} of {len(same)} reps)" for p, n in parts.items()]
         merged.append(
             replace(
                 first,

@@ -31,8 +31,13 @@ def test_merge_reps_takes_medians_sums_errors_and_keeps_order() -> None:
     assert [r.workload for r in merged] == ["W1", "W3"]
     first = merged[0]
     assert first.msgs_per_s == 200 and first.p99_ms == 2.0 and first.cpu == {"gw": 2.0}
-    assert first.errors == 2 and first.reps == 3 and first.note == "a; b"
+    assert first.errors == 2 and first.reps == 3 and first.note == "a (2 of 3 reps); b (1 of 3 reps)"
     assert merged[1] is other
+
+
+def test_merge_reps_names_a_note_part_once() -> None:
+    rows = [_row(100, "ack latency"), _row(100, "ack latency; capped at 8 s"), _row(100, "ack latency")]
+    assert merge_reps(rows)[0].note == "ack latency; capped at 8 s (1 of 3 reps)"
 
 
 def test_server_cpu_sums_our_groups_or_takes_the_peers_figure() -> None:
