@@ -16,13 +16,18 @@ recount of a ledger ends its counts stay estimates; afterwards they are exact
 and survive the next ownership change. Reads go to the storage nodes in chunks
 of ``CHUNK_ENTRIES`` entries, one chunk at a time, and never fill the entry
 cache; the task stops when the log closes or is fenced, and gives a ledger up
-after ``ATTEMPTS_MAX`` failed reads.
+after ``ATTEMPTS_MAX`` failed reads. Bounded, because a gateway that takes over
+from a dead one may have to recount a ledger of every topic it inherits at once:
+at most ``RECOUNTS_AT_ONCE`` logs recount at a time per gateway (event loop), and
+each paces its reads to ``RECOUNT_BYTES_PER_S`` (a pause after each chunk), so
+recounts never take more than 16 MiB/s of the storage nodes from live traffic.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import weakref
 from typing import TYPE_CHECKING
 
 from coordination.clock import Clock
@@ -42,6 +47,20 @@ log = logging.getLogger(__name__)
 CHUNK_ENTRIES = 1000  # entries read per call (the log's READ_ENTRIES_MAX)
 ATTEMPTS_MAX = 5  # failed reads of one ledger before its counts stay estimated
 RETRY_DELAY_S = 0.5
+RECOUNTS_AT_ONCE = 2  # logs recounting at the same time, per gateway
+RECOUNT_BYTES_PER_S = 8 * 1024 * 1024  # read rate of one recount
+
+_gates: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = weakref.WeakKeyDictionary()
+active = 0  # logs recounting now (tests, diagnostics)
+
+
+def _gate() -> asyncio.Semaphore:
+    """The gateway's recount slots (one set per event loop: tests run several loops)."""
+    loop = asyncio.get_running_loop()
+    gate = _gates.get(loop)
+    if gate is None:
+        gate = _gates[loop] = asyncio.Semaphore(RECOUNTS_AT_ONCE)
+    return gate
 
 
 async def recover_ledger(client: LedgerClient, clock: Clock, info: LedgerInfo) -> LedgerInfo | None:
@@ -69,10 +88,21 @@ async def recover_ledger(client: LedgerClient, clock: Clock, info: LedgerInfo) -
 
 async def recount(managed: ManagedLog, ledger_ids: list[int]) -> None:
     """Count the messages of ``ledger_ids`` (closed ledgers of ``managed``) entry by
-    entry and record each total in the ledger list."""
+    entry and record each total in the ledger list (in one of the gateway's recount
+    slots: waits for one)."""
+    global active
+    async with _gate():
+        active += 1
+        try:
+            await _recount(managed, ledger_ids)
+        finally:
+            active -= 1
+
+
+async def _recount(managed: ManagedLog, ledger_ids: list[int]) -> None:
     for ledger_id in ledger_ids:
         if not await _count_ledger(managed, ledger_id):
-            continue
+            continue  # given up (or the log closed: checked next)
         if managed.closed or managed.fenced:
             return
         try:
@@ -108,4 +138,5 @@ async def _count_ledger(managed: ManagedLog, ledger_id: int) -> bool:
                 return False
             managed.counts.on_entry(ledger_id, position.entry_id, count)
         next_entry = got[-1][0].entry_id + 1
+        await asyncio.sleep(sum(len(payload) for _, payload in got) / RECOUNT_BYTES_PER_S)
     return True

@@ -14,6 +14,7 @@ import pytest
 from clusters import LedgerCluster
 
 from coordination.clock import WallClock
+from gateway.broker import log_takeover
 from gateway.broker.broker_errors import TopicTerminated, TopicUnavailable
 from gateway.broker.consumers import Delivery
 from gateway.broker.dispatch import ConsumerInfo
@@ -241,3 +242,30 @@ async def test_message_counts_of_a_dead_owners_ledger_are_recounted(services: Fa
     assert topic_third.log.counts.ledger_total(dead_ledger) == 300
     assert (await topic_third.publish(message(300))).message_id is not None
     assert topic_third.log.counts.view(topic_third.log.layout).total() == 301
+
+
+async def test_recounts_after_a_takeover_are_bounded_and_paced(
+    services: Factory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A gateway that inherits many topics from a dead owner recounts their ledgers
+    at most ``RECOUNTS_AT_ONCE`` at a time, each paced to a byte rate."""
+    monkeypatch.setattr(log_takeover, "RECOUNT_BYTES_PER_S", 8_000)  # ~0.3 s per ledger here
+    names = [TopicName.parse(f"persistent://public/default/rc{i}") for i in range(4)]
+    old = await services()
+    for name in names:
+        topic = await old.topic(name)
+        sub, _ = await topic.subscribe("s", "Shared", ConsumerInfo("c"), Sink(), initial="Earliest")
+        await sub.persist()  # keeps the ledger (retention 0)
+        await asyncio.gather(*(topic.publish(message(i)) for i in range(60)))
+
+    new = await services()  # takes all four over with recovery: four ledgers to recount
+    topics = await asyncio.gather(*(new.topic(name) for name in names))
+    most = 0
+    deadline = asyncio.get_running_loop().time() + 20
+    while any(t.log.counts.view(t.log.layout).total() != 60 for t in topics):
+        most = max(most, log_takeover.active)
+        assert asyncio.get_running_loop().time() < deadline, [
+            t.log.counts.view(t.log.layout).total() for t in topics
+        ]
+        await asyncio.sleep(0.01)
+    assert most == log_takeover.RECOUNTS_AT_ONCE == 2  # they overlapped, and no more than two
