@@ -86,6 +86,7 @@ class Target:
     node_pids: list[int]
     profile_dir: Path | None = None
     spy: str | None = None
+    native: bool = False  # py-spy --native (pauses the process per sample)
 
 
 def _split(text: str, allowed: tuple[str, ...], what: str) -> tuple[str, ...]:
@@ -144,7 +145,7 @@ def _profiler(target: Target, label: str) -> Profiler | None:
     pids = {f"gateway-{url.rsplit(':', 1)[-1]}": pid for url, pid in target.gateway_pids.items()}
     if target.node_pids:
         pids["node0"] = target.node_pids[0]
-    return Profiler(target.spy, pids, target.profile_dir, label) if pids else None
+    return Profiler(target.spy, pids, target.profile_dir, label, native=target.native) if pids else None
 
 
 async def _warm_rest(http_base: str, topic: str) -> None:
@@ -338,8 +339,9 @@ def run_bench(args: argparse.Namespace) -> int:
         print(f"starting a local cluster under {scratch / 'cluster'} ...", flush=True)
         cluster = start_cluster(scratch / "cluster")
         target = cluster_target(cluster)
-    if args.profile:
+    if args.profile or args.profile_native:
         target.spy = py_spy()
+        target.native = args.profile_native
         target.profile_dir = scratch / "profile"
         shutil.rmtree(target.profile_dir, ignore_errors=True)
         if target.spy is None or not target.gateway_pids:

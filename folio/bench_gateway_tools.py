@@ -156,14 +156,23 @@ class Profiler:
     """py-spy ``record`` on some PIDs for one measured run; ``stop()`` writes the files."""
 
     def __init__(
-        self, binary: str, targets: dict[str, int], out_dir: Path, label: str, rate: int = 100
+        self,
+        binary: str,
+        targets: dict[str, int],
+        out_dir: Path,
+        label: str,
+        rate: int = 100,
+        native: bool = False,
     ) -> None:
         self.files = {name: out_dir / f"{label}-{name}.txt" for name in targets}
         out_dir.mkdir(parents=True, exist_ok=True)
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         for name, pid in targets.items():
             cmd = [binary, "record", "--pid", str(pid), "--rate", str(rate), "--format", "raw"]
-            cmd += ["--nonblocking", "-o", str(self.files[name])]
+            # --nonblocking reads a running process (cheap, but time in C code and syscalls
+            # lands on whichever Python frame was last seen); --native pauses it per sample
+            # and names C frames (exact attribution, a slower run)
+            cmd += ["--native" if native else "--nonblocking", "-o", str(self.files[name])]
             err = open(self.files[name].with_suffix(".log"), "wb")  # noqa: SIM115 - handed to the child
             self.procs[name] = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err)
             err.close()

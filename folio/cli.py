@@ -63,6 +63,12 @@ def _parser() -> argparse.ArgumentParser:
     gw.add_argument("--peers-dir", default=str(Path(__file__).resolve().parents[2] / "shared" / "peers"))
     gw.add_argument("--peer-systems", default="nats,redis")
     gw.add_argument("--profile", action="store_true", help="py-spy the owner gateway and one node")
+    gw.add_argument(
+        "--profile-native",
+        action="store_true",
+        help="like --profile, but py-spy pauses each process per sample and names C frames and"
+        " syscalls (exact attribution; the measured figures are lower)",
+    )
     gw.add_argument("--json", action="store_true", help="also print one JSON line per row")
     return parser
 
