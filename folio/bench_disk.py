@@ -3,7 +3,9 @@
 Owns: measuring, on the directory the storage nodes use, (a) one fdatasync per
 entry-sized append, the rate a journal without group commit would reach, and
 (b) appends grouped into 256 KiB per fdatasync, the bandwidth a journal with
-group commit can hope for. Bounded by a time budget per phase.
+group commit can hope for; and ``probe``, a short (b) that says how fast the
+disk is right now (a VM disk that throttles after sustained writes shows it).
+Bounded by a time budget per phase.
 """
 
 from __future__ import annotations
@@ -61,3 +63,23 @@ def measure(directory: Path, entry_bytes: int, seconds: float = 2.0) -> DiskCeil
         grouped_mb_per_s=written / grouped_elapsed / 1e6,
         grouped_entries_per_s=written / entry_bytes / grouped_elapsed,
     )
+
+
+def probe(directory: Path, seconds: float = 0.5) -> float:
+    """MB/s of 256 KiB appends with an fdatasync each, for ``seconds`` (then deleted)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"probe-{os.getpid()}.bin"
+    block = os.urandom(256 * 1024)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    written = 0
+    try:
+        start = time.perf_counter()
+        while time.perf_counter() - start < seconds:
+            os.write(fd, block)
+            os.fdatasync(fd)
+            written += len(block)
+        elapsed = time.perf_counter() - start
+    finally:
+        os.close(fd)
+        path.unlink(missing_ok=True)
+    return written / elapsed / 1e6

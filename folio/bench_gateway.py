@@ -39,6 +39,7 @@ import orjson
 import uvloop
 
 from folio.bench_cpu import CORES, CpuMonitor, machine_busy
+from folio.bench_disk import probe as disk_probe
 from folio.bench_gateway_load import (
     CONSUME_MODES,
     PUBLISH_MODES,
@@ -326,6 +327,12 @@ def wait_idle(max_wait_s: float) -> None:
     print(f"box busy before start: {busy:.0f}% of {100 * CORES}% (other tenants)", flush=True)
 
 
+def say_disk(scratch: Path, when: str) -> None:
+    """The disk's speed now: figures that write a lot (W1 1 KiB) follow it."""
+    rate = disk_probe(scratch)
+    print(f"disk {when}: {rate:.0f} MB/s of 256 KiB appends + fdatasync (0.5 s probe)", flush=True)
+
+
 def run_bench(args: argparse.Namespace) -> int:
     s = settings_from(args)
     wait_idle(args.wait_idle)
@@ -358,6 +365,7 @@ def run_bench(args: argparse.Namespace) -> int:
         f" {os.cpu_count()} CPUs{profiled}",
         flush=True,
     )
+    say_disk(scratch, "before the runs")
     try:
         tune_gc()
         rows = uvloop.run(run_workloads(s, target, lambda line: print(line, flush=True)))
@@ -373,6 +381,7 @@ def run_bench(args: argparse.Namespace) -> int:
     peer_rows_: list[Row] = []
     if args.peers:
         print("\n== peers (same settings; /work/shared/peers harness)", flush=True)
+        say_disk(scratch, "before the peers")
         per_cfg = (3 * s.seconds + s.w2_seconds + 60) * s.reps
         run = run_peers(
             Path(args.peers_dir),

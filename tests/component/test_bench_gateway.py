@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -28,6 +29,7 @@ def test_tiny_gateway_bench_prints_every_row(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     out = done.stdout
     assert "== Folio" in out and "msg/s" in out, out
+    assert re.search(r"^disk before the runs: [1-9][0-9]* MB/s", out, re.M), out[:2000]
     rows = {
         (r["workload"], r["mode"], r["size"]): r
         for r in (orjson.loads(line) for line in out.splitlines() if line.startswith("{"))
@@ -53,6 +55,7 @@ def test_tiny_gateway_bench_prints_every_row(tmp_path: Path) -> None:
             assert len(line.split()) >= 15, line
     assert (tmp_path / ".folio-bench-gw" / "cluster").exists()
     assert not any(p.is_dir() for p in (tmp_path / ".folio-bench-gw" / "cluster").iterdir())  # data dropped
+    assert not list((tmp_path / ".folio-bench-gw").glob("probe-*.bin"))  # the disk probe cleans up
 
 
 async def test_publishers_reconnect_when_the_topic_moves() -> None:
