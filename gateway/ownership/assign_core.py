@@ -26,7 +26,8 @@ effects. One round, in this order:
    a hot bundle moves only when it is the donor's only movable one, and only if the
    new gateway's score stays at or below the donor's afterwards (a count move
    never makes the receiver the busier one, nor undoes a shed).
-4. Shed load: while a gateway's score is above ``overload_factor`` x the mean (and
+4. Shed load (only in rounds where ``view.shed_due``: every ``shed_interval_ms``,
+   while assignment runs every round): while a gateway's score is above ``overload_factor`` x the mean (and
    at least ``min_overload_score``), weigh moving each of its movable bundles to
    the least loaded other gateway. A bundle's load is ``bundle_weight`` +
    ``msg_rate_weight`` x its reported rate + the source's cpu term pro rata to
@@ -69,7 +70,8 @@ class BalancePolicy:
     min_overload_score: float = 4.0  # ... and above this absolute score (idle clusters stay put)
     min_gain_fraction: float = 0.1  # a shed must lower max(source, target) by this x source (or see rule 4)
     max_moves_per_round: int = 2
-    move_cooldown_ms: int = 60_000
+    move_cooldown_ms: int = 30 * 60_000  # a moved bundle stays (loadBalancerSheddingGracePeriodMinutes)
+    shed_interval_ms: int = 60_000  # shedding is weighed this often (loadBalancerSheddingIntervalMinutes)
     new_gateway_ms: int = 300_000  # a gateway this young is "new" and gets bundles spread to it ...
     joined_after_ms: int = 30_000  # ... if it started this long after the oldest (not at cluster start)
     assign_timeout_ms: int = 30_000  # an assignment not taken up within this is decided again
@@ -167,6 +169,7 @@ class ClusterView:
     assignments: Mapping[NamespaceBundle, Assignment] = field(default_factory=dict)
     unloading: Set[NamespaceBundle] = frozenset()  # valid pending unload requests
     last_moved_ms: Mapping[NamespaceBundle, int] = field(default_factory=dict)
+    shed_due: bool = True  # weigh shedding this round (the shell's ``shed_interval_ms`` clock)
 
 
 class _Round:
@@ -249,7 +252,8 @@ def decide(view: ClusterView, policy: BalancePolicy, now_ms: int) -> list[Effect
         return r.effects
     _assign_unowned(r)
     moves = _spread_to_new(r, policy.max_moves_per_round)
-    _shed_overload(r, policy.max_moves_per_round - moves)
+    if view.shed_due:
+        _shed_overload(r, policy.max_moves_per_round - moves)
     return r.effects
 
 

@@ -102,6 +102,7 @@ class LoadManager:
         self.last_effects: list[Effect] = []
         self._seen: set[NamespaceBundle] = set()  # bundles seen owned while leading
         self._last_moved: dict[NamespaceBundle, int] = {}
+        self._last_shed_ms: int | None = None  # when shedding was last weighed while leading
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         if registry is not None:
@@ -149,6 +150,7 @@ class LoadManager:
             finally:
                 self._seen.clear()
                 self._last_moved.clear()
+                self._last_shed_ms = None
         log.info("load manager %s stops: %s", self.gateway_id, self.session.lost_reason)
 
     async def _lead(self) -> None:
@@ -202,7 +204,10 @@ class LoadManager:
             assignments={nb: a for nb, (a, _) in assignments.items()},
             unloading=unloading,
             last_moved_ms=self._last_moved,
+            shed_due=self._last_shed_ms is None or now - self._last_shed_ms >= self.policy.shed_interval_ms,
         )
+        if view.shed_due:
+            self._last_shed_ms = now
         effects = decide(view, self.policy, now)
         for effect in effects:
             if isinstance(effect, Assign):

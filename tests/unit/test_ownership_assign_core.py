@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 from collections import Counter
+from dataclasses import replace
 from typing import TypeVar
 
 import pytest
@@ -154,6 +155,17 @@ def test_overloaded_gateway_sheds_to_the_least_loaded() -> None:
     assert all(e.from_gateway == "a" for e in unloads(effects))
     # moves stop once no move improves balance: a 12 -> 9 -> 6 (b 4, c 5): next target c 5 + 3 = 8 > 6
     assert [e.to_gateway for e in unloads(effects)] == ["b", "c"]
+
+
+def test_shedding_is_weighed_only_in_rounds_where_it_is_due() -> None:
+    # assignment runs every round; shedding every shed_interval_ms (Pulsar: 1 min), so a
+    # short burst does not move bundles (each move closes their sessions)
+    hot = LoadReport(cpu=0.8)
+    due = ClusterView(gateways(gw("a", load=hot), gw("b"), gw("c")), owners=owned(a=4, b=1, c=2))
+    assert unloads(decide(due, POLICY, NOW))
+    not_due = replace(due, shed_due=False)
+    assert decide(not_due, POLICY, NOW) == []
+    assert BalancePolicy().shed_interval_ms == 60_000 and BalancePolicy().move_cooldown_ms == 30 * 60_000
 
 
 def test_hysteresis_nothing_moves_below_the_overload_factor() -> None:
