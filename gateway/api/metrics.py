@@ -89,6 +89,11 @@ class GatewayCollector(Collector):
         yield GaugeMetricFamily(
             "folio_gateway_bundles_owned", "namespace bundles owned", len(gateway.ownership.owned_bundles())
         )
+        yield GaugeMetricFamily(
+            "folio_gateway_topics_recounting",
+            "topics whose message counts are being recounted after a takeover (running or queued)",
+            sum(1 for t in topics if t.log.recounting),
+        )
         yield CounterMetricFamily(
             "folio_gateway_messages_in", "messages accepted for publishing", sum(t.msg_in for t in topics)
         )

@@ -454,6 +454,11 @@ class ManagedLog:
 
     # ------------------------------------------------------------ closing
 
+    @property
+    def recounting(self) -> bool:
+        """A recount of inherited ledgers is running or waiting for a slot (log_takeover)."""
+        return self._recount is not None and not self._recount.done()
+
     def _stop_recount(self) -> None:
         if self._recount is not None:
             self._recount.cancel()

@@ -84,6 +84,7 @@ async def test_gateway_and_storage_node_metrics(
         assert value(gw, "folio_gateway_sessions", type="websocket") >= 2  # producer + consumer
         assert value(gw, "folio_gateway_sessions", type="http") >= 1
         assert value(gw, "folio_gateway_bundles_owned") >= 1 and value(gw, "folio_gateway_topics") >= 1
+        assert value(gw, "folio_gateway_topics_recounting") == 0  # no takeover here
         assert value(gw, "folio_topic_messages_in_total", topic=name) == 11
         assert value(gw, "folio_topic_bytes_in_total", topic=name) > 0
         assert value(gw, "folio_topic_messages_out_total", topic=name) >= 11
