@@ -1,10 +1,11 @@
 """What a new owner does with the ledgers of a log it takes over (asyncio shell).
 
-Owns: ``recover_ledger`` (a ledger of the list, fenced and closed with
-recovery if its old writer did not close it) and ``recount``, the one
-background task per opened log that reads the ledgers whose message total the
-ledger list does not record, feeds each entry's message count (from the entry
-header only) to the log's ``MessageCounts``, then records the total in the list.
+Owns: ``recover_ledger(s)`` (a ledger of the list, fenced and closed with
+recovery if its old writer did not close it; empty ones are deleted) and
+``Recount``/``recount``, the one background task per opened log that reads the
+ledgers whose message total the ledger list does not record, feeds each
+entry's message count (from the entry header) to the log's ``MessageCounts``,
+then records the total in the list.
 
 Rules (DESIGN.md §3, §4; docs/decisions/0004): a ledger that is not CLOSED is
 opened with recovery, which fences its old writer at the storage nodes; an
@@ -26,6 +27,7 @@ recounts never take more than 16 MiB/s of the storage nodes from live traffic.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import weakref
 from typing import TYPE_CHECKING
@@ -84,6 +86,45 @@ async def recover_ledger(client: LedgerClient, clock: Clock, info: LedgerInfo) -
         info.timestamp_ms or clock.now_ms(),
         info.messages if info.entries == entries else 0,
     )
+
+
+async def recover_ledgers(client: LedgerClient, clock: Clock, ledgers: list[LedgerInfo]) -> list[LedgerInfo]:
+    """``recover_ledger`` of each ledger of the list, in order; empty ones are left out."""
+    recovered = []
+    for info in ledgers:
+        final = await recover_ledger(client, clock, info)
+        if final is not None:
+            recovered.append(final)
+    return recovered
+
+
+async def delete_dropped(client: LedgerClient, ledgers: list[LedgerInfo], kept: list[LedgerInfo]) -> None:
+    """Delete the ledgers recovery found empty (already left out of the new list)."""
+    kept_ids = {info.ledger_id for info in kept}
+    for dropped in (info for info in ledgers if info.ledger_id not in kept_ids):
+        with contextlib.suppress(StorageError):
+            await client.delete(dropped.ledger_id)
+
+
+class Recount:
+    """The one background recount task of a log (none if nothing needs counting)."""
+
+    def __init__(self) -> None:
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self, managed: ManagedLog, ledger_ids: list[int]) -> None:
+        if ledger_ids:
+            self._task = asyncio.create_task(recount(managed, ledger_ids))
+
+    @property
+    def running(self) -> bool:
+        """Running, or waiting for one of the gateway's recount slots."""
+        return self._task is not None and not self._task.done()
+
+    def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            self._task = None
 
 
 async def recount(managed: ManagedLog, ledger_ids: list[int]) -> None:

@@ -47,7 +47,7 @@ from gateway.broker.log_state import (
     decode_state,
     encode_state,
 )
-from gateway.broker.log_takeover import recount, recover_ledger
+from gateway.broker.log_takeover import Recount, delete_dropped, recover_ledgers
 from gateway.broker.message_counts import MessageCounts
 from gateway.broker.positions import Position
 from gateway.errors import GatewayError
@@ -85,7 +85,7 @@ class ManagedLog:
         self._cache = EntryCache(config.cache_bytes_max)
         self._readers = LedgerReaders(client, clock)
         self._rolling: asyncio.Task[None] | None = None
-        self._recount: asyncio.Task[None] | None = None
+        self._recount = Recount()  # ledgers closed by recovery are counted again (log_takeover)
         self._waiting: list[tuple[bytes, int, asyncio.Future[Position]]] = []
         self._new_entries = asyncio.Event()
         self._lock = asyncio.Lock()  # list updates (roll, trim) one at a time
@@ -115,11 +115,7 @@ class ManagedLog:
             raise TopicNotFound(f"topic {topic_path} does not exist")
         ledgers, self._created_ms, self._extra = decode_state(current.value)
         self.terminated = bool(self._extra.get("terminated"))
-        recovered: list[LedgerInfo] = []
-        for info in ledgers:
-            recovered_info = await recover_ledger(client, clock, info)
-            if recovered_info is not None:
-                recovered.append(recovered_info)
+        recovered = await recover_ledgers(client, clock, ledgers)
         cfg = self._config
         writer = await client.create(cfg.ensemble_size, cfg.write_quorum, cfg.ack_quorum)
         new_list = [*recovered, LedgerInfo(writer.ledger_id)]
@@ -137,13 +133,8 @@ class ManagedLog:
         self._writer_opened_ms = self.created_ledger_ms = clock.now_ms()
         for info in recovered:
             self.counts.set_total(info.ledger_id, info.messages)
-        uncounted = [info.ledger_id for info in recovered if info.messages == 0]
-        if uncounted:  # closed by recovery: counted again from the entries (log_takeover)
-            self._recount = asyncio.create_task(recount(self, uncounted))
-        kept = {info.ledger_id for info in recovered}
-        for dropped in (info for info in ledgers if info.ledger_id not in kept):
-            with contextlib.suppress(StorageError):
-                await client.delete(dropped.ledger_id)
+        self._recount.start(self, [info.ledger_id for info in recovered if info.messages == 0])
+        await delete_dropped(client, ledgers, recovered)
         return self
 
     # ------------------------------------------------------------ queries
@@ -457,12 +448,7 @@ class ManagedLog:
     @property
     def recounting(self) -> bool:
         """A recount of inherited ledgers is running or waiting for a slot (log_takeover)."""
-        return self._recount is not None and not self._recount.done()
-
-    def _stop_recount(self) -> None:
-        if self._recount is not None:
-            self._recount.cancel()
-            self._recount = None
+        return self._recount.running
 
     async def close(self) -> None:
         """Close the open ledger (graceful unload); the next owner recovers nothing."""
@@ -470,7 +456,7 @@ class ManagedLog:
             return
         self.closed = True
         self._new_entries.set()
-        self._stop_recount()
+        self._recount.stop()
         if self._rolling is not None:
             with contextlib.suppress(Exception):
                 await self._rolling
@@ -497,7 +483,7 @@ class ManagedLog:
         """Stop without closing the ledger (fenced, or shutting down hard)."""
         self.closed = True
         self._new_entries.set()
-        self._stop_recount()
+        self._recount.stop()
         if self._writer is not None:
             await self._writer.abandon()
         await self._readers.close()
