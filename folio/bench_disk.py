@@ -17,6 +17,8 @@ from pathlib import Path
 
 from folio.bench_stats import percentile
 
+GROUP_BYTES = 256 * 1024  # appended per fdatasync in the grouped phase and the probe
+
 
 @dataclass(frozen=True)
 class DiskCeiling:
@@ -43,15 +45,7 @@ def measure(directory: Path, entry_bytes: int, seconds: float = 2.0) -> DiskCeil
             latencies.append((time.perf_counter() - t0) * 1000)
         elapsed = time.perf_counter() - start
         syncs = len(latencies) / elapsed
-        group = max(1, (256 * 1024) // entry_bytes)
-        block = chunk * group
-        written = 0
-        start = time.perf_counter()
-        while time.perf_counter() - start < seconds and written < (8 << 30):
-            os.write(fd, block)
-            os.fdatasync(fd)
-            written += len(block)
-        grouped_elapsed = time.perf_counter() - start
+        written, grouped_elapsed = _grouped(fd, chunk * max(1, GROUP_BYTES // entry_bytes), seconds)
     finally:
         os.close(fd)
         path.unlink(missing_ok=True)
@@ -69,17 +63,21 @@ def probe(directory: Path, seconds: float = 0.5) -> float:
     """MB/s of 256 KiB appends with an fdatasync each, for ``seconds`` (then deleted)."""
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / f"probe-{os.getpid()}.bin"
-    block = os.urandom(256 * 1024)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-    written = 0
     try:
-        start = time.perf_counter()
-        while time.perf_counter() - start < seconds:
-            os.write(fd, block)
-            os.fdatasync(fd)
-            written += len(block)
-        elapsed = time.perf_counter() - start
+        written, elapsed = _grouped(fd, os.urandom(GROUP_BYTES), seconds)
     finally:
         os.close(fd)
         path.unlink(missing_ok=True)
     return written / elapsed / 1e6
+
+
+def _grouped(fd: int, block: bytes, seconds: float) -> tuple[int, float]:
+    """Append ``block`` + fdatasync for ``seconds`` (at most 8 GiB): (bytes, seconds)."""
+    written = 0
+    start = time.perf_counter()
+    while time.perf_counter() - start < seconds and written < (8 << 30):
+        os.write(fd, block)
+        os.fdatasync(fd)
+        written += len(block)
+    return written, time.perf_counter() - start
