@@ -11,13 +11,12 @@ no migration (pre-release).
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import orjson
 
-from storage.node.journal_io import fsync_dir
+from storage.node.journal_io import write_atomically
 
 CHECKPOINT_FILE = "checkpoint.json"
 COOKIE_FILE = "NODE_ID"
@@ -53,18 +52,6 @@ class Checkpoint:
             journal=(int(raw["journal"][0]), int(raw["journal"][1])),
             ledgers={int(i): (bool(f), int(lac), int(last)) for i, f, lac, last in raw["ledgers"]},
         )
-
-
-def write_atomically(directory: Path, name: str, data: bytes) -> None:
-    tmp = directory / (name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        os.write(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, directory / name)
-    fsync_dir(directory)
 
 
 def load_checkpoint(data_dir: Path) -> Checkpoint | None:

@@ -35,11 +35,11 @@ from storage.node.entry_index import EntryIndex, decode_index_file, encode_index
 from storage.node.journal_io import (
     TYPE_ADD,
     fatal,
-    fsync_dir,
     index_path,
     journal_path,
     list_journal_ids,
     scan_file,
+    write_atomically,
 )
 
 log = logging.getLogger("folio.storage.entries")
@@ -126,18 +126,8 @@ class EntryStore:
     def _write_index_files(self, sealed: dict[int, array]) -> None:
         try:
             for file_id, records in sealed.items():
-                final = index_path(self.directory, file_id)
-                tmp = final.with_suffix(".idx.tmp")
-                data = encode_index_file(records)
-                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-                try:
-                    if os.write(fd, data) != len(data):
-                        raise OSError(errno.EIO, f"short index-file write to {tmp}")
-                    os.fsync(fd)
-                finally:
-                    os.close(fd)
-                os.replace(tmp, final)
-            fsync_dir(self.directory)
+                name = index_path(self.directory, file_id).name
+                write_atomically(self.directory, name, encode_index_file(records))
         except OSError as exc:
             fatal(f"writing journal index files in {self.directory} failed: {exc!r}")
 

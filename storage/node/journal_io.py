@@ -2,6 +2,8 @@
 
 Owns: ``data_dir/journal/*.journal`` (docs/decisions/0002). The journal files are
 the node's only copy of entries: the index points into them (entry_store.py).
+Also the durable-file helpers the node's other files use (``fsync_dir``,
+``write_atomically``: index files, checkpoint.json, the node-id cookie).
 File   = 8-byte magic ``FOLIOJ01`` | record*
 Record = u32 length | u32 crc32c | record-bytes        (length/crc of record-bytes)
 record-bytes = u8 type | body:  ADD -> an encoded wire entry; FENCE -> u64 ledger id
@@ -108,6 +110,20 @@ def fsync_dir(directory: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def write_atomically(directory: Path, name: str, data: bytes) -> None:
+    """``directory/name`` = ``data``, durably: tmp file + fsync + rename + fsync(dir)."""
+    tmp = directory / (name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        if os.write(fd, data) != len(data):
+            raise OSError(errno.EIO, f"short write to {tmp}")
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, directory / name)
+    fsync_dir(directory)
 
 
 def list_journal_ids(directory: Path) -> list[int]:
