@@ -230,6 +230,9 @@ class ConsumerSession:
                 self.on_frame(text)
         except (WebSocketDisconnect, RuntimeError):
             pass
+        except Exception:  # a defect: the client must not take it for a normal close
+            self.out.close(close_code(500), "internal error")
+            raise  # logged by ws_fastpath
         finally:
             sub = self.sub
             if sub is not None:

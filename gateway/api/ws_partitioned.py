@@ -32,7 +32,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 from websockets.asyncio.client import ClientConnection
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
-from gateway.api.errors import protocol_close_code
+from gateway.api.errors import close_code, protocol_close_code
 from gateway.api.ws_session import deny, deny_status, relay_url
 from gateway.broker.key_hash import murmur3_32
 from gateway.names import TopicName
@@ -166,6 +166,9 @@ class _Fanout:
                     break
         except ConnectionClosed:
             pass
+        except Exception:  # a defect: the client must not take it for a normal close
+            self.close_code, self.close_reason = close_code(500), "internal error"
+            raise  # logged by ws_fastpath
         finally:
             await self.finish(client_gone)
 

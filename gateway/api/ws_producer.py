@@ -144,6 +144,9 @@ class ProducerSession:
                 self.on_frame(text)
         except (WebSocketDisconnect, RuntimeError):
             pass
+        except Exception:  # a defect: the client must not take it for a normal close
+            self.out.close(close_code(500), "internal error")
+            raise  # logged by ws_fastpath
         finally:
             if self.topic.producers.get(self.name) is self.record:
                 self.topic.remove_producer(self.name)

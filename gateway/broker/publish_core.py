@@ -4,12 +4,15 @@ Owns: ``PublishBatcher`` (which published messages go into the next ledger
 entry, and when that entry is cut) and ``Dedup`` (per-producer sequence ids).
 Rules:
 - batching (DESIGN.md §4): an entry is cut when no add is in flight (the
-  previous one completed), or - with adds in flight - once the waiting
-  messages make a worthwhile entry (``pipeline_messages`` messages or
+  previous one completed); while the adds in flight are all light (at most
+  ``light_messages`` messages each: the topic is lightly loaded) and fewer than
+  ``light_inflight``, also at once; otherwise - with adds in flight - once the
+  waiting messages make a worthwhile entry (``pipeline_messages`` messages or
   ``pipeline_bytes`` bytes, at most a full one); at most ``inflight_max``
   entries are in flight. So latency stays one add at low rates (a lone message
-  is never held back behind a tiny entry, and the nodes see few entries), while
-  under load several well-filled adds are pipelined instead of one at a time.
+  is not held back behind another small add, and the nodes see few entries),
+  while under load - entries grow heavy - several well-filled adds are
+  pipelined instead of many small ones.
   The queue of waiting messages is bounded in messages and bytes; ``offer``
   refuses beyond it (backpressure, HTTP 429).
 - dedup (pulsar-api.md §4.9, fix of pulsar #5218): per producer name the highest
@@ -36,6 +39,8 @@ QUEUE_MESSAGES_MAX = 50_000  # waiting to be cut into entries, per topic
 QUEUE_BYTES_MAX = 64 * 1024 * 1024
 INFLIGHT_MAX = 8  # entries appended but not confirmed, per topic
 EAGER_INFLIGHT = 1  # cut without waiting while fewer adds than this are in flight
+LIGHT_INFLIGHT = 2  # ... or fewer than this, all of them light
+LIGHT_MESSAGES = 4  # an entry of at most this many messages is light
 PIPELINE_MESSAGES = 100  # ... and with more in flight, once this many messages wait
 PIPELINE_BYTES = 64 * 1024  # ... or this many bytes
 DEDUP_PRODUCERS_MAX = 10_000  # brokerDeduplicationMaxNumberOfProducers
@@ -47,6 +52,8 @@ class BatcherConfig:
     entry_bytes_max: int = ENTRY_BYTES_MAX
     inflight_max: int = INFLIGHT_MAX
     eager_inflight: int = EAGER_INFLIGHT  # below this many adds in flight, cut at once
+    light_inflight: int = LIGHT_INFLIGHT  # ... below this many, all light, also at once
+    light_messages: int = LIGHT_MESSAGES  # an entry of at most this many messages is light
     pipeline_messages: int = PIPELINE_MESSAGES  # beyond it, once this many messages wait
     pipeline_bytes: int = PIPELINE_BYTES  # ... or this many bytes
     queue_messages_max: int = QUEUE_MESSAGES_MAX
@@ -61,6 +68,7 @@ class PublishBatcher(Generic[T]):
         self._queue: deque[tuple[bytes, T]] = deque()
         self._queued_bytes = 0
         self.inflight = 0
+        self._heavy_inflight = 0  # adds in flight of more than light_messages messages
 
     @property
     def queued(self) -> int:
@@ -97,9 +105,14 @@ class PublishBatcher(Generic[T]):
         Call repeatedly until None; call ``on_entry_done`` when its add ends."""
         if not self._queue or self.inflight >= self.config.inflight_max:
             return None
-        if self.inflight >= self.config.eager_inflight and not self._worth_pipelining():
-            return None
         cfg = self.config
+        inflight = self.inflight
+        if (
+            inflight >= cfg.eager_inflight
+            and (inflight >= cfg.light_inflight or self._heavy_inflight)
+            and not self._worth_pipelining()
+        ):
+            return None
         parts: list[bytes] = []
         tokens: list[T] = []
         size = ENTRY_HEADER_BYTES
@@ -114,11 +127,17 @@ class PublishBatcher(Generic[T]):
             size += len(encoded)
         self._queued_bytes -= size - ENTRY_HEADER_BYTES
         self.inflight += 1
+        if len(parts) > cfg.light_messages:
+            self._heavy_inflight += 1
         return parts, tokens
 
-    def on_entry_done(self) -> None:
+    def on_entry_done(self, messages: int) -> None:
+        """The add of an entry of ``messages`` messages (as cut) ended."""
         assert self.inflight > 0
         self.inflight -= 1
+        if messages > self.config.light_messages:
+            assert self._heavy_inflight > 0
+            self._heavy_inflight -= 1
 
     def drain(self) -> list[T]:
         """Forget every waiting message (topic closing); returns their tokens."""

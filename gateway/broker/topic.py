@@ -266,7 +266,7 @@ class Topic:
             self.log.append(payload, len(parts), functools.partial(self._entry_done, tokens=tokens))
 
     def _entry_done(self, entry_future: asyncio.Future[Position], *, tokens: list[PendingMessage]) -> None:
-        self._batcher.on_entry_done()
+        self._batcher.on_entry_done(len(tokens))
         dedup = self.policies.dedup
         settle = self._settle
         if entry_future.cancelled() or entry_future.exception() is not None:

@@ -10,17 +10,50 @@ from gateway.broker.publish_core import BatcherConfig, Dedup, DedupVerdict, Publ
 pytestmark = pytest.mark.unit
 
 
-def test_first_message_is_cut_at_once_then_batches_while_an_add_is_in_flight() -> None:
+def test_first_message_is_cut_at_once_then_batches_while_a_heavy_add_is_in_flight() -> None:
     batcher: PublishBatcher[int] = PublishBatcher()
-    assert batcher.offer(b"a", 0)
+    for i in range(5):
+        assert batcher.offer(b"a", i)
     first = batcher.cut()
-    assert first is not None and first[1] == [0]
-    for i in range(1, 6):
+    assert first is not None and first[1] == [0, 1, 2, 3, 4]  # five messages: a heavy entry
+    for i in range(5, 10):
         assert batcher.offer(b"x", i)
-    assert batcher.cut() is None  # previous add still in flight, batch not full
-    batcher.on_entry_done()
+    assert batcher.cut() is None  # a heavy add in flight, batch not worth pipelining yet
+    batcher.on_entry_done(5)
     second = batcher.cut()
-    assert second is not None and second[1] == [1, 2, 3, 4, 5]
+    assert second is not None and second[1] == [5, 6, 7, 8, 9]
+
+
+def test_behind_a_light_add_a_small_entry_goes_at_once_up_to_light_inflight() -> None:
+    batcher: PublishBatcher[int] = PublishBatcher(BatcherConfig(light_inflight=2, light_messages=4))
+    batcher.offer(b"a", 0)
+    assert batcher.cut() == ([b"a"], [0])
+    batcher.offer(b"b", 1)
+    assert batcher.cut() == ([b"b"], [1])  # the add in flight is light: no waiting behind it
+    batcher.offer(b"c", 2)
+    assert batcher.cut() is None  # two adds in flight: light_inflight reached
+    batcher.on_entry_done(1)
+    assert batcher.cut() == ([b"c"], [2])
+    for i in range(3, 8):
+        batcher.offer(b"d", i)
+    batcher.on_entry_done(1)
+    heavy = batcher.cut()
+    assert heavy is not None and heavy[1] == [3, 4, 5, 6, 7]  # five: heavy
+    batcher.on_entry_done(1)
+    batcher.offer(b"e", 8)
+    assert batcher.cut() is None  # a heavy add in flight: the load is up, batch behind it
+    batcher.on_entry_done(5)
+    assert batcher.cut() == ([b"e"], [8])
+
+
+def test_light_inflight_one_keeps_one_add_at_a_time() -> None:
+    batcher: PublishBatcher[int] = PublishBatcher(BatcherConfig(light_inflight=1))
+    batcher.offer(b"a", 0)
+    assert batcher.cut() is not None
+    batcher.offer(b"b", 1)
+    assert batcher.cut() is None
+    batcher.on_entry_done(1)
+    assert batcher.cut() == ([b"b"], [1])
 
 
 def test_a_full_batch_is_cut_even_while_an_add_is_in_flight() -> None:
@@ -32,13 +65,13 @@ def test_a_full_batch_is_cut_even_while_an_add_is_in_flight() -> None:
     cut = batcher.cut()
     assert cut is not None and cut[1] == [1, 2, 3]
     assert batcher.cut() is None  # inflight_max reached
-    batcher.on_entry_done()
+    batcher.on_entry_done(1)
     cut = batcher.cut()
     assert cut is not None and cut[1] == [4, 5, 6]
 
 
 def test_a_worthwhile_entry_is_pipelined_behind_an_add_in_flight() -> None:
-    config = BatcherConfig(pipeline_messages=4, pipeline_bytes=1000, inflight_max=3)
+    config = BatcherConfig(pipeline_messages=4, pipeline_bytes=1000, inflight_max=3, light_inflight=1)
     batcher: PublishBatcher[int] = PublishBatcher(config)
     batcher.offer(b"a", 0)
     assert batcher.cut() is not None  # nothing in flight: at once
@@ -54,7 +87,7 @@ def test_a_worthwhile_entry_is_pipelined_behind_an_add_in_flight() -> None:
     for i in range(6, 10):
         batcher.offer(b"c", i)
     assert batcher.cut() is None  # inflight_max reached
-    batcher.on_entry_done()
+    batcher.on_entry_done(1)
     cut = batcher.cut()
     assert cut is not None and cut[1] == [6, 7, 8, 9]
 
