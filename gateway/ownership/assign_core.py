@@ -77,6 +77,12 @@ class BalancePolicy:
     assign_timeout_ms: int = 30_000  # an assignment not taken up within this is decided again
 
 
+def shed_due(last_shed_ms: int | None, policy: BalancePolicy, now_ms: int) -> bool:
+    """Whether this round weighs shedding: the first round a load manager leads, then
+    once ``shed_interval_ms`` has passed since the last round that did."""
+    return last_shed_ms is None or now_ms - last_shed_ms >= policy.shed_interval_ms
+
+
 def message_rate(load: LoadReport) -> float:
     """Messages/s the score counts: the per-bundle rates (in + out) summed, or the
     publish rate of a report without them (a gateway that predates them)."""
@@ -169,7 +175,7 @@ class ClusterView:
     assignments: Mapping[NamespaceBundle, Assignment] = field(default_factory=dict)
     unloading: Set[NamespaceBundle] = frozenset()  # valid pending unload requests
     last_moved_ms: Mapping[NamespaceBundle, int] = field(default_factory=dict)
-    shed_due: bool = True  # weigh shedding this round (the shell's ``shed_interval_ms`` clock)
+    shed_due: bool = True  # weigh shedding this round (``shed_due`` of the shell's last round)
 
 
 class _Round:

@@ -55,6 +55,7 @@ from gateway.ownership.assign_core import (
     Effect,
     Unload,
     decide,
+    shed_due,
 )
 from gateway.ownership.bundles import NamespaceBundle
 from gateway.ownership.records import (
@@ -204,7 +205,7 @@ class LoadManager:
             assignments={nb: a for nb, (a, _) in assignments.items()},
             unloading=unloading,
             last_moved_ms=self._last_moved,
-            shed_due=self._last_shed_ms is None or now - self._last_shed_ms >= self.policy.shed_interval_ms,
+            shed_due=shed_due(self._last_shed_ms, self.policy, now),
         )
         if view.shed_due:
             self._last_shed_ms = now

@@ -22,6 +22,7 @@ from gateway.ownership.assign_core import (
     decide,
     least_loaded_gateway,
     score,
+    shed_due,
 )
 from gateway.ownership.bundles import NamespaceBundle, bundle_ranges
 from gateway.ownership.records import Assignment, GatewayInfo, LoadReport
@@ -166,6 +167,13 @@ def test_shedding_is_weighed_only_in_rounds_where_it_is_due() -> None:
     not_due = replace(due, shed_due=False)
     assert decide(not_due, POLICY, NOW) == []
     assert BalancePolicy().shed_interval_ms == 60_000 and BalancePolicy().move_cooldown_ms == 30 * 60_000
+
+
+def test_shed_clock_is_due_first_then_once_per_interval() -> None:
+    policy = BalancePolicy(shed_interval_ms=60_000)
+    assert shed_due(None, policy, NOW)  # the first round a load manager leads
+    assert not shed_due(NOW, policy, NOW + 59_999)
+    assert shed_due(NOW, policy, NOW + 60_000)
 
 
 def test_hysteresis_nothing_moves_below_the_overload_factor() -> None:
