@@ -19,9 +19,8 @@ import httpx
 import orjson
 import pytest
 import pytest_asyncio
-import websockets
 from clusters import MessagingCluster
-from wsclient import Collector, Producer, consumer_url, decode_id, module_cluster, unb64
+from wsclient import Collector, Producer, consumer_url, decode_id, module_cluster, reader_url, unb64
 
 from coordination import keys
 from gateway.names import TopicName
@@ -88,23 +87,22 @@ async def test_unacked_messages_expire_after_the_ttl(cluster: MessagingCluster) 
 # ---------------------------------------------------------------- retention
 
 
-def ws_url(cluster: MessagingCluster, index: int, kind: str, path: str, query: str) -> str:
-    return f"{cluster.ws(index)}/ws/v2/{kind}/persistent/{path}?{query}"
-
-
 async def ledger_ids(http: httpx.AsyncClient, base: str, topic: str) -> list[int]:
     response = await http.get(f"{base}/admin/v2/persistent/{topic}/internalStats")
     assert response.status_code == 200, response.text
     return [int(ledger["ledgerId"]) for ledger in response.json()["ledgers"]]
 
 
-async def three_ledgers_consumed(cluster: MessagingCluster, http: httpx.AsyncClient, topic: str) -> list[int]:
-    """Subscribe, publish 3 x 5 messages with an unload between (each takeover closes
-    the ledger and opens a new one), then consume and ack all 15."""
-    first = await Collector.connect(ws_url(cluster, 0, "consumer", f"{topic}/s", SHARED))
+async def three_ledgers_consumed(
+    cluster: MessagingCluster, http: httpx.AsyncClient, namespace: str
+) -> list[int]:
+    """Subscribe to ``namespace``/t, publish 3 x 5 messages with an unload between (each
+    takeover closes the ledger and opens a new one), then consume and ack all 15."""
+    topic = f"{namespace}/t"
+    first = await Collector.connect(consumer_url(cluster.ws(0), "t", "s", SHARED, namespace))
     await first.close()
     for phase in range(3):
-        producer = Producer(await websockets.connect(ws_url(cluster, phase % 2, "producer", topic, "")))
+        producer = await Producer.connect(cluster.ws(phase % 2), "t", namespace=namespace)
         for i in range(5):
             reply = await producer.send(f"p{phase}-{i}")
             assert reply["result"] == "ok", reply
@@ -114,7 +112,7 @@ async def three_ledgers_consumed(cluster: MessagingCluster, http: httpx.AsyncCli
             assert response.status_code == 204, response.text
     ledgers = await ledger_ids(http, cluster.urls[0], topic)
     assert len(ledgers) >= 3, ledgers
-    consumer = await Collector.connect(ws_url(cluster, 1, "consumer", f"{topic}/s", SHARED))
+    consumer = await Collector.connect(consumer_url(cluster.ws(1), "t", "s", SHARED, namespace))
     for message in await consumer.wait_messages(15):
         await consumer.ack(message["messageId"])
     assert await consumer.nothing_for(0.5)
@@ -122,8 +120,8 @@ async def three_ledgers_consumed(cluster: MessagingCluster, http: httpx.AsyncCli
     return ledgers
 
 
-async def read_all(cluster: MessagingCluster, topic: str) -> list[str]:
-    reader = await Collector.connect(ws_url(cluster, 0, "reader", topic, "messageId=earliest"))
+async def read_all(cluster: MessagingCluster, namespace: str) -> list[str]:
+    reader = await Collector.connect(reader_url(cluster.ws(0), "t", "messageId=earliest", namespace))
     while not await reader.nothing_for(1.5):  # until the reader has gone quiet
         pass
     await reader.close()
@@ -145,8 +143,8 @@ async def test_retention_keeps_consumed_ledgers_and_none_trims_them(cluster: Mes
         await asyncio.sleep(2.5)  # gateways re-read namespace policies every second
 
         trimmed_topic, kept_topic = "public/ret-none/t", "public/ret-keep/t"
-        trimmed = await three_ledgers_consumed(cluster, http, trimmed_topic)
-        kept = await three_ledgers_consumed(cluster, http, kept_topic)
+        trimmed = await three_ledgers_consumed(cluster, http, "public/ret-none")
+        kept = await three_ledgers_consumed(cluster, http, "public/ret-keep")
 
         deadline = asyncio.get_running_loop().time() + 15
         while (now := await ledger_ids(http, cluster.urls[1], trimmed_topic)) != trimmed[-1:]:
@@ -155,5 +153,5 @@ async def test_retention_keeps_consumed_ledgers_and_none_trims_them(cluster: Mes
         await asyncio.sleep(2.0)  # a few more maintenance ticks for the kept topic
         assert await ledger_ids(http, cluster.urls[1], kept_topic) == kept
 
-    assert await read_all(cluster, trimmed_topic) == [f"p2-{i}" for i in range(5)]
-    assert await read_all(cluster, kept_topic) == [f"p{p}-{i}" for p in range(3) for i in range(5)]
+    assert await read_all(cluster, "public/ret-none") == [f"p2-{i}" for i in range(5)]
+    assert await read_all(cluster, "public/ret-keep") == [f"p{p}-{i}" for p in range(3) for i in range(5)]

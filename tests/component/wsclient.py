@@ -23,7 +23,8 @@ from websockets.exceptions import InvalidStatus
 
 from gateway.broker.message_id import MessageId
 
-TOPIC_PATH = "persistent/public/default"
+NAMESPACE = "public/default"
+TOPIC_PATH = f"persistent/{NAMESPACE}"
 
 
 def b64(data: bytes | str) -> str:
@@ -41,8 +42,9 @@ class Producer:
         self._contexts = itertools.count()
 
     @classmethod
-    async def connect(cls, base: str, topic: str, query: str = "") -> Producer:
-        ws = await websockets.connect(f"{base}/ws/v2/producer/{TOPIC_PATH}/{topic}?{query}", open_timeout=15)
+    async def connect(cls, base: str, topic: str, query: str = "", namespace: str = NAMESPACE) -> Producer:
+        url = f"{base}/ws/v2/producer/persistent/{namespace}/{topic}?{query}"
+        ws = await websockets.connect(url, open_timeout=15)
         return cls(ws)
 
     async def send(self, payload: bytes | str, timeout: float = 15.0, **fields: Any) -> dict[str, Any]:
@@ -113,12 +115,12 @@ def id_order(message_id: str) -> tuple[int, int, int, int]:
     return (mid.partition, mid.ledger_id, mid.entry_id, mid.batch_index)
 
 
-def consumer_url(base: str, topic: str, sub: str, query: str = "") -> str:
-    return f"{base}/ws/v2/consumer/{TOPIC_PATH}/{topic}/{sub}?{query}"
+def consumer_url(base: str, topic: str, sub: str, query: str = "", namespace: str = NAMESPACE) -> str:
+    return f"{base}/ws/v2/consumer/persistent/{namespace}/{topic}/{sub}?{query}"
 
 
-def reader_url(base: str, topic: str, query: str = "") -> str:
-    return f"{base}/ws/v2/reader/{TOPIC_PATH}/{topic}?{query}"
+def reader_url(base: str, topic: str, query: str = "", namespace: str = NAMESPACE) -> str:
+    return f"{base}/ws/v2/reader/persistent/{namespace}/{topic}?{query}"
 
 
 async def handshake_status(url: str) -> int:
