@@ -8,6 +8,7 @@ topic's is not this topic's message (acks of it move nothing).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from gateway.broker.consumers import Delivery
@@ -30,24 +31,26 @@ def entry_message(request: PublishRequest, producer: str, sequence_id: int, now_
     )
 
 
-def delivery_frame(delivery: Delivery, partition: int) -> dict[str, Any]:
-    message = delivery.message
-    p = delivery.position
-    return message_frame(
-        id_base64(
-            p.ledger_id,
-            p.entry_id,
-            partition,
-            p.batch_index if delivery.batch_size else -1,
-            delivery.batch_size,
-        ),
-        message.payload,
-        message.properties,
-        message.publish_time_ms,
-        delivery.redelivery_count,
-        message.event_time_ms or 0,
-        message.key.decode("utf-8", "replace") if message.key is not None else None,
-    )
+def delivery_frames(deliveries: Sequence[Delivery], partition: int) -> list[dict[str, Any]]:
+    """The frames of ``deliveries`` (message ids as Pulsar encodes them; see ``message_frame``)."""
+    frames = []
+    for delivery in deliveries:
+        message = delivery.message
+        p = delivery.position
+        batch_size = delivery.batch_size
+        index = p.batch_index if batch_size else -1
+        frames.append(
+            message_frame(
+                id_base64(p.ledger_id, p.entry_id, partition, index, batch_size),
+                message.payload,
+                message.properties,
+                message.publish_time_ms,
+                delivery.redelivery_count,
+                message.event_time_ms or 0,
+                message.key.decode("utf-8", "replace") if message.key is not None else None,
+            )
+        )
+    return frames
 
 
 def position_of(message_id: MessageId, partition: int) -> MessagePosition | None:

@@ -24,7 +24,7 @@ from starlette.responses import Response
 
 from gateway.api import forwarding
 from gateway.api import route_docs as docs
-from gateway.api.convert import delivery_frame, entry_message, position_of
+from gateway.api.convert import delivery_frames, entry_message, position_of
 from gateway.api.errors import error_response, reason_response
 from gateway.api.http_consume import HttpConsumer, HttpConsumers
 from gateway.api.http_io import ACK_BODY_MAX, read_body, rest_message
@@ -413,7 +413,7 @@ def make_router(get_gateway: Any) -> APIRouter:
             consumer.last_used_ms = consumers.now_ms()
         except (GatewayError, InvalidName) as exc:
             return error_response(exc)
-        return Response(fetch_response([delivery_frame(d, where.partition) for d in got]), media_type=JSON)
+        return Response(fetch_response(delivery_frames(got, where.partition)), media_type=JSON)
 
     async def _settle(
         domain: str, tenant: str, namespace: str, topic: str, subscription: str, request: Request, nack: bool

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 import orjson
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from gateway.api.convert import delivery_frame, position_of
+from gateway.api.convert import delivery_frames, position_of
 from gateway.api.errors import close_code, protocol_close_code
 from gateway.api.ws_session import Outbound, deny
 from gateway.broker import letters
@@ -82,7 +82,7 @@ class ConsumerSession:
 
     def deliver(self, deliveries: list[Delivery]) -> None:
         partition = self.partition
-        frames = [delivery_frame(d, partition) for d in deliveries]
+        frames = delivery_frames(deliveries, partition)
         delivered = self.delivered
         if len(delivered) > DELIVERED_IDS_MAX:  # a client that never acks: forget, acks then parse ids
             delivered.clear()

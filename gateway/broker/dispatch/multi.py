@@ -26,7 +26,7 @@ dispatch, maybe rewind.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from gateway.broker.dispatch.base import (
     ConsumerId,
@@ -118,15 +118,19 @@ class MultiConsumerDispatcher(ABC):
     def on_ack(
         self, consumer_id: ConsumerId, positions: Iterable[MessagePosition], now_ms: int
     ) -> list[Effect]:
+        settled: dict[ConsumerId, int] = {}  # credit back per consumer, released once
+        ack, released = self._pending.ack, self._released
         for position in positions:
-            pending = self._pending.ack(position)
+            pending = ack(position)
             if pending is None:
                 self._forget(position)  # acked while queued for redelivery: don't resend
                 self._delayed.remove(position)
                 continue
             if not pending.nacked:
-                self._flow.on_settled(pending.consumer_id)
-            self._released(pending)
+                settled[pending.consumer_id] = settled.get(pending.consumer_id, 0) + 1
+            released(pending)
+        for holder, n in settled.items():
+            self._flow.on_settled(holder, n)
         return self._settle(now_ms)
 
     def on_nack(
@@ -190,6 +194,34 @@ class MultiConsumerDispatcher(ABC):
         self._flow.on_delivered(consumer_id)
         self._delivered(self._pending.record(consumer_id, message, count, now_ms))
         return Deliver(consumer_id, message, count)
+
+    def _deliver_run(
+        self,
+        consumer_id: ConsumerId,
+        turn: int,
+        next_message: Callable[[], tuple[Message, int] | None],
+        now_ms: int,
+    ) -> list[Effect]:
+        """``_deliver`` for up to ``turn`` messages taken from ``next_message`` in a row
+        (dead letters use no credit and do not count); the credit is taken once."""
+        effects: list[Effect] = []
+        limit = self._infos[consumer_id].max_redeliver_count
+        record, delivered = self._pending.record, self._delivered
+        sent = 0
+        while sent < turn:
+            item = next_message()
+            if item is None:
+                break
+            message, count = item
+            if 0 < limit < count:
+                effects.append(DeadLetter(consumer_id, message, count))
+                continue
+            delivered(record(consumer_id, message, count, now_ms))
+            effects.append(Deliver(consumer_id, message, count))
+            sent += 1
+        if sent:
+            self._flow.on_delivered(consumer_id, sent)
+        return effects
 
     def _take_back(self, items: list[Pending], holder: ConsumerInfo | None = None) -> list[Effect]:
         """Messages leaving their consumer unacked: redeliver or dead-letter."""

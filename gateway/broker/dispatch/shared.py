@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections import deque
 
-from gateway.broker.dispatch.base import ConsumerId, Deliver, DispatcherConfig, Effect, Message
+from gateway.broker.dispatch.base import ConsumerId, DispatcherConfig, Effect, Message
 from gateway.broker.dispatch.multi import MultiConsumerDispatcher
 from gateway.broker.dispatch.queues import ReplayQueue
 from gateway.broker.positions import MessagePosition
@@ -81,14 +81,10 @@ class SharedDispatcher(MultiConsumerDispatcher):
             consumer_id = self._next_consumer()
             if consumer_id is None:
                 break
-            turn = min(self._flow.available(consumer_id), self._config.round_robin_batch_max)
-            while turn > 0:
-                item = self._next_message()
-                if item is None:
-                    break
-                effect = self._deliver(consumer_id, item[0], item[1], now_ms)
-                effects.append(effect)
-                turn -= isinstance(effect, Deliver)
+            credit = self._flow.available(consumer_id)
+            # one consumer: every turn is its turn, so one turn takes all its credit
+            turn = credit if len(self._infos) == 1 else min(credit, self._config.round_robin_batch_max)
+            effects += self._deliver_run(consumer_id, turn, self._next_message, now_ms)
             self._last_served = consumer_id
         return effects
 
