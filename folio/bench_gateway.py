@@ -128,6 +128,8 @@ def w2_rows(mode: str, rate: float, res: W2Result, cpu: dict[str, float]) -> lis
     note = f"offered {rate:g}/s, received {res.received:,}/{res.expected:,}"
     if res.duplicates:
         note += f", {res.duplicates} redelivered"
+    if res.reconnects:
+        note += f", {res.reconnects} reconnect(s): the topic moved"
     if res.first_error:
         note += f"; first error: {res.first_error}"
     p50, p99 = latency_columns(res.e2e_ms)
@@ -193,7 +195,6 @@ async def w1_w3(s: Settings, target: Target, topic: str, mode: str, size: int, r
 
 
 async def w2(s: Settings, target: Target, topic: str, mode: str, rep: int) -> list[Row]:
-    ws_base, _ = await lookup(target.http_url, topic)
     profiler = _profiler(target, f"W2-{mode}-r{rep}")
 
     def start_cpu(child_pid: int) -> Callable[[], dict[str, float]]:
@@ -202,7 +203,7 @@ async def w2(s: Settings, target: Target, topic: str, mode: str, rep: int) -> li
 
     try:
         pace = W2Pace(s.w2_rate, s.w2_seconds, spin=s.w2_spin)
-        result, cpu = await run_w2(ws_base, topic, pace, mode == "ws-batch", start_cpu)
+        result, cpu = await run_w2(target.http_url, topic, pace, mode == "ws-batch", start_cpu)
     finally:
         if profiler is not None:
             profiler.stop()

@@ -32,8 +32,9 @@ from pathlib import Path
 
 import orjson
 import uvloop
+import websockets
 
-from folio.bench_gateway_load import DRAIN_S, consumer_url, producer_url, ws_connect
+from folio.bench_gateway_load import DRAIN_S, Link, LoadResult, consumer_url, producer_url
 
 READY = "FOLIO-W2 READY"
 PAYLOAD_BYTES = 100
@@ -76,6 +77,7 @@ class W2Result:
     e2e_ms: list[float] = field(default_factory=list)
     received: int = 0
     duplicates: int = 0
+    reconnects: int = 0  # producer and consumer sessions opened again after the topic moved
 
 
 def stamped(seq: int) -> bytes:
@@ -85,56 +87,91 @@ def stamped(seq: int) -> bytes:
 # ---------------------------------------------------------------- producer (bench process)
 
 
-async def produce_paced(ws_url: str, pace: W2Pace, batched: bool, result: W2Result) -> None:
+async def produce_paced(link: Link, pace: W2Pace, batched: bool, result: W2Result) -> None:
+    """Send ``pace.expected`` messages at the offered rate. If the topic moves (4503), connect
+    again through ``link``; what was in flight then counts as errors (fate unknown, not resent)."""
     expected = pace.expected
     sent_at = [0.0] * expected
-    ws = await ws_connect(ws_url)
+    answered = bytearray(expected)
+    ws = await link.connect()
 
-    async def replies() -> None:
+    async def replies(ws: websockets.ClientConnection) -> None:
         while result.replies < expected:
             reply = orjson.loads(await ws.recv(decode=False))
             items = (reply.get("results") or []) if reply.get("type") == "batch" else [reply]
             now = time.perf_counter()
             for item in items:
+                j = int(item["context"])
+                if answered[j]:
+                    continue
+                answered[j] = 1
                 result.replies += 1
                 if item.get("result") == "ok":
-                    result.ack_ms.append((now - sent_at[int(item["context"])]) * 1e3)
+                    result.ack_ms.append((now - sent_at[j]) * 1e3)
                 else:
                     result.errors += 1
                     result.first_error = result.first_error or str(item.get("errorMsg") or item)[:200]
 
-    reader = asyncio.get_running_loop().create_task(replies())
+    async def moved(exc: websockets.ConnectionClosed, sent: int) -> websockets.ClientConnection:
+        lost = [j for j in range(sent) if not answered[j]]
+        for j in lost:
+            answered[j] = 1
+        result.replies += len(lost)
+        result.errors += len(lost)
+        result.reconnects += 1
+        if not result.first_error:
+            result.first_error = f"topic moved; {len(lost)} in flight, fate unknown"
+        return await link.reconnect(exc, LoadResult(), len(lost))
+
+    loop = asyncio.get_running_loop()
+    reader = loop.create_task(replies(ws))
     start = time.perf_counter()
+    i = 0
     try:
-        i = 0
-        while i < expected and not reader.done():
-            due = min(expected, int((time.perf_counter() - start) * pace.rate) + 1)
-            if due > i:
-                frames = []
-                for j in range(i, due):
-                    sent_at[j] = time.perf_counter()
-                    frames.append({"payload": base64.b64encode(stamped(j)).decode(), "context": str(j)})
-                if batched:
-                    await ws.send(orjson.dumps({"type": "batch", "messages": frames}), text=True)
-                else:
-                    for frame in frames:
-                        await ws.send(orjson.dumps(frame), text=True)
-                i = due
-            await asyncio.sleep(pace.sleep_s(start, i, time.perf_counter()))
-        result.sent = i
-        result.send_seconds = time.perf_counter() - start
-        async with asyncio.timeout(DRAIN_S):
-            await reader
+        async with asyncio.timeout(pace.seconds + DRAIN_S):
+            while i < expected or result.replies < expected:
+                if reader.done():
+                    exc = reader.exception()
+                    if not isinstance(exc, websockets.ConnectionClosed):
+                        break  # all replied (or a defect: ``reader.result`` re-raises it below)
+                    ws = await moved(exc, i)
+                    reader = loop.create_task(replies(ws))
+                    continue
+                if i == expected:
+                    result.sent, result.send_seconds = i, time.perf_counter() - start
+                    await asyncio.wait([reader])
+                    continue
+                due = min(expected, int((time.perf_counter() - start) * pace.rate) + 1)
+                if due > i:
+                    frames = []
+                    for j in range(i, due):
+                        sent_at[j] = time.perf_counter()
+                        frames.append({"payload": base64.b64encode(stamped(j)).decode(), "context": str(j)})
+                    try:
+                        if batched:
+                            await ws.send(orjson.dumps({"type": "batch", "messages": frames}), text=True)
+                        else:
+                            for frame in frames:
+                                await ws.send(orjson.dumps(frame), text=True)
+                    except websockets.ConnectionClosed:
+                        pass  # the reader sees the close too; these count as in flight
+                    i = due
+                if i < expected:
+                    await asyncio.sleep(pace.sleep_s(start, i, time.perf_counter()))
+        if reader.done() and not reader.cancelled():
+            reader.result()
     except TimeoutError:
         result.errors += expected - result.replies
         result.first_error = result.first_error or "timed out waiting for publish replies"
     finally:
+        if not result.send_seconds:
+            result.sent, result.send_seconds = i, time.perf_counter() - start
         reader.cancel()
         await ws.close()
 
 
 async def run_w2(
-    ws_base: str, topic: str, pace: W2Pace, batched: bool, on_start: CpuHook
+    http_base: str, topic: str, pace: W2Pace, batched: bool, on_start: CpuHook
 ) -> tuple[W2Result, dict[str, float]]:
     """Start the consumer process, wait until it is subscribed, then pace the producer.
     ``on_start(child_pid)`` starts CPU accounting and returns the function that stops it.
@@ -142,7 +179,7 @@ async def run_w2(
     close, so its CPU can still be read from /proc when accounting stops."""
     expected, seconds = pace.expected, pace.seconds
     result = W2Result(expected)
-    cmd = ["-m", "folio.bench_gateway_w2", "consume", "--url", ws_base, "--topic", topic]
+    cmd = ["-m", "folio.bench_gateway_w2", "consume", "--http", http_base, "--topic", topic]
     cmd += ["--expected", str(expected), "--seconds", str(seconds + DRAIN_S)]
     if batched:
         cmd.append("--batch")
@@ -157,13 +194,15 @@ async def run_w2(
             raise RuntimeError(f"W2 consumer did not start: {line!r}")
         await asyncio.sleep(SETTLE_S)
         stop_cpu = on_start(child.pid)
-        await produce_paced(producer_url(ws_base, topic), pace, batched, result)
+        link = Link(http_base, topic, lambda ws_base: producer_url(ws_base, topic))
+        await produce_paced(link, pace, batched, result)
         line = await asyncio.wait_for(child.stdout.readline(), seconds + 2 * DRAIN_S)
         cpu = stop_cpu()
         data = orjson.loads(line)
         result.e2e_ms = [ns / 1e6 for ns in data["latencies_ns"]]
         result.received = len(result.e2e_ms)
         result.duplicates = int(data["duplicates"])
+        result.reconnects += int(data["reconnects"])
         child.stdin.close()
         await asyncio.wait_for(child.wait(), DRAIN_S)
     finally:
@@ -176,55 +215,66 @@ async def run_w2(
 # ---------------------------------------------------------------- consumer (child process)
 
 
-async def consume_latency(url: str, expected: int, seconds: float, batched: bool) -> tuple[list[int], int]:
-    """Receive until ``expected`` distinct messages or ``seconds``; ack each; (latencies ns, dups)."""
+async def consume_latency(
+    link: Link, expected: int, seconds: float, batched: bool
+) -> tuple[list[int], int, int]:
+    """Receive until ``expected`` distinct messages or ``seconds``; ack each;
+    (latencies ns, duplicates, reconnects).
+    If the topic moves (4503), connect again; what comes again counts as a duplicate."""
     latencies: list[int] = []
-    seen: set[str] = set()
+    seen: set[int] = set()  # sequence numbers (ids change if a message is published again)
     duplicates = 0
-    ws = await ws_connect(url)
+    moves = LoadResult()
+    ws = await link.connect()
     print(READY, flush=True)
     try:
         async with asyncio.timeout(seconds):
             while len(seen) < expected:
-                frame = orjson.loads(await ws.recv(decode=False))
-                now = time.time_ns()
-                if batched and frame.get("type") == "messages":
-                    messages = frame["messages"]
-                    ids = [m["messageId"] for m in messages]
-                    await ws.send(orjson.dumps({"type": "ack", "messageIds": ids}), text=True)
-                elif "messageId" in frame and "payload" in frame:
-                    messages = [frame]
-                    await ws.send(orjson.dumps({"messageId": frame["messageId"]}), text=True)
-                else:
+                try:
+                    frame = orjson.loads(await ws.recv(decode=False))
+                    now = time.time_ns()
+                    if batched and frame.get("type") == "messages":
+                        messages = frame["messages"]
+                        ids = [m["messageId"] for m in messages]
+                        await ws.send(orjson.dumps({"type": "ack", "messageIds": ids}), text=True)
+                    elif "messageId" in frame and "payload" in frame:
+                        messages = [frame]
+                        await ws.send(orjson.dumps({"messageId": frame["messageId"]}), text=True)
+                    else:
+                        continue
+                except websockets.ConnectionClosed as exc:
+                    ws = await link.reconnect(exc, moves, 0)
                     continue
                 for message in messages:
-                    if message["messageId"] in seen:
+                    stamp, seq = struct.unpack_from(">QQ", base64.b64decode(message["payload"]), 0)
+                    if seq in seen:
                         duplicates += 1
                         continue
-                    seen.add(message["messageId"])
-                    stamp = struct.unpack_from(">Q", base64.b64decode(message["payload"]), 0)[0]
+                    seen.add(seq)
                     latencies.append(now - stamp)
     except TimeoutError:
         pass
     finally:
         await ws.close()
-    return latencies, duplicates
+    return latencies, duplicates, moves.reconnects
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m folio.bench_gateway_w2")
     sub = parser.add_subparsers(dest="command", required=True)
     consume = sub.add_parser("consume", help="W2 latency consumer (started by folio bench gateway)")
-    consume.add_argument("--url", required=True, help="ws://host:port of the topic's owner")
+    consume.add_argument("--http", required=True, help="http://host:port of any gateway")
     consume.add_argument("--topic", required=True)
     consume.add_argument("--sub", default="w2")
     consume.add_argument("--expected", type=int, required=True)
     consume.add_argument("--seconds", type=float, required=True)
     consume.add_argument("--batch", action="store_true", help="batched delivery and acks")
     args = parser.parse_args(argv)
-    url = consumer_url(args.url, args.topic, args.sub, 256, args.batch)
-    latencies, duplicates = uvloop.run(consume_latency(url, args.expected, args.seconds, args.batch))
-    sys.stdout.write(orjson.dumps({"latencies_ns": latencies, "duplicates": duplicates}).decode() + "\n")
+    topic, sub, batch = args.topic, args.sub, args.batch
+    link = Link(args.http, topic, lambda ws_base: consumer_url(ws_base, topic, sub, 256, batch))
+    latencies, duplicates, moves = uvloop.run(consume_latency(link, args.expected, args.seconds, args.batch))
+    line = {"latencies_ns": latencies, "duplicates": duplicates, "reconnects": moves}
+    sys.stdout.write(orjson.dumps(line).decode() + "\n")
     sys.stdout.flush()
     sys.stdin.read()  # the bench closes our stdin once it has read our CPU time
     return 0

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import subprocess
 import sys
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import orjson
@@ -13,7 +15,8 @@ import pytest
 from websockets.asyncio.server import ServerConnection, serve
 from websockets.http11 import Request, Response
 
-from folio.bench_gateway_load import publish
+from folio.bench_gateway_load import Link, producer_url, publish
+from folio.bench_gateway_w2 import W2Pace, W2Result, produce_paced
 
 pytestmark = pytest.mark.component
 
@@ -58,14 +61,15 @@ def test_tiny_gateway_bench_prints_every_row(tmp_path: Path) -> None:
     assert not list((tmp_path / ".folio-bench-gw").glob("probe-*.bin"))  # the disk probe cleans up
 
 
-async def test_publishers_reconnect_when_the_topic_moves() -> None:
-    """A fake gateway (lookup + producer endpoint) that closes the first session with 4503 after
-    some replies: the client looks the owner up again, reconnects, counts what was in flight as
-    errors and still stops at its message cap."""
-    sessions: list[int] = []
-    close_after = [50]  # frames answered before the first session is closed
+class FakeGateway:
+    """Lookup + producer endpoint; the first session is closed with 4503 after
+    ``close_after`` answered frames (the topic moved)."""
 
-    def lookup(connection: ServerConnection, request: Request) -> Response | None:
+    def __init__(self, close_after: int) -> None:
+        self.sessions: list[int] = []  # frames answered per session
+        self.close_after = close_after
+
+    def lookup(self, connection: ServerConnection, request: Request) -> Response | None:
         if request.path.startswith("/lookup/"):
             port = connection.local_address[1]
             body = orjson.dumps(
@@ -74,12 +78,13 @@ async def test_publishers_reconnect_when_the_topic_moves() -> None:
             return connection.respond(200, body.decode())
         return None
 
-    async def producer(ws: ServerConnection) -> None:
+    async def producer(self, ws: ServerConnection) -> None:
+        sessions = self.sessions
         sessions.append(0)
         first = len(sessions) == 1
         async for frame in ws:
             obj = orjson.loads(frame)
-            if first and sessions[-1] == close_after[0]:
+            if first and sessions[-1] == self.close_after:
                 await ws.close(4503, "topic unloaded; reconnect")
                 return
             sessions[-1] += 1
@@ -92,16 +97,41 @@ async def test_publishers_reconnect_when_the_topic_moves() -> None:
                     orjson.dumps({"result": "ok", "messageId": "x", "context": obj["context"]}).decode()
                 )
 
-    async with serve(producer, "127.0.0.1", 0, process_request=lookup, max_queue=None) as server:
-        port = server.sockets[0].getsockname()[1]
-        base = f"http://127.0.0.1:{port}"
+    @contextlib.asynccontextmanager
+    async def serving(self) -> AsyncIterator[str]:
+        server = serve(self.producer, "127.0.0.1", 0, process_request=self.lookup, max_queue=None)
+        async with server as running:
+            yield f"http://127.0.0.1:{running.sockets[0].getsockname()[1]}"
+
+
+async def test_publishers_reconnect_when_the_topic_moves() -> None:
+    """The client looks the owner up again, reconnects, counts what was in flight as errors and
+    still stops at its message cap."""
+    fake = FakeGateway(50)
+    async with fake.serving() as base:
         result = await publish("ws", base, "t", b"p" * 100, 2000, 10.0, 256, 128)
-        assert result.reconnects == 1 and len(sessions) == 2, (result, sessions)
+        assert result.reconnects == 1 and len(fake.sessions) == 2, (result, fake.sessions)
         # 50 replies, 12 of them refilled the window before the client saw the close: 218 in flight
         assert result.ok == 2000 - result.errors and result.errors == 256 - 50 + 12, result
         assert "4503" in result.first_error and not result.capped_by_time
-        sessions.clear()
-        close_after[0] = 5
+        fake.sessions.clear()
+        fake.close_after = 5
         result = await publish("ws-batch", base, "t", b"p" * 100, 2000, 10.0, 256, 128)
         assert result.reconnects == 1 and result.ok == 2000 - result.errors, result
         assert result.errors == 2 * 128, result  # both frames in flight when the 6th was refused
+
+
+@pytest.mark.parametrize("batched", [False, True])
+async def test_w2_producer_reconnects_when_the_topic_moves(batched: bool) -> None:
+    """The paced W2 producer connects again after a 4503 and sends the rest; the frame refused
+    by the closing session counts as an error (fate unknown), every other message is answered."""
+    fake = FakeGateway(20)
+    pace = W2Pace(rate=500, seconds=0.4)
+    result = W2Result(pace.expected)
+    async with fake.serving() as base:
+        link = Link(base, "t", lambda ws_base: producer_url(ws_base, "t"))
+        await produce_paced(link, pace, batched, result)
+    assert len(fake.sessions) == 2 and result.reconnects == 1, (fake.sessions, result.reconnects)
+    assert result.sent == pace.expected == 200 and result.replies == 200, result
+    assert 1 <= result.errors < 20 and "topic moved" in result.first_error, result
+    assert len(result.ack_ms) == 200 - result.errors
