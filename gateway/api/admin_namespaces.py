@@ -30,6 +30,7 @@ from gateway.api.paging import TOTAL_HEADER, PageParams
 from gateway.api.route_docs import Namespace, Paging, Tenant
 from gateway.meta.errors import NotFound
 from gateway.meta.namespaces import NamespaceStore
+from gateway.meta.persistence import ENSEMBLE_MAX, Persistence
 from gateway.meta.policies import (
     AutoTopicCreation,
     BacklogQuota,
@@ -373,6 +374,24 @@ def make_router(get_store: Callable[[], NamespaceStore], unload: Unloader = _no_
         lambda p, v: p.replace(max_producers_per_topic=parse_limit(v, "maxProducersPerTopic")),
         lambda p: p.replace(max_producers_per_topic=None),
         request_body(schemas.LIMIT, "most producers of one topic (0 = no limit)", 10),
+    )
+    policy_routes(
+        "persistence",
+        "persistence",
+        lambda p: None if p.persistence is None else p.persistence.to_json(),
+        lambda p, v: p.replace(persistence=Persistence.from_json(v)),
+        lambda p: p.replace(persistence=None),
+        request_body(
+            schemas.PersistencePolicies,
+            "Pulsar PersistencePolicies: the quorums of the namespace's topics' next ledgers "
+            f"(400 unless 1 <= ack <= write <= ensemble <= {ENSEMBLE_MAX})",
+            {
+                "bookkeeperEnsemble": 3,
+                "bookkeeperWriteQuorum": 2,
+                "bookkeeperAckQuorum": 2,
+                "managedLedgerMaxMarkDeleteRate": 0.0,
+            },
+        ),
     )
     policy_routes(
         "autoTopicCreation",

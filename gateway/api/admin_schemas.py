@@ -13,7 +13,9 @@ that are not names (roles, bundles, ids, counts, times). Rules:
   (``if``/``then``/``else``, which client generators ignore - an ``anyOf`` at a
   model's top would turn the model into a union for them). What it cannot state
   is in the description: 412 for a backlog
-  quota beyond the retention, 400 for bundle boundaries out of order;
+  quota beyond the retention, 400 for bundle boundaries out of order. Quorums in
+  order (ack <= write <= ensemble, integers up to 16) are stated with
+  ``dependentSchemas`` of one ``if``/``then`` per bound (``_at_most``);
 - integers are JSON integers or whole-number floats (``3.0``), as JSON Schema and
   Jackson read them (``read_json`` turns whole floats into ints);
 - parameters FastAPI validates (ids, counts, times, the quota type) are answered
@@ -27,8 +29,10 @@ from typing import Annotated, Any, Literal
 
 from fastapi import Path, Query
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
+from pydantic.config import JsonDict
 
 from gateway.broker.message_id import INT32_MAX, INT64_MAX
+from gateway.meta.persistence import ENSEMBLE_MAX, MARK_DELETE_RATE_MAX
 from gateway.meta.policies import AUTH_ACTIONS, BUNDLES_MAX, ROLES_MAX
 from gateway.names import PARTITIONS_MAX
 
@@ -137,6 +141,46 @@ class AutoTopicCreationOverride(BaseModel):
     defaultNumPartitions: int | None = Field(None, ge=0, le=PARTITIONS_MAX)
 
 
+def _at_most(bound: str, bounded: str) -> JsonDict:
+    """``bounded <= bound`` for two integers of 1..ENSEMBLE_MAX, in JSON Schema (which
+    cannot compare fields): for each k, if ``bound`` <= k then ``bounded`` <= k."""
+    return {
+        "allOf": [
+            {"if": {"properties": {bound: {"maximum": k}}}, "then": {"properties": {bounded: {"maximum": k}}}}
+            for k in range(1, ENSEMBLE_MAX)
+        ]
+    }
+
+
+class PersistencePolicies(BaseModel):
+    """Pulsar ``PersistencePolicies``: ensemble size E, write quorum Qw and ack quorum Qa
+    of the ledgers the namespace's topics create from now on (existing ledgers keep
+    theirs). Needs 1 <= bookkeeperAckQuorum <= bookkeeperWriteQuorum <=
+    bookkeeperEnsemble <= 16 (400 otherwise). A ledger needing more writable storage
+    nodes than there are fails like any other (503 not_enough_nodes)."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "dependentSchemas": {
+                "bookkeeperEnsemble": _at_most("bookkeeperEnsemble", "bookkeeperWriteQuorum"),
+                "bookkeeperWriteQuorum": _at_most("bookkeeperWriteQuorum", "bookkeeperAckQuorum"),
+            }
+        }
+    )
+
+    bookkeeperEnsemble: int = Field(ge=1, le=ENSEMBLE_MAX, description="E: storage nodes per ledger")
+    bookkeeperWriteQuorum: int = Field(ge=1, le=ENSEMBLE_MAX, description="Qw: copies of each entry")
+    bookkeeperAckQuorum: int = Field(
+        ge=1, le=ENSEMBLE_MAX, description="Qa: copies fsynced before a publish is acknowledged"
+    )
+    managedLedgerMaxMarkDeleteRate: float | None = Field(
+        None,
+        ge=0,
+        le=MARK_DELETE_RATE_MAX,
+        description="stored and returned, not used (Folio persists cursors in batches); null = 0",
+    )
+
+
 class BundlesData(BaseModel):
     """The namespace's bundles: a count (default 4), or explicit boundaries - strictly
     increasing from 0x00000000 to 0xffffffff, one more than ``numBundles`` when both
@@ -187,6 +231,7 @@ class Policies(BaseModel):
     max_producers_per_topic: int | None = Field(None, ge=0, le=INT64_MAX, description="0 = no limit")
     autoTopicCreationOverride: AutoTopicCreationOverride | None = None
     auth_policies: AuthPolicies | None = None
+    persistence: PersistencePolicies | None = None
 
 
 # ------------------------------------------------------------------ cursors
@@ -233,6 +278,7 @@ ADMIN_REQUEST_MODELS: tuple[type[BaseModel], ...] = (
     RetentionPolicies,
     BacklogQuota,
     AutoTopicCreationOverride,
+    PersistencePolicies,
     ResetCursorData,
 )
 

@@ -27,7 +27,7 @@ from coordination.session import LeaseSession
 from coordination.store import MetadataStore
 from gateway.broker.entry_format import EntryMessage
 from gateway.broker.log_policy import Retention
-from gateway.broker.log_state import LogConfig
+from gateway.broker.log_state import LogConfig, Quorums
 from gateway.broker.service import BrokerService, NamespaceView
 from gateway.broker.topic import Topic, TopicPolicies
 from gateway.meta.namespaces import NamespaceStore
@@ -62,6 +62,7 @@ class GatewayConfig:
 
 def topic_policies(policies: Policies) -> TopicPolicies:
     quota = policies.backlog_quotas.get("destination_storage")
+    persistence = policies.persistence
     return TopicPolicies(
         dedup=policies.deduplication,
         retention=Retention(policies.retention.time_minutes, policies.retention.size_mb),
@@ -70,6 +71,11 @@ def topic_policies(policies: Policies) -> TopicPolicies:
         max_producers=policies.max_producers_per_topic or 0,
         backlog_limit_bytes=quota.limit_size if quota is not None else -1,
         backlog_policy=quota.policy if quota is not None else "producer_request_hold",
+        quorums=(
+            None
+            if persistence is None
+            else Quorums(persistence.ensemble, persistence.write_quorum, persistence.ack_quorum)
+        ),
     )
 
 

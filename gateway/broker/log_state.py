@@ -1,15 +1,18 @@
 """The managed log's small parts: its config, errors, etcd value codec and entry cache.
 
-Owns: ``LogConfig``, the log errors (``LogFenced`` means another gateway owns
-the topic now), the JSON form of the ledger list stored under
-``keys.managed_log`` (docs/decisions/0005) and ``EntryCache``, the bounded
-cache of recent entries that tailing consumers read from. Rule: the cache is
-bounded in bytes and evicts oldest first; the state codec keeps unknown fields.
+Owns: ``LogConfig``, ``Quorums`` (E/Qw/Qa of a new ledger: the namespace's
+persistence policy, else the config's), the log errors (``LogFenced`` means
+another gateway owns the topic now), the JSON form of the ledger list stored
+under ``keys.managed_log`` (docs/decisions/0005) and ``EntryCache``, the
+bounded cache of recent entries that tailing consumers read from. Rule: the
+cache is bounded in bytes and evicts oldest first; the state codec keeps
+unknown fields.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,12 +47,33 @@ class TopicNotFound(GatewayError):
 
 
 @dataclass(frozen=True, slots=True)
+class Quorums:
+    """Ensemble size E, write quorum Qw and ack quorum Qa of a ledger to create."""
+
+    ensemble_size: int
+    write_quorum: int
+    ack_quorum: int
+
+
+# the quorums a topic's next ledger gets now (its namespace's persistence policy, as
+# cached); None: the gateway's LogConfig. Called once per ledger created.
+QuorumSource = Callable[[], Quorums | None]
+
+
+@dataclass(frozen=True, slots=True)
 class LogConfig:
     ensemble_size: int = 3
     write_quorum: int = 3
     ack_quorum: int = 2
     rollover: RolloverPolicy = field(default_factory=RolloverPolicy)
     cache_bytes_max: int = CACHE_BYTES_MAX
+
+    def quorums(self, source: QuorumSource | None = None) -> Quorums:
+        """``source``'s quorums when it has any, else this config's defaults."""
+        chosen = source() if source is not None else None
+        if chosen is not None:
+            return chosen
+        return Quorums(self.ensemble_size, self.write_quorum, self.ack_quorum)
 
 
 class EntryCache:

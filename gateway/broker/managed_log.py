@@ -19,7 +19,9 @@ log" recipe):
 - each entry's message count is recorded (``MessageCounts``) and each closed
   ledger's total is kept in the list, so stats and admin count messages; a
   ledger closed by recovery is recounted from its entries (``log_takeover``);
-- a terminated log (``terminate``, recorded in the list) takes no more appends.
+- a terminated log (``terminate``, recorded in the list) takes no more appends;
+- every ledger it creates (at open, at rollover) gets the quorums ``quorums``
+  gives at that moment (the namespace's persistence policy), else the config's.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ from gateway.broker.log_state import (
     LogConfig,
     LogError,
     LogFenced,
+    QuorumSource,
     TopicNotFound,
     decode_state,
     encode_state,
@@ -72,6 +75,7 @@ class ManagedLog:
         self._client = client
         self._clock = clock
         self._config = config
+        self._quorums: QuorumSource | None = None  # set by open
         self._key = keys.managed_log(topic_path)
         self._revision = 0
         self._created_ms = 0
@@ -108,16 +112,17 @@ class ManagedLog:
         client: LedgerClient,
         clock: Clock,
         config: LogConfig | None = None,
+        quorums: QuorumSource | None = None,
     ) -> ManagedLog:
         self = cls(topic_path, store, client, clock, config or LogConfig())
+        self._quorums = quorums
         current = await store.get(self._key)
         if current is None:
             raise TopicNotFound(f"topic {topic_path} does not exist")
         ledgers, self._created_ms, self._extra = decode_state(current.value)
         self.terminated = bool(self._extra.get("terminated"))
         recovered = await recover_ledgers(client, clock, ledgers)
-        cfg = self._config
-        writer = await client.create(cfg.ensemble_size, cfg.write_quorum, cfg.ack_quorum)
+        writer = await self._create_ledger()
         new_list = [*recovered, LedgerInfo(writer.ledger_id)]
         revision = await store.compare_and_swap(
             self._key, encode_state(new_list, self._created_ms, self._extra), current.mod_revision
@@ -329,8 +334,7 @@ class ManagedLog:
             async with self._lock:
                 metadata = await old.close()
                 closed_info = self._closed_info(old.ledger_id, metadata.last_entry_id + 1, metadata.length)
-                cfg = self._config
-                writer = await self._client.create(cfg.ensemble_size, cfg.write_quorum, cfg.ack_quorum)
+                writer = await self._create_ledger()
                 new_list = [*self._ledgers[:-1]]
                 if closed_info.entries > 0:
                     new_list.append(closed_info)
@@ -360,6 +364,10 @@ class ManagedLog:
                 future.set_exception(LogFenced(f"topic {self.topic_path} is fenced"))
             else:
                 self._append_to_writer(self._writer, payload, messages, future)
+
+    async def _create_ledger(self) -> LedgerWriter:
+        q = self._config.quorums(self._quorums)
+        return await self._client.create(q.ensemble_size, q.write_quorum, q.ack_quorum)
 
     async def record_total(self, ledger_id: int) -> None:
         """Record a closed ledger's message total (as counted) in the ledger list."""

@@ -1,7 +1,8 @@
 """BrokerService: the topics this gateway owns, loaded on demand (asyncio shell).
 
 Owns: the map of loaded topics (one load at a time per topic), the policies
-each topic acts on (refreshed from the namespace store), and publishing to a
+each topic acts on (refreshed from the namespace store; the quorums of its
+managed log's next ledger among them), and publishing to a
 topic by name wherever it is owned (dead-letter topics). Rules (DESIGN.md
 §4, §6): a topic is loaded only by its bundle's owner (the API layer checks
 ownership before calling in); loading opens the managed log with recovery,
@@ -144,7 +145,15 @@ class BrokerService:
 
     async def _load(self, name: TopicName, create: bool) -> Topic:
         await self.ensure_topic_metadata(name, create=create)
-        managed_log = await ManagedLog.open(name.path, self.store, self.client, self.clock, self._log_config)
+        ns = name.namespace_name
+        managed_log = await ManagedLog.open(
+            name.path,
+            self.store,
+            self.client,
+            self.clock,
+            self._log_config,
+            quorums=lambda: self.namespace_policies(ns).quorums,  # as cached, per ledger created
+        )
         try:
             topic = await Topic.load(name, managed_log, self)
         except BaseException:

@@ -18,6 +18,7 @@ from coordination.clock import Clock
 from coordination.store import MetadataStore
 from gateway.broker.entry_format import EntryMessage
 from gateway.broker.log_policy import Retention
+from gateway.broker.log_state import Quorums
 from gateway.broker.message_id import MessageId, duplicate_id
 from gateway.broker.positions import NO_BATCH
 from gateway.broker.stats import RateMeter
@@ -76,6 +77,7 @@ class TopicPolicies:
     max_producers: int = 0
     backlog_limit_bytes: int = -1
     backlog_policy: str = "producer_request_hold"
+    quorums: Quorums | None = None  # of the next ledger (persistence policy); None: LogConfig's
 
 
 class TopicHost(Protocol):

@@ -12,6 +12,7 @@ from gateway.meta.errors import (
     PreconditionFailed,
 )
 from gateway.meta.namespaces import DEFAULT_NAMESPACE, DEFAULT_TENANT, NamespaceStore
+from gateway.meta.persistence import Persistence
 from gateway.meta.policies import (
     AutoTopicCreation,
     BacklogQuota,
@@ -36,6 +37,7 @@ __all__ = [
     "NamespaceStore",
     "NotEmpty",
     "NotFound",
+    "Persistence",
     "Policies",
     "PreconditionFailed",
     "Retention",

@@ -1,13 +1,15 @@
 """Namespace policies and tenant info as values, with their Pulsar JSON forms (pure).
 
 Owns: ``Policies`` (the namespace policy document stored at ``keys.namespace``),
-its parts (``Bundles``, ``Retention``, ``BacklogQuota``, ``AutoTopicCreation``),
+its parts (``Bundles``, ``Retention``, ``BacklogQuota``, ``AutoTopicCreation``;
+``Persistence`` in ``gateway.meta.persistence``),
 ``TenantInfo``, bundle boundaries (reference/pulsar-api.md §5.1) and the parsers
 that turn request bodies into these values.
 Rule: JSON field names are Pulsar's (``retention_policies``, ``deduplicationEnabled``,
 ``autoTopicCreationOverride``, ...); a known field with a wrong type or an
-out-of-range value is an ``InvalidPolicy`` naming the field, a cross-field
-violation (backlog quota beyond retention) is ``PreconditionFailed``; unknown
+out-of-range value is an ``InvalidPolicy`` naming the field, and so is a
+cross-field violation inside one policy (persistence quorums out of order); one
+between two policies (backlog quota beyond retention) is ``PreconditionFailed``; unknown
 fields (Pulsar clients send many) are ignored and ``null`` means "default".
 """
 
@@ -22,6 +24,16 @@ from typing import Any
 import orjson
 
 from gateway.meta.errors import InvalidPolicy, PreconditionFailed
+from gateway.meta.fields import (
+    bool_field,
+    choice_field,
+    int_field,
+    json_object,
+    kind_of,
+    optional_int,
+    or_default,
+)
+from gateway.meta.persistence import Persistence
 from gateway.names import PARTITIONS_MAX
 
 HASH_MAX = 0xFFFFFFFF
@@ -32,68 +44,29 @@ BACKLOG_QUOTA_POLICIES = ("producer_request_hold", "producer_exception", "consum
 TOPIC_TYPES = ("non-partitioned", "partitioned")
 AUTH_ACTIONS = ("produce", "consume", "functions", "sources", "sinks", "packages")
 ROLES_MAX = 1000
-INT64_MAX = 2**63 - 1
 
 
-# ---------------------------------------------------------------- field checks
-
-
-def _object(value: Any, what: str) -> Mapping[str, Any]:
-    if not isinstance(value, Mapping):
-        raise InvalidPolicy(f"{what} must be a JSON object, got {_kind(value)}")
-    return value
-
-
-def _int(value: Any, what: str, low: int, high: int = INT64_MAX) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise InvalidPolicy(f"{what} must be an integer, got {_kind(value)}")
-    if not low <= value <= high:
-        raise InvalidPolicy(f"{what} must be between {low} and {high}, got {value}")
-    return value
-
-
-def _optional_int(value: Any, what: str, low: int = 0) -> int | None:
-    return None if value is None else _int(value, what, low)
-
-
-def _bool(value: Any, what: str) -> bool:
-    if not isinstance(value, bool):
-        raise InvalidPolicy(f"{what} must be true or false, got {_kind(value)}")
-    return value
-
-
-def _choice(value: Any, what: str, choices: tuple[str, ...]) -> str:
-    if value not in choices:
-        raise InvalidPolicy(f"{what} must be one of {', '.join(choices)}, got {_short(value)}")
-    return str(value)
-
-
-def _kind(value: Any) -> str:
-    return "null" if value is None else f"{type(value).__name__} {_short(value)}"
-
-
-def _short(value: Any) -> str:
-    return repr(value)[:60]
+# ---------------------------------------------------------------- scalar bodies
 
 
 def parse_ttl_seconds(value: Any) -> int:
     """Body of POST …/messageTTL: seconds, 0 = off."""
-    return _int(value, "messageTTL (seconds)", 0, 2**31 - 1)
+    return int_field(value, "messageTTL (seconds)", 0, 2**31 - 1)
 
 
 def parse_limit(value: Any, what: str) -> int:
     """Body of the max-consumers/max-producers setters: a count, 0 = unlimited."""
-    return _int(value, what, 0, 2**31 - 1)
+    return int_field(value, what, 0, 2**31 - 1)
 
 
 def parse_enabled(value: Any, what: str) -> bool:
-    return _bool(value, what)
+    return bool_field(value, what)
 
 
 def parse_actions(value: Any) -> tuple[str, ...]:
     """Body of POST …/permissions/{role}: a list of Pulsar ``AuthAction`` names."""
     if not isinstance(value, list):
-        raise InvalidPolicy(f"permissions must be a JSON array of actions, got {_kind(value)}")
+        raise InvalidPolicy(f"permissions must be a JSON array of actions, got {kind_of(value)}")
     actions: list[str] = []
     for item in value:
         if item not in AUTH_ACTIONS:
@@ -112,8 +85,8 @@ def parse_role(role: str) -> str:
 def _parse_auth(value: Any) -> dict[str, tuple[str, ...]]:
     if value is None:
         return {}
-    namespace_auth = _object(value, "auth_policies").get("namespace_auth")
-    roles = {} if namespace_auth is None else _object(namespace_auth, "auth_policies.namespace_auth")
+    namespace_auth = json_object(value, "auth_policies").get("namespace_auth")
+    roles = {} if namespace_auth is None else json_object(namespace_auth, "auth_policies.namespace_auth")
     if len(roles) > ROLES_MAX:
         raise InvalidPolicy(f"auth_policies.namespace_auth names more than {ROLES_MAX} roles")
     return {parse_role(str(role)): parse_actions(actions) for role, actions in roles.items()}
@@ -135,7 +108,7 @@ def format_boundary(value: int) -> str:
 
 def parse_boundary(text: Any) -> int:
     if not isinstance(text, str) or not text.lower().startswith("0x"):
-        raise InvalidPolicy(f'bundle boundary must be a string like "0x40000000", got {_kind(text)}')
+        raise InvalidPolicy(f'bundle boundary must be a string like "0x40000000", got {kind_of(text)}')
     try:
         value = int(text, 16)
     except ValueError:
@@ -153,7 +126,7 @@ class Bundles:
 
     @classmethod
     def of(cls, count: int) -> Bundles:
-        return cls(tuple(bundle_boundaries(_int(count, "bundles.numBundles", 1, BUNDLES_MAX))))
+        return cls(tuple(bundle_boundaries(int_field(count, "bundles.numBundles", 1, BUNDLES_MAX))))
 
     @property
     def count(self) -> int:
@@ -169,13 +142,13 @@ class Bundles:
 
     @classmethod
     def from_json(cls, value: Any) -> Bundles:
-        obj = _object(value, "bundles")
+        obj = json_object(value, "bundles")
         count = obj.get("numBundles")
         raw = obj.get("boundaries")
         if raw is None:
             return cls.of(BUNDLES_DEFAULT if count is None else count)
         if not isinstance(raw, list):
-            raise InvalidPolicy(f"bundles.boundaries must be a list, got {_kind(raw)}")
+            raise InvalidPolicy(f"bundles.boundaries must be a list, got {kind_of(raw)}")
         boundaries = tuple(parse_boundary(b) for b in raw)
         if not 2 <= len(boundaries) <= BUNDLES_MAX + 1:
             raise InvalidPolicy(f"bundles.boundaries must have 2 to {BUNDLES_MAX + 1} entries")
@@ -183,7 +156,10 @@ class Bundles:
             raise InvalidPolicy("bundles.boundaries must start at 0x00000000 and end at 0xffffffff")
         if any(a >= b for a, b in itertools.pairwise(boundaries)):
             raise InvalidPolicy("bundles.boundaries must be strictly increasing")
-        if count is not None and _int(count, "bundles.numBundles", 1, BUNDLES_MAX) != len(boundaries) - 1:
+        if (
+            count is not None
+            and int_field(count, "bundles.numBundles", 1, BUNDLES_MAX) != len(boundaries) - 1
+        ):
             raise InvalidPolicy(
                 f"bundles.numBundles is {count} but {len(boundaries)} boundaries make {len(boundaries) - 1}"
             )
@@ -205,11 +181,11 @@ class Retention:
 
     @classmethod
     def from_json(cls, value: Any) -> Retention:
-        obj = _object(value, "retention")
-        time_minutes = _int(
-            _default(obj.get("retentionTimeInMinutes"), 0), "retentionTimeInMinutes", -1, 2**31 - 1
+        obj = json_object(value, "retention")
+        time_minutes = int_field(
+            or_default(obj.get("retentionTimeInMinutes"), 0), "retentionTimeInMinutes", -1, 2**31 - 1
         )
-        size_mb = _int(_default(obj.get("retentionSizeInMB"), 0), "retentionSizeInMB", -1)
+        size_mb = int_field(or_default(obj.get("retentionSizeInMB"), 0), "retentionSizeInMB", -1)
         if (time_minutes == 0) != (size_mb == 0):
             raise InvalidPolicy(
                 "retention: a time or size limit of 0 is invalid when the other is not 0; "
@@ -231,13 +207,13 @@ class BacklogQuota:
 
     @classmethod
     def from_json(cls, value: Any) -> BacklogQuota:
-        obj = _object(value, "backlog quota")
+        obj = json_object(value, "backlog quota")
         size = obj.get("limitSize", obj.get("limit", -1))  # "limit" is Pulsar's legacy name
         return cls(
-            limit_size=_int(-1 if size is None else size, "limitSize", -1),
-            limit_time=_int(_default(obj.get("limitTime"), -1), "limitTime", -1, 2**31 - 1),
-            policy=_choice(
-                _default(obj.get("policy"), "producer_request_hold"), "policy", BACKLOG_QUOTA_POLICIES
+            limit_size=int_field(-1 if size is None else size, "limitSize", -1),
+            limit_time=int_field(or_default(obj.get("limitTime"), -1), "limitTime", -1, 2**31 - 1),
+            policy=choice_field(
+                or_default(obj.get("policy"), "producer_request_hold"), "policy", BACKLOG_QUOTA_POLICIES
             ),
         )
 
@@ -259,23 +235,21 @@ class AutoTopicCreation:
 
     @classmethod
     def from_json(cls, value: Any) -> AutoTopicCreation:
-        obj = _object(value, "autoTopicCreationOverride")
+        obj = json_object(value, "autoTopicCreationOverride")
         if "allowAutoTopicCreation" not in obj:
             raise InvalidPolicy("autoTopicCreationOverride needs allowAutoTopicCreation (true or false)")
-        allow = _bool(obj["allowAutoTopicCreation"], "allowAutoTopicCreation")
-        topic_type = _choice(_default(obj.get("topicType"), "non-partitioned"), "topicType", TOPIC_TYPES)
+        allow = bool_field(obj["allowAutoTopicCreation"], "allowAutoTopicCreation")
+        topic_type = choice_field(
+            or_default(obj.get("topicType"), "non-partitioned"), "topicType", TOPIC_TYPES
+        )
         partitions = obj.get("defaultNumPartitions")
         if topic_type == "partitioned":
             if partitions is None:
                 raise InvalidPolicy("topicType partitioned needs defaultNumPartitions (1..1024)")
-            partitions = _int(partitions, "defaultNumPartitions", 1, PARTITIONS_MAX)
+            partitions = int_field(partitions, "defaultNumPartitions", 1, PARTITIONS_MAX)
         elif partitions is not None:
-            partitions = _int(partitions, "defaultNumPartitions", 0, PARTITIONS_MAX)
+            partitions = int_field(partitions, "defaultNumPartitions", 0, PARTITIONS_MAX)
         return cls(allow, topic_type, partitions)
-
-
-def _default(value: Any, default: Any) -> Any:
-    return default if value is None else value
 
 
 # ---------------------------------------------------------------- the policy document
@@ -294,6 +268,7 @@ class Policies:
     max_producers_per_topic: int | None = None
     auto_topic_creation: AutoTopicCreation = AutoTopicCreation()
     permissions: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # role -> actions
+    persistence: Persistence | None = None  # None: the gateway's LogConfig quorums
     deleted: bool = False
 
     @property
@@ -327,32 +302,34 @@ class Policies:
                 "destination_auth": {},
                 "subscription_auth_roles": {},
             },
+            "persistence": None if self.persistence is None else self.persistence.to_json(),
             "deleted": self.deleted,
         }
 
     @classmethod
     def from_json(cls, value: Any) -> Policies:
-        obj = _object(value, "policies")
+        obj = json_object(value, "policies")
         policies = cls(
             bundles=Bundles() if obj.get("bundles") is None else Bundles.from_json(obj["bundles"]),
             retention=_maybe(obj.get("retention_policies"), Retention.from_json, Retention()),
-            message_ttl_seconds=_optional_int(obj.get("message_ttl_in_seconds"), "message_ttl_in_seconds"),
+            message_ttl_seconds=optional_int(obj.get("message_ttl_in_seconds"), "message_ttl_in_seconds"),
             backlog_quotas=parse_backlog_quota_map(obj.get("backlog_quota_map")),
             deduplication_enabled=(
                 None
                 if obj.get("deduplicationEnabled") is None
-                else _bool(obj["deduplicationEnabled"], "deduplicationEnabled")
+                else bool_field(obj["deduplicationEnabled"], "deduplicationEnabled")
             ),
-            max_consumers_per_subscription=_optional_int(
+            max_consumers_per_subscription=optional_int(
                 obj.get("max_consumers_per_subscription"), "max_consumers_per_subscription"
             ),
-            max_producers_per_topic=_optional_int(
+            max_producers_per_topic=optional_int(
                 obj.get("max_producers_per_topic"), "max_producers_per_topic"
             ),
             auto_topic_creation=_maybe(
                 obj.get("autoTopicCreationOverride"), AutoTopicCreation.from_json, AutoTopicCreation()
             ),
             permissions=_parse_auth(obj.get("auth_policies")),
+            persistence=_maybe(obj.get("persistence"), Persistence.from_json, None),
             deleted=bool(obj.get("deleted") is True),
         )
         check_quotas_within_retention(policies)
@@ -376,9 +353,9 @@ def _maybe(value: Any, parse: Any, default: Any) -> Any:
 def parse_backlog_quota_map(value: Any) -> dict[str, BacklogQuota]:
     if value is None:
         return {}
-    obj = _object(value, "backlog_quota_map")
+    obj = json_object(value, "backlog_quota_map")
     return {
-        _choice(kind, "backlog quota type", BACKLOG_QUOTA_TYPES): BacklogQuota.from_json(quota)
+        choice_field(kind, "backlog quota type", BACKLOG_QUOTA_TYPES): BacklogQuota.from_json(quota)
         for kind, quota in obj.items()
     }
 
@@ -424,7 +401,7 @@ class TenantInfo:
     def from_json(cls, value: Any) -> TenantInfo:
         if value is None:
             return cls()
-        obj = _object(value, "tenant info")
+        obj = json_object(value, "tenant info")
         return cls(
             _strings(obj.get("adminRoles"), "adminRoles"),
             _strings(obj.get("allowedClusters"), "allowedClusters"),
@@ -446,5 +423,5 @@ def _strings(value: Any, what: str) -> tuple[str, ...]:
     if value is None:
         return ()
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise InvalidPolicy(f"{what} must be a list of strings, got {_kind(value)}")
+        raise InvalidPolicy(f"{what} must be a list of strings, got {kind_of(value)}")
     return tuple(value)

@@ -188,6 +188,44 @@ async def test_retention_ttl_dedup_limits_and_auto_creation(client: httpx.AsyncC
     reason(await client.post(f"{A}/namespaces/acme/none/messageTTL", json=5), 404)
 
 
+async def test_persistence_set_get_remove_and_bad_bodies(client: httpx.AsyncClient, ns: str) -> None:
+    """Pulsar's …/persistence: unset is null (like messageTTL), a body out of range or out
+    of order is 400 naming the field, DELETE makes it unset again."""
+    url = f"{ns}/persistence"
+    assert (await client.get(url)).json() is None
+    assert (await client.get(ns)).json()["persistence"] is None
+    body = {
+        "bookkeeperEnsemble": 3,
+        "bookkeeperWriteQuorum": 2,
+        "bookkeeperAckQuorum": 2,
+        "managedLedgerMaxMarkDeleteRate": 0.0,
+    }
+    assert (await client.post(url, json=body)).status_code == 204
+    assert (await client.get(url)).json() == body
+    assert (await client.get(ns)).json()["persistence"] == body
+
+    for bad, words in [
+        ({**body, "bookkeeperWriteQuorum": 4}, "bookkeeperWriteQuorum 4 is more than bookkeeperEnsemble 3"),
+        ({**body, "bookkeeperAckQuorum": 3}, "bookkeeperAckQuorum 3 is more than bookkeeperWriteQuorum 2"),
+        ({**body, "bookkeeperEnsemble": 17}, "bookkeeperEnsemble must be between 1 and 16"),
+        ({**body, "bookkeeperAckQuorum": 0}, "bookkeeperAckQuorum must be between 1"),
+        ({"bookkeeperEnsemble": 3, "bookkeeperAckQuorum": 2}, "needs bookkeeperWriteQuorum"),
+        ({**body, "managedLedgerMaxMarkDeleteRate": -1}, "managedLedgerMaxMarkDeleteRate"),
+        (3, "JSON object"),
+    ]:
+        response = await client.post(url, json=bad)
+        assert words in reason(response, 400)
+        assert response.json()["code"] == "invalid_policy"
+    assert "body is required" in reason(await client.post(url), 400)
+    assert (await client.get(url)).json() == body  # refused bodies changed nothing
+
+    assert (await client.delete(url)).status_code == 204
+    assert (await client.get(url)).json() is None
+    reason(await client.get(f"{A}/namespaces/acme/none/persistence"), 404)
+    reason(await client.post(f"{A}/namespaces/acme/none/persistence", json=body), 404)
+    reason(await client.post(f"{A}/namespaces/acme/none/persistence", json=[1]), 400)  # 400 before 404
+
+
 async def test_backlog_quotas(client: httpx.AsyncClient, ns: str) -> None:
     assert (await client.get(f"{ns}/backlogQuotaMap")).json() == {}
     quota = {"limitSize": 1024, "limitTime": -1, "policy": "producer_exception"}
@@ -258,4 +296,4 @@ def test_openapi_has_unique_operation_ids() -> None:
     ids = [op["operationId"] for path in schema["paths"].values() for op in path.values()]
     assert [i for i, n in Counter(ids).items() if n > 1] == []
     assert "/admin/v2/namespaces/{tenant}/{namespace}/backlogQuota" in schema["paths"]
-    assert len(ids) == 43  # every route of the router is in the spec
+    assert len(ids) == 46  # every route of the router is in the spec

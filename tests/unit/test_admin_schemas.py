@@ -9,6 +9,7 @@ accepted, one that does not must be refused with a 400-class error. The only
 refusals of a fitting body allowed are the ones the schemas' descriptions name
 because JSON Schema cannot state them: a backlog quota beyond the retention
 (412) and bundle boundaries out of order or not matching ``numBundles`` (400).
+(Persistence quorums out of order are stated, with ``dependentSchemas``.)
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from gateway.api.admin_schemas import Action, QuotaPolicy, QuotaType, TopicType
 from gateway.api.openapi import spec
 from gateway.errors import GatewayError
 from gateway.meta.errors import PreconditionFailed
+from gateway.meta.persistence import Persistence
 from gateway.meta.policies import (
     AUTH_ACTIONS,
     BACKLOG_QUOTA_POLICIES,
@@ -77,6 +79,7 @@ PARSERS: dict[tuple[str, str], Callable[[Any], Any]] = {
     ("POST", f"{NS}/maxProducersPerTopic"): lambda v: parse_limit(v, "maxProducersPerTopic"),
     ("POST", f"{NS}/autoTopicCreation"): AutoTopicCreation.from_json,
     ("POST", f"{NS}/backlogQuota"): BacklogQuota.from_json,
+    ("POST", f"{NS}/persistence"): Persistence.from_json,
     ("PUT", SUB): _optional_target,
     ("POST", f"{SUB}/expireMessages"): _required_target,
     ("POST", f"{SUB}/resetcursor"): _required_target,

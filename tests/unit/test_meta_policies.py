@@ -93,6 +93,7 @@ def test_default_policies_json_uses_pulsar_field_names() -> None:
             "defaultNumPartitions": None,
         },
         "auth_policies": {"namespace_auth": {}, "destination_auth": {}, "subscription_auth_roles": {}},
+        "persistence": None,
         "deleted": False,
     }
     assert Policies().deduplication is False
