@@ -328,6 +328,25 @@ def wait_idle(max_wait_s: float) -> None:
     print(f"box busy before start: {busy:.0f}% of {100 * CORES}% (other tenants)", flush=True)
 
 
+def persistence_body(text: str) -> dict[str, int] | None:
+    """``--persistence E,QW,QA`` as Pulsar's persistence policy body (None if not given)."""
+    if not text:
+        return None
+    try:
+        ensemble, write, ack = (int(x) for x in text.split(","))
+    except ValueError:
+        raise SystemExit(f"--persistence: expected E,QW,QA (e.g. 3,2,2), got {text!r}") from None
+    return {"bookkeeperEnsemble": ensemble, "bookkeeperWriteQuorum": write, "bookkeeperAckQuorum": ack}
+
+
+def set_persistence(http_url: str, body: dict[str, int]) -> None:
+    """Set the bench namespace's persistence policy (new ledgers, so every run's fresh topic, use it)."""
+    namespace = TOPIC_PATH.split("/", 1)[1]
+    response = httpx.post(f"{http_url}/admin/v2/namespaces/{namespace}/persistence", json=body, timeout=15.0)
+    if response.status_code >= 300:
+        raise SystemExit(f"--persistence refused: {response.status_code} {response.text[:300]}")
+
+
 def say_disk(scratch: Path, when: str) -> None:
     """The disk's speed now: figures that write a lot (W1 1 KiB) follow it."""
     rate = disk_probe(scratch)
@@ -336,6 +355,7 @@ def say_disk(scratch: Path, when: str) -> None:
 
 def run_bench(args: argparse.Namespace) -> int:
     s = settings_from(args)
+    quorums = persistence_body(args.persistence)
     wait_idle(args.wait_idle)
     scratch = Path(SCRATCH).resolve()
     scratch.mkdir(parents=True, exist_ok=True)
@@ -359,15 +379,18 @@ def run_bench(args: argparse.Namespace) -> int:
             )
             target.profile_dir = None
     profiled = " (PROFILED: py-spy running)" if target.profile_dir else ""
+    ledgers = "/".join(str(v) for v in quorums.values()) if quorums else "cluster default"
     print(
         f"folio bench gateway: {target.http_url}, modes {','.join(s.modes)}, window {s.window},"
         f" batch {s.batch}, W1 <= {s.msgs:,} msgs / {s.seconds:g} s, W2 {s.w2_rate:g} msg/s x"
         f" {s.w2_seconds:g} s ({'spin' if s.w2_spin else 'tick'} pacing), {s.reps} rep(s),"
-        f" {os.cpu_count()} CPUs{profiled}",
+        f" {os.cpu_count()} CPUs, ledgers E/Qw/Qa {ledgers}{profiled}",
         flush=True,
     )
     say_disk(scratch, "before the runs")
     try:
+        if quorums is not None:
+            set_persistence(target.http_url, quorums)
         tune_gc()
         rows = uvloop.run(run_workloads(s, target, lambda line: print(line, flush=True)))
     finally:

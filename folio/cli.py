@@ -57,6 +57,13 @@ def _parser() -> argparse.ArgumentParser:
         default="tick",
         help="W2 producer: sleep at least one timer tick (1 ms), or spin as the peer harness does",
     )
+    gw.add_argument(
+        "--persistence",
+        default="",
+        metavar="E,QW,QA",
+        help="ledger quorums for the bench namespace (its persistence policy), e.g. 3,2,2:"
+        " each entry on Qw of E storage nodes, acked once Qa fsynced it (default: the cluster's 3,3,2)",
+    )
     gw.add_argument("--settle", type=float, default=1.0, help="pause between runs (s)")
     gw.add_argument("--wait-idle", type=float, default=0.0, help="wait up to N s for a quiet box first")
     gw.add_argument("--peers", action="store_true", help="also run the NATS/Redis peer harness")

@@ -92,3 +92,17 @@ def test_w2_tick_pacing_never_sleeps_below_a_timer_tick_and_spin_pacing_does() -
     assert spin.sleep_s(start=0.0, sent=1, now=0.0001) == pytest.approx(0.0004)
     assert spin.sleep_s(start=0.0, sent=1, now=0.001) == 0.0
     assert tick.sleep_s(start=0.0, sent=10, now=0.001) == pytest.approx(0.004)  # ahead: the due time
+
+
+def test_persistence_option_is_pulsars_policy_body() -> None:
+    from folio.bench_gateway import persistence_body
+
+    assert persistence_body("") is None
+    assert persistence_body("3,2,2") == {
+        "bookkeeperEnsemble": 3,
+        "bookkeeperWriteQuorum": 2,
+        "bookkeeperAckQuorum": 2,
+    }
+    for bad in ("3,2", "3,2,2,1", "a,b,c"):
+        with pytest.raises(SystemExit, match="E,QW,QA"):
+            persistence_body(bad)
