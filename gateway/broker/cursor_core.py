@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_right, insort
+from collections.abc import Iterable
 from typing import Any
 
 from gateway.broker.entry_format import MESSAGES_PER_ENTRY_MAX
@@ -170,6 +171,51 @@ class Cursor:
         self._collapse(log)
         self.revision += 1
         return True
+
+    def ack_many(self, messages: Iterable[MessagePosition], log: LogView) -> list[MessagePosition]:
+        """``ack`` of each message in turn; returns the ones that changed the state. A run
+        of batch indices of one entry (how a batch is acked) updates its mask once."""
+        changed: list[MessagePosition] = []
+        run: list[MessagePosition] = []
+        for message in messages:
+            if run and (
+                message.entry_id != run[0].entry_id
+                or message.ledger_id != run[0].ledger_id
+                or message.batch_index == NO_BATCH
+            ):
+                self._ack_run(run, changed, log)
+                run = []
+            if message.batch_index == NO_BATCH:
+                if self.ack(message, log):
+                    changed.append(message)
+            else:
+                run.append(message)
+        if run:
+            self._ack_run(run, changed, log)
+        return changed
+
+    def _ack_run(self, run: list[MessagePosition], changed: list[MessagePosition], log: LogView) -> None:
+        """Batch-index acks of one entry, in order (``ack`` for each, one mask update)."""
+        entry = run[0].entry
+        size = self._sizes.get(entry)
+        if size is None or entry <= self._mark_delete:
+            return
+        before = mask = self._partial.get(entry, 0)
+        for message in run:
+            index = message.batch_index
+            if 0 <= index < size and not mask >> index & 1:
+                mask |= 1 << index
+                changed.append(message)
+        if mask == before:
+            return
+        self.revision += 1
+        if mask != (1 << size) - 1:
+            self._partial[entry] = mask
+            return
+        self._partial.pop(entry, None)
+        del self._sizes[entry]
+        self._insert_range(entry)
+        self._collapse(log)
 
     def ack_cumulative(self, message: MessagePosition, log: LogView) -> bool:
         """Cumulative ack: every message up to and including ``message``."""

@@ -214,8 +214,7 @@ class Subscription:
 
     def ack(self, consumer_id: int, positions: Iterable[MessagePosition]) -> int:
         """Individual acks; returns how many changed the cursor."""
-        log_view = self.topic.log.layout
-        acked = [p for p in positions if self._valid(p) and self.cursor.ack(p, log_view)]
+        acked = self.cursor.ack_many(positions, self.topic.log.layout)  # unseen or invalid: no-ops
         record = self.consumers.get(ConsumerId(consumer_id))
         if record is not None:
             record.acks += len(acked)

@@ -6,10 +6,12 @@ from typing import Any
 
 import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gateway.broker.cursor_core import RANGES_PERSISTED_MAX, Cursor
 from gateway.broker.log_layout import LedgerLayout
-from gateway.broker.positions import EARLIEST, LATEST, MessagePosition, Position
+from gateway.broker.positions import EARLIEST, LATEST, NO_BATCH, MessagePosition, Position
 from gateway.errors import CorruptCursorSnapshot, GatewayError
 
 pytestmark = pytest.mark.unit
@@ -311,3 +313,28 @@ def test_revision_moves_only_on_change() -> None:
     assert c.revision == first
     c.ack(m(3, 0), LOG)
     assert c.revision > first
+
+
+_ACK = st.tuples(
+    st.sampled_from([7, 8]),  # ledger 7 holds entries 0..5; ledger 8 is never read
+    st.integers(-2, 6),  # entry (negative and past the end included)
+    st.sampled_from([NO_BATCH, -3, 0, 1, 2, 3, 4, 5]),  # batch index (out of range included)
+).map(lambda t: MessagePosition(*t))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.lists(_ACK, max_size=12), max_size=8))
+def test_ack_many_is_ack_of_each_in_turn(calls: list[list[MessagePosition]]) -> None:
+    """``ack_many`` (one mask update per run of one entry's indices) ends in the same state,
+    and names the same changed messages, as ``ack`` of each message in order."""
+    log = LedgerLayout([(7, 6)])
+    one, many = Cursor(Position(7, -1)), Cursor(Position(7, -1))
+    for cursor in (one, many):
+        for entry, size in enumerate((1, 3, 3, 1, 5, 2)):
+            cursor.on_read(Position(7, entry), size)
+    for messages in calls:
+        before = many.revision
+        expected = [m for m in messages if one.ack(m, log)]
+        assert many.ack_many(messages, log) == expected
+        assert (many.revision > before) == bool(expected)
+        assert many.snapshot() == one.snapshot() and many.backlog(log) == one.backlog(log)
