@@ -123,9 +123,13 @@ class ConsumerSession:
         else:
             return False
         delivered = self.delivered
-        if not ids or not all(isinstance(i, str) and i in delivered for i in ids):
+        try:
+            if not ids or not all(i in delivered for i in ids):  # keys are str: no other id is in
+                return False
+        except TypeError:  # an unhashable id (a list, an object)
             return False
-        self.acks.extend(delivered.pop(str(i)) for i in ids)
+        pop = delivered.pop
+        self.acks.extend(p for p in (pop(i, None) for i in ids) if p is not None)  # an id twice: once
         return True
 
     def flush_acks(self) -> None:

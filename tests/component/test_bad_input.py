@@ -362,6 +362,21 @@ async def test_garbage_acks_move_no_cursor(cluster: MessagingCluster) -> None:
     await last.close()
 
 
+async def test_an_id_acked_twice_in_one_frame_counts_once(cluster: MessagingCluster) -> None:
+    """A batched ack naming an id twice acks it once; the session goes on (it is not a defect)."""
+    topic, query = "double-ack", "subscriptionType=Exclusive&subscriptionInitialPosition=Earliest"
+    ids = await publish_each(cluster.ws(0), topic, ["a", "b", "c"])
+    consumer = await connect_consumer(cluster.ws(0), topic, "s", query)
+    assert [m["messageId"] for m in await consumer.receive_n(3, ack=False)] == ids
+    await consumer.send({"type": "ack", "messageIds": [ids[0], ids[0], ids[1]]})
+    await consumer.ack(ids[2])
+    assert await consumer.nothing_for(0.3)  # still open: a closed session raises here
+    await consumer.close()
+    again = await connect_consumer(cluster.ws(1), topic, "s", query)
+    assert await again.nothing_for(0.5)  # all three acked
+    await again.close()
+
+
 # ------------------------------------------------------------------ bad neighbours
 
 
