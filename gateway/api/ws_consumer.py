@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import secrets
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import orjson
 from starlette.websockets import WebSocket, WebSocketDisconnect
@@ -116,6 +116,7 @@ class ConsumerSession:
         if not isinstance(obj, dict):
             return False
         kind = obj.get("type")
+        ids: list[Any]
         if kind is None and len(obj) == 1:
             ids = [obj.get("messageId")]
         elif kind == "ack" and len(obj) == 2 and isinstance(obj.get("messageIds"), list):
