@@ -27,6 +27,7 @@ import base64
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import httpx
 import orjson
@@ -42,6 +43,14 @@ TOPIC_MOVED_CODE = 4503  # the gateway closes sessions of a topic that moved / w
 RECONNECTS_MAX = 5
 DRAIN_IDLE_S = 0.5
 CONSUME_MODES = ("ws", "ws-batch")
+
+
+class Tally(Protocol):
+    """What ``Link.reconnect`` counts into (a run's result)."""
+
+    reconnects: int
+
+    def error(self, message: str, count: int = 1) -> None: ...
 
 
 @dataclass
@@ -106,7 +115,7 @@ class Link:
         return await ws_connect(self.url(ws_base))
 
     async def reconnect(
-        self, exc: websockets.ConnectionClosed, result: LoadResult, lost: int
+        self, exc: websockets.ConnectionClosed, result: Tally, lost: int
     ) -> websockets.ClientConnection:
         """After the gateway closed the session because the topic moved (4503): count what was in
         flight as errors (its fate is unknown; not retried) and connect again; else re-raise."""

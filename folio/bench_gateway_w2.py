@@ -79,6 +79,11 @@ class W2Result:
     duplicates: int = 0
     reconnects: int = 0  # producer and consumer sessions opened again after the topic moved
 
+    def error(self, message: str, count: int = 1) -> None:
+        self.errors += count
+        if not self.first_error:
+            self.first_error = message[:200]
+
 
 def stamped(seq: int) -> bytes:
     return struct.pack(">QQ", time.time_ns(), seq) + b"L" * (PAYLOAD_BYTES - 16)
@@ -109,19 +114,14 @@ async def produce_paced(link: Link, pace: W2Pace, batched: bool, result: W2Resul
                 if item.get("result") == "ok":
                     result.ack_ms.append((now - sent_at[j]) * 1e3)
                 else:
-                    result.errors += 1
-                    result.first_error = result.first_error or str(item.get("errorMsg") or item)[:200]
+                    result.error(str(item.get("errorMsg") or item))
 
     async def moved(exc: websockets.ConnectionClosed, sent: int) -> websockets.ClientConnection:
         lost = [j for j in range(sent) if not answered[j]]
         for j in lost:
             answered[j] = 1
         result.replies += len(lost)
-        result.errors += len(lost)
-        result.reconnects += 1
-        if not result.first_error:
-            result.first_error = f"topic moved; {len(lost)} in flight, fate unknown"
-        return await link.reconnect(exc, LoadResult(), len(lost))
+        return await link.reconnect(exc, result, len(lost))  # counts the move and the lost as errors
 
     loop = asyncio.get_running_loop()
     reader = loop.create_task(replies(ws))
@@ -161,8 +161,7 @@ async def produce_paced(link: Link, pace: W2Pace, batched: bool, result: W2Resul
         if reader.done() and not reader.cancelled():
             reader.result()
     except TimeoutError:
-        result.errors += expected - result.replies
-        result.first_error = result.first_error or "timed out waiting for publish replies"
+        result.error("timed out waiting for publish replies", expected - result.replies)
     finally:
         if not result.send_seconds:
             result.sent, result.send_seconds = i, time.perf_counter() - start

@@ -165,10 +165,7 @@ class Cursor:
                 self._partial[entry] = mask | bit
                 self.revision += 1
                 return True
-        self._partial.pop(entry, None)
-        del self._sizes[entry]
-        self._insert_range(entry)
-        self._collapse(log)
+        self._complete(entry, log)
         self.revision += 1
         return True
 
@@ -212,6 +209,10 @@ class Cursor:
         if mask != (1 << size) - 1:
             self._partial[entry] = mask
             return
+        self._complete(entry, log)
+
+    def _complete(self, entry: Position, log: LogView) -> None:
+        """Every message of ``entry`` is acked now: it joins the acked ranges."""
         self._partial.pop(entry, None)
         del self._sizes[entry]
         self._insert_range(entry)

@@ -68,10 +68,11 @@ class Persistence:
         return cls(ensemble, write, ack, rate)
 
 
-def _quorum(value: Any, name: str) -> int:
+def _quorum(value: Any, name: str) -> Any:
+    """The raw value of a required quorum (``check_quorums`` validates it)."""
     if value is None:
         raise InvalidPolicy(f"persistence needs {name}, an integer from 1 to {ENSEMBLE_MAX}")
-    return int_field(value, name, 1, ENSEMBLE_MAX)
+    return value
 
 
 def check_quorums(ensemble: int, write: int, ack: int) -> None:

@@ -188,10 +188,20 @@ class MultiConsumerDispatcher(ABC):
         """Deliver, unless the message was already delivered more often than the
         consumer's ``max_redeliver_count`` allows (possible when consumers differ):
         then dead-letter it without using credit, as newer Pulsar clients do."""
-        limit = self._infos[consumer_id].max_redeliver_count
+        effect = self._hand_over(
+            consumer_id, self._infos[consumer_id].max_redeliver_count, message, count, now_ms
+        )
+        if isinstance(effect, Deliver):
+            self._flow.on_delivered(consumer_id)
+        return effect
+
+    def _hand_over(
+        self, consumer_id: ConsumerId, limit: int, message: Message, count: int, now_ms: int
+    ) -> Deliver | DeadLetter:
+        """``_deliver`` without taking the credit (``limit``: the consumer's
+        ``max_redeliver_count``)."""
         if 0 < limit < count:
             return DeadLetter(consumer_id, message, count)
-        self._flow.on_delivered(consumer_id)
         self._delivered(self._pending.record(consumer_id, message, count, now_ms))
         return Deliver(consumer_id, message, count)
 
@@ -206,19 +216,14 @@ class MultiConsumerDispatcher(ABC):
         (dead letters use no credit and do not count); the credit is taken once."""
         effects: list[Effect] = []
         limit = self._infos[consumer_id].max_redeliver_count
-        record, delivered = self._pending.record, self._delivered
         sent = 0
         while sent < turn:
             item = next_message()
             if item is None:
                 break
-            message, count = item
-            if 0 < limit < count:
-                effects.append(DeadLetter(consumer_id, message, count))
-                continue
-            delivered(record(consumer_id, message, count, now_ms))
-            effects.append(Deliver(consumer_id, message, count))
-            sent += 1
+            effect = self._hand_over(consumer_id, limit, item[0], item[1], now_ms)
+            effects.append(effect)
+            sent += isinstance(effect, Deliver)
         if sent:
             self._flow.on_delivered(consumer_id, sent)
         return effects
