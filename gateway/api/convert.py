@@ -11,9 +11,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from pybase64 import b64encode
+
 from gateway.broker.consumers import Delivery
 from gateway.broker.entry_format import EntryMessage
-from gateway.broker.message_id import MessageId, id_base64
+from gateway.broker.message_id import NO_BATCH_TAIL, MessageId, batch_tail, entry_prefix
 from gateway.broker.positions import MessagePosition
 from gateway.protocol.ws_frames import PublishRequest, message_frame
 
@@ -32,16 +34,22 @@ def entry_message(request: PublishRequest, producer: str, sequence_id: int, now_
 
 
 def delivery_frames(deliveries: Sequence[Delivery], partition: int) -> list[dict[str, Any]]:
-    """The frames of ``deliveries`` (message ids as Pulsar encodes them; see ``message_frame``)."""
+    """The frames of ``deliveries`` (message ids as Pulsar encodes them; see ``message_frame``).
+    Deliveries come in runs of one entry: its id prefix is looked up once per run."""
     frames = []
+    ledger_id = entry_id = -1
+    prefix = b""
     for delivery in deliveries:
         message = delivery.message
         p = delivery.position
+        if p.entry_id != entry_id or p.ledger_id != ledger_id:
+            ledger_id, entry_id = p.ledger_id, p.entry_id
+            prefix = entry_prefix(ledger_id, entry_id, partition)
         batch_size = delivery.batch_size
-        index = p.batch_index if batch_size else -1
+        tail = batch_tail(p.batch_index, batch_size) if batch_size else NO_BATCH_TAIL
         frames.append(
             message_frame(
-                id_base64(p.ledger_id, p.entry_id, partition, index, batch_size),
+                b64encode(prefix + tail).decode("ascii"),
                 message.payload,
                 message.properties,
                 message.publish_time_ms,

@@ -241,28 +241,19 @@ def _skip_field(data: bytes, pos: int, wire: int) -> int:
 
 def entry_ids_base64(ledger_id: int, entry_id: int, partition: int, count: int) -> list[str]:
     """Base64 ids of the ``count`` messages of one entry, byte-identical to
-    ``MessageId(...).to_base64()`` but with the entry's prefix encoded once (the
-    publish path answers every message of a batch entry with its id)."""
-    prefix = bytearray()
-    _put_field(prefix, _FIELD_LEDGER, ledger_id)
-    _put_field(prefix, _FIELD_ENTRY, entry_id)
-    if partition >= 0:
-        _put_field(prefix, _FIELD_PARTITION, partition)
+    ``MessageId(...).to_base64()`` (the publish path answers every message of a batch
+    entry with its id)."""
+    prefix = entry_prefix(ledger_id, entry_id, partition)
     if count == 1:
-        return [base64.b64encode(bytes(prefix) + b"\x30\x00").decode("ascii")]
-    size = bytearray()
-    _put_field(size, _FIELD_BATCH_SIZE, count)
-    head, tail = bytes(prefix), bytes(size)
-    out = []
-    for index in range(count):
-        field_ = bytearray()
-        _put_field(field_, _FIELD_BATCH_INDEX, index)
-        out.append(base64.b64encode(head + field_ + tail).decode("ascii"))
-    return out
+        return [b64encode(prefix + NO_BATCH_TAIL).decode("ascii")]
+    return [b64encode(prefix + batch_tail(index, count)).decode("ascii") for index in range(count)]
 
 
 @functools.lru_cache(maxsize=4096)
-def _entry_prefix(ledger_id: int, entry_id: int, partition: int) -> bytes:
+def entry_prefix(ledger_id: int, entry_id: int, partition: int) -> bytes:
+    """The encoded fields every message id of one entry starts with; an id is this
+    plus ``NO_BATCH_TAIL`` or ``batch_tail(...)``, base64-encoded (no validation: for
+    ids the gateway itself made)."""
     prefix = bytearray()
     _put_field(prefix, _FIELD_LEDGER, ledger_id)
     _put_field(prefix, _FIELD_ENTRY, entry_id)
@@ -271,17 +262,12 @@ def _entry_prefix(ledger_id: int, entry_id: int, partition: int) -> bytes:
     return bytes(prefix)
 
 
-def id_base64(ledger_id: int, entry_id: int, partition: int, batch_index: int, batch_size: int) -> str:
-    """``MessageId(...).to_base64()`` for ids the gateway itself made (no validation;
-    the entry's prefix is cached, as every message of an entry shares it)."""
-    prefix = _entry_prefix(ledger_id, entry_id, partition)
-    if batch_index < 0:
-        return b64encode(prefix + b"\x30\x00").decode("ascii")
-    return b64encode(prefix + _batch_tail(batch_index, batch_size)).decode("ascii")
+NO_BATCH_TAIL = b"\x30\x00"  # batch_index 0 (proto3 default written out, as Pulsar does)
 
 
 @functools.lru_cache(maxsize=65536)  # batch indices repeat for every entry of a size
-def _batch_tail(batch_index: int, batch_size: int) -> bytes:
+def batch_tail(batch_index: int, batch_size: int) -> bytes:
+    """The id fields after ``entry_prefix`` of message ``batch_index`` of ``batch_size``."""
     tail = bytearray()
     _put_field(tail, _FIELD_BATCH_INDEX, batch_index)
     _put_field(tail, _FIELD_BATCH_SIZE, batch_size)

@@ -61,6 +61,7 @@ from gateway.broker.positions import NO_BATCH, MessagePosition, Position
 from gateway.broker.stats import RateMeter
 
 if TYPE_CHECKING:
+    from gateway.broker.entry_format import EntryMessage
     from gateway.broker.topic import Topic
 
 log = logging.getLogger(__name__)
@@ -298,13 +299,22 @@ class Subscription:
             return
         deliveries: dict[ConsumerId, list[Delivery]] = {}
         later: list[Effect] = []
+        messages_at = self.topic.decoded.messages_at
         for effect in effects:
             if isinstance(effect, Deliver):
-                delivery = self._resolve(effect)
-                if delivery is None:
+                # inline: deliveries come in runs of one entry to one consumer
+                position = effect.message.position
+                messages = messages_at(position)
+                if messages is None:
                     later.append(effect)
+                    continue
+                delivery = _delivery(position, messages, effect.redelivery_count)
+                consumer_id = effect.consumer_id
+                run = deliveries.get(consumer_id)
+                if run is None:
+                    deliveries[consumer_id] = [delivery]
                 else:
-                    deliveries.setdefault(effect.consumer_id, []).append(delivery)
+                    run.append(delivery)
             elif isinstance(effect, RewindTo):
                 self._read_position = effect.position
                 self._epoch += 1
@@ -322,15 +332,6 @@ class Subscription:
         if later:
             asyncio.get_running_loop().create_task(self._apply_later(later))
         self.wake()
-
-    def _resolve(self, effect: Deliver) -> Delivery | None:
-        position = effect.message.position
-        messages = self.topic.decoded.messages_at(position)
-        if messages is None:
-            return None
-        index = 0 if position.batch_index == NO_BATCH else position.batch_index
-        batch_size = len(messages) if len(messages) > 1 else 0
-        return Delivery(position, messages[index], effect.redelivery_count, batch_size)
 
     def _send(self, deliveries: dict[ConsumerId, list[Delivery]]) -> None:
         now = self._now()
@@ -357,9 +358,7 @@ class Subscription:
                 messages = await self.topic.decoded.load_messages(position.entry)
                 if messages is None:
                     continue
-                index = 0 if position.batch_index == NO_BATCH else position.batch_index
-                batch_size = len(messages) if len(messages) > 1 else 0
-                delivery = Delivery(position, messages[index], effect.redelivery_count, batch_size)
+                delivery = _delivery(position, messages, effect.redelivery_count)
                 deliveries.setdefault(effect.consumer_id, []).append(delivery)
             elif isinstance(effect, DeadLetter):
                 await letters.dead_letter_effect(self, effect)
@@ -494,3 +493,10 @@ class Subscription:
         if persist:
             with contextlib.suppress(Exception):
                 await self.persist()
+
+
+def _delivery(position: MessagePosition, messages: list[EntryMessage], redelivery_count: int) -> Delivery:
+    """The delivery of the message at ``position``, one of its entry's ``messages``."""
+    if len(messages) == 1:
+        return Delivery(position, messages[0], redelivery_count, 0)
+    return Delivery(position, messages[max(position.batch_index, 0)], redelivery_count, len(messages))

@@ -18,7 +18,7 @@ from jsonschema import Draft7Validator
 from gateway.api.asyncapi import MESSAGES, document, frame_schema, render
 from gateway.api.asyncapi_frames import FRAME_SCHEMAS
 from gateway.broker.dispatch.base import HashRange
-from gateway.broker.message_id import id_base64
+from gateway.broker.message_id import MessageId
 from gateway.protocol.errors import FrameError, ProtocolError
 from gateway.protocol.ws_frames import (
     DELIVER_AFTER_MAX_MS,
@@ -41,8 +41,8 @@ pytestmark = pytest.mark.unit
 
 COMMITTED = Path(__file__).resolve().parents[2] / "openapi" / "asyncapi.json"
 NOW = 1_700_000_000_000
-ID = id_base64(3, 0, -1, -1, 0)
-BATCH_ID = id_base64(3, 0, 2, 1, 5)
+ID = MessageId(3, 0).to_base64()
+BATCH_ID = MessageId(3, 0, 2, 1, 5).to_base64()
 
 
 def valid(name: str, frame: Any) -> bool:

@@ -53,6 +53,24 @@ def test_round_robin_gives_at_most_20_per_turn() -> None:
     assert delivered(d.on_messages(msgs(50, 1), 0)) == [(B, 50, 0)]  # the rotation continues
 
 
+def test_a_re_read_of_pending_queued_or_delayed_messages_changes_nothing() -> None:
+    """After a rewind the log is read again from an older position: what the
+    dispatcher still holds (pending on a consumer, waiting, delayed) is skipped,
+    however far the reads went before."""
+    d = SharedDispatcher()
+    d.add_consumer(A, info("a", receiver_queue_size=2), 0)
+    assert delivered(d.on_messages(msgs(0, 4), 0)) == [(A, 0, 0), (A, 1, 0)]  # 2, 3 wait
+    assert d.on_messages(msgs(4, 1, deliver_at_ms=1_000), 0) == []  # delayed
+    assert delivered(d.on_messages(msgs(5, 1), 0)) == []  # waits too
+    before = d.stats()
+    for first in (0, 3):  # the whole read again, and a part of it
+        assert delivered(d.on_messages(msgs(first, 3) + msgs(4, 1, deliver_at_ms=1_000), 0)) == []
+    assert d.stats() == before
+    assert delivered(d.on_ack(A, [pos(0), pos(1)], 0)) == [(A, 2, 0), (A, 3, 0)]  # once each
+    assert delivered(d.on_ack(A, [pos(2), pos(3)], 0)) == [(A, 5, 0)]
+    assert delivered(d.on_ack(A, [pos(5)], 1_000)) == [(A, 4, 0)]
+
+
 def test_higher_priority_first_lower_only_when_it_is_out_of_permits() -> None:
     d = SharedDispatcher()
     d.add_consumer(A, info("low", priority_level=1, receiver_queue_size=10), 0)

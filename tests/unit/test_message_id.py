@@ -266,10 +266,18 @@ def test_entry_ids_base64_matches_message_id(ledger: int, entry: int, partition:
         (2**40, 2**33, -1, 0, 2),
     ],
 )
-def test_id_base64_matches_message_id(ledger: int, entry: int, partition: int, index: int, size: int) -> None:
-    from gateway.broker.message_id import id_base64
+def test_delivery_frame_ids_match_message_id(
+    ledger: int, entry: int, partition: int, index: int, size: int
+) -> None:
+    from gateway.api.convert import delivery_frames
+    from gateway.broker.consumers import Delivery
+    from gateway.broker.entry_format import EntryMessage
+    from gateway.broker.positions import MessagePosition
 
-    assert (
-        id_base64(ledger, entry, partition, index, size)
-        == MessageId(ledger, entry, partition, index, size).to_base64()
-    )
+    message = EntryMessage(b"x", 1_700_000_000_000, "p", 0)
+    # two entries in one run: the second must not reuse the first one's id prefix
+    runs = [Delivery(MessagePosition(ledger, e, index), message, 0, size) for e in (entry, entry + 1)]
+    frames = delivery_frames(runs, partition)
+    assert [f["messageId"] for f in frames] == [
+        MessageId(ledger, e, partition, index, size).to_base64() for e in (entry, entry + 1)
+    ]

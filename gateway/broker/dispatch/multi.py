@@ -60,6 +60,9 @@ class MultiConsumerDispatcher(ABC):
         self._reread_from: MessagePosition | None = None
         self._dropped_delayed = False
         self._read_next: Position | None = None  # where the shell's next read starts
+        # the highest position ever given to ``on_messages``: one beyond it is new to
+        # this dispatcher (not pending, delayed or queued), so it needs no look-ups
+        self._seen_to: MessagePosition | None = None
 
     # ------------------------------------------------------------ inputs
 
@@ -101,9 +104,15 @@ class MultiConsumerDispatcher(ABC):
             after = Position(newest.ledger_id, newest.entry_id + 1)
             if self._read_next is None or after > self._read_next:
                 self._read_next = after
+        seen_to = self._seen_to
+        fresh: list[Message] = []
         for message in messages:
             position = message.position
-            if position in self._pending or position in self._delayed or self._knows(position):
+            if (
+                seen_to is not None
+                and position <= seen_to
+                and (position in self._pending or position in self._delayed or self._knows(position))
+            ):
                 continue  # a re-read of something we still hold
             if delayed_on and message.deliver_at_ms is not None and message.deliver_at_ms > now_ms:
                 if len(self._delayed) >= self._config.delayed_max:
@@ -112,21 +121,23 @@ class MultiConsumerDispatcher(ABC):
                 else:
                     self._delayed.add(message)
                 continue
-            effects += self._offer(message, now_ms)
+            fresh.append(message)
+        if messages and (seen_to is None or messages[-1].position > seen_to):
+            self._seen_to = messages[-1].position
+        effects += self._offer_all(fresh, now_ms)
         return effects + self._settle(now_ms)
 
     def on_ack(
         self, consumer_id: ConsumerId, positions: Iterable[MessagePosition], now_ms: int
     ) -> list[Effect]:
+        removed, missing = self._pending.ack(positions)
+        for position in missing:
+            self._forget(position)  # acked while queued for redelivery: don't resend
+            self._delayed.remove(position)
         settled: dict[ConsumerId, int] = {}  # credit back per consumer, released once
-        ack, released = self._pending.ack, self._released
-        for position in positions:
-            pending = ack(position)
-            if pending is None:
-                self._forget(position)  # acked while queued for redelivery: don't resend
-                self._delayed.remove(position)
-                continue
-            if not pending.nacked:
+        released = self._released
+        for pending in removed:
+            if pending.nack_due_ms is None:  # a nacked one gave its credit back already
                 settled[pending.consumer_id] = settled.get(pending.consumer_id, 0) + 1
             released(pending)
         for holder, n in settled.items():
@@ -291,6 +302,13 @@ class MultiConsumerDispatcher(ABC):
     def _offer(self, message: Message, now_ms: int) -> list[Effect]:
         """A message to deliver for the first time (new, re-read or due delayed):
         deliver, queue, or drop it via ``_note_drop``."""
+
+    def _offer_all(self, messages: list[Message], now_ms: int) -> list[Effect]:
+        """``_offer`` of each message in turn (a subclass may do it in one step)."""
+        effects: list[Effect] = []
+        for message in messages:
+            effects += self._offer(message, now_ms)
+        return effects
 
     @abstractmethod
     def _requeue(self, message: Message, redelivery_count: int) -> None:

@@ -18,6 +18,7 @@ ack-timeout order and the nack order is the due order: deadlines are O(1).
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from gateway.broker.dispatch.base import ConsumerId, Message
@@ -78,17 +79,35 @@ class PendingTracker:
         self._consumers[consumer_id].unacked[message.position] = pending
         return pending
 
-    def ack(self, position: MessagePosition) -> Pending | None:
-        """Remove the message wherever it is pending (None if it is not)."""
-        pending = self._by_position.pop(position, None)
-        if pending is None:
-            return None
-        timers = self._consumers[pending.consumer_id]
-        if pending.nacked:
-            self._prune(timers)
-        else:
-            del timers.unacked[position]
-        return pending
+    def record_run(
+        self, consumer_id: ConsumerId, messages: list[Message], redelivery_count: int, now_ms: int
+    ) -> None:
+        """``record`` of each of ``messages`` (one step for a consumer's turn)."""
+        by_position, unacked = self._by_position, self._consumers[consumer_id].unacked
+        for message in messages:
+            position = message.position
+            assert position not in by_position, position
+            pending = Pending(consumer_id, message, redelivery_count, now_ms)
+            by_position[position] = unacked[position] = pending
+
+    def ack(self, positions: Iterable[MessagePosition]) -> tuple[list[Pending], list[MessagePosition]]:
+        """Remove each message wherever it is pending: (those removed, the positions
+        that were not pending)."""
+        by_position, consumers = self._by_position, self._consumers
+        removed: list[Pending] = []
+        missing: list[MessagePosition] = []
+        for position in positions:
+            pending = by_position.pop(position, None)
+            if pending is None:
+                missing.append(position)
+                continue
+            timers = consumers[pending.consumer_id]
+            if pending.nack_due_ms is None:
+                del timers.unacked[position]
+            else:
+                self._prune(timers)
+            removed.append(pending)
+        return removed, missing
 
     def nack(self, consumer_id: ConsumerId, position: MessagePosition, now_ms: int) -> Pending | None:
         """Mark a message pending on ``consumer_id`` as due back after its nack

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections import deque
 
-from gateway.broker.dispatch.base import ConsumerId, DispatcherConfig, Effect, Message
+from gateway.broker.dispatch.base import ConsumerId, Deliver, DispatcherConfig, Effect, Message
 from gateway.broker.dispatch.multi import MultiConsumerDispatcher
 from gateway.broker.dispatch.queues import ReplayQueue
 from gateway.broker.positions import MessagePosition
@@ -44,6 +44,13 @@ class SharedDispatcher(MultiConsumerDispatcher):
             return []
         self._ready.append(message)
         self._ready_positions.add(message.position)
+        return []
+
+    def _offer_all(self, messages: list[Message], now_ms: int) -> list[Effect]:
+        if len(self._ready_positions) + len(messages) > self._config.lookahead_max:
+            return super()._offer_all(messages, now_ms)  # one by one: the rest are dropped
+        self._ready.extend(messages)
+        self._ready_positions.update(message.position for message in messages)
         return []
 
     def _requeue(self, message: Message, redelivery_count: int) -> None:
@@ -84,9 +91,28 @@ class SharedDispatcher(MultiConsumerDispatcher):
             credit = self._flow.available(consumer_id)
             # one consumer: every turn is its turn, so one turn takes all its credit
             turn = credit if len(self._infos) == 1 else min(credit, self._config.round_robin_batch_max)
-            effects += self._deliver_run(consumer_id, turn, self._next_message, now_ms)
+            if self._replay:
+                effects += self._deliver_run(consumer_id, turn, self._next_message, now_ms)
+            else:
+                effects += self._deliver_new(consumer_id, turn, now_ms)
             self._last_served = consumer_id
         return effects
+
+    def _deliver_new(self, consumer_id: ConsumerId, turn: int, now_ms: int) -> list[Effect]:
+        """``_deliver_run`` of up to ``turn`` new messages (none was delivered before, so
+        none is dead-lettered): recorded as pending, and the credit taken, in one step."""
+        ready, positions = self._ready, self._ready_positions
+        run: list[Message] = []
+        while ready and len(run) < turn:
+            message = ready.popleft()
+            if message.position in positions:
+                positions.remove(message.position)
+                run.append(message)
+        if not run:
+            return []
+        self._pending.record_run(consumer_id, run, 0, now_ms)
+        self._flow.on_delivered(consumer_id, len(run))
+        return [Deliver(consumer_id, message, 0) for message in run]
 
     def _next_message(self) -> tuple[Message, int] | None:
         if self._replay:
