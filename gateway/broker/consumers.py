@@ -1,6 +1,7 @@
 """What a subscription hands its consumers, and the dispatcher for each type.
 
-Owns: ``Delivery`` (one message for one consumer), the ``ConsumerSink``
+Owns: ``Delivery`` (one message for one consumer) and what leads to it (the
+dispatcher's input from entries read, ``read_messages``), the ``ConsumerSink``
 protocol a connected session implements (WebSocket, HTTP consume),
 ``ConsumerRecord`` (a consumer's settings and counters) and
 ``make_dispatcher``. Rule: the four subscription types are exactly Pulsar's,
@@ -13,6 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from gateway.broker.broker_errors import NotAllowed
+from gateway.broker.cursor_core import Cursor
+from gateway.broker.decoded import DecodedEntries
 from gateway.broker.dispatch import (
     ConsumerId,
     ConsumerInfo,
@@ -23,9 +26,10 @@ from gateway.broker.dispatch import (
     KeySharedDispatcher,
     SharedDispatcher,
 )
-from gateway.broker.dispatch.base import HashRange
+from gateway.broker.dispatch.base import HashRange, Message
 from gateway.broker.entry_format import EntryMessage
-from gateway.broker.positions import MessagePosition
+from gateway.broker.key_hash import sticky_slot
+from gateway.broker.positions import NO_BATCH, MessagePosition, Position
 from gateway.broker.stats import RateMeter
 
 SUBSCRIPTION_TYPES = ("Exclusive", "Shared", "Failover", "Key_Shared")
@@ -78,3 +82,39 @@ def make_dispatcher(sub_type: str, config: DispatcherConfig) -> Dispatcher:
     if sub_type == "Key_Shared":
         return KeySharedDispatcher(config)
     raise NotAllowed(f"unknown subscription type {sub_type!r}")
+
+
+def delivery_of(position: MessagePosition, messages: list[EntryMessage], redelivery_count: int) -> Delivery:
+    """The delivery of the message at ``position``, one of its entry's ``messages``."""
+    if len(messages) == 1:
+        return Delivery(position, messages[0], redelivery_count, 0)
+    return Delivery(position, messages[max(position.batch_index, 0)], redelivery_count, len(messages))
+
+
+def read_messages(
+    entries: list[tuple[Position, bytes]], decoded: DecodedEntries, cursor: Cursor, keyed: bool, budget: int
+) -> tuple[list[Message], Position]:
+    """The dispatcher's input from entries read in log order: their messages not acked
+    yet (``keyed``: with the Key_Shared hash slot), stopping after the entry that
+    reaches ``budget`` messages; and the last entry taken. The cursor learns each
+    entry's message count."""
+    messages: list[Message] = []
+    last = entries[0][0]
+    for position, payload in entries:
+        decoded_messages = decoded.messages(position, payload)
+        count = len(decoded_messages)
+        cursor.on_read(position, count)
+        last = position
+        ledger_id, entry_id = position.ledger_id, position.entry_id
+        acked = cursor.acked_mask(position)
+        if acked < 0:
+            continue  # the whole entry is acked
+        for index, message in enumerate(decoded_messages):
+            if acked and acked >> index & 1:
+                continue
+            mp = MessagePosition(ledger_id, entry_id, index if count > 1 else NO_BATCH)
+            slot = sticky_slot(message.ordering_key, message.key) if keyed else 0
+            messages.append(Message(mp, slot, message.deliver_at_ms))
+        if len(messages) >= budget:
+            break
+    return messages, last

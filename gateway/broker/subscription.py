@@ -36,9 +36,12 @@ from gateway.broker.consumers import (
     ConsumerRecord,
     ConsumerSink,
     Delivery,
+    delivery_of,
     make_dispatcher,
+    read_messages,
 )
 from gateway.broker.cursor_core import Cursor
+from gateway.broker.cursor_store import StoredCursor
 from gateway.broker.dispatch import (
     ActiveChanged,
     ConsumerId,
@@ -50,18 +53,15 @@ from gateway.broker.dispatch import (
     Effect,
     ExclusiveDispatcher,
     FailoverDispatcher,
-    Message,
     RangesChanged,
     Reject,
     RejectReason,
     RewindTo,
 )
-from gateway.broker.key_hash import sticky_slot
-from gateway.broker.positions import NO_BATCH, MessagePosition, Position
+from gateway.broker.positions import MessagePosition, Position
 from gateway.broker.stats import RateMeter
 
 if TYPE_CHECKING:
-    from gateway.broker.entry_format import EntryMessage
     from gateway.broker.topic import Topic
 
 log = logging.getLogger(__name__)
@@ -100,8 +100,7 @@ class Subscription:
         self._reading = False  # the read loop awaits a read of the log
         self._task: asyncio.Task[None] | None = None
         self._persist_task: asyncio.Task[None] | None = None
-        self._revision = revision  # etcd mod_revision of the cursor key (0 = not stored yet)
-        self._persisted = cursor.revision if revision else -1
+        self.stored = StoredCursor(topic.store, self.key, revision, cursor.revision if revision else -1)
         self._persist_interval_ms = persist_interval_ms
         self.closed = False
         self.msg_out = 0
@@ -308,7 +307,7 @@ class Subscription:
                 if messages is None:
                     later.append(effect)
                     continue
-                delivery = _delivery(position, messages, effect.redelivery_count)
+                delivery = delivery_of(position, messages, effect.redelivery_count)
                 consumer_id = effect.consumer_id
                 run = deliveries.get(consumer_id)
                 if run is None:
@@ -358,7 +357,7 @@ class Subscription:
                 messages = await self.topic.decoded.load_messages(position.entry)
                 if messages is None:
                     continue
-                delivery = _delivery(position, messages, effect.redelivery_count)
+                delivery = delivery_of(position, messages, effect.redelivery_count)
                 deliveries.setdefault(effect.consumer_id, []).append(delivery)
             elif isinstance(effect, DeadLetter):
                 await letters.dead_letter_effect(self, effect)
@@ -405,27 +404,8 @@ class Subscription:
             await self._sleep(deadline)
 
     def _on_entries(self, dispatcher: Dispatcher, entries: list[tuple[Position, bytes]], budget: int) -> None:
-        cursor = self.cursor
         keyed = self.sub_type == "Key_Shared"  # the hash is only needed to route by key
-        messages: list[Message] = []
-        last = entries[0][0]
-        for position, payload in entries:
-            decoded = self.topic.decoded.messages(position, payload)
-            count = len(decoded)
-            cursor.on_read(position, count)
-            last = position
-            ledger_id, entry_id = position.ledger_id, position.entry_id
-            acked = cursor.acked_mask(position)
-            if acked < 0:
-                continue  # the whole entry is acked
-            for index, message in enumerate(decoded):
-                if acked and acked >> index & 1:
-                    continue
-                mp = MessagePosition(ledger_id, entry_id, index if count > 1 else NO_BATCH)
-                slot = sticky_slot(message.ordering_key, message.key) if keyed else 0
-                messages.append(Message(mp, slot, message.deliver_at_ms))
-            if len(messages) >= budget:
-                break
+        messages, last = read_messages(entries, self.topic.decoded, self.cursor, keyed, budget)
         self._read_position = Position(last.ledger_id, last.entry_id + 1)
         if messages:
             self._apply_now(dispatcher.on_messages(messages, self._now()))
@@ -456,16 +436,11 @@ class Subscription:
 
     async def persist(self) -> None:
         """Write the cursor now if it changed (CAS on the key's revision)."""
-        if not self.durable or self.cursor.revision == self._persisted:
+        if not self.durable or self.stored.holds(self.cursor.revision):
             return
-        revision_before = self.cursor.revision
-        new = await self.topic.store.compare_and_swap(self.key, self.state_json(), self._revision)
-        if new is None:
+        if not await self.stored.write(self.state_json(), self.cursor.revision):
             log.warning("subscription %s of %s: cursor moved by another gateway", self.name, self.topic.name)
             self.topic.on_lost_ownership()
-            return
-        self._revision = new
-        self._persisted = revision_before
 
     async def _persist_loop(self) -> None:
         while not self.closed:
@@ -477,8 +452,8 @@ class Subscription:
 
     async def delete(self) -> None:
         await self.close(persist=False)
-        if self.durable and self._revision:
-            await self.topic.store.compare_and_delete(self.key, self._revision)
+        if self.durable:
+            await self.stored.delete()
 
     async def close(self, *, persist: bool = True) -> None:
         if self.closed:
@@ -493,10 +468,3 @@ class Subscription:
         if persist:
             with contextlib.suppress(Exception):
                 await self.persist()
-
-
-def _delivery(position: MessagePosition, messages: list[EntryMessage], redelivery_count: int) -> Delivery:
-    """The delivery of the message at ``position``, one of its entry's ``messages``."""
-    if len(messages) == 1:
-        return Delivery(position, messages[0], redelivery_count, 0)
-    return Delivery(position, messages[max(position.batch_index, 0)], redelivery_count, len(messages))

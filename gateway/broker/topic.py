@@ -325,14 +325,12 @@ class Topic:
             raise SubscriptionNotFound(f"subscription {name} does not exist on {self.name}")
         mark_delete = EARLIEST if initial == "Earliest" else self.log.last_confirmed
         sub = Subscription(self, name, Cursor(mark_delete))
-        revision = await self.store.compare_and_swap(sub.key, sub.state_json(), 0)
+        created = await sub.stored.write(sub.state_json(), sub.cursor.revision)
         existing = self.subscriptions.get(name)  # another session created it while we awaited
         if existing is not None:
             return existing
-        if revision is None:
+        if not created:
             raise TopicUnavailable(f"subscription {name} was created by another gateway; reconnect")
-        sub._revision = revision
-        sub._persisted = sub.cursor.revision
         self.subscriptions[name] = sub
         return sub
 
