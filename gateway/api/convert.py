@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from pybase64 import b64encode
+from pybase64 import b64encode_as_string
 
 from gateway.broker.consumers import Delivery
 from gateway.broker.entry_format import EntryMessage
@@ -49,7 +49,7 @@ def delivery_frames(deliveries: Sequence[Delivery], partition: int) -> list[dict
         tail = batch_tail(p.batch_index, batch_size) if batch_size else NO_BATCH_TAIL
         frames.append(
             message_frame(
-                b64encode(prefix + tail).decode("ascii"),
+                b64encode_as_string(prefix + tail),
                 message.payload,
                 message.properties,
                 message.publish_time_ms,

@@ -24,7 +24,7 @@ import binascii
 import functools
 from dataclasses import dataclass, field
 
-from pybase64 import b64encode
+from pybase64 import b64encode_as_string
 
 from gateway.broker.positions import NO_BATCH, MessagePosition, Position
 from gateway.errors import MessageIdError
@@ -245,8 +245,8 @@ def entry_ids_base64(ledger_id: int, entry_id: int, partition: int, count: int) 
     entry with its id)."""
     prefix = entry_prefix(ledger_id, entry_id, partition)
     if count == 1:
-        return [b64encode(prefix + NO_BATCH_TAIL).decode("ascii")]
-    return [b64encode(prefix + batch_tail(index, count)).decode("ascii") for index in range(count)]
+        return [b64encode_as_string(prefix + NO_BATCH_TAIL)]
+    return [b64encode_as_string(prefix + batch_tail(index, count)) for index in range(count)]
 
 
 @functools.lru_cache(maxsize=4096)

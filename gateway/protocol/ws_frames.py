@@ -299,8 +299,8 @@ def message_frame(
     ``key`` only if set."""
     frame: JsonObject = {
         "messageId": message_id_b64,
-        "payload": pybase64.b64encode(payload).decode("ascii"),
-        "properties": dict(properties),
+        "payload": pybase64.b64encode_as_string(payload),
+        "properties": dict(properties) if properties else {},  # most have none: no copy
         "publishTime": format_iso(publish_time_ms),
         "redeliveryCount": redelivery_count,
     }
