@@ -36,9 +36,9 @@ from gateway.broker.consumers import (
     ConsumerRecord,
     ConsumerSink,
     Delivery,
-    delivery_of,
     make_dispatcher,
     read_messages,
+    resolve_deliveries,
 )
 from gateway.broker.cursor_core import Cursor
 from gateway.broker.cursor_store import StoredCursor
@@ -62,6 +62,7 @@ from gateway.broker.positions import MessagePosition, Position
 from gateway.broker.stats import RateMeter
 
 if TYPE_CHECKING:
+    from gateway.broker.entry_format import EntryMessage
     from gateway.broker.topic import Topic
 
 log = logging.getLogger(__name__)
@@ -296,24 +297,11 @@ class Subscription:
         self.wake()
         if not effects:
             return
-        deliveries: dict[ConsumerId, list[Delivery]] = {}
+        delivers: list[Deliver] = []
         later: list[Effect] = []
-        messages_at = self.topic.decoded.messages_at
         for effect in effects:
             if isinstance(effect, Deliver):
-                # inline: deliveries come in runs of one entry to one consumer
-                position = effect.message.position
-                messages = messages_at(position)
-                if messages is None:
-                    later.append(effect)
-                    continue
-                delivery = delivery_of(position, messages, effect.redelivery_count)
-                consumer_id = effect.consumer_id
-                run = deliveries.get(consumer_id)
-                if run is None:
-                    deliveries[consumer_id] = [delivery]
-                else:
-                    run.append(delivery)
+                delivers.append(effect)
             elif isinstance(effect, RewindTo):
                 self._read_position = effect.position
                 self._epoch += 1
@@ -327,7 +315,9 @@ class Subscription:
                     record.sink.ranges_changed(effect.ranges)
             else:
                 later.append(effect)
+        deliveries, missing = resolve_deliveries(delivers, self.topic.decoded.messages_at)
         self._send(deliveries)
+        later += missing
         if later:
             asyncio.get_running_loop().create_task(self._apply_later(later))
         self.wake()
@@ -350,17 +340,17 @@ class Subscription:
             record.sink.deliver(items)
 
     async def _apply_later(self, effects: list[Effect]) -> None:
-        deliveries: dict[ConsumerId, list[Delivery]] = {}
+        delivers: list[Deliver] = []
+        loaded: dict[Position, list[EntryMessage] | None] = {}
         for effect in effects:
             if isinstance(effect, Deliver):
-                position = effect.message.position
-                messages = await self.topic.decoded.load_messages(position.entry)
-                if messages is None:
-                    continue
-                delivery = delivery_of(position, messages, effect.redelivery_count)
-                deliveries.setdefault(effect.consumer_id, []).append(delivery)
+                entry = effect.message.position.entry
+                if entry not in loaded:
+                    loaded[entry] = await self.topic.decoded.load_messages(entry)
+                delivers.append(effect)  # one whose entry is gone (trimmed) is dropped
             elif isinstance(effect, DeadLetter):
                 await letters.dead_letter_effect(self, effect)
+        deliveries, _ = resolve_deliveries(delivers, lambda position: loaded[position.entry])
         self._send(deliveries)
 
     # ------------------------------------------------------------ read loop

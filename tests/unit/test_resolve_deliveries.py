@@ -1,0 +1,63 @@
+"""resolve_deliveries: Deliver effects become deliveries per consumer, in order,
+with each message taken from its own entry (runs of one entry look it up once;
+a change of entry, however small, looks again), and effects whose entry is not
+at hand are handed back."""
+
+from __future__ import annotations
+
+import pytest
+
+from gateway.broker.consumers import resolve_deliveries
+from gateway.broker.dispatch.base import ConsumerId, Deliver, Message
+from gateway.broker.entry_format import EntryMessage
+from gateway.broker.positions import NO_BATCH, MessagePosition, Position
+
+pytestmark = pytest.mark.unit
+
+A, B = ConsumerId(1), ConsumerId(2)
+
+
+def entry(ledger: int, entry_id: int, count: int) -> list[EntryMessage]:
+    return [EntryMessage(f"{ledger}:{entry_id}:{i}".encode(), 0, "p", i) for i in range(count)]
+
+
+ENTRIES = {Position(1, 0): entry(1, 0, 3), Position(1, 1): entry(1, 1, 1), Position(2, 0): entry(2, 0, 2)}
+
+
+def deliver(consumer: ConsumerId, ledger: int, entry_id: int, index: int, count: int = 0) -> Deliver:
+    return Deliver(consumer, Message(MessagePosition(ledger, entry_id, index)), count)
+
+
+def test_runs_interleaved_consumers_entries_and_a_missing_entry() -> None:
+    lookups: list[Position] = []
+
+    def messages_at(position: MessagePosition) -> list[EntryMessage] | None:
+        lookups.append(position.entry)
+        return ENTRIES.get(position.entry)
+
+    effects = [
+        deliver(A, 1, 0, 0),
+        deliver(A, 1, 0, 2),
+        deliver(B, 1, 0, 1, 3),
+        deliver(B, 2, 0, 1),  # the same entry id in another ledger
+        deliver(A, 1, 1, NO_BATCH),
+        deliver(A, 9, 9, NO_BATCH),  # not at hand
+        deliver(A, 1, 0, 1),  # back to an earlier entry
+    ]
+    out, missing = resolve_deliveries(effects, messages_at)
+    got = {
+        c: [(d.message.payload.decode(), d.batch_size, d.redelivery_count) for d in ds]
+        for c, ds in out.items()
+    }
+    assert got == {
+        A: [("1:0:0", 3, 0), ("1:0:2", 3, 0), ("1:1:0", 0, 0), ("1:0:1", 3, 0)],
+        B: [("1:0:1", 3, 3), ("2:0:1", 2, 0)],
+    }
+    assert [d.position for d in out[A]] == [
+        MessagePosition(1, 0, 0),
+        MessagePosition(1, 0, 2),
+        MessagePosition(1, 1, NO_BATCH),
+        MessagePosition(1, 0, 1),
+    ]
+    assert missing == [effects[5]]
+    assert lookups == [Position(1, 0), Position(2, 0), Position(1, 1), Position(9, 9), Position(1, 0)]
