@@ -73,11 +73,8 @@ class PendingTracker:
     def record(
         self, consumer_id: ConsumerId, message: Message, redelivery_count: int, now_ms: int
     ) -> Pending:
-        assert message.position not in self._by_position, message.position
-        pending = Pending(consumer_id, message, redelivery_count, now_ms)
-        self._by_position[message.position] = pending
-        self._consumers[consumer_id].unacked[message.position] = pending
-        return pending
+        self.record_run(consumer_id, [message], redelivery_count, now_ms)
+        return self._by_position[message.position]
 
     def record_run(
         self, consumer_id: ConsumerId, messages: list[Message], redelivery_count: int, now_ms: int

@@ -100,7 +100,8 @@ class SharedDispatcher(MultiConsumerDispatcher):
 
     def _deliver_new(self, consumer_id: ConsumerId, turn: int, now_ms: int) -> list[Effect]:
         """``_deliver_run`` of up to ``turn`` new messages (none was delivered before, so
-        none is dead-lettered): recorded as pending, and the credit taken, in one step."""
+        none is dead-lettered, and Shared has no ``_delivered`` hook): recorded as pending,
+        and the credit taken, in one step."""
         ready, positions = self._ready, self._ready_positions
         run: list[Message] = []
         while ready and len(run) < turn:
