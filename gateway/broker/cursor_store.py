@@ -21,10 +21,6 @@ class StoredCursor:
         self._revision = revision
         self._stored = stored
 
-    @property
-    def exists(self) -> bool:
-        return self._revision != 0
-
     def holds(self, cursor_revision: int) -> bool:
         """Does the key hold this cursor revision already?"""
         return cursor_revision == self._stored

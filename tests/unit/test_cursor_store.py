@@ -18,9 +18,11 @@ KEY = "/folio/cursors/public/default/t/s"
 async def test_create_write_and_delete_follow_the_last_revision() -> None:
     store = MemoryStore(ManualClock())
     mine = StoredCursor(store, KEY, 0, -1)
-    assert not mine.exists and not mine.holds(1)
+    assert not mine.holds(1)
+    assert not await mine.delete()  # nothing stored yet: nothing to delete
     assert await mine.write(b"v1", 1)
-    assert mine.exists and mine.holds(1) and not mine.holds(2)
+    assert mine.holds(1) and not mine.holds(2)
+    assert await store.get(KEY) is not None
     assert await mine.write(b"v2", 2)
     kv = await store.get(KEY)
     assert kv is not None and kv.value == b"v2"
