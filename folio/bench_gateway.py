@@ -10,7 +10,9 @@ Rules (the same as /work/shared/peers, so the figures compare): every run on a
 fresh topic; W1 publishes 100 B and 1 KiB payloads, up to ``--msgs`` messages
 or ``--seconds``, ``--window`` messages un-acked in flight, and counts only ok
 replies (ok = stored on 2 storage nodes with fsync); W3 drains the backlog
-W1-100B of the same mode just left, acking every message; W2 offers
+W1-100B of the same mode just left, acking every message (from the owner's
+cache of recent entries; with ``--w3-from-storage`` the topic is unloaded first,
+so the new owner reads it from the storage nodes); W2 offers
 ``--w2-rate`` msg/s of 100 B for ``--w2-seconds`` and measures end-to-end
 latency with a consumer in another process, plus pub-ack latency (the producer
 sleeps at least one 1 ms timer tick between sends; ``--w2-pacing spin`` makes
@@ -75,6 +77,7 @@ class Settings:
     w2_rate: float
     w2_spin: bool
     settle: float
+    w3_from_storage: bool = False
 
 
 @dataclass
@@ -110,8 +113,8 @@ def w1_row(mode: str, size: int, res: LoadResult, cpu: dict[str, float], seconds
                p50, p99, cpu, res.errors, "; ".join(notes))  # fmt: skip
 
 
-def w3_row(mode: str, backlog: int, res: LoadResult, cpu: dict[str, float]) -> Row:
-    notes = [f"backlog {backlog:,}"]
+def w3_row(mode: str, backlog: int, res: LoadResult, cpu: dict[str, float], stored: bool = False) -> Row:
+    notes = [f"backlog {backlog:,}" + (" read from the storage nodes" if stored else "")]
     if res.capped_by_time:
         notes.append("time-capped")
     if res.duplicates:
@@ -161,6 +164,13 @@ async def _warm_rest(http_base: str, topic: str) -> None:
         response.raise_for_status()
 
 
+async def _unload(http_base: str, topic: str) -> None:
+    """Unload ``topic`` (its owner closes it; the next use loads it with an empty cache)."""
+    async with httpx.AsyncClient(timeout=30.0) as http:
+        response = await http.put(f"{http_base}/admin/v2/{TOPIC_PATH}/{topic}/unload")
+        response.raise_for_status()
+
+
 @contextlib.contextmanager
 def measured(target: Target, label: str) -> Iterator[dict[str, float]]:
     """CPU accounting (and a py-spy profile with ``--profile``) around one measured run."""
@@ -187,10 +197,12 @@ async def w1_w3(s: Settings, target: Target, topic: str, mode: str, size: int, r
     if "W1" in s.workloads:
         rows.append(w1_row(mode, size, res, cpu, s.seconds))
     if "W3" in s.workloads and size == 100 and mode in CONSUME_MODES:
+        if s.w3_from_storage:
+            await _unload(target.http_url, topic)
         await asyncio.sleep(s.settle)
         with measured(target, f"W3-{mode}-r{rep}") as cpu:
             got = await consume(mode, target.http_url, topic, "w3", res.ok, s.seconds, s.window)
-        rows.append(w3_row(mode, res.ok, got, cpu))
+        rows.append(w3_row(mode, res.ok, got, cpu, s.w3_from_storage))
     return rows
 
 
@@ -302,6 +314,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
         w2_rate=args.w2_rate,
         w2_spin=args.w2_pacing == "spin",
         settle=args.settle,
+        w3_from_storage=args.w3_from_storage,
     )
 
 

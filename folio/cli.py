@@ -64,6 +64,12 @@ def _parser() -> argparse.ArgumentParser:
         help="ledger quorums for the bench namespace (its persistence policy), e.g. 3,2,2:"
         " each entry on Qw of E storage nodes, acked once Qa fsynced it (default: the cluster's 3,3,2)",
     )
+    gw.add_argument(
+        "--w3-from-storage",
+        action="store_true",
+        help="unload each W3 topic first, so its new owner reads the backlog from the storage"
+        " nodes (a consumer catching up after the topic moved) instead of its cache of recent entries",
+    )
     gw.add_argument("--settle", type=float, default=1.0, help="pause between runs (s)")
     gw.add_argument("--wait-idle", type=float, default=0.0, help="wait up to N s for a quiet box first")
     gw.add_argument("--peers", action="store_true", help="also run the NATS/Redis peer harness")

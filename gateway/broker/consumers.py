@@ -118,19 +118,23 @@ def resolve_deliveries(
 
 def read_messages(
     entries: list[tuple[Position, bytes]], decoded: DecodedEntries, cursor: Cursor, keyed: bool, budget: int
-) -> tuple[list[Message], Position]:
+) -> tuple[list[Message], Position, int]:
     """The dispatcher's input from entries read in log order: their messages not acked
     yet (``keyed``: with the Key_Shared hash slot), stopping after the entry that
-    reaches ``budget`` messages; and the last entry taken. The cursor learns each
-    entry's message count."""
+    reaches ``budget`` messages; the last entry taken; and the average number of
+    messages in the entries taken (acked or not). The cursor learns each entry's
+    message count."""
     messages: list[Message] = []
     last = entries[0][0]
+    taken = in_taken = 0
     new_position = tuple.__new__  # MessagePosition(...) without its Python-level __new__: half the cost
     for position, payload in entries:
         decoded_messages = decoded.messages(position, payload)
         count = len(decoded_messages)
         cursor.on_read(position, count)
         last = position
+        taken += 1
+        in_taken += count
         ledger_id, entry_id = position.ledger_id, position.entry_id
         acked = cursor.acked_mask(position)
         if acked < 0:
@@ -143,4 +147,4 @@ def read_messages(
             messages.append(Message(mp, slot, message.deliver_at_ms))
         if len(messages) >= budget:
             break
-    return messages, last
+    return messages, last, in_taken // taken

@@ -1,10 +1,12 @@
 """Reading a managed log's entries: the entry cache first, then the storage nodes (asyncio shell).
 
 Owns: ``LedgerReaders``, the bounded set of open readers of a log's ledgers
-(least recently used closed first), and ``read_entries``. Rules (DESIGN.md
-§4): a read never goes past the last confirmed entry (the layout's end) nor
-crosses into the next ledger in one call; recent entries come from the cache,
-older ones from the storage nodes; the open ledger is read up to its writer's
+(least recently used closed first) with the log's read-ahead, and
+``read_entries``. Rules (DESIGN.md §4): a read never goes past the last
+confirmed entry (the layout's end) nor crosses into the next ledger in one
+call; recent entries come from the cache, older ones from the read-ahead or
+else the storage nodes, fetched a read-ahead's worth at a time
+(``read_ahead.ReadAhead``); the open ledger is read up to its writer's
 last-add-confirmed.
 """
 
@@ -16,6 +18,7 @@ from coordination.clock import Clock
 from gateway.broker.log_layout import LedgerLayout
 from gateway.broker.log_state import EntryCache
 from gateway.broker.positions import Position
+from gateway.broker.read_ahead import ReadAhead
 from storage.client.api import LedgerClient
 from storage.client.reader import LedgerReader
 from storage.client.writer import LedgerWriter
@@ -29,6 +32,7 @@ class LedgerReaders:
         self._clock = clock
         self._readers_max = readers_max
         self._readers: OrderedDict[int, LedgerReader] = OrderedDict()
+        self.ahead = ReadAhead()
 
     async def get(self, ledger_id: int, writer: LedgerWriter | None) -> LedgerReader:
         if writer is not None and ledger_id == writer.ledger_id:
@@ -79,16 +83,23 @@ async def read_entries(
     last_entry = min(count - 1, first.entry_id + max_entries - 1)
     out: list[tuple[Position, bytes]] = []
     entry_id = first.entry_id
-    while entry_id <= last_entry:  # cache first
-        payload = cache.get(Position(ledger_id, entry_id))
+    ahead = readers.ahead
+    while entry_id <= last_entry:  # the caches first
+        position = Position(ledger_id, entry_id)
+        payload = cache.get(position)
         if payload is None:
-            break
-        out.append((Position(ledger_id, entry_id), payload))
+            payload = ahead.get(position)
+            if payload is None:
+                break
+        out.append((position, payload))
         entry_id += 1
     if entry_id <= last_entry and not out:
         reader = await readers.get(ledger_id, writer)
-        payloads = await reader.read_range(entry_id, last_entry)
-        out.extend((Position(ledger_id, entry_id + i), p) for i, p in enumerate(payloads))
+        fetch_last = min(count - 1, entry_id + ahead.fetch_count(last_entry - entry_id + 1) - 1)
+        payloads = await reader.read_range(entry_id, fetch_last)
+        ahead.fetched(ledger_id, entry_id, payloads)
+        wanted = payloads[: last_entry - entry_id + 1]
+        out.extend((Position(ledger_id, entry_id + i), p) for i, p in enumerate(wanted))
     return out
 
 

@@ -99,6 +99,7 @@ class Subscription:
         self._epoch = 0
         self._waiter: asyncio.Future[None] | None = None  # the read loop sleeping (``_sleep``)
         self._reading = False  # the read loop awaits a read of the log
+        self._entry_messages = 1  # messages per entry in the last read: turns a budget into entries
         self._task: asyncio.Task[None] | None = None
         self._persist_task: asyncio.Task[None] | None = None
         self.stored = StoredCursor(topic.store, self.key, revision, cursor.revision if revision else -1)
@@ -373,7 +374,8 @@ class Subscription:
                 epoch = self._epoch
                 self._reading = True
                 try:
-                    entries = await log_.read(start, min(budget, READ_ENTRIES_MAX))
+                    wanted = min(-(-budget // self._entry_messages), READ_ENTRIES_MAX)  # entries, rounded up
+                    entries = await log_.read(start, wanted)
                 except Exception as exc:
                     log.warning("subscription %s: read at %s failed: %s", self.name, start, exc)
                     await asyncio.sleep(0.2)
@@ -395,7 +397,8 @@ class Subscription:
 
     def _on_entries(self, dispatcher: Dispatcher, entries: list[tuple[Position, bytes]], budget: int) -> None:
         keyed = self.sub_type == "Key_Shared"  # the hash is only needed to route by key
-        messages, last = read_messages(entries, self.topic.decoded, self.cursor, keyed, budget)
+        decoded = self.topic.decoded
+        messages, last, self._entry_messages = read_messages(entries, decoded, self.cursor, keyed, budget)
         self._read_position = Position(last.ledger_id, last.entry_id + 1)
         if messages:
             self._apply_now(dispatcher.on_messages(messages, self._now()))

@@ -66,15 +66,28 @@ def encode_request_head(op: int, request_id: int, body_length: int) -> bytes:
 
 
 class _Protocol(asyncio.Protocol):
+    """Splits the reply stream into frames. Bytes wait as received chunks until the
+    frame they complete is all here, so every byte is copied a bounded number of
+    times whatever the frame size (a growing buffer would copy a multi-MiB range
+    reply once per chunk)."""
+
     def __init__(self, owner: NodeConnection) -> None:
         self.owner = owner
-        self.buffer = bytearray()
+        self._parts: list[bytes] = []  # received, not split into frames yet
+        self._have = 0
+        self._need = _LENGTH.size  # split again once this many bytes are here
 
     def data_received(self, data: bytes) -> None:
-        buffer = self.buffer
-        buffer += data
+        self._parts.append(data)
+        self._have += len(data)
+        if self._have < self._need:
+            return
+        parts = self._parts
+        buffer = parts[0] if len(parts) == 1 else b"".join(parts)
+        view = memoryview(buffer)
         size = len(buffer)
         offset = 0
+        need = _LENGTH.size
         replies: list[tuple[int, int, bytes]] = []
         head = _REPLY_HEAD
         head_size = head.size
@@ -86,13 +99,17 @@ class _Protocol(asyncio.Protocol):
                 return
             end = offset + 4 + length
             if end > size:
+                need = end - offset
                 break
             _, _op, request_id, status = head.unpack_from(buffer, offset)
-            body = bytes(buffer[offset + head_size : end]) if end > offset + head_size else b""
+            body = bytes(view[offset + head_size : end]) if end > offset + head_size else b""
             replies.append((request_id, status, body))
             offset = end
-        if offset:
-            del buffer[:offset]
+        view.release()
+        rest = buffer[offset:] if offset else buffer
+        self._parts = [rest] if rest else []
+        self._have = len(rest)
+        self._need = need
         if replies:
             self.owner._on_replies(replies)
 

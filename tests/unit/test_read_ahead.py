@@ -1,0 +1,92 @@
+"""Catching-up reads: ``ReadAhead`` sizing and bounds, and ``read_entries`` going to
+the storage nodes once per read-ahead, not once per entry asked for."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from gateway.broker.log_layout import LedgerLayout
+from gateway.broker.log_reads import read_entries
+from gateway.broker.log_state import EntryCache
+from gateway.broker.positions import Position
+from gateway.broker.read_ahead import ReadAhead
+
+pytestmark = pytest.mark.unit
+
+
+def test_first_fetch_then_sized_by_the_last_fetch() -> None:
+    ahead = ReadAhead(fetch_bytes=1000, bytes_max=10_000, entries_max=50, first_fetch_entries=8)
+    assert ahead.fetch_count(1) == 8
+    assert ahead.fetch_count(20) == 20  # never fewer than asked
+    ahead.fetched(1, 0, [b"x" * 100] * 4)
+    assert ahead.fetch_count(1) == 10  # 1000 bytes of 100-byte entries
+    ahead.fetched(1, 4, [b"x" * 10] * 4)
+    assert ahead.fetch_count(1) == 50  # 100 would fit: capped at entries_max
+    ahead.fetched(1, 8, [b"x" * 5000])
+    assert ahead.fetch_count(1) == 1  # larger than a fetch: one at a time
+
+
+def test_keeps_within_bytes_max_dropping_the_oldest_fetched() -> None:
+    ahead = ReadAhead(fetch_bytes=100, bytes_max=300, entries_max=10, first_fetch_entries=1)
+    ahead.fetched(3, 0, [b"a" * 100, b"b" * 100])
+    ahead.fetched(3, 2, [b"c" * 100, b"d" * 100])
+    assert ahead.size_bytes == 300 and len(ahead) == 3
+    assert ahead.get(Position(3, 0)) is None
+    assert ahead.get(Position(3, 1)) == b"b" * 100
+    assert ahead.get(Position(3, 3)) == b"d" * 100
+    ahead.fetched(3, 3, [b"e" * 50])  # fetched again: replaced, counted once
+    assert ahead.size_bytes == 250 and ahead.get(Position(3, 3)) == b"e" * 50
+
+
+class Reader:
+    def __init__(self, entries: dict[int, bytes]) -> None:
+        self.entries = entries
+        self.ranges: list[tuple[int, int]] = []
+
+    async def read_range(self, first: int, last: int) -> list[bytes]:
+        self.ranges.append((first, last))
+        return [self.entries[e] for e in range(first, last + 1)]
+
+
+class Readers:
+    def __init__(self, reader: Reader, ahead: ReadAhead) -> None:
+        self.reader = reader
+        self.ahead = ahead
+
+    async def get(self, ledger_id: int, writer: Any) -> Reader:
+        return self.reader
+
+
+def test_one_entry_at_a_time_costs_one_fetch_per_read_ahead() -> None:
+    entries = {e: f"entry-{e:04d}".encode() * 10 for e in range(100)}  # 100 bytes each
+    reader = Reader(entries)
+    readers: Any = Readers(reader, ReadAhead(fetch_bytes=1000, bytes_max=5000, first_fetch_entries=4))
+    layout = LedgerLayout([(5, 100)])
+    cache = EntryCache(1 << 20)
+
+    async def main() -> list[tuple[Position, bytes]]:
+        got = []
+        for e in range(100):
+            one = await read_entries(layout, cache, readers, None, Position(5, e), 1)
+            assert len(one) == 1
+            got += one
+        return got
+
+    got = asyncio.run(main())
+    assert got == [(Position(5, e), entries[e]) for e in range(100)]
+    # 4 entries before the size is known, then 10 (1000 bytes) a fetch; never past the ledger's end
+    assert reader.ranges[:3] == [(0, 3), (4, 13), (14, 23)]
+    assert len(reader.ranges) == 11 and reader.ranges[-1] == (94, 99)
+
+
+def test_a_read_asks_for_at_least_what_it_wants_and_gets_only_that() -> None:
+    entries = {e: b"y" * 100 for e in range(30)}
+    reader = Reader(entries)
+    readers: Any = Readers(reader, ReadAhead(fetch_bytes=200, bytes_max=5000, first_fetch_entries=1))
+    layout = LedgerLayout([(5, 30)])
+    got = asyncio.run(read_entries(layout, EntryCache(1 << 20), readers, None, Position(5, 2), 6))
+    assert [p.entry_id for p, _ in got] == [2, 3, 4, 5, 6, 7]
+    assert reader.ranges == [(2, 7)]
