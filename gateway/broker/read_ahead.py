@@ -7,7 +7,8 @@ Pulsar's managed ledger keeps the entries it read in its cache the same way):
 - a read that misses the caches fetches about ``fetch_bytes`` of entries (one
   range-read reply), judged by the average size of the entries of the last
   fetch (``first_fetch_entries`` before any), never fewer than the read asked for and
-  at most ``entries_max``. So a consumer taking one entry per read costs one
+  at most ``entries_max`` (so a fetch holds no more than a subscription's read
+  of that many entries did without a read-ahead). So a consumer taking one entry per read costs one
   round trip to a storage node per ``fetch_bytes``, not one per entry, and a
   log of large entries is not fetched many MiB at a time;
 - at most ``bytes_max`` are kept, the oldest fetched dropped first (a reader
@@ -22,7 +23,7 @@ from gateway.broker.positions import Position
 
 FETCH_BYTES = 4 * 1024 * 1024  # one range-read reply (storage.wire.RANGE_READ_BYTES_MAX)
 BYTES_MAX = 16 * 1024 * 1024  # kept per log
-ENTRIES_MAX = 1000  # per fetch
+ENTRIES_MAX = 100  # per fetch, as a subscription's read (dispatcherMaxReadBatchSize)
 FIRST_FETCH_ENTRIES = 32  # before an entry size is known
 
 
