@@ -85,6 +85,9 @@ class EntryCache:
         self._bytes_max = bytes_max
 
     def put(self, position: Position, payload: bytes) -> None:
+        old = self._entries.pop(position, None)
+        if old is not None:  # put again: counted once, and now the newest
+            self._bytes -= len(old)
         self._entries[position] = payload
         self._bytes += len(payload)
         while self._bytes > self._bytes_max and self._entries:

@@ -17,8 +17,7 @@ Pulsar's managed ledger keeps the entries it read in its cache the same way):
 
 from __future__ import annotations
 
-from collections import OrderedDict
-
+from gateway.broker.log_state import EntryCache
 from gateway.broker.positions import Position
 
 FETCH_BYTES = 4 * 1024 * 1024  # one range-read reply (storage.wire.RANGE_READ_BYTES_MAX)
@@ -37,11 +36,9 @@ class ReadAhead:
     ) -> None:
         assert 0 < fetch_bytes <= bytes_max and entries_max >= 1 and first_fetch_entries >= 1
         self._fetch_bytes = fetch_bytes
-        self._bytes_max = bytes_max
         self._entries_max = entries_max
         self._first_fetch_entries = first_fetch_entries
-        self._entries: OrderedDict[Position, bytes] = OrderedDict()
-        self._bytes = 0
+        self._entries = EntryCache(bytes_max)
         self._entry_bytes = 0  # average size of the entries of the last fetch (0: none yet)
 
     def get(self, position: Position) -> bytes | None:
@@ -57,23 +54,14 @@ class ReadAhead:
     def fetched(self, ledger_id: int, first_entry: int, payloads: list[bytes]) -> None:
         """Entries ``first_entry``, ``first_entry + 1``, ... of ``ledger_id`` came from the
         storage nodes: keep them, within the byte bound."""
-        entries = self._entries
         for offset, payload in enumerate(payloads):
-            position = Position(ledger_id, first_entry + offset)
-            old = entries.pop(position, None)
-            if old is not None:
-                self._bytes -= len(old)
-            entries[position] = payload
-            self._bytes += len(payload)
+            self._entries.put(Position(ledger_id, first_entry + offset), payload)
         if payloads:
             self._entry_bytes = max(1, sum(map(len, payloads)) // len(payloads))
-        while self._bytes > self._bytes_max and entries:
-            _, dropped = entries.popitem(last=False)
-            self._bytes -= len(dropped)
 
     @property
     def size_bytes(self) -> int:
-        return self._bytes
+        return self._entries.size_bytes
 
     def __len__(self) -> int:
         return len(self._entries)
