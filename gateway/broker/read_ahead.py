@@ -6,11 +6,10 @@ Rules (DESIGN.md §4: catching-up consumers read ahead from the storage nodes;
 Pulsar's managed ledger keeps the entries it read in its cache the same way):
 - a read that misses the caches fetches about ``fetch_bytes`` of entries (one
   range-read reply), judged by the average size of the entries of the last
-  fetch (``first_fetch_entries`` before any), never fewer than the read asked for and
-  at most ``entries_max`` (so a fetch holds no more than a subscription's read
-  of that many entries did without a read-ahead). So a consumer taking one entry per read costs one
-  round trip to a storage node per ``fetch_bytes``, not one per entry, and a
-  log of large entries is not fetched many MiB at a time;
+  fetch (``first_fetch_entries`` before any), never fewer than the read asked
+  for and at most ``entries_max`` (no more than a subscription's read of that
+  many entries held before). So a consumer taking one entry per read costs one
+  round trip to a storage node per ``fetch_bytes``, not one per entry;
 - at most ``bytes_max`` are kept, the oldest fetched dropped first (a reader
   moves forward, so what it passed goes first).
 """
@@ -58,10 +57,3 @@ class ReadAhead:
             self._entries.put(Position(ledger_id, first_entry + offset), payload)
         if payloads:
             self._entry_bytes = max(1, sum(map(len, payloads)) // len(payloads))
-
-    @property
-    def size_bytes(self) -> int:
-        return self._entries.size_bytes
-
-    def __len__(self) -> int:
-        return len(self._entries)

@@ -33,12 +33,14 @@ def test_keeps_within_bytes_max_dropping_the_oldest_fetched() -> None:
     ahead = ReadAhead(fetch_bytes=100, bytes_max=300, entries_max=10, first_fetch_entries=1)
     ahead.fetched(3, 0, [b"a" * 100, b"b" * 100])
     ahead.fetched(3, 2, [b"c" * 100, b"d" * 100])
-    assert ahead.size_bytes == 300 and len(ahead) == 3
-    assert ahead.get(Position(3, 0)) is None
+    assert ahead.get(Position(3, 0)) is None  # 400 bytes fetched: the oldest went
+    assert [ahead.get(Position(3, e)) for e in (1, 2, 3)] == [b"b" * 100, b"c" * 100, b"d" * 100]
+    ahead.fetched(3, 3, [b"e" * 50])  # fetched again: replaced and counted once (250 bytes held) ...
+    ahead.fetched(3, 4, [b"f" * 50])  # ... so 300 fit and nothing goes
     assert ahead.get(Position(3, 1)) == b"b" * 100
-    assert ahead.get(Position(3, 3)) == b"d" * 100
-    ahead.fetched(3, 3, [b"e" * 50])  # fetched again: replaced, counted once
-    assert ahead.size_bytes == 250 and ahead.get(Position(3, 3)) == b"e" * 50
+    assert ahead.get(Position(3, 3)) == b"e" * 50 and ahead.get(Position(3, 4)) == b"f" * 50
+    ahead.fetched(3, 5, [b"g"])
+    assert ahead.get(Position(3, 1)) is None and ahead.get(Position(3, 2)) == b"c" * 100
 
 
 class Reader:
