@@ -66,20 +66,22 @@ class ProducerSession:
     def _closed_by_topic(self, code: str, reason: str) -> None:
         self.out.close(close_code(503), reason)
 
-    def _sequence(self, request: PublishRequest) -> int:
-        if request.sequence_id is not None:
-            self.next_sequence = max(self.next_sequence, request.sequence_id + 1)
-            return request.sequence_id
-        sequence = self.next_sequence
-        self.next_sequence += 1
-        return sequence
-
     def _publish(self, requests: list[PublishRequest], reply: Callable[[list[Outcome]], None]) -> None:
         """Hand ``requests`` to the topic; ``reply(outcomes)`` runs as soon as all are
         settled (synchronously, from the entry's completion: no loop round)."""
         now = self.gateway.clock.now_ms()
         name = self.name
-        messages = [entry_message(r, name, self._sequence(r), now) for r in requests]
+        messages = []
+        sequence = self.next_sequence  # _sequence inlined: once per message
+        for request in requests:
+            given = request.sequence_id
+            if given is None:
+                messages.append(entry_message(request, name, sequence, now))
+                sequence += 1
+            else:
+                messages.append(entry_message(request, name, given, now))
+                sequence = max(sequence, given + 1)
+        self.next_sequence = sequence
         size = sum(len(r.payload) for r in requests)
         count = len(requests)
         self.pending += count

@@ -93,6 +93,15 @@ class PublishBatcher(Generic[T]):
         self._queued_bytes += len(encoded)
         return True
 
+    def offer_all(self, encoded: list[bytes], tokens: list[T], size: int) -> bool:
+        """Queue all of ``encoded`` (``size`` bytes in all) in order, or none of them
+        (False: they do not all fit)."""
+        if not self.has_room(len(encoded), size):
+            return False
+        self._queue.extend(zip(encoded, tokens, strict=True))
+        self._queued_bytes += size
+        return True
+
     def _worth_pipelining(self) -> bool:
         """Enough waits to be worth an entry while adds are in flight."""
         cfg = self.config
@@ -113,10 +122,16 @@ class PublishBatcher(Generic[T]):
             and not self._worth_pipelining()
         ):
             return None
-        parts: list[bytes] = []
-        tokens: list[T] = []
-        size = ENTRY_HEADER_BYTES
         queue = self._queue
+        everything = ENTRY_HEADER_BYTES + self._queued_bytes
+        if len(queue) <= cfg.entry_messages_max and everything <= cfg.entry_bytes_max:
+            parts = [encoded for encoded, _ in queue]  # all of it fits one entry: taken at once
+            tokens = [token for _, token in queue]
+            queue.clear()
+            self._queued_bytes = 0
+            return self._cut_done(parts, tokens)
+        parts, tokens = [], []
+        size = ENTRY_HEADER_BYTES
         while queue and len(parts) < cfg.entry_messages_max:
             encoded = queue[0][0]
             if parts and size + len(encoded) > cfg.entry_bytes_max:
@@ -126,8 +141,11 @@ class PublishBatcher(Generic[T]):
             tokens.append(token)
             size += len(encoded)
         self._queued_bytes -= size - ENTRY_HEADER_BYTES
+        return self._cut_done(parts, tokens)
+
+    def _cut_done(self, parts: list[bytes], tokens: list[T]) -> tuple[list[bytes], list[T]]:
         self.inflight += 1
-        if len(parts) > cfg.light_messages:
+        if len(parts) > self.config.light_messages:
             self._heavy_inflight += 1
         return parts, tokens
 

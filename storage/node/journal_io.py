@@ -37,6 +37,8 @@ from typing import NoReturn
 
 import crc32c
 
+from storage.node.drop_behind import DROP_LAG_BYTES, DropBehind, Range
+
 log = logging.getLogger("folio.storage.journal")
 
 MAGIC = b"FOLIOJ01"
@@ -93,6 +95,7 @@ class SyncJob:
     fds: list[int] = field(default_factory=list)
     close_after: list[int] = field(default_factory=list)
     sync_dir: bool = False
+    drops: list[Range] = field(default_factory=list)  # (fd, offset, length): leave the page cache after
 
 
 def journal_path(directory: Path, file_id: int) -> Path:
@@ -149,9 +152,13 @@ class JournalWriter:
         rotate_bytes: int = ROTATE_BYTES,
         fsync: bool = True,
         failpoints: Failpoints | None = None,
+        cache_bytes: int | None = DROP_LAG_BYTES,
     ) -> None:
         self.directory = directory
         self.rotate_bytes = rotate_bytes
+        # None: journal pages stay in the page cache; else drop-behind (drop_behind.py)
+        self._behind = DropBehind(cache_bytes) if cache_bytes is not None else None
+        self._file_start = 0  # journal position of the current file's offset 0
         self.fsync = fsync
         self.failpoints = failpoints or Failpoints()
         self._syncs = 0
@@ -169,7 +176,11 @@ class JournalWriter:
 
     def _open_next(self) -> None:
         if self._fd >= 0:
-            self._job.close_after.append(self._fd)
+            if self._behind is not None:
+                self._behind.sealed(self._fd, self.offset)  # closed once dropped
+            else:
+                self._job.close_after.append(self._fd)
+            self._file_start += self.offset
         self.file_id += 1
         path = journal_path(self.directory, self.file_id)
         try:
@@ -178,6 +189,8 @@ class JournalWriter:
         except OSError as exc:
             fatal(f"cannot create journal file {path}: {exc}")
         self.offset = len(MAGIC)
+        if self._behind is not None:
+            self._behind.opened(self._fd, self._file_start, self.offset)
         self._job.fds.append(self._fd)
         self._job.sync_dir = True
 
@@ -205,6 +218,9 @@ class JournalWriter:
 
     def take_sync_job(self) -> SyncJob:
         job, self._job = self._job, SyncJob()
+        if self._behind is not None:
+            job.drops, closes = self._behind.plan(self._file_start + self.offset)
+            job.close_after += closes
         return job
 
     def run_sync(self, job: SyncJob) -> float:
@@ -222,12 +238,18 @@ class JournalWriter:
                 os.fdatasync(fd)
             if job.sync_dir:
                 os.fsync(self._dir_fd)
+        for fd, offset, length in job.drops:  # written before this sync: durable (or fsync is off)
+            try:
+                os.posix_fadvise(fd, offset, length, os.POSIX_FADV_DONTNEED)
+            except OSError as exc:  # advice only: the data is safe either way
+                log.warning("journal page-cache drop failed: %r", exc)
         for fd in job.close_after:
             os.close(fd)
         return time.perf_counter() - started
 
     def close(self) -> None:
-        for fd in (self._fd, self._dir_fd):
+        held = self._behind.fds() if self._behind is not None else [self._fd]
+        for fd in {*held, self._fd, self._dir_fd}:
             try:
                 os.close(fd)
             except OSError:

@@ -26,6 +26,7 @@ from coordination.clock import SystemClock
 from coordination.errors import CoordinationError
 from coordination.etcd_store import EtcdStore, connect
 from storage.node.checkpoint import CookieMismatch, UnsupportedDataDir, check_cookie
+from storage.node.drop_behind import DROP_LAG_BYTES
 from storage.node.journal_core import JournalConfig
 from storage.node.metrics import NodeMetrics
 from storage.node.registration import DiskPolicy, Registration
@@ -60,6 +61,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--journal-max-wait-ms", type=int, default=2)
     p.add_argument("--journal-rotate-bytes", type=int, default=64 * 1024 * 1024)
     p.add_argument("--journal-queue-bytes", type=int, default=64 * 1024 * 1024)
+    p.add_argument(
+        "--journal-cache-bytes",
+        type=int,
+        default=DROP_LAG_BYTES,
+        help="the most recent journal bytes kept in the page cache; older pages are dropped "
+        "after their fdatasync (-1: keep every page)",
+    )
     p.add_argument("--checkpoint-interval", type=float, default=1.0, help="seconds")
     p.add_argument("--max-connections", type=int, default=MAX_CONNECTIONS)
     p.add_argument("--max-in-flight", type=int, default=MAX_IN_FLIGHT, help="requests per connection")
@@ -82,6 +90,7 @@ def node_config(args: argparse.Namespace) -> NodeConfig:
             max_queued_bytes=args.journal_queue_bytes,
         ),
         journal_rotate_bytes=args.journal_rotate_bytes,
+        journal_cache_bytes=None if args.journal_cache_bytes < 0 else args.journal_cache_bytes,
         fsync=not args.unsafe_no_fsync,
         checkpoint_interval_s=args.checkpoint_interval,
         max_lac_waiters=args.max_lac_waiters,

@@ -30,6 +30,7 @@ from coordination.clock import Clock
 from storage import wire
 from storage.errors import Status
 from storage.node.checkpoint import Checkpoint, load_checkpoint, save_checkpoint
+from storage.node.drop_behind import DROP_LAG_BYTES
 from storage.node.entry_store import EntryStore
 from storage.node.journal import Journal
 from storage.node.journal_core import JournalConfig, JournalCore
@@ -79,6 +80,7 @@ class NodeConfig:
     data_dir: Path
     journal: JournalConfig = field(default_factory=lambda: JournalConfig(flush_when_queue_empty=True))
     journal_rotate_bytes: int = ROTATE_BYTES
+    journal_cache_bytes: int | None = DROP_LAG_BYTES  # None: journal pages stay cached
     fsync: bool = True
     checkpoint_interval_s: float = 1.0
     max_lac_waiters: int = 10_000
@@ -154,6 +156,7 @@ class NodeService:
             rotate_bytes=self.config.journal_rotate_bytes,
             fsync=self.config.fsync,
             failpoints=Failpoints.from_env(),
+            cache_bytes=self.config.journal_cache_bytes,
         )
         self._journal = Journal(
             JournalCore(self.config.journal), writer, self.clock, self._on_durable, self.metrics.on_sync

@@ -16,6 +16,7 @@ from gateway.broker.entry_format import (
     MESSAGES_PER_ENTRY_MAX,
     EntryBatch,
     EntryMessage,
+    _encode_message_checked,
     decode_entry,
     encode_entry,
     encode_message,
@@ -216,3 +217,12 @@ def test_producer_names_alternating_in_one_entry_and_shared_empty_properties() -
     assert [dict(m.properties) for m in decoded] == [{}, {"k": "v"}, {}, {}]
     with pytest.raises(TypeError):  # the empty mapping is shared, so it must be read-only
         decoded[0].properties["x"] = "y"  # type: ignore[index]
+
+
+@given(messages)
+def test_usual_message_fast_path_gives_the_checked_encoding(message: EntryMessage) -> None:
+    """``encode_message`` takes a short cut for a message without optional fields;
+    its bytes are those of the full, checked encoder."""
+    plain = EntryMessage(message.payload, message.publish_time_ms, message.producer_name, message.sequence_id)
+    for m in (message, plain):
+        assert encode_message(m) == _encode_message_checked(m)

@@ -136,3 +136,28 @@ def test_dedup_snapshot_restore_and_producer_bound() -> None:
     other = Dedup()
     other.restore(dedup.snapshot())
     assert other.check("c", 7) is DedupVerdict.DUPLICATE and other.last_persisted("b") == 6
+
+
+def test_offer_all_queues_all_or_nothing() -> None:
+    batcher: PublishBatcher[int] = PublishBatcher(BatcherConfig(queue_messages_max=5, queue_bytes_max=100))
+    assert batcher.offer_all([b"a", b"b", b"c"], [0, 1, 2], 3)
+    assert not batcher.offer_all([b"d", b"e", b"f"], [3, 4, 5], 3)  # 6 messages > 5: none queued
+    assert batcher.queued == 3 and batcher.queued_bytes == 3
+    assert not batcher.offer_all([b"x" * 98], [6], 98)  # bytes bound
+    assert batcher.offer_all([b"d", b"e"], [3, 4], 2)
+    assert batcher.cut() == ([b"a", b"b", b"c", b"d", b"e"], [0, 1, 2, 3, 4])
+    assert batcher.queued == 0 and batcher.queued_bytes == 0
+
+
+@pytest.mark.parametrize(("messages_max", "bytes_max"), [(1000, 10_000), (4, 10_000), (1000, 3 + 3 * 10)])
+def test_a_cut_takes_the_whole_queue_only_when_it_fits_one_entry(messages_max: int, bytes_max: int) -> None:
+    batcher: PublishBatcher[int] = PublishBatcher(
+        BatcherConfig(entry_messages_max=messages_max, entry_bytes_max=bytes_max)
+    )
+    for i in range(10):
+        batcher.offer(b"m" * 10, i)
+    cut = batcher.cut()
+    assert cut is not None
+    expected = min(10, messages_max, (bytes_max - ENTRY_HEADER_BYTES) // 10)
+    assert cut[1] == list(range(expected))
+    assert batcher.queued == 10 - expected and batcher.queued_bytes == 10 * (10 - expected)

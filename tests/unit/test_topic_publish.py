@@ -1,0 +1,86 @@
+"""Topic.publish_many: queueing a batch at once, and message by message when it does
+not all fit (the queue bound answers the rest with a retriable 429)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from coordination.clock import ManualClock
+from gateway.broker.broker_errors import TooManyRequests
+from gateway.broker.entry_format import EntryMessage, decode_entry
+from gateway.broker.positions import Position
+from gateway.broker.publish_core import BatcherConfig, PublishBatcher
+from gateway.broker.topic import Topic
+from gateway.broker.topic_types import PublishResult, TopicPolicies
+from gateway.names import TopicName
+
+pytestmark = pytest.mark.unit
+
+
+class Log:
+    """Takes appends; the test completes them."""
+
+    fenced = terminated = False
+
+    def __init__(self) -> None:
+        self.on_fenced: Any = None
+        self.appends: list[tuple[bytes, int, Callable[[asyncio.Future[Position]], None]]] = []
+
+    def append(self, payload: bytes, count: int, done: Callable[[asyncio.Future[Position]], None]) -> None:
+        self.appends.append((payload, count, done))
+
+    def complete(self, index: int, entry_id: int) -> None:
+        future: asyncio.Future[Position] = asyncio.get_running_loop().create_future()
+        future.set_result(Position(5, entry_id))
+        self.appends[index][2](future)
+
+
+def topic(queue_messages_max: int = 50_000) -> tuple[Topic, Log]:
+    log = Log()
+    host = SimpleNamespace(
+        store=None, clock=ManualClock(1_000), namespace_policies=lambda _ns: TopicPolicies()
+    )
+    t = Topic(TopicName.parse("persistent://public/default/t"), log, host)  # type: ignore[arg-type]
+    t._batcher = PublishBatcher(BatcherConfig(queue_messages_max=queue_messages_max))
+    return t, log
+
+
+def message(i: int, producer: str = "p") -> EntryMessage:
+    return EntryMessage(b"m%d" % i, 1_000, producer, i)
+
+
+async def test_a_batch_goes_into_one_entry_and_every_message_gets_its_id() -> None:
+    t, log = topic()
+    t.add_producer("p")
+    outcomes: list[Any] = []
+    future = t.publish_many([message(i) for i in range(5)], outcomes.extend)
+    assert len(log.appends) == 1 and log.appends[0][1] == 5
+    assert [m.sequence_id for m in decode_entry(log.appends[0][0])] == list(range(5))
+    log.complete(0, entry_id=9)
+    results = await future
+    assert results == outcomes
+    assert all(isinstance(r, PublishResult) for r in results)
+    ids = [(r.entry_id, r.batch_index, r.batch_size) for r in results if isinstance(r, PublishResult)]
+    assert ids == [(9, i, 5) for i in range(5)]
+    assert t.msg_in == 5 and t.producers["p"].msg_in == 5 and t.producers["p"].bytes_in == 10
+
+
+async def test_a_batch_larger_than_the_room_left_is_taken_in_part_the_rest_refused() -> None:
+    t, log = topic(queue_messages_max=3)
+    first = t.publish_many([message(0)])  # cut at once into its own entry, in flight
+    await asyncio.sleep(0)
+    await asyncio.sleep(0)
+    assert len(log.appends) == 1
+    second = t.publish_many([message(i) for i in range(1, 6)])  # 5 > 3: one by one
+    assert len(log.appends) == 2 and log.appends[1][1] == 3  # the three that fit, one entry
+    log.complete(0, entry_id=0)
+    log.complete(1, entry_id=1)
+    await first
+    outcomes = await second
+    assert [type(o) for o in outcomes] == [PublishResult] * 3 + [TooManyRequests] * 2
+    assert t.msg_in == 4
