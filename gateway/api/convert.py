@@ -17,6 +17,7 @@ from gateway.broker.consumers import Delivery
 from gateway.broker.entry_format import EntryMessage
 from gateway.broker.message_id import NO_BATCH_TAIL, MessageId, batch_tail, entry_prefix
 from gateway.broker.positions import MessagePosition
+from gateway.protocol.timefmt import format_iso
 from gateway.protocol.ws_frames import PublishRequest, message_frame
 
 
@@ -49,8 +50,8 @@ def delivery_frames(deliveries: Sequence[Delivery], partition: int) -> list[dict
             prefix = entry_prefix(ledger_id, entry_id, partition)
         batch_size = delivery.batch_size
         tail = batch_tail(p.batch_index, batch_size) if batch_size else NO_BATCH_TAIL
-        frames.append(
-            message_frame(
+        if message.properties or message.event_time_ms or message.key is not None:
+            frame = message_frame(
                 b64encode_as_string(prefix + tail),
                 message.payload,
                 message.properties,
@@ -59,7 +60,15 @@ def delivery_frames(deliveries: Sequence[Delivery], partition: int) -> list[dict
                 message.event_time_ms or 0,
                 message.key.decode("utf-8", "replace") if message.key is not None else None,
             )
-        )
+        else:  # message_frame of a message with no property, event time or key, inlined
+            frame = {
+                "messageId": b64encode_as_string(prefix + tail),
+                "payload": b64encode_as_string(message.payload),
+                "properties": {},
+                "publishTime": format_iso(message.publish_time_ms),
+                "redeliveryCount": delivery.redelivery_count,
+            }
+        frames.append(frame)
     return frames
 
 

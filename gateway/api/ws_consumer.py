@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import secrets
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import orjson
 from starlette.websockets import WebSocket, WebSocketDisconnect
@@ -86,8 +86,7 @@ class ConsumerSession:
         delivered = self.delivered
         if len(delivered) > DELIVERED_IDS_MAX:  # a client that never acks: forget, acks then parse ids
             delivered.clear()
-        for delivery, frame in zip(deliveries, frames, strict=True):
-            delivered[frame["messageId"]] = delivery.position
+        delivered.update(zip([f["messageId"] for f in frames], [d.position for d in deliveries], strict=True))
         if self.batch_delivery:
             self.out.send(messages_frame(frames))
         else:
@@ -123,14 +122,16 @@ class ConsumerSession:
             ids = obj["messageIds"]
         else:
             return False
-        delivered = self.delivered
+        if not ids:
+            return False
+        pop = self.delivered.pop
         try:
-            if not ids or not all(i in delivered for i in ids):  # keys are str: no other id is in
-                return False
+            positions = [pop(i, None) for i in ids]  # keys are str: no other id is in
         except TypeError:  # an unhashable id (a list, an object)
             return False
-        pop = delivered.pop
-        self.acks.extend(p for p in (pop(i, None) for i in ids) if p is not None)  # an id twice: once
+        if None in positions:  # an id not delivered here (or given twice): ``parse_command`` acks
+            return False  # them all by their text (those taken from the cache above included)
+        self.acks += cast(list[MessagePosition], positions)  # no None: checked above
         return True
 
     def flush_acks(self) -> None:

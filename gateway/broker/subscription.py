@@ -329,12 +329,12 @@ class Subscription:
             record = self.consumers.get(consumer_id)
             if record is None:
                 continue
-            size = sum(len(d.message.payload) for d in items)
+            size = sum([len(d.message.payload) for d in items])  # a list: quicker than a generator
             record.msg_out += len(items)
             record.bytes_out += size
             self.msg_out += len(items)
             self.bytes_out += size
-            redelivered = sum(1 for d in items if d.redelivery_count)
+            redelivered = len(items) - [d.redelivery_count for d in items].count(0)
             record.redelivered += redelivered
             self.msg_redelivered += redelivered
             self.last_consumed_ms = now

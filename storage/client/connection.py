@@ -179,7 +179,7 @@ class NodeConnection:
                 self._flush_scheduled = True
                 self._loop.call_soon(self._flush)
                 if not self._paused:  # the round's first request goes out at once
-                    self._transport.write(head + body)
+                    self._transport.writelines((head, body))  # vectored: the body is not copied
                     return rid
             out = self._out
             out.append(head)
@@ -228,9 +228,8 @@ class NodeConnection:
         self._flush_scheduled = False
         if self._paused or self._transport is None or not self._out:
             return
-        data = b"".join(self._out) if len(self._out) > 1 else self._out[0]
+        self._transport.writelines(self._out)  # vectored: bodies are not copied into one buffer
         self._out.clear()
-        self._transport.write(data)
 
     def _admit_waiting(self) -> None:
         if self._transport is None:
