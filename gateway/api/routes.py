@@ -52,7 +52,8 @@ from gateway.api.ws_partitioned import (
 from gateway.api.ws_producer import serve_producer
 from gateway.api.ws_session import deny, relay, relay_url
 from gateway.broker.entry_format import EntryMessage
-from gateway.broker.topic import PublishResult, Topic
+from gateway.broker.topic import Topic
+from gateway.broker.topic_types import PublishResult
 from gateway.errors import GatewayError
 from gateway.names import PARTITIONS_MAX, InvalidName, TopicName, check_subscription
 from gateway.protocol.errors import BadRequest

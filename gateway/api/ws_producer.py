@@ -24,7 +24,8 @@ from gateway.api.convert import entry_message
 from gateway.api.errors import close_code
 from gateway.api.metrics import publish_latency
 from gateway.api.ws_session import Outbound, deny
-from gateway.broker.topic import Outcome, PublishResult, Topic
+from gateway.broker.topic import Topic
+from gateway.broker.topic_types import Outcome, PublishResult
 from gateway.protocol.errors import WS_UNKNOWN_ERROR, ProtocolError
 from gateway.protocol.params import ProducerParams
 from gateway.protocol.ws_frames import (

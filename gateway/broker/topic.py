@@ -1,12 +1,9 @@
-"""Topic: one owned topic partition - producers, the publish path, subscriptions (asyncio shell).
+"""Topic: one owned topic partition - producers, subscriptions, closing (asyncio shell).
 
 Owns: the topic's managed log, its producers (names unique per topic), the
-publish batcher and dedup state (publish_core), the decoded-entry cache, and
-its subscriptions and readers. Rules (DESIGN.md §4-6):
-- messages published to the topic are cut into entries by ``PublishBatcher``
-  (adaptive: cut when the previous add completed or the batch is full); a
-  message's id is (ledger, entry, partition, batch index), the batch index
-  only when the entry holds more than one message;
+decoded-entry cache, and its subscriptions and readers; the publish path
+(batcher, dedup, settling) is its base class ``topic_publish.PublishPath``.
+Rules (DESIGN.md §4-6):
 - with dedup on, (producer, sequence id) at or below the persisted maximum is
   answered as a duplicate and not stored; the state is snapshotted to etcd and
   rebuilt from the snapshot plus the log tail when the topic is loaded;
@@ -26,7 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import logging
 import secrets
 from collections.abc import Callable
@@ -36,12 +32,9 @@ import orjson
 from coordination import keys
 from gateway.broker import topic_upkeep as upkeep
 from gateway.broker.broker_errors import (
-    BacklogQuotaExceeded,
     ConsumerBusy,
-    DuplicateUndetermined,
     ProducerBusy,
     SubscriptionNotFound,
-    TooManyRequests,
     TopicTerminated,
     TopicUnavailable,
 )
@@ -49,21 +42,14 @@ from gateway.broker.consumers import ConsumerSink
 from gateway.broker.cursor_core import Cursor
 from gateway.broker.decoded import DecodedEntries
 from gateway.broker.dispatch import ConsumerInfo
-from gateway.broker.entry_format import EntryMessage, encode_message, join_entry
-from gateway.broker.log_state import LogFenced
 from gateway.broker.managed_log import ManagedLog
-from gateway.broker.message_id import entry_ids_base64
-from gateway.broker.positions import EARLIEST, NO_BATCH, Position
-from gateway.broker.publish_core import BatcherConfig, Dedup, DedupVerdict, PublishBatcher
+from gateway.broker.positions import EARLIEST, Position
 from gateway.broker.stats import RateMeter
 from gateway.broker.stats_history import StatsHistory
 from gateway.broker.subscription import Subscription
+from gateway.broker.topic_publish import PublishPath
 from gateway.broker.topic_types import (
-    Outcome,
-    PendingMessage,
     ProducerRecord,
-    PublishGroup,
-    PublishResult,
     TopicHost,
     TopicPolicies,
 )
@@ -76,7 +62,9 @@ MAINTENANCE_INTERVAL_MS = 1000
 DRAIN_ON_CLOSE_S = 5.0  # an unloading topic waits this long for its accepted publishes
 
 
-class Topic:
+class Topic(PublishPath):
+    """One owned topic partition (the publish path is ``PublishPath``, its base)."""
+
     def __init__(self, name: TopicName, managed_log: ManagedLog, host: TopicHost) -> None:
         self.name = name
         self._namespace = name.namespace_name
@@ -87,10 +75,8 @@ class Topic:
         self.producers: dict[str, ProducerRecord] = {}
         self.subscriptions: dict[str, Subscription] = {}
         self.readers: dict[str, Subscription] = {}
-        self.dedup = Dedup()
-        self._batcher: PublishBatcher[PendingMessage] = PublishBatcher(BatcherConfig())
-        self._pump_soon = False  # a _pump is scheduled (for a lone message)
-        self.decoded = DecodedEntries(managed_log)
+        super().__init__()  # the publish path: batcher, dedup
+        self.decoded = DecodedEntries(managed_log, managed_log.cache.budget)
         self.dedup_revision = 0
         self.entries_since_snapshot = 0
         self._maintenance: asyncio.Task[None] | None = None
@@ -167,186 +153,6 @@ class Topic:
 
     def last_sequence_id(self, producer: str) -> int:
         return self.dedup.last_pushed(producer)
-
-    # ------------------------------------------------------------ publishing
-
-    def publish(self, message: EntryMessage) -> asyncio.Future[PublishResult]:
-        """Queue one message; the future resolves once it is stored (or refused)."""
-        single: asyncio.Future[PublishResult] = asyncio.get_running_loop().create_future()
-
-        def unwrap(group: asyncio.Future[list[Outcome]]) -> None:
-            outcome = group.result()[0]
-            if isinstance(outcome, PublishResult):
-                single.set_result(outcome)
-            else:
-                single.set_exception(outcome)
-
-        self.publish_many([message]).add_done_callback(unwrap)
-        return single
-
-    def publish_many(
-        self, messages: list[EntryMessage], on_done: Callable[[list[Outcome]], None] | None = None
-    ) -> asyncio.Future[list[Outcome]]:
-        """Queue messages in order; the future gives one outcome per message (a
-        result, or the error that refused it) once every one is settled; ``on_done``
-        gets the same list synchronously at that moment (possibly before this returns)."""
-        future: asyncio.Future[list[Outcome]] = asyncio.get_running_loop().create_future()
-        group = PublishGroup(future, [None] * len(messages), len(messages), on_done)
-        policies = self.policies
-        refusal: GatewayError | None = None
-        if self.closed or self.log.fenced:
-            refusal = TopicUnavailable(f"topic {self.name} moved or is closing; reconnect")
-        elif self.log.terminated or self.terminating:
-            refusal = TopicTerminated(f"topic {self.name} was terminated: no more messages can be published")
-        elif self.quota_exceeded and policies.backlog_policy != "consumer_backlog_eviction":
-            limit = policies.backlog_limit_bytes
-            refusal = BacklogQuotaExceeded(f"topic {self.name}: backlog above its quota of {limit} bytes")
-        if refusal is not None or policies.dedup or not self._offer_all(messages, group):
-            self._offer_each(messages, group, refusal, policies.dedup)
-        if len(messages) > 1:
-            self._pump()
-        elif not self._pump_soon:
-            # a lone message (one per frame or request) is cut in the next loop round
-            # but one - after one more I/O poll - with any others that arrived by then:
-            # a client's frames written back to back land in one entry, one fsync (W2
-            # one message per frame: p50 2.16 -> 1.91 ms for this round, then about
-            # 0.07 ms less for the extra poll; W1 per frame unchanged); a batch is cut
-            # at once
-            self._pump_soon = True
-            loop = asyncio.get_running_loop()
-            loop.call_soon(loop.call_soon, self._pump)
-        return future
-
-    def _offer_all(self, messages: list[EntryMessage], group: PublishGroup) -> bool:
-        """Queue every message in one step (no dedup, no refusal); False if they do
-        not all fit the queue (nothing queued then)."""
-        encoded = [encode_message(message) for message in messages]
-        tokens = [
-            PendingMessage(group, index, message.producer_name, message.sequence_id)
-            for index, message in enumerate(messages)
-        ]
-        if not self._batcher.offer_all(encoded, tokens, sum(map(len, encoded))):
-            return False
-        size = sum(len(message.payload) for message in messages)
-        self.msg_in += len(messages)
-        self.bytes_in += size
-        producer = messages[0].producer_name
-        if all(message.producer_name == producer for message in messages):
-            record = self.producers.get(producer)
-            if record is not None:
-                record.msg_in += len(messages)
-                record.bytes_in += size
-        else:
-            for message in messages:
-                record = self.producers.get(message.producer_name)
-                if record is not None:
-                    record.msg_in += 1
-                    record.bytes_in += len(message.payload)
-        return True
-
-    def _offer_each(
-        self, messages: list[EntryMessage], group: PublishGroup, refusal: GatewayError | None, dedup: bool
-    ) -> None:
-        """Queue the messages one by one: each refused, answered as a duplicate, or queued."""
-        batcher = self._batcher
-        for index, message in enumerate(messages):
-            producer, sequence = message.producer_name, message.sequence_id
-            if refusal is not None:
-                self._settle(group, index, refusal)
-                continue
-            if dedup:
-                verdict = self.dedup.check(producer, sequence)
-                if verdict is DedupVerdict.DUPLICATE:
-                    self._settle(group, index, PublishResult.duplicate_of(self.partition))
-                    continue
-                if verdict is DedupVerdict.IN_FLIGHT:
-                    busy = f"sequence id {sequence} of {producer} is still in flight"
-                    self._settle(group, index, DuplicateUndetermined(busy))
-                    continue
-            encoded = encode_message(message)
-            if not batcher.offer(encoded, PendingMessage(group, index, producer, sequence)):
-                full = TooManyRequests(f"topic {self.name}: publish queue full, retry later")
-                self._settle(group, index, full)
-                continue
-            if dedup:
-                self.dedup.on_pushed(producer, sequence)
-            size = len(message.payload)
-            self.msg_in += 1
-            self.bytes_in += size
-            record = self.producers.get(producer)
-            if record is not None:
-                record.msg_in += 1
-                record.bytes_in += size
-
-    @staticmethod
-    def _settle(group: PublishGroup, index: int, outcome: Outcome) -> None:
-        group.outcomes[index] = outcome
-        group.remaining -= 1
-        if group.remaining == 0:
-            Topic._finish(group)
-
-    @staticmethod
-    def _finish(group: PublishGroup) -> None:
-        """Every message of ``group`` is settled: resolve it, answer ``on_done``."""
-        if not group.future.done():
-            outcomes = [o for o in group.outcomes if o is not None]  # all set by now
-            group.future.set_result(outcomes)
-            if group.on_done is not None:
-                try:
-                    group.on_done(outcomes)
-                except Exception:
-                    log.exception("publish callback failed")
-
-    def _pump(self) -> None:
-        self._pump_soon = False
-        batcher = self._batcher
-        while True:
-            cut = batcher.cut()
-            if cut is None:
-                return
-            parts, tokens = cut
-            payload = join_entry(parts)
-            self.log.append(payload, len(parts), functools.partial(self._entry_done, tokens=tokens))
-
-    def _entry_done(self, entry_future: asyncio.Future[Position], *, tokens: list[PendingMessage]) -> None:
-        self._batcher.on_entry_done(len(tokens))
-        dedup = self.policies.dedup
-        settle = self._settle
-        if entry_future.cancelled() or entry_future.exception() is not None:
-            exc = None if entry_future.cancelled() else entry_future.exception()
-            error = (
-                TopicUnavailable(f"topic {self.name} moved to another gateway; reconnect")
-                if isinstance(exc, LogFenced) or exc is None
-                else TopicUnavailable(f"topic {self.name}: write failed: {exc}")
-            )
-            for token in tokens:
-                if dedup:
-                    self.dedup.on_failed(token.producer)
-                settle(token.group, token.index, error)
-            self._pump()
-            return
-        position = entry_future.result()
-        ledger_id, entry_id = position.ledger_id, position.entry_id
-        count = len(tokens)
-        partition = self.partition
-        ids = entry_ids_base64(ledger_id, entry_id, partition, count)
-        batched = count > 1
-        for index, (token, b64) in enumerate(zip(tokens, ids, strict=True)):
-            if dedup:
-                self.dedup.on_persisted(token.producer, token.sequence_id)
-            group = token.group  # _settle inlined: once per message
-            group.outcomes[token.index] = PublishResult(
-                ledger_id, entry_id, partition, index if batched else NO_BATCH, count if batched else 0, b64
-            )
-            group.remaining -= 1
-            if not group.remaining:
-                self._finish(group)
-        self.entries_since_snapshot += 1
-        for sub in self.subscriptions.values():
-            sub.on_new_entry()
-        for reader in self.readers.values():
-            reader.on_new_entry()
-        self._pump()
 
     # ------------------------------------------------------------ decoded entries
 
@@ -457,14 +263,6 @@ class Topic:
         """Whether ``sub`` consumed a terminated topic to its end."""
         return self.log.terminated and sub.read_position > self.log.last_confirmed
 
-    async def _drain(self, seconds: float) -> None:
-        """Wait (up to ``seconds``) until accepted publishes are stored and answered."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + seconds
-        batcher = self._batcher
-        while (batcher.inflight or batcher.queued) and loop.time() < deadline and not self.log.fenced:
-            await asyncio.sleep(0.005)
-
     # ------------------------------------------------------------ maintenance
 
     def slowest_mark_delete(self) -> Position | None:
@@ -522,5 +320,6 @@ class Topic:
             await self.log.close()
         else:
             await self.log.abandon()
+        self.decoded.clear()  # its entries leave the gateway's cache budget
         if self.on_closed is not None:
             self.on_closed(self)
