@@ -94,6 +94,16 @@ class GatewayCollector(Collector):
             "topics whose message counts are being recounted after a takeover (running or queued)",
             sum(1 for t in topics if t.log.recounting),
         )
+        budget = gateway.config.log.cache_budget
+        yield GaugeMetricFamily(
+            "folio_gateway_cache_bytes",
+            "bytes held by all entry caches (bounded by the cache budget)",
+            budget.used,
+        )
+        yield GaugeMetricFamily("folio_gateway_cache_budget_bytes", "the cache budget", budget.bytes_max)
+        yield CounterMetricFamily(
+            "folio_gateway_cache_reclaimed_bytes", "cached bytes dropped to keep the budget", budget.reclaimed
+        )
         yield CounterMetricFamily(
             "folio_gateway_messages_in", "messages accepted for publishing", sum(t.msg_in for t in topics)
         )

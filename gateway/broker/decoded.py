@@ -3,7 +3,8 @@
 Owns: a bounded cache of decoded entries (oldest out first, beyond
 ``DECODED_CACHE_ENTRIES`` entries, ``DECODED_CACHE_MESSAGES`` messages or
 ``DECODED_CACHE_BYTES`` entry bytes: an entry holds up to 1,000 messages, so a
-bound in entries alone let one topic keep millions of message objects), shared by
+bound in entries alone let one topic keep millions of message objects; and
+fewer when the gateway's ``CacheBudget`` needs the room), shared by
 every subscription, reader and admin read of the topic, so an entry fanned out
 to many consumers is decoded once. Rules: an entry is looked up here first,
 then in the managed log's entry cache (no I/O), and only then read from the
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
+from gateway.broker.cache_budget import CacheBudget
 from gateway.broker.entry_format import EntryMessage, decode_entry
 from gateway.broker.managed_log import ManagedLog
 from gateway.broker.positions import MessagePosition, Position
@@ -26,14 +28,17 @@ DECODED_CACHE_BYTES = 32 * 1024 * 1024
 
 
 class DecodedEntries:
-    __slots__ = ("_bytes", "_decoded", "_last", "_log", "_messages")
+    __slots__ = ("__weakref__", "_budget", "_bytes", "_decoded", "_last", "_log", "_messages")
 
-    def __init__(self, log: ManagedLog) -> None:
+    def __init__(self, log: ManagedLog, budget: CacheBudget | None = None) -> None:
         self._log = log
         self._decoded: OrderedDict[Position, tuple[list[EntryMessage], int]] = OrderedDict()  # + bytes
         self._messages = 0  # decoded messages held
         self._bytes = 0  # entry bytes held
         self._last: tuple[int, int, list[EntryMessage]] | None = None  # of messages_at
+        self._budget = budget  # the gateway's, shared with the log's caches
+        if self._budget is not None:
+            self._budget.join(self)
 
     @property
     def held(self) -> tuple[int, int, int]:
@@ -46,6 +51,7 @@ class DecodedEntries:
         if cached is not None:
             return cached[0]
         decoded = decode_entry(payload)
+        before = self._bytes
         self._decoded[position] = (decoded, len(payload))
         self._messages += len(decoded)
         self._bytes += len(payload)
@@ -54,10 +60,36 @@ class DecodedEntries:
             or self._messages > DECODED_CACHE_MESSAGES
             or self._bytes > DECODED_CACHE_BYTES
         ):
-            _, (old_messages, old_bytes) = self._decoded.popitem(last=False)
-            self._messages -= len(old_messages)
-            self._bytes -= old_bytes
+            self._drop_oldest()
+        if self._budget is not None:
+            self._budget.grew(self._bytes - before)
         return decoded
+
+    def _drop_oldest(self) -> int:
+        _, (old_messages, old_bytes) = self._decoded.popitem(last=False)
+        self._messages -= len(old_messages)
+        self._bytes -= old_bytes
+        return old_bytes
+
+    @property
+    def size_bytes(self) -> int:
+        return self._bytes
+
+    def shrink(self, nbytes: int) -> int:
+        """Drop the oldest decoded entries until ``nbytes`` are freed (the gateway's
+        cache budget needs the room) or none is left."""
+        freed = 0
+        while freed < nbytes and self._decoded:
+            freed += self._drop_oldest()
+        return freed
+
+    def clear(self) -> None:
+        """Drop everything and leave the budget (the topic is closed)."""
+        if self._budget is not None:
+            self._budget.forget(self)
+        self._decoded.clear()
+        self._messages = self._bytes = 0
+        self._last = None
 
     def cached_messages(self, position: Position) -> list[EntryMessage] | None:
         """The messages at ``position`` if decoded or in the log's cache (no I/O), else None."""

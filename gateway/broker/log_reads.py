@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections import OrderedDict
 
 from coordination.clock import Clock
+from gateway.broker.cache_budget import CacheBudget
 from gateway.broker.log_layout import LedgerLayout
 from gateway.broker.log_state import EntryCache
 from gateway.broker.positions import Position
@@ -27,12 +28,18 @@ READERS_MAX = 16  # open readers of older ledgers kept per log
 
 
 class LedgerReaders:
-    def __init__(self, client: LedgerClient, clock: Clock, readers_max: int = READERS_MAX) -> None:
+    def __init__(
+        self,
+        client: LedgerClient,
+        clock: Clock,
+        budget: CacheBudget | None = None,
+        readers_max: int = READERS_MAX,
+    ) -> None:
         self._client = client
         self._clock = clock
         self._readers_max = readers_max
         self._readers: OrderedDict[int, LedgerReader] = OrderedDict()
-        self.ahead = ReadAhead()
+        self.ahead = ReadAhead(budget=budget)
 
     async def get(self, ledger_id: int, writer: LedgerWriter | None) -> LedgerReader:
         if writer is not None and ledger_id == writer.ledger_id:
@@ -63,6 +70,7 @@ class LedgerReaders:
         for reader in self._readers.values():
             await reader.close()
         self._readers.clear()
+        self.ahead.clear()
 
 
 async def read_entries(
@@ -96,7 +104,7 @@ async def read_entries(
     if entry_id <= last_entry and not out:
         reader = await readers.get(ledger_id, writer)
         fetch_last = min(count - 1, entry_id + ahead.fetch_count(last_entry - entry_id + 1) - 1)
-        payloads = await reader.read_range(entry_id, fetch_last)
+        payloads = await reader.read_range(entry_id, fetch_last, ahead.fetch_bytes)
         ahead.fetched(ledger_id, entry_id, payloads)
         wanted = payloads[: last_entry - entry_id + 1]
         out.extend((Position(ledger_id, entry_id + i), p) for i, p in enumerate(wanted))

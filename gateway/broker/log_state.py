@@ -18,6 +18,7 @@ from typing import Any
 
 import orjson
 
+from gateway.broker.cache_budget import CacheBudget
 from gateway.broker.log_policy import LedgerInfo, RolloverPolicy
 from gateway.broker.positions import Position
 from gateway.errors import GatewayError
@@ -67,6 +68,8 @@ class LogConfig:
     ack_quorum: int = 2
     rollover: RolloverPolicy = field(default_factory=RolloverPolicy)
     cache_bytes_max: int = CACHE_BYTES_MAX
+    # shared by every log opened with this config (one per gateway)
+    cache_budget: CacheBudget = field(default_factory=CacheBudget)
 
     def quorums(self, source: QuorumSource | None = None) -> Quorums:
         """``source``'s quorums when it has any, else this config's defaults."""
@@ -77,14 +80,19 @@ class LogConfig:
 
 
 class EntryCache:
-    """Recent entries, evicted oldest first beyond ``bytes_max``."""
+    """Recent entries, evicted oldest first beyond ``bytes_max`` (and when the
+    gateway-wide ``budget`` needs the room: ``cache_budget``)."""
 
-    def __init__(self, bytes_max: int) -> None:
+    def __init__(self, bytes_max: int, budget: CacheBudget | None = None) -> None:
         self._entries: OrderedDict[Position, bytes] = OrderedDict()
         self._bytes = 0
         self._bytes_max = bytes_max
+        self._budget = budget
+        if budget is not None:
+            budget.join(self)
 
     def put(self, position: Position, payload: bytes) -> None:
+        before = self._bytes
         old = self._entries.pop(position, None)
         if old is not None:  # put again: counted once, and now the newest
             self._bytes -= len(old)
@@ -93,9 +101,31 @@ class EntryCache:
         while self._bytes > self._bytes_max and self._entries:
             _, old = self._entries.popitem(last=False)
             self._bytes -= len(old)
+        if self._budget is not None:
+            self._budget.grew(self._bytes - before)
 
     def get(self, position: Position) -> bytes | None:
         return self._entries.get(position)
+
+    def shrink(self, nbytes: int) -> int:
+        """Drop the oldest entries until ``nbytes`` are freed or none is left."""
+        freed = 0
+        while freed < nbytes and self._entries:
+            _, old = self._entries.popitem(last=False)
+            freed += len(old)
+        self._bytes -= freed
+        return freed
+
+    @property
+    def budget(self) -> CacheBudget | None:
+        return self._budget
+
+    def clear(self) -> None:
+        """Drop everything and leave the budget (the log is closed)."""
+        if self._budget is not None:
+            self._budget.forget(self)
+        self._entries.clear()
+        self._bytes = 0
 
     @property
     def size_bytes(self) -> int:

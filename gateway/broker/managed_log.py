@@ -86,8 +86,8 @@ class ManagedLog:
         self._current_entries = 0  # confirmed in the open ledger
         self._current_bytes = 0
         self._layout: LedgerLayout | None = None
-        self._cache = EntryCache(config.cache_bytes_max)
-        self._readers = LedgerReaders(client, clock)
+        self._cache = EntryCache(config.cache_bytes_max, config.cache_budget)
+        self._readers = LedgerReaders(client, clock, config.cache_budget)
         self._rolling: asyncio.Task[None] | None = None
         self._recount = Recount()  # ledgers closed by recovery are counted again (log_takeover)
         self._waiting: list[tuple[bytes, int, asyncio.Future[Position]]] = []
@@ -486,6 +486,7 @@ class ManagedLog:
         elif writer is not None:
             await writer.abandon()
         await self._readers.close()
+        self._cache.clear()  # its entries leave the gateway's cache budget
 
     async def abandon(self) -> None:
         """Stop without closing the ledger (fenced, or shutting down hard)."""
@@ -495,3 +496,4 @@ class ManagedLog:
         if self._writer is not None:
             await self._writer.abandon()
         await self._readers.close()
+        self._cache.clear()

@@ -8,14 +8,19 @@ Pulsar's managed ledger keeps the entries it read in its cache the same way):
   range-read reply), judged by the average size of the entries of the last
   fetch (``first_fetch_entries`` before any), never fewer than the read asked
   for and at most ``entries_max`` (no more than a subscription's read of that
-  many entries held before). So a consumer taking one entry per read costs one
-  round trip to a storage node per ``fetch_bytes``, not one per entry;
+  many entries held before); the reader stops a fetch once ``fetch_bytes``
+  arrived (``LedgerReader.read_range``'s ``max_bytes``), so entries larger than
+  the last fetch's do not make a fetch larger. So a consumer taking one entry
+  per read costs one round trip to a storage node per ``fetch_bytes``, not one
+  per entry;
 - at most ``bytes_max`` are kept, the oldest fetched dropped first (a reader
-  moves forward, so what it passed goes first).
+  moves forward, so what it passed goes first), and fewer when the gateway's
+  ``CacheBudget`` needs the room.
 """
 
 from __future__ import annotations
 
+from gateway.broker.cache_budget import CacheBudget
 from gateway.broker.log_state import EntryCache
 from gateway.broker.positions import Position
 
@@ -32,16 +37,24 @@ class ReadAhead:
         bytes_max: int = BYTES_MAX,
         entries_max: int = ENTRIES_MAX,
         first_fetch_entries: int = FIRST_FETCH_ENTRIES,
+        budget: CacheBudget | None = None,
     ) -> None:
         assert 0 < fetch_bytes <= bytes_max and entries_max >= 1 and first_fetch_entries >= 1
         self._fetch_bytes = fetch_bytes
         self._entries_max = entries_max
         self._first_fetch_entries = first_fetch_entries
-        self._entries = EntryCache(bytes_max)
+        self._entries = EntryCache(bytes_max, budget)
         self._entry_bytes = 0  # average size of the entries of the last fetch (0: none yet)
+
+    @property
+    def fetch_bytes(self) -> int:
+        return self._fetch_bytes
 
     def get(self, position: Position) -> bytes | None:
         return self._entries.get(position)
+
+    def clear(self) -> None:
+        self._entries.clear()
 
     def fetch_count(self, asked: int) -> int:
         """Entries the next fetch from the storage nodes should ask for (the caller

@@ -5,7 +5,8 @@ asyncio driving of ``read_core``. Rules (read_core.py): replicas in write-set
 order with speculative reads; every entry checked (crc32c, ids) before it is
 returned; never past LAC on an OPEN ledger nor past ``last_entry_id`` on a
 CLOSED one. Catch-up reads use READ_RANGE where one node holds the whole range
-(Qw == E), else pipelined single reads, at most ``READ_WINDOW`` in flight.
+(Qw == E), else pipelined single reads, at most ``READ_WINDOW`` in flight; a
+range read may be bounded in bytes (it then returns a prefix of the range).
 If a read of an OPEN ledger finds nothing, the metadata is re-read once (an
 ensemble change may have moved the entry to a new segment).
 """
@@ -39,6 +40,11 @@ READ_WINDOW = 256  # single-entry reads in flight during a range read
 READ_TIMEOUT_MS = 10_000  # a read that no replica answers fails after this
 RANGE_TIMEOUT_MS = 3_000  # a range read not answered by then goes to the next replica
 LAC_POLL_MARGIN_MS = 2_000  # extra wait for a long-poll reply beyond its timeout
+FIRST_BOUNDED_WINDOW = 4  # single reads of a byte-bounded range before any entry size is known
+
+
+def _payload_bytes(entries: list[wire.Entry]) -> int:
+    return sum([len(entry.payload) for entry in entries])
 
 
 class LedgerReader:
@@ -134,28 +140,45 @@ class LedgerReader:
 
     # ------------------------------------------------------------ ranges
 
-    async def read_range(self, first: int, last: int) -> list[bytes]:
-        """Payloads of entries ``first..last`` in order."""
-        return [entry.payload for entry in await self.read_range_entries(first, last)]
+    async def read_range(self, first: int, last: int, max_bytes: int | None = None) -> list[bytes]:
+        """Payloads of entries ``first..last`` in order (with ``max_bytes``: a prefix, see
+        ``read_range_entries``)."""
+        return [entry.payload for entry in await self.read_range_entries(first, last, max_bytes)]
 
-    async def read_range_entries(self, first: int, last: int) -> list[wire.Entry]:
+    async def read_range_entries(
+        self, first: int, last: int, max_bytes: int | None = None
+    ) -> list[wire.Entry]:
+        """Entries ``first..last`` in order. With ``max_bytes``, the reading stops once
+        that many payload bytes arrived: a prefix of at least one entry, over the bound
+        by at most one node reply (``wire.RANGE_READ_BYTES_MAX``) or one window of single
+        reads sized by the entries seen, whatever the entries' sizes."""
         await self._ensure_readable(first, last)
+        bound = max_bytes if max_bytes is not None else -1
         entries: list[wire.Entry] = []
+        total = 0
         for part in plan_range(self.metadata, first, last):
             got: list[wire.Entry] = []
             for node in part.range_nodes:
                 got = await self._range_from(node, part.first, part.last)
                 if got:
                     break
-            while got and got[-1].entry_id < part.last:  # the node stopped early: continue
+            total += _payload_bytes(got)
+            while got and got[-1].entry_id < part.last and not 0 <= bound <= total:  # stopped early
                 more = await self._range_from(part.range_nodes[0], got[-1].entry_id + 1, part.last)
                 if not more:
                     break
                 got.extend(more)
+                total += _payload_bytes(more)
             entries.extend(got)
             next_id = part.first + len(got)
+            if 0 <= bound <= total:
+                return entries
             if next_id <= part.last:
-                entries.extend(await self._read_many(next_id, part.last))
+                many = await self._read_many(next_id, part.last, bound - total if bound >= 0 else None)
+                entries.extend(many)
+                total += _payload_bytes(many)
+                if len(many) < part.last - next_id + 1:  # the byte bound stopped it
+                    return entries
         return entries
 
     async def _range_from(self, node: NodeId, first: int, last: int) -> list[wire.Entry]:
@@ -177,11 +200,27 @@ class LedgerReader:
             entries.append(entry)
         return entries
 
-    async def _read_many(self, first: int, last: int) -> list[wire.Entry]:
+    async def _read_many(self, first: int, last: int, max_bytes: int | None = None) -> list[wire.Entry]:
+        """Entries ``first..last`` by pipelined single reads, ``READ_WINDOW`` at a time.
+        With ``max_bytes`` the reading stops once that many bytes arrived, and the
+        windows start at ``FIRST_BOUNDED_WINDOW``, at most double from one to the
+        next, and are no larger than the bytes left take of the largest entry seen
+        (entry sizes are not known before they arrive: a window can pass the bound
+        by its own size, which this keeps small when sizes jump)."""
         entries: list[wire.Entry] = []
-        for start in range(first, last + 1, READ_WINDOW):
-            end = min(last, start + READ_WINDOW - 1)
-            entries.extend(await asyncio.gather(*(self._read_with_refresh(e) for e in range(start, end + 1))))
+        total = largest = 0
+        window = READ_WINDOW if max_bytes is None else FIRST_BOUNDED_WINDOW
+        start = first
+        while start <= last and (max_bytes is None or total < max_bytes):
+            end = min(last, start + window - 1)
+            got = await asyncio.gather(*(self._read_with_refresh(e) for e in range(start, end + 1)))
+            entries.extend(got)
+            sizes = [len(entry.payload) for entry in got]
+            total += sum(sizes)
+            largest = max(largest, *sizes)
+            if max_bytes is not None:
+                window = max(1, min(READ_WINDOW, 2 * window, (max_bytes - total) // max(largest, 1) + 1))
+            start = end + 1
         return entries
 
     async def _read_with_refresh(self, entry_id: int) -> wire.Entry:

@@ -85,6 +85,9 @@ async def test_gateway_and_storage_node_metrics(
         assert value(gw, "folio_gateway_sessions", type="http") >= 1
         assert value(gw, "folio_gateway_bundles_owned") >= 1 and value(gw, "folio_gateway_topics") >= 1
         assert value(gw, "folio_gateway_topics_recounting") == 0  # no takeover here
+        # the 11 messages' entries sit in the caches, well within the budget
+        assert 0 < value(gw, "folio_gateway_cache_bytes") <= value(gw, "folio_gateway_cache_budget_bytes")
+        assert value(gw, "folio_gateway_cache_reclaimed_bytes_total") == 0
         assert value(gw, "folio_topic_messages_in_total", topic=name) == 11
         assert value(gw, "folio_topic_bytes_in_total", topic=name) > 0
         assert value(gw, "folio_topic_messages_out_total", topic=name) >= 11

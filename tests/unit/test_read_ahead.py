@@ -47,10 +47,18 @@ class Reader:
     def __init__(self, entries: dict[int, bytes]) -> None:
         self.entries = entries
         self.ranges: list[tuple[int, int]] = []
+        self.bounds: list[int | None] = []
 
-    async def read_range(self, first: int, last: int) -> list[bytes]:
+    async def read_range(self, first: int, last: int, max_bytes: int | None = None) -> list[bytes]:
+        """As LedgerReader.read_range: with ``max_bytes``, stops once that many arrived."""
         self.ranges.append((first, last))
-        return [self.entries[e] for e in range(first, last + 1)]
+        self.bounds.append(max_bytes)
+        out: list[bytes] = []
+        for e in range(first, last + 1):
+            if max_bytes is not None and sum(map(len, out)) >= max_bytes:
+                break
+            out.append(self.entries[e])
+        return out
 
 
 class Readers:
@@ -90,5 +98,22 @@ def test_a_read_asks_for_at_least_what_it_wants_and_gets_only_that() -> None:
     readers: Any = Readers(reader, ReadAhead(fetch_bytes=200, bytes_max=5000, first_fetch_entries=1))
     layout = LedgerLayout([(5, 30)])
     got = asyncio.run(read_entries(layout, EntryCache(1 << 20), readers, None, Position(5, 2), 6))
-    assert [p.entry_id for p, _ in got] == [2, 3, 4, 5, 6, 7]
-    assert reader.ranges == [(2, 7)]
+    assert reader.ranges == [(2, 7)] and reader.bounds == [200]
+    assert [p.entry_id for p, _ in got] == [2, 3]  # what the fetch's byte bound let through
+
+
+def test_a_fetch_stays_near_its_bytes_when_entry_sizes_jump() -> None:
+    entries = {e: b"s" * 100 if e < 20 else b"L" * 100_000 for e in range(60)}
+    reader = Reader(entries)
+    readers: Any = Readers(reader, ReadAhead(fetch_bytes=1000, bytes_max=1 << 20, first_fetch_entries=10))
+    layout = LedgerLayout([(5, 60)])
+
+    async def main() -> None:
+        for e in range(30):
+            assert len(await read_entries(layout, EntryCache(1 << 20), readers, None, Position(5, e), 1)) == 1
+
+    asyncio.run(main())
+    assert set(reader.bounds) == {1000}  # every fetch is bounded ...
+    # ... so once the entries grew, a fetch that asked for 10 took one entry, not 1 MB,
+    # and the fetches after it ask for one entry at a time
+    assert reader.ranges[2:5] == [(20, 29), (21, 21), (22, 22)]

@@ -13,6 +13,7 @@ import pytest
 from coordination.clock import ManualClock
 from gateway.broker.broker_errors import TooManyRequests
 from gateway.broker.entry_format import EntryMessage, decode_entry
+from gateway.broker.log_state import EntryCache
 from gateway.broker.positions import Position
 from gateway.broker.publish_core import BatcherConfig, PublishBatcher
 from gateway.broker.topic import Topic
@@ -26,6 +27,7 @@ class Log:
     """Takes appends; the test completes them."""
 
     fenced = terminated = False
+    cache = EntryCache(1 << 20)
 
     def __init__(self) -> None:
         self.on_fenced: Any = None
