@@ -9,8 +9,9 @@ own):
   running count, recomputed from the caches themselves whenever it says the
   bound is passed (a cache dropped without ``forget`` cannot keep it high);
 - beyond the bound, the cache holding the most gives way, oldest entries
-  first, until the total is back at ``bytes_max`` (an idle topic's full cache
-  makes room for a busy one, not the other way round);
+  first, until the total is back at 90 % of ``bytes_max`` (an idle topic's
+  full cache makes room for a busy one, not the other way round; the margin
+  means a gateway at its bound reclaims once per 10 % of it, not on every put);
 - a cache that is closed is ``forget``-ten: its bytes leave the count at once.
 """
 
@@ -61,9 +62,12 @@ class CacheBudget:
     def _reclaim(self) -> None:
         caches = list(self._caches)
         self._used = sum(cache.size_bytes for cache in caches)
-        while self._used > self.bytes_max and caches:
+        if self._used <= self.bytes_max:
+            return
+        target = self.bytes_max - self.bytes_max // 10
+        while self._used > target and caches:
             largest = max(caches, key=lambda cache: cache.size_bytes)
-            freed = largest.shrink(self._used - self.bytes_max)
+            freed = largest.shrink(self._used - target)
             if freed <= 0:
                 break
             self._used -= freed
