@@ -174,7 +174,13 @@ class Auditor:
         nodes = await self.client.metadata.live_nodes()
         replacement = placement.choose_replacement(nodes, segment.ensemble, gone, self._rng)
         wanted = set(entries_on_node(metadata, segment, fragment.last_entry_id, fragment.lost_node))
-        reader = LedgerReader(metadata, self.client.metadata, self.client.pool, self.clock)
+        # a fragment is a fixed range of confirmed entries (the open tail of an open ledger
+        # is fenced first, never copied): a later segment starts at its writer's LAC + 1
+        # (write_core), so the reader may read the whole range even while the ledger is
+        # open - with the default LAC (-1) it refused every entry of it
+        reader = LedgerReader(
+            metadata, self.client.metadata, self.client.pool, self.clock, lac=fragment.last_entry_id
+        )
         target = self.client.pool.get(replacement)
         log.info(
             "auditor: ledger %d segment %d entries %d..%d: %s -> %s (%d entries)",
