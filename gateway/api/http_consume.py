@@ -23,6 +23,7 @@ from gateway.broker.consumers import Delivery
 from gateway.broker.dispatch.base import HashRange
 from gateway.broker.subscription import Subscription
 from gateway.broker.topic import Topic
+from gateway.protocol.params import ConsumerParams
 
 FETCH_MAX = 1000
 IDLE_MS = 60_000
@@ -87,6 +88,24 @@ class HttpConsumers:
             return None
         return consumer
 
+    async def attach(self, key: tuple[str, str, str], topic: Topic, params: ConsumerParams) -> HttpConsumer:
+        """The HTTP consumer ``key`` (topic, subscription, consumer name) names,
+        subscribed now (pull mode) if this gateway holds none."""
+        consumer = self.get(key)
+        if consumer is None:
+            consumer = HttpConsumer(topic)
+            sub, consumer_id = await topic.subscribe(
+                key[1],
+                params.subscription_type,
+                params.to_consumer_info(key[2]),
+                consumer,
+                initial=params.initial_position,
+                dead_letter_topic=params.dead_letter_topic,
+            )
+            consumer.sub, consumer.consumer_id = sub, consumer_id
+            self.add(key, consumer)
+        return consumer
+
     def add(self, key: tuple[str, str, str], consumer: HttpConsumer) -> None:
         if len(self._consumers) >= self._consumers_max:
             raise TooManyRequests(f"this gateway holds its maximum of {self._consumers_max} HTTP consumers")
@@ -98,7 +117,7 @@ class HttpConsumers:
         consumer = self._consumers.pop(key, None)
         if consumer is not None and consumer.sub is not None:
             consumer.sub.remove_consumer(consumer.consumer_id)
-            consumer.closed = True
+            consumer.close("removed", "")  # a fetch waiting on it returns now
 
     async def _reap(self) -> None:
         while True:

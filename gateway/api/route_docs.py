@@ -151,6 +151,33 @@ FETCH: dict[str, Any] = {
     "response_model": s.FetchResponse,
     "responses": responses(400, 404, 409, 412),
 }
+STREAM: dict[str, Any] = {
+    "tags": ["consume"],
+    "summary": "Stream messages of a subscription as server-sent events (creates it on first use)",
+    "response_class": Response,
+    "responses": {
+        200: {
+            "description": "`text/event-stream`: an `event: consumer` naming the consumer to ack as, "
+            "then one `event: message` per message (`id:` its message id, `data:` the JSON object a "
+            "WebSocket consumer receives); a comment line every 15 s of silence",
+            "content": {
+                "text/event-stream": {
+                    "schema": {
+                        "type": "object",
+                        "properties": {
+                            "event": {"enum": ["consumer", "message"]},
+                            "id": {"type": "string", "description": "message events: the message id"},
+                            "data": {"type": "string", "contentMediaType": JSON},
+                        },
+                        "required": ["event", "data"],
+                    }
+                }
+            },
+        },
+        307: {"description": "another gateway owns the topic: the same request there (`Location`)"},
+        **responses(400, 404, 409, 412),
+    },
+}
 ACK: dict[str, Any] = {
     "tags": ["consume"],
     "summary": "Acknowledge fetched messages",

@@ -26,7 +26,7 @@ from gateway.api import forwarding
 from gateway.api import route_docs as docs
 from gateway.api.convert import delivery_frames, entry_message, position_of
 from gateway.api.errors import error_response, reason_response
-from gateway.api.http_consume import HttpConsumer, HttpConsumers
+from gateway.api.http_consume import HttpConsumers
 from gateway.api.http_io import ACK_BODY_MAX, read_body, rest_message
 from gateway.api.metrics import publish_latency
 from gateway.api.route_docs import (
@@ -43,6 +43,7 @@ from gateway.api.route_docs import (
     TopicPart,
     Wait,
 )
+from gateway.api.sse_consume import add_stream_route
 from gateway.api.ws_consumer import serve_consumer, serve_reader
 from gateway.api.ws_partitioned import (
     partition_of_key,
@@ -394,21 +395,8 @@ def make_router(get_gateway: Any) -> APIRouter:
             where = await local_topic(name, query)
             if isinstance(where, str):
                 return await _forward(f"{where}{request.url.path}", request, b"")
-            consumer_name = params.consumer_name or "http"
-            key = (str(name), subscription, consumer_name)
-            consumer = consumers.get(key)
-            if consumer is None:
-                consumer = HttpConsumer(where)
-                sub, consumer_id = await where.subscribe(
-                    subscription,
-                    params.subscription_type,
-                    params.to_consumer_info(consumer_name),
-                    consumer,
-                    initial=params.initial_position,
-                    dead_letter_topic=params.dead_letter_topic,
-                )
-                consumer.sub, consumer.consumer_id = sub, consumer_id
-                consumers.add(key, consumer)
+            key = (str(name), subscription, params.consumer_name or "http")
+            consumer = await consumers.attach(key, where, params)
             consumer.last_used_ms = consumers.now_ms()
             got = await consumer.fetch(max, waitMs)
             consumer.last_used_ms = consumers.now_ms()
@@ -467,6 +455,7 @@ def make_router(get_gateway: Any) -> APIRouter:
     ) -> Response:
         return await _settle(domain, tenant, namespace, topic, subscription, request, True)
 
+    add_stream_route(router, consumers, local_topic)  # .../{subscription}/stream: server-sent events
     router.consumers = consumers  # type: ignore[attr-defined]
     router.ws_handlers = {  # type: ignore[attr-defined]
         "producer": ws_producer,

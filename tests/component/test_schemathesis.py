@@ -16,7 +16,9 @@ Configuration, each for a reason:
   JSON Schema pattern cannot say without listing Unicode's categories.
 - the long-poll ``fetch`` gets ``waitMs`` of at most 100 ms when the generated
   value was valid (an idle subscription would otherwise hold each call for up
-  to 60 s); a generated invalid ``waitMs`` is left as it is.
+  to 60 s); a generated invalid ``waitMs`` is left as it is. Likewise the
+  event ``stream`` gets a ``durationMs`` of at most 100 ms (0 would stream
+  until the client goes).
 Excluded operations: none. (WebSocket routes are not in the OpenAPI document.)
 """
 
@@ -91,6 +93,8 @@ def _node_id_for_schemathesis(request: pytest.FixtureRequest) -> None:
 
 
 def bound_long_poll(case: Any) -> None:
+    if case.operation.path == "/consume/{domain}/{tenant}/{namespace}/{topic}/{subscription}/stream":
+        bound_stream(case)
     if case.operation.path != "/consume/{domain}/{tenant}/{namespace}/{topic}/{subscription}":
         return
     query = dict(case.query or {})
@@ -99,6 +103,17 @@ def bound_long_poll(case: Any) -> None:
         wait = int(wait)
     if type(wait) is int and 0 <= wait <= 60_000:
         query["waitMs"] = min(wait, WAIT_MS_MAX)
+        case.query = query
+
+
+def bound_stream(case: Any) -> None:
+    """A valid ``durationMs`` (0 = until the client goes) becomes at most WAIT_MS_MAX."""
+    query = dict(case.query or {})
+    duration = query.get("durationMs", 0)
+    if isinstance(duration, str) and duration.isascii() and duration.isdigit():
+        duration = int(duration)
+    if type(duration) is int and 0 <= duration <= 86_400_000:
+        query["durationMs"] = min(duration, WAIT_MS_MAX) or WAIT_MS_MAX
         case.query = query
 
 

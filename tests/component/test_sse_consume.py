@@ -1,0 +1,135 @@
+"""Server-sent events consume with real processes (etcd, 3 storage nodes, 2 gateways).
+
+A stream opened on either gateway (the non-owner answers 307 to the owner)
+names its consumer first, then carries each message as an ``event: message``
+whose ``id`` is the message id and whose data is the WebSocket consumer's JSON
+object. Acks through the ack endpoint (via the other gateway) hold; what the
+stream left unacked when its client went is redelivered to the next stream,
+never what was acked. ``maxMessages`` and ``durationMs`` end a stream; bad
+query values are 400 before any stream starts.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import orjson
+import pytest
+import pytest_asyncio
+from clusters import MessagingCluster
+from wsclient import module_cluster, unb64
+
+pytestmark = [pytest.mark.component, pytest.mark.asyncio(loop_scope="module")]
+
+BASE = "/consume/persistent/public/default"
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def cluster(
+    etcd_endpoint: str, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[MessagingCluster]:
+    async with module_cluster(etcd_endpoint, tmp_path_factory.mktemp("sse")) as made:
+        yield made
+
+
+async def read_events(response: httpx.Response, messages: int) -> AsyncIterator[dict[str, Any]]:
+    """The stream's events as dicts (``event``, ``id``, ``data`` parsed), comments skipped,
+    until ``messages`` message events came or the stream ended."""
+    event: dict[str, Any] = {}
+    seen = 0
+    async for line in response.aiter_lines():
+        if not line:
+            if event:
+                yield event
+                seen += event.get("event") == "message"
+                if seen >= messages:
+                    return
+            event = {}
+        elif line.startswith(":"):
+            continue
+        else:
+            field, _, value = line.partition(": ")
+            event[field] = orjson.loads(value) if field == "data" else value
+
+
+async def publish(http: httpx.AsyncClient, url: str, topic: str, texts: list[str]) -> None:
+    body = {"messages": [{"payload": t} for t in texts]}  # REST payloads are text (Pulsar)
+    response = await http.post(f"{url}/topics/persistent/public/default/{topic}", json=body)
+    assert response.status_code == 200, response.text
+
+
+async def test_stream_acks_and_redelivery_across_gateways(cluster: MessagingCluster) -> None:
+    topic = "sse-roundtrip"
+    sent = [f"e{i}" for i in range(10)]
+    params = {"subscriptionInitialPosition": "Earliest", "consumerName": "s1"}
+    async with httpx.AsyncClient(timeout=20, follow_redirects=True) as http:
+        await publish(http, cluster.urls[0], topic, sent)
+        statuses = []
+        for url in cluster.urls:  # the owner streams, the other answers 307 to it
+            probe = f"{url}{BASE}/{topic}/probe/stream"
+            direct = await http.get(probe, params={"durationMs": "1"}, follow_redirects=False)
+            statuses.append(direct.status_code)
+            if direct.status_code == 307:
+                assert direct.headers["location"].endswith(f"{BASE}/{topic}/probe/stream?durationMs=1")
+            followed = await http.get(probe, params={"durationMs": "1"})
+            assert followed.status_code == 200, followed.text
+            assert followed.headers["content-type"].startswith("text/event-stream")
+        assert sorted(statuses) == [200, 307]
+
+        async with http.stream("GET", f"{cluster.urls[1]}{BASE}/{topic}/sub/stream", params=params) as stream:
+            assert stream.status_code == 200
+            events = [e async for e in read_events(stream, 6)]
+        named, messages = events[0], events[1:]
+        assert named == {"event": "consumer", "data": {"consumerName": "s1", "subscription": "sub"}}
+        assert [unb64(m["data"]["payload"]).decode() for m in messages] == sent[:6]
+        for m in messages:
+            assert m["event"] == "message" and m["id"] == m["data"]["messageId"]
+            assert {"publishTime", "properties", "redeliveryCount"} <= set(m["data"])
+        acked = [m["id"] for m in messages[:3]]
+        ack = await http.post(
+            f"{cluster.urls[0]}{BASE}/{topic}/sub/ack",
+            params={"consumerName": "s1"},
+            json={"messageIds": acked},
+        )
+        assert ack.status_code == 200 and ack.json() == {"acked": 3}, ack.text
+        # the client left: the stream's consumer is gone, its 3 unacked messages come back
+
+        params2 = {**params, "consumerName": "s2", "maxMessages": "7"}
+        got: list[str] = []
+        deadline = time.monotonic() + 15
+        async with http.stream(
+            "GET", f"{cluster.urls[0]}{BASE}/{topic}/sub/stream", params=params2
+        ) as stream:
+            async for event in read_events(stream, 7):
+                if event["event"] == "message":
+                    got.append(unb64(event["data"]["payload"]).decode())
+                assert time.monotonic() < deadline
+        assert sorted(got) == sorted(sent[3:])  # the 3 unacked again + the 4 never sent; no acked one
+
+
+async def test_max_messages_and_duration_end_a_stream(cluster: MessagingCluster) -> None:
+    topic = "sse-bounds"
+    async with httpx.AsyncClient(timeout=20, follow_redirects=True) as http:
+        await publish(http, cluster.urls[0], topic, [f"b{i}" for i in range(5)])
+        url = f"{cluster.urls[0]}{BASE}/{topic}/bounded/stream"
+        earliest = {"subscriptionInitialPosition": "Earliest"}
+        full = await http.get(url, params={**earliest, "maxMessages": "2"})  # ends by itself
+        assert full.status_code == 200 and full.text.count("event: message") == 2
+        assert full.text.startswith("event: consumer\ndata: ")
+        started = time.monotonic()
+        quiet = await http.get(f"{cluster.urls[0]}{BASE}/{topic}/other/stream", params={"durationMs": "300"})
+        assert quiet.status_code == 200 and "event: message" not in quiet.text  # Latest: nothing new
+        assert 0.25 <= time.monotonic() - started < 10
+
+
+@pytest.mark.parametrize(
+    "query", ["maxMessages=-1", "durationMs=x", "subscriptionType=Foo", "subscriptionInitialPosition=Middle"]
+)
+async def test_bad_query_values_are_400(cluster: MessagingCluster, query: str) -> None:
+    async with httpx.AsyncClient(timeout=20, follow_redirects=True) as http:
+        response = await http.get(f"{cluster.urls[0]}{BASE}/sse-bad/sub/stream?{query}")
+        assert response.status_code == 400, response.text
+        assert "reason" in response.json()
