@@ -12,10 +12,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
 import signal
 import socket
 import sys
+from collections.abc import Callable
+from types import FrameType
 
 import uvicorn
 
@@ -41,6 +44,21 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+class GatewayServer(uvicorn.Server):
+    """uvicorn's server that, as a stop begins (SIGTERM/SIGINT), first ends the HTTP
+    consumers' long-polls and event streams: uvicorn waits for open responses
+    (up to ``timeout_graceful_shutdown``) before the app's own shutdown runs."""
+
+    def __init__(self, on_stop: Callable[[], None], config: uvicorn.Config) -> None:
+        super().__init__(config)
+        self._on_stop = on_stop
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        with contextlib.suppress(RuntimeError):  # no running loop: nothing to end
+            asyncio.get_running_loop().call_soon_threadsafe(self._on_stop)
+        super().handle_exit(sig, frame)
+
+
 async def serve(args: argparse.Namespace) -> int:
     store = await connect(args.etcd, namespace=args.etcd_namespace)
     advertise = args.advertise_host or args.host
@@ -53,7 +71,8 @@ async def serve(args: argparse.Namespace) -> int:
     )
     gateway = Gateway(store, config)
     app = create_app(gateway)
-    server = uvicorn.Server(
+    server = GatewayServer(
+        app.state.http_consumers.end_all,
         uvicorn.Config(
             app,
             host=args.host,
@@ -69,7 +88,7 @@ async def serve(args: argparse.Namespace) -> int:
             ws_ping_interval=20.0,
             ws_ping_timeout=20.0,
             timeout_graceful_shutdown=5,
-        )
+        ),
     )
 
     async def announce() -> None:

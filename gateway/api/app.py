@@ -68,6 +68,7 @@ def create_app(gateway: Gateway, *, manage_lifecycle: bool = True) -> FastAPI:
     openapi.install(app)
     messaging = routes.make_router(lambda: gateway)
     app.include_router(messaging)
+    app.state.http_consumers = messaging.consumers  # type: ignore[attr-defined]  # main.py ends them
     ws_fastpath.install(app, messaging.ws_handlers)  # type: ignore[attr-defined]
     app.include_router(admin_namespaces.make_router(lambda: gateway.namespaces, gateway.unload_namespace))
     app.include_router(admin_topics.make_router(lambda: gateway))

@@ -8,7 +8,9 @@ buffer of delivered messages. Rules (DESIGN.md §7, pulsar-api.md §7 row 12):
   stays unacked at this consumer until acked, nacked or the consumer expires;
 - a consumer not polled for ``idle_ms`` is removed: its unacked messages are
   redelivered to other consumers (Shared) as with a WebSocket disconnect;
-- at most ``consumers_max`` HTTP consumers per gateway, ``FETCH_MAX`` per call.
+- at most ``consumers_max`` HTTP consumers per gateway, ``FETCH_MAX`` per call;
+- when the server starts to stop (``end_all``), every consumer is dropped: its
+  waiting fetch or event stream (sse_consume.py) ends, so none holds the shutdown.
 """
 
 from __future__ import annotations
@@ -135,9 +137,14 @@ class HttpConsumers:
         self._drop(key)
         return present
 
-    async def close(self) -> None:
+    def end_all(self) -> None:
+        """Drop every HTTP consumer now (the server is stopping): a waiting fetch
+        returns at once and an event stream ends, so no response holds the shutdown."""
         for key in list(self._consumers):
             self._drop(key)
+
+    async def close(self) -> None:
+        self.end_all()
         if self._reaper is not None:
             self._reaper.cancel()
             with contextlib.suppress(asyncio.CancelledError):

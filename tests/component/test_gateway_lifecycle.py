@@ -62,3 +62,29 @@ async def test_clean_shutdown_releases_bundles_closes_ledgers_and_sessions(
     assert frame["payload"] == "YWZ0ZXI="  # only the new message: the 10 were acked and persisted
     await fresh.close()
     await producer2.close()
+
+
+async def test_shutdown_ends_event_streams_and_long_polls_at_once(
+    messaging_cluster: Callable[..., Awaitable[MessagingCluster]],
+) -> None:
+    """uvicorn waits for open responses (up to its 5 s graceful timeout) before the
+    app's shutdown runs: a stop first ends the HTTP consumers' streams and long-polls."""
+    cluster = await messaging_cluster(gateways=1)
+    base = f"{cluster.urls[0]}/consume/persistent/public/default/held"
+    async with httpx.AsyncClient(timeout=30) as http:
+        poll = asyncio.create_task(http.get(f"{base}/poller", params={"waitMs": "60000"}))
+        async with http.stream("GET", f"{base}/streamer/stream") as stream:
+            lines = stream.aiter_lines()
+            assert (await asyncio.wait_for(anext(lines), 10)) == "event: consumer"
+            await asyncio.sleep(0.3)  # the long-poll is waiting too
+            started = time.monotonic()
+            stopping = asyncio.create_task(asyncio.to_thread(cluster.gateways[0].terminate, 20.0))
+            rest = [line async for line in lines]  # the stream ends (no error): the response completed
+            ended = time.monotonic() - started
+            assert all(not line or line.startswith(("data:", ":")) for line in rest), rest
+        polled = await asyncio.wait_for(poll, 10)
+        assert polled.status_code == 200 and polled.json()["messages"] == []
+        assert await stopping == 0, cluster.gateways[0].log_tail()
+        stopped = time.monotonic() - started
+    print(f"stream ended after {ended:.2f} s, gateway exited after {stopped:.2f} s")
+    assert ended < 2.0 and stopped < 4.5  # not held until uvicorn's 5 s graceful timeout
