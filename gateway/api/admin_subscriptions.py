@@ -71,17 +71,7 @@ async def _seek(topic: Topic, sub: Subscription, target: CursorTarget) -> None:
     if target.is_earliest or target.is_latest:
         sub.seek(target.entry)
         return
-    entry, index = target.entry, target.batch_index
-    skip = index + 1 if target.excluded else index  # messages of the entry left behind
-    if skip <= 0:
-        sub.seek(entry, inclusive=not target.excluded)
-        return
-    messages = await topic.decoded.load_messages(entry)
-    if messages is None or skip >= len(messages):
-        sub.seek(entry, inclusive=False)
-        return
-    sub.seek(entry, inclusive=True)
-    sub.cursor.ack_batch_prefix(entry, skip)
+    await topic_admin.seek_to_message(topic, sub, target.entry, target.batch_index, target.excluded)
 
 
 def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:

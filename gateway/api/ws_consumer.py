@@ -29,11 +29,11 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 from gateway.api.convert import delivery_frames, position_of
 from gateway.api.errors import close_code, protocol_close_code
 from gateway.api.ws_session import Outbound, deny
-from gateway.broker import letters
+from gateway.broker import letters, topic_admin
 from gateway.broker.consumers import Delivery
 from gateway.broker.dispatch import ConsumerInfo
 from gateway.broker.dispatch.base import HashRange
-from gateway.broker.positions import EARLIEST, LATEST, MessagePosition, Position
+from gateway.broker.positions import EARLIEST, LATEST, NO_BATCH, MessagePosition, Position
 from gateway.broker.subscription import Subscription
 from gateway.broker.topic import Topic
 from gateway.errors import GatewayError
@@ -220,8 +220,11 @@ class ConsumerSession:
             sub.seek(EARLIEST)
         elif message_id.ledger_id >= 2**63 - 1:
             sub.seek(LATEST)
-        else:
-            sub.seek(Position(message_id.ledger_id, message_id.entry_id), inclusive=command.inclusive)
+        else:  # at batch-index precision: a seek into a batch does not rewind to its start
+            entry = Position(message_id.ledger_id, message_id.entry_id)
+            index = message_id.batch_index if message_id.batch_size > 0 else NO_BATCH
+            task = topic_admin.seek_to_message(self.topic, sub, entry, index, not command.inclusive)
+            asyncio.get_running_loop().create_task(task)
 
     async def run(self) -> None:
         ws = self.websocket

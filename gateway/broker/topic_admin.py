@@ -184,6 +184,25 @@ async def last_message(topic: Topic) -> Found | None:
 # ---------------------------------------------------------------- subscriptions
 
 
+async def seek_to_message(
+    topic: Topic, sub: Subscription, entry: Position, batch_index: int, excluded: bool
+) -> None:
+    """Reset ``sub`` so that message ``batch_index`` of ``entry`` (NO_BATCH: the
+    entry's first) is the next one delivered, or, if ``excluded``, the one after
+    it: at batch-index precision, the messages of the entry before it count as
+    acknowledged (admin reset and a consumer's seek alike)."""
+    skip = batch_index + 1 if excluded else batch_index  # messages of the entry left behind
+    if skip <= 0:
+        sub.seek(entry, inclusive=not excluded)
+        return
+    messages = await topic.decoded.load_messages(entry)
+    if messages is None or skip >= len(messages):
+        sub.seek(entry, inclusive=False)
+        return
+    sub.seek(entry, inclusive=True)
+    sub.cursor.ack_batch_prefix(entry, skip)
+
+
 async def create_subscription(topic: Topic, name: str, start: Position | None) -> Subscription:
     """A new durable subscription whose first message is the one at ``start``
     (None: after the last message); ``SubscriptionExists`` if it exists."""

@@ -167,6 +167,31 @@ async def test_seek_by_message_id(cluster: MessagingCluster) -> None:
     await again.close()
 
 
+async def test_seek_into_a_batch_starts_at_that_message(cluster: MessagingCluster) -> None:
+    topic = "seek-batch"
+    sent = [f"b{i}" for i in range(5)]
+    async with httpx.AsyncClient(timeout=20) as http:  # one REST call: one entry of 5 messages
+        body = {"messages": [{"payload": p} for p in sent]}
+        response = await http.post(f"{cluster.urls[0]}/topics/persistent/public/default/{topic}", json=body)
+        assert response.status_code == 200, response.text
+    consumer = await Collector.connect(consumer_url(cluster.ws(1), topic, "s", EXCLUSIVE))
+    await consumer.wait_messages(5)
+    ids = [m["messageId"] for m in consumer.messages]
+    assert len({decode_id(i).entry_id for i in ids}) == 1  # one batch entry
+    for mid in ids:
+        await consumer.ack(mid)
+    await asyncio.sleep(0.2)
+    await consumer.send({"type": "seek", "messageId": ids[2]})  # inclusive: from b2, not from b0
+    await consumer.wait_messages(8)
+    assert texts(consumer.messages[5:]) == sent[2:]
+    assert await consumer.nothing_for(0.4)
+    await consumer.send({"type": "seek", "messageId": ids[2], "inclusive": False})  # after b2
+    await consumer.wait_messages(10)
+    assert texts(consumer.messages[8:]) == sent[3:]
+    assert await consumer.nothing_for(0.4)
+    await consumer.close()
+
+
 async def test_seek_by_timestamp(cluster: MessagingCluster) -> None:
     topic = "seek-time"
     early = await publish_each(cluster.ws(0), topic, [f"early{i}" for i in range(5)])
