@@ -6,6 +6,7 @@ import { install as installTheme } from "./themes.js";
 import { createForm, listView } from "./lists.js";
 import { overviewPage } from "./overview.js";
 import { peekPanel, producePanel } from "./messages.js";
+import { policiesCard } from "./policies.js";
 import { tailPanel } from "./tail.js";
 import { topicPage } from "./topic.js";
 
@@ -15,6 +16,7 @@ Alpine.store("topic", { subNames: [], partitions: 0 });
 Alpine.data("overviewPage", overviewPage);
 Alpine.data("listView", listView);
 Alpine.data("createForm", createForm);
+Alpine.data("policiesCard", policiesCard);
 Alpine.data("topicPage", topicPage);
 Alpine.data("producePanel", producePanel);
 Alpine.data("peekPanel", peekPanel);
