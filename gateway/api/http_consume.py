@@ -25,11 +25,19 @@ from gateway.broker.consumers import Delivery
 from gateway.broker.dispatch.base import HashRange
 from gateway.broker.subscription import Subscription
 from gateway.broker.topic import Topic
-from gateway.protocol.params import ConsumerParams
+from gateway.protocol.params import ConsumerParams, parse_consumer_params
 
 FETCH_MAX = 1000
 IDLE_MS = 60_000
 CONSUMERS_MAX = 1000
+
+
+def pull_params(query: dict[str, str]) -> ConsumerParams:
+    """An HTTP consumer's settings from its query (fetch and stream alike): pull mode,
+    Shared unless ``subscriptionType`` says otherwise."""
+    return parse_consumer_params(
+        {**query, "pullMode": "true", "subscriptionType": query.get("subscriptionType", "Shared")}
+    )
 
 
 @dataclass(eq=False)

@@ -26,7 +26,7 @@ from gateway.api import forwarding
 from gateway.api import route_docs as docs
 from gateway.api.convert import delivery_frames, entry_message, position_of
 from gateway.api.errors import error_response, reason_response
-from gateway.api.http_consume import HttpConsumers
+from gateway.api.http_consume import HttpConsumers, pull_params
 from gateway.api.http_io import ACK_BODY_MAX, read_body, rest_message
 from gateway.api.metrics import publish_latency
 from gateway.api.route_docs import (
@@ -389,9 +389,7 @@ def make_router(get_gateway: Any) -> APIRouter:
         try:
             name = TopicName.of(domain, tenant, namespace, topic)
             check_subscription(subscription)
-            params = parse_consumer_params(
-                {**query, "pullMode": "true", "subscriptionType": query.get("subscriptionType", "Shared")}
-            )
+            params = pull_params(query)
             where = await local_topic(name, query)
             if isinstance(where, str):
                 return await _forward(f"{where}{request.url.path}", request, b"")

@@ -36,7 +36,7 @@ from starlette.responses import RedirectResponse, Response, StreamingResponse
 
 from gateway.api.convert import delivery_frames
 from gateway.api.errors import error_response
-from gateway.api.http_consume import HttpConsumer, HttpConsumers
+from gateway.api.http_consume import HttpConsumer, HttpConsumers, pull_params
 from gateway.api.route_docs import (
     STREAM,
     Authoritative,
@@ -52,7 +52,6 @@ from gateway.api.route_docs import (
 from gateway.broker.topic import Topic
 from gateway.errors import GatewayError
 from gateway.names import InvalidName, TopicName, check_subscription
-from gateway.protocol.params import parse_consumer_params
 
 STREAM_FETCH = 100  # credit granted at a time
 KEEPALIVE_MS = 15_000
@@ -132,9 +131,7 @@ def add_stream_route(
         try:
             name = TopicName.of(domain, tenant, namespace, topic)
             check_subscription(subscription)
-            params = parse_consumer_params(
-                {**query, "pullMode": "true", "subscriptionType": query.get("subscriptionType", "Shared")}
-            )
+            params = pull_params(query)
             where = await local_topic(name, query)
             if isinstance(where, str):
                 return RedirectResponse(f"{where}{request.url.path}?{request.url.query}", status_code=307)
