@@ -40,7 +40,7 @@ READ_WINDOW = 256  # single-entry reads in flight during a range read
 READ_TIMEOUT_MS = 10_000  # a read that no replica answers fails after this
 RANGE_TIMEOUT_MS = 3_000  # a range read not answered by then goes to the next replica
 LAC_POLL_MARGIN_MS = 2_000  # extra wait for a long-poll reply beyond its timeout
-FIRST_BOUNDED_WINDOW = 4  # single reads of a byte-bounded range before any entry size is known
+FIRST_BOUNDED_WINDOW = 8  # single reads of a byte-bounded range before any entry size is known
 
 
 def _payload_bytes(entries: list[wire.Entry]) -> int:
