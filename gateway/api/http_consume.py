@@ -20,7 +20,7 @@ import contextlib
 from collections import deque
 from dataclasses import dataclass, field
 
-from gateway.broker.broker_errors import TooManyRequests
+from gateway.broker.broker_errors import ConsumerBusy, TooManyRequests
 from gateway.broker.consumers import Delivery
 from gateway.broker.dispatch.base import HashRange
 from gateway.broker.subscription import Subscription
@@ -50,6 +50,7 @@ class HttpConsumer:
     last_used_ms: int = 0
     closed: bool = False
     granted: int = 0  # credit given and not yet used
+    streaming: bool = False  # an event stream's own (sse_consume.py)
 
     # ConsumerSink
     def deliver(self, deliveries: list[Delivery]) -> None:
@@ -98,10 +99,18 @@ class HttpConsumers:
             return None
         return consumer
 
-    async def attach(self, key: tuple[str, str, str], topic: Topic, params: ConsumerParams) -> HttpConsumer:
+    async def attach(
+        self, key: tuple[str, str, str], topic: Topic, params: ConsumerParams, *, stream: bool = False
+    ) -> HttpConsumer:
         """The HTTP consumer ``key`` (topic, subscription, consumer name) names,
-        subscribed now (pull mode) if this gateway holds none."""
+        subscribed now (pull mode) if this gateway holds none. An event stream has
+        its consumer to itself: 409 if the name is in use by a stream, or by
+        anything when ``stream``."""
         consumer = self.get(key)
+        if consumer is not None and (stream or consumer.streaming):
+            raise ConsumerBusy(
+                f"HTTP consumer {key[2]!r} of subscription {key[1]} is in use by another client"
+            )
         if consumer is None:
             consumer = HttpConsumer(topic)
             sub, consumer_id = await topic.subscribe(
@@ -113,6 +122,7 @@ class HttpConsumers:
                 dead_letter_topic=params.dead_letter_topic,
             )
             consumer.sub, consumer.consumer_id = sub, consumer_id
+            consumer.streaming = stream
             self.add(key, consumer)
         return consumer
 

@@ -6,7 +6,8 @@ consumer of ``http_consume`` (pull mode, the same consumer table, so
 (pulsar-api.md §7 row 12: users asked for HTTP consume with SSE; a browser's
 ``EventSource`` and ``curl -N`` read it as it is):
 - the first event (``event: consumer``) names the consumer to ack as (given by
-  ``consumerName`` or generated, ``sse-<hex>``); then each message is one
+  ``consumerName`` or generated, ``sse-<hex>``; a stream has its consumer to
+  itself: a name in use on this gateway is 409); then each message is one
   ``event: message`` whose ``id:`` is its message id and whose ``data:`` is
   the JSON object a WebSocket consumer receives for it;
 - credit is granted ``STREAM_FETCH`` messages at a time, once the previous ones
@@ -136,7 +137,7 @@ def add_stream_route(
             if isinstance(where, str):
                 return RedirectResponse(f"{where}{request.url.path}?{request.url.query}", status_code=307)
             key = (str(name), subscription, params.consumer_name or f"sse-{secrets.token_hex(6)}")
-            consumer = await consumers.attach(key, where, params)
+            consumer = await consumers.attach(key, where, params, stream=True)
         except (GatewayError, InvalidName) as exc:
             return error_response(exc)
         return StreamingResponse(

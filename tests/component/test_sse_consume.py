@@ -110,6 +110,24 @@ async def test_stream_acks_and_redelivery_across_gateways(cluster: MessagingClus
         assert sorted(got) == sorted(sent[3:])  # the 3 unacked again + the 4 never sent; no acked one
 
 
+async def test_a_stream_has_its_consumer_to_itself(cluster: MessagingCluster) -> None:
+    topic = "sse-busy"
+    async with httpx.AsyncClient(timeout=20, follow_redirects=True) as http:
+        url = f"{cluster.urls[0]}{BASE}/{topic}/sub"
+        async with http.stream("GET", f"{url}/stream", params={"consumerName": "one"}) as first:
+            lines = first.aiter_lines()  # kept open: closing it would end the stream
+            assert await anext(lines) == "event: consumer"
+            second = await http.get(f"{url}/stream", params={"consumerName": "one", "durationMs": "1"})
+            assert second.status_code == 409 and "in use" in second.json()["reason"], second.text
+            fetch = await http.get(url, params={"consumerName": "one", "waitMs": "0"})
+            assert fetch.status_code == 409, fetch.text
+            other = await http.get(f"{url}/stream", params={"consumerName": "two", "durationMs": "1"})
+            assert other.status_code == 200
+        # the first stream is gone: its name is free again
+        again = await http.get(f"{url}/stream", params={"consumerName": "one", "durationMs": "1"})
+        assert again.status_code == 200
+
+
 async def test_max_messages_and_duration_end_a_stream(cluster: MessagingCluster) -> None:
     topic = "sse-bounds"
     async with httpx.AsyncClient(timeout=20, follow_redirects=True) as http:
