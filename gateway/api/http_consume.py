@@ -135,9 +135,11 @@ class HttpConsumers:
 
     def _drop(self, key: tuple[str, str, str]) -> None:
         consumer = self._consumers.pop(key, None)
-        if consumer is not None and consumer.sub is not None:
+        if consumer is None:
+            return
+        if consumer.sub is not None:
             consumer.sub.remove_consumer(consumer.consumer_id)
-            consumer.close("removed", "")  # a fetch waiting on it returns now
+        consumer.close("removed", "")  # a fetch or stream waiting on it returns now
 
     async def _reap(self) -> None:
         while True:
@@ -150,10 +152,14 @@ class HttpConsumers:
     def now_ms(self) -> int:
         return int(asyncio.get_running_loop().time() * 1000)
 
-    def remove(self, key: tuple[str, str, str]) -> bool:
-        present = key in self._consumers
+    def remove(self, key: tuple[str, str, str], consumer: HttpConsumer | None = None) -> bool:
+        """Drop ``key``'s consumer (only if it is ``consumer``, when given: a stream that
+        ends after its consumer was dropped must not remove a newer one of that name)."""
+        present = self._consumers.get(key)
+        if present is None or (consumer is not None and present is not consumer):
+            return False
         self._drop(key)
-        return present
+        return True
 
     def end_all(self) -> None:
         """Drop every HTTP consumer now (the server is stopping): a waiting fetch

@@ -103,7 +103,7 @@ async def events(
             elif not consumer.closed:
                 yield b": keep-alive\n\n"
     finally:
-        consumers.remove(key)
+        consumers.remove(key, consumer)  # this stream's, not a newer one of that name
 
 
 def add_stream_route(
