@@ -42,6 +42,7 @@ from gateway.broker.consumers import (
 )
 from gateway.broker.cursor_core import Cursor
 from gateway.broker.cursor_store import StoredCursor
+from gateway.broker.deferred import DeferredEffects
 from gateway.broker.dispatch import (
     ActiveChanged,
     ConsumerId,
@@ -102,6 +103,8 @@ class Subscription:
         self._entry_messages = 1  # messages per entry in the last read: turns a budget into entries
         self._task: asyncio.Task[None] | None = None
         self._persist_task: asyncio.Task[None] | None = None
+        self._deferred = DeferredEffects(self._apply_later)  # deliveries waiting for their entries
+        self._just_read: list[tuple[Position, bytes]] = []  # the entries being dispatched now
         self.stored = StoredCursor(topic.store, self.key, revision, cursor.revision if revision else -1)
         self._persist_interval_ms = persist_interval_ms
         self.closed = False
@@ -316,12 +319,29 @@ class Subscription:
                     record.sink.ranges_changed(effect.ranges)
             else:
                 later.append(effect)
-        deliveries, missing = resolve_deliveries(delivers, self.topic.decoded.messages_at)
+        if self._deferred.busy:  # earlier deliveries wait for their entries: none may overtake them
+            self._deferred.add([*delivers, *later])
+            return
+        deliveries, missing = resolve_deliveries(delivers, self._messages_at)
+        if missing:  # these wait, in order, with the ones whose entry must be read back
+            self._deferred.add([*delivers, *later])
+            return
         self._send(deliveries)
-        later += missing
-        if later:
+        if later:  # dead letters
             asyncio.get_running_loop().create_task(self._apply_later(later))
         self.wake()
+
+    def _messages_at(self, position: MessagePosition) -> list[EntryMessage] | None:
+        """The messages of ``position``'s entry without I/O: decoded, in the log's
+        cache, or one of the entries being dispatched now (the cache budget may have
+        dropped it since it was read)."""
+        found = self.topic.decoded.messages_at(position)
+        if found is None:
+            entry = position.entry
+            payload = next((p for at, p in self._just_read if at == entry), None)
+            if payload is not None:
+                found = self.topic.decoded.messages(entry, payload)
+        return found
 
     def _send(self, deliveries: dict[ConsumerId, list[Delivery]]) -> None:
         now = self._now()
@@ -401,7 +421,11 @@ class Subscription:
         messages, last, self._entry_messages = read_messages(entries, decoded, self.cursor, keyed, budget)
         self._read_position = Position(last.ledger_id, last.entry_id + 1)
         if messages:
-            self._apply_now(dispatcher.on_messages(messages, self._now()))
+            self._just_read = entries
+            try:
+                self._apply_now(dispatcher.on_messages(messages, self._now()))
+            finally:
+                self._just_read = []
 
     async def _sleep(self, deadline: int | None) -> None:
         """Wait for ``wake`` (wakes while the loop runs are not kept: it looks again
@@ -458,6 +482,7 @@ class Subscription:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await task
+        await self._deferred.close()
         if persist:
             with contextlib.suppress(Exception):
                 await self.persist()

@@ -273,3 +273,28 @@ async def test_recounts_after_a_takeover_are_bounded_and_paced(
     while any(t.log.recounting for t in topics):  # the last ones record their totals
         assert asyncio.get_running_loop().time() < deadline
         await asyncio.sleep(0.01)
+
+
+async def test_redeliveries_whose_entries_must_be_read_back_are_not_overtaken(services: Factory) -> None:
+    """A consumer leaves with 10 messages unacked whose entries are no longer cached:
+    their redelivery to the other consumer waits for the entries to be read back from
+    the storage nodes, and neither a part of them that is still at hand nor a message
+    published meanwhile goes ahead of them."""
+    service = await services()
+    topic = await service.topic(TOPIC)
+    first, second = Sink(), Sink()
+    sub, leaving = await topic.subscribe(
+        "s", "Shared", ConsumerInfo("a", receiver_queue_size=100), first, initial="Earliest"
+    )
+    for i in range(10):  # one entry each
+        await topic.publish(message(i))
+    await first.wait_for(10)
+    await topic.subscribe("s", "Shared", ConsumerInfo("b", receiver_queue_size=100), second)
+    evicted = topic.decoded.shrink(1 << 40) + topic.log.cache.shrink(1 << 40)  # as the cache budget would
+    assert evicted > 0
+    sub.remove_consumer(leaving)  # its 10 unacked messages go to the other consumer
+    late = topic.publish(message(10))  # published while they are read back
+    await late
+    got = await second.wait_for(11)
+    assert [d.message.payload for d in got] == [f"m{i}".encode() for i in range(11)]
+    assert [d.redelivery_count for d in got] == [1] * 10 + [0]
