@@ -25,6 +25,8 @@ import uvicorn
 from coordination.etcd_store import connect
 from gateway.api.app import create_app
 from gateway.api.gateway import Gateway, GatewayConfig
+from gateway.broker.cache_budget import CACHE_BUDGET_BYTES, CacheBudget
+from gateway.broker.log_state import LogConfig
 from storage.runtime import tune_gc
 
 EXIT_LEASE_LOST = 75  # EX_TEMPFAIL: restart me
@@ -40,6 +42,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--id", default=None, help="gateway id (default host:port)")
     parser.add_argument("--lease-ttl", type=int, default=10)
     parser.add_argument("--load-manager-interval", type=float, default=5.0)
+    parser.add_argument(
+        "--cache-mb",
+        type=int,
+        default=CACHE_BUDGET_BYTES >> 20,
+        help="bound on all cached entries of this gateway, MiB (Pulsar's managedLedgerCacheSizeMB)",
+    )
     parser.add_argument("--log-level", default="warning")
     return parser.parse_args(argv)
 
@@ -68,6 +76,7 @@ async def serve(args: argparse.Namespace) -> int:
         http_url=http_url,
         lease_ttl_s=args.lease_ttl,
         load_manager_interval_s=args.load_manager_interval,
+        log=LogConfig(cache_budget=CacheBudget(max(1, args.cache_mb) << 20)),
     )
     gateway = Gateway(store, config)
     app = create_app(gateway)

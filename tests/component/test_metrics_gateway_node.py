@@ -21,7 +21,7 @@ import pytest
 from clusters import MessagingCluster
 from failover_clients import owner_of
 from prometheus_client.parser import text_string_to_metric_families
-from wsclient import TOPIC_PATH, Consumer, Producer, b64
+from wsclient import TOPIC_PATH, Collector, Consumer, Producer, b64, reader_url, unb64
 
 from storage.client.api import LedgerClient
 
@@ -135,3 +135,31 @@ async def test_gateway_and_storage_node_metrics(
         assert sum(value(s, "folio_node_reads_total") for s in nodes) >= 1
         # the writer's LAC lags its last entry, so recovery writes the tail back with recovery adds
         assert sum(value(s, "folio_node_recovery_adds_total") for s in nodes) >= 1
+
+
+async def test_a_gateways_cached_entries_stay_within_its_cache_budget(
+    messaging_cluster: Callable[..., Awaitable[MessagingCluster]],
+) -> None:
+    """A gateway started with ``--cache-mb 1`` takes 2.4 MB of entries on 4 topics and
+    reads them back: its caches hold at most 1 MiB (the rest was reclaimed, oldest
+    first), and every message still reads back intact (from the storage nodes)."""
+    cluster = await messaging_cluster(gateways=0)
+    await cluster.add_gateway("--cache-mb", "1")
+    base = cluster.urls[0]
+    topics = [f"budget{i}" for i in range(4)]
+    payload = {t: [bytes([65 + i]) * 100_000 for i in range(6)] for t in topics}  # one entry each
+    async with httpx.AsyncClient(timeout=30.0) as http:
+        for topic in topics:
+            for data in payload[topic]:
+                response = await http.post(f"{base}/topics/{TOPIC_PATH}/{topic}", content=data)
+                assert response.status_code == 200, response.text
+        for topic in topics:
+            reader = await Collector.connect(reader_url(cluster.ws(0), topic, "messageId=earliest"))
+            await reader.wait_messages(6)
+            assert [unb64(m["payload"]) for m in reader.messages] == payload[topic]
+            await reader.close()
+        samples = await scrape(http, f"{base}/metrics")
+    budget = value(samples, "folio_gateway_cache_budget_bytes")
+    assert budget == 1024 * 1024
+    assert 0 < value(samples, "folio_gateway_cache_bytes") <= budget
+    assert value(samples, "folio_gateway_cache_reclaimed_bytes_total") >= 2_400_000 - budget
