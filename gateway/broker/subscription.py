@@ -29,7 +29,6 @@ from typing import TYPE_CHECKING
 import orjson
 
 from coordination import keys
-from gateway.broker import letters
 from gateway.broker.broker_errors import ConsumerBusy, NotAllowed, SubscriptionTypeMismatch
 from gateway.broker.consumers import (
     SUBSCRIPTION_TYPES,
@@ -42,12 +41,11 @@ from gateway.broker.consumers import (
 )
 from gateway.broker.cursor_core import Cursor
 from gateway.broker.cursor_store import StoredCursor
-from gateway.broker.deferred import DeferredEffects
+from gateway.broker.deferred import DeferredEffects, apply_later
 from gateway.broker.dispatch import (
     ActiveChanged,
     ConsumerId,
     ConsumerInfo,
-    DeadLetter,
     Deliver,
     Dispatcher,
     DispatcherConfig,
@@ -326,10 +324,14 @@ class Subscription:
         if missing:  # these wait, in order, with the ones whose entry must be read back
             self._deferred.add([*delivers, *later])
             return
-        self._send(deliveries)
+        self.send(deliveries)
         if later:  # dead letters
             asyncio.get_running_loop().create_task(self._apply_later(later))
         self.wake()
+
+    async def _apply_later(self, effects: list[Effect]) -> None:
+        """Effects that need I/O first (entries read back, dead letters), in order."""
+        await apply_later(self, effects)
 
     def _messages_at(self, position: MessagePosition) -> list[EntryMessage] | None:
         """The messages of ``position``'s entry without I/O: decoded, in the log's
@@ -343,7 +345,8 @@ class Subscription:
                 found = self.topic.decoded.messages(entry, payload)
         return found
 
-    def _send(self, deliveries: dict[ConsumerId, list[Delivery]]) -> None:
+    def send(self, deliveries: dict[ConsumerId, list[Delivery]]) -> None:
+        """Hand ``deliveries`` to their consumers' sinks (counted in the stats)."""
         now = self._now()
         for consumer_id, items in deliveries.items():
             record = self.consumers.get(consumer_id)
@@ -359,20 +362,6 @@ class Subscription:
             self.msg_redelivered += redelivered
             self.last_consumed_ms = now
             record.sink.deliver(items)
-
-    async def _apply_later(self, effects: list[Effect]) -> None:
-        delivers: list[Deliver] = []
-        loaded: dict[Position, list[EntryMessage] | None] = {}
-        for effect in effects:
-            if isinstance(effect, Deliver):
-                entry = effect.message.position.entry
-                if entry not in loaded:
-                    loaded[entry] = await self.topic.decoded.load_messages(entry)
-                delivers.append(effect)  # one whose entry is gone (trimmed) is dropped
-            elif isinstance(effect, DeadLetter):
-                await letters.dead_letter_effect(self, effect)
-        deliveries, _ = resolve_deliveries(delivers, lambda position: loaded[position.entry])
-        self._send(deliveries)
 
     # ------------------------------------------------------------ read loop
 
