@@ -21,7 +21,17 @@ import pytest
 from clusters import MessagingCluster
 from failover_clients import owner_of
 from prometheus_client.parser import text_string_to_metric_families
-from wsclient import TOPIC_PATH, Collector, Consumer, Producer, b64, reader_url, unb64
+from wsclient import (
+    TOPIC_PATH,
+    Collector,
+    Consumer,
+    Producer,
+    b64,
+    consumer_url,
+    publish_pipelined,
+    reader_url,
+    unb64,
+)
 
 from storage.client.api import LedgerClient
 
@@ -163,3 +173,40 @@ async def test_a_gateways_cached_entries_stay_within_its_cache_budget(
     assert budget == 1024 * 1024
     assert 0 < value(samples, "folio_gateway_cache_bytes") <= budget
     assert value(samples, "folio_gateway_cache_reclaimed_bytes_total") >= 2_400_000 - budget
+
+
+async def test_order_holds_while_the_cache_budget_drops_entries(
+    messaging_cluster: Callable[..., Awaitable[MessagingCluster]],
+) -> None:
+    """Under a 1 MiB budget, 300 messages of 20 KB published while an Exclusive
+    consumer (receiver queue 50) acks as it goes, and a Shared consumer that leaves
+    half way with messages unacked: every message arrives, the Exclusive one in
+    publish order and the Shared survivor with nothing of the leaver's overtaken.
+    (A stress check: it passes on the code before the ordering fix too; the
+    reader test above and test_topic_inprocess reproduce that bug.)"""
+    cluster = await messaging_cluster(gateways=0)
+    await cluster.add_gateway("--cache-mb", "1")
+    ws = cluster.ws(0)
+    topic = "budget-order"
+    sent = [f"{i:05d}".encode() * 4000 for i in range(300)]
+    exclusive = await Consumer.connect(ws, topic, "ex", "subscriptionType=Exclusive&receiverQueueSize=50")
+    leaver = await Collector.connect(
+        consumer_url(ws, topic, "sh", "subscriptionType=Shared&receiverQueueSize=40")
+    )
+    survivor = await Collector.connect(
+        consumer_url(ws, topic, "sh", "subscriptionType=Shared&receiverQueueSize=400")
+    )
+    publishing = asyncio.create_task(publish_pipelined(ws, topic, [{"payload": p} for p in sent], window=20))
+    got = [unb64(m["payload"]) for m in await exclusive.receive_n(150, timeout=60)]
+    await leaver.close()  # leaves with up to 40 unacked, their entries likely dropped by now
+    got += [unb64(m["payload"]) for m in await exclusive.receive_n(150, timeout=60)]
+    assert all(r["result"] == "ok" for r in await publishing)
+    assert got == sent  # Exclusive: every message, in publish order
+    assert leaver.messages  # it had some, never acked: they come back to the survivor
+    await survivor.wait_messages(300, timeout=60)
+    texts = [unb64(m["payload"]) for m in survivor.messages]
+    assert sorted(texts) == sent  # each message once
+    redelivered = [t for m, t in zip(survivor.messages, texts, strict=True) if m.get("redeliveryCount")]
+    assert redelivered == sorted(redelivered)  # the leaver's messages come back in their order
+    await exclusive.close()
+    await survivor.close()
