@@ -29,7 +29,8 @@ from gateway.broker.entry_format import EntryMessage
 from gateway.broker.log_policy import Retention
 from gateway.broker.log_state import LogConfig, Quorums
 from gateway.broker.service import BrokerService, NamespaceView
-from gateway.broker.topic import Topic, TopicPolicies
+from gateway.broker.topic import Topic
+from gateway.broker.topic_types import TopicPolicies
 from gateway.meta.namespaces import NamespaceStore
 from gateway.meta.policies import Policies
 from gateway.names import NamespaceName, TopicName

@@ -26,8 +26,9 @@ from gateway.broker.broker_errors import SubscriptionBusy, TopicUnavailable
 from gateway.broker.entry_format import EntryMessage
 from gateway.broker.log_state import LogConfig, TopicNotFound, decode_state, encode_state
 from gateway.broker.managed_log import ManagedLog
-from gateway.broker.topic import Topic, TopicPolicies
+from gateway.broker.topic import Topic
 from gateway.broker.topic_admin import connected_clients
+from gateway.broker.topic_types import TopicPolicies
 from gateway.names import NamespaceName, TopicName
 from storage.client.api import LedgerClient
 

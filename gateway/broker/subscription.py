@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import itertools
 import logging
 from collections.abc import Iterable
@@ -101,7 +102,9 @@ class Subscription:
         self._entry_messages = 1  # messages per entry in the last read: turns a budget into entries
         self._task: asyncio.Task[None] | None = None
         self._persist_task: asyncio.Task[None] | None = None
-        self._deferred = DeferredEffects(self._apply_later)  # deliveries waiting for their entries
+        self._deferred = DeferredEffects(
+            functools.partial(apply_later, self)
+        )  # deliveries waiting for their entries
         self._just_read: list[tuple[Position, bytes]] = []  # the entries being dispatched now
         self.stored = StoredCursor(topic.store, self.key, revision, cursor.revision if revision else -1)
         self._persist_interval_ms = persist_interval_ms
@@ -326,12 +329,8 @@ class Subscription:
             return
         self.send(deliveries)
         if later:  # dead letters
-            asyncio.get_running_loop().create_task(self._apply_later(later))
+            asyncio.get_running_loop().create_task(apply_later(self, later))
         self.wake()
-
-    async def _apply_later(self, effects: list[Effect]) -> None:
-        """Effects that need I/O first (entries read back, dead letters), in order."""
-        await apply_later(self, effects)
 
     def _messages_at(self, position: MessagePosition) -> list[EntryMessage] | None:
         """The messages of ``position``'s entry without I/O: decoded, in the log's

@@ -51,7 +51,6 @@ from gateway.broker.topic_publish import PublishPath
 from gateway.broker.topic_types import (
     ProducerRecord,
     TopicHost,
-    TopicPolicies,
 )
 from gateway.errors import GatewayError
 from gateway.names import TopicName
@@ -91,14 +90,6 @@ class Topic(PublishPath):
         self.producer_ids = 0
         self.terminating = False  # terminate() in progress: publishes refused already
         managed_log.on_fenced = self.on_lost_ownership
-
-    @property
-    def policies(self) -> TopicPolicies:
-        return self.host.namespace_policies(self._namespace)
-
-    @property
-    def partition(self) -> int:
-        return self.name.partition_index
 
     # ------------------------------------------------------------ loading
 

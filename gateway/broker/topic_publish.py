@@ -44,8 +44,8 @@ from gateway.errors import GatewayError
 if TYPE_CHECKING:
     from gateway.broker.managed_log import ManagedLog
     from gateway.broker.subscription import Subscription
-    from gateway.broker.topic_types import TopicPolicies
-    from gateway.names import TopicName
+    from gateway.broker.topic_types import TopicHost, TopicPolicies
+    from gateway.names import NamespaceName, TopicName
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +54,8 @@ class PublishPath:
     """The publish half of a ``Topic`` (its base class; the attributes below are the topic's)."""
 
     name: TopicName
+    host: TopicHost
+    _namespace: NamespaceName
     log: ManagedLog
     producers: dict[str, ProducerRecord]
     subscriptions: dict[str, Subscription]
@@ -72,11 +74,12 @@ class PublishPath:
 
     @property
     def policies(self) -> TopicPolicies:
-        raise NotImplementedError
+        """The namespace's policies as they are now (cached by the gateway)."""
+        return self.host.namespace_policies(self._namespace)
 
     @property
     def partition(self) -> int:
-        raise NotImplementedError
+        return self.name.partition_index
 
     def publish(self, message: EntryMessage) -> asyncio.Future[PublishResult]:
         """Queue one message; the future resolves once it is stored (or refused)."""

@@ -29,7 +29,8 @@ from gateway.broker.stats_history import StatsSample
 
 if TYPE_CHECKING:
     from gateway.broker.subscription import Subscription
-    from gateway.broker.topic import Topic, TopicPolicies
+    from gateway.broker.topic import Topic
+    from gateway.broker.topic_types import TopicPolicies
 
 DEDUP_SNAPSHOT_ENTRIES = 1000
 

@@ -23,7 +23,7 @@ from gateway.broker.entry_format import EntryMessage
 from gateway.broker.log_policy import Retention, RolloverPolicy
 from gateway.broker.log_state import LogConfig
 from gateway.broker.service import BrokerService, NamespaceView
-from gateway.broker.topic import TopicPolicies
+from gateway.broker.topic_types import TopicPolicies
 from gateway.names import NamespaceName, TopicName
 from storage.client.api import LedgerClient
 
