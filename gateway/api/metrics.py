@@ -98,7 +98,7 @@ class GatewayCollector(Collector):
         yield GaugeMetricFamily(
             "folio_gateway_cache_bytes",
             "bytes held by all entry caches (bounded by the cache budget)",
-            budget.used,
+            budget.held(),
         )
         yield GaugeMetricFamily("folio_gateway_cache_budget_bytes", "the cache budget", budget.bytes_max)
         yield CounterMetricFamily(

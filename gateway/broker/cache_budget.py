@@ -43,7 +43,12 @@ class CacheBudget:
 
     @property
     def used(self) -> int:
+        """The running count the bound is checked against (never below what is held)."""
         return self._used
+
+    def held(self) -> int:
+        """Bytes held right now by the caches still alive (for metrics)."""
+        return sum(cache.size_bytes for cache in list(self._caches))
 
     def join(self, cache: BudgetedCache) -> None:
         self._caches.add(cache)
