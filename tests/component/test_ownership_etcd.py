@@ -249,7 +249,9 @@ async def test_load_manager_spreads_bundles_to_a_new_gateway(make_gw: MakeGw) ->
     await eventually(lambda: sorted(len(g.owner.owned_bundles()) for g in (a, b, c)) == [2, 3, 3])
     assert len(owners_of(a, b, c)) == 8
     moved = set(c.owner.owned_bundles())
-    assert len(moved) == 2
+    # c ends with 2 or 3: when a first spread to b ([4, 4]), c may take 2 from a and then
+    # 1 from b ([2, 3, 3]) - each move by count, none leaving c busier than its donor
+    assert len(moved) in (2, 3)
     # (a may also have handed bundles to b, if the first round ran before b registered)
     assert moved <= set(a.unloaded) | set(b.unloaded)
     assert moved <= {nb for nb, reason in a.lost + b.lost if reason is LossReason.UNLOADED}
