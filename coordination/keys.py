@@ -57,6 +57,7 @@ PARTITIONED = f"{ROOT}/partitioned/"  # <domain>/<tenant>/<ns>/<topic> -> {"part
 MANAGED_LOGS = f"{ROOT}/logs/"  # <domain>/<tenant>/<ns>/<topic> -> JSON managed-log state
 CURSORS = f"{ROOT}/cursors/"  # <domain>/<tenant>/<ns>/<topic>/<sub> -> JSON cursor state
 DEDUP = f"{ROOT}/dedup/"  # <domain>/<tenant>/<ns>/<topic> -> JSON dedup snapshot
+WEBHOOKS = f"{ROOT}/webhooks/"  # <domain>/<tenant>/<ns>/<topic>/<sub> -> JSON webhook settings
 BUNDLES = f"{ROOT}/bundles/"  # <tenant>/<ns>/<0xlo_0xhi> -> owner gateway id, under its lease
 LOAD_MANAGER = "load-manager"  # election name of the gateways' load manager
 
@@ -83,6 +84,14 @@ def cursors_of(topic_path: str) -> str:
 
 def cursor(topic_path: str, subscription: str) -> str:
     return f"{CURSORS}{topic_path}/{subscription}"
+
+
+def webhooks_of(topic_path: str) -> str:
+    return f"{WEBHOOKS}{topic_path}/"
+
+
+def webhook(topic_path: str, subscription: str) -> str:
+    return f"{WEBHOOKS}{topic_path}/{subscription}"
 
 
 def dedup(topic_path: str) -> str:

@@ -25,6 +25,7 @@ import uvicorn
 from coordination.etcd_store import connect
 from gateway.api.app import create_app
 from gateway.api.gateway import Gateway, GatewayConfig
+from gateway.api.webhooks import WEBHOOKS_MAX
 from gateway.broker.cache_budget import CACHE_BUDGET_BYTES, CacheBudget
 from gateway.broker.log_state import LogConfig
 from storage.runtime import tune_gc
@@ -47,6 +48,14 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         type=int,
         default=CACHE_BUDGET_BYTES >> 20,
         help="bound on all cached entries of this gateway, MiB (Pulsar's managedLedgerCacheSizeMB)",
+    )
+    parser.add_argument(
+        "--webhook-hosts",
+        default="",
+        help="comma-separated hosts (or host:port) webhooks may POST to (default: any)",
+    )
+    parser.add_argument(
+        "--webhooks-max", type=int, default=WEBHOOKS_MAX, help="webhooks in the cluster (refused beyond)"
     )
     parser.add_argument("--log-level", default="warning")
     return parser.parse_args(argv)
@@ -77,6 +86,8 @@ async def serve(args: argparse.Namespace) -> int:
         lease_ttl_s=args.lease_ttl,
         load_manager_interval_s=args.load_manager_interval,
         log=LogConfig(cache_budget=CacheBudget(max(1, args.cache_mb) << 20)),
+        webhook_hosts=tuple(h.strip().lower() for h in args.webhook_hosts.split(",") if h.strip()),
+        webhooks_max=max(1, args.webhooks_max),
     )
     gateway = Gateway(store, config)
     app = create_app(gateway)

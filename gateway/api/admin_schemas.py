@@ -35,6 +35,14 @@ from gateway.broker.message_id import INT32_MAX, INT64_MAX
 from gateway.meta.persistence import ENSEMBLE_MAX, MARK_DELETE_RATE_MAX
 from gateway.meta.policies import AUTH_ACTIONS, BUNDLES_MAX, ROLES_MAX
 from gateway.names import PARTITIONS_MAX
+from gateway.protocol.webhook_config import BOUNDS as WEBHOOK_BOUNDS
+from gateway.protocol.webhook_config import (
+    HEADER_NAME_PATTERN,
+    HEADER_VALUE_PATTERN,
+    HEADERS_MAX,
+    URL_MAX,
+    URL_PATTERN,
+)
 
 JSON = "application/json"
 INT32_MIN = -(2**31)
@@ -265,6 +273,46 @@ class ResetCursorData(BaseModel):
     properties: Any = Field(None, description="accepted and ignored")
 
 
+def _bounded(name: str, description: str) -> Any:
+    default, low, high = WEBHOOK_BOUNDS[name]
+    return Field(default, ge=low, le=high, description=description)
+
+
+class WebhookSettings(BaseModel):
+    """A push subscription (Folio extension): the gateway that owns the topic POSTs its
+    messages to ``url``; a 2xx answer acknowledges them, anything else is retried."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    url: str = Field(
+        ...,
+        max_length=URL_MAX,
+        pattern=URL_PATTERN,
+        description="absolute http:// or https:// URL (host name or IPv4 address), printable ASCII",
+    )
+    subscriptionType: Literal["Exclusive", "Shared", "Failover", "Key_Shared"] = "Shared"
+    initialPosition: Literal["Latest", "Earliest"] = Field(
+        "Latest", description="where a subscription created by this call starts"
+    )
+    maxMessages: int = _bounded("maxMessages", "messages per POST (at most 4 MiB of payloads)")
+    maxInFlight: int = _bounded("maxInFlight", "POSTs at once (1 keeps the order)")
+    timeoutMs: int = _bounded("timeoutMs", "a POST not answered by then failed")
+    minBackoffMs: int = _bounded("minBackoffMs", "wait after a failure, doubling...")
+    maxBackoffMs: int = _bounded("maxBackoffMs", "... capped at this (even below minBackoffMs)")
+    maxAttempts: int = _bounded(
+        "maxAttempts", "failed attempts before the messages go to <topic>-<subscription>-DLQ (0: never)"
+    )
+    headers: dict[str, str] = Field(
+        default_factory=dict,
+        max_length=HEADERS_MAX,
+        description="sent with every POST (values are never shown back)",
+        json_schema_extra={
+            "propertyNames": {"pattern": HEADER_NAME_PATTERN},
+            "additionalProperties": {"type": "string", "pattern": HEADER_VALUE_PATTERN},
+        },
+    )
+
+
 CURSOR_TARGET: dict[str, Any] = {
     "anyOf": [
         _ref(ResetCursorData),
@@ -280,6 +328,7 @@ ADMIN_REQUEST_MODELS: tuple[type[BaseModel], ...] = (
     AutoTopicCreationOverride,
     PersistencePolicies,
     ResetCursorData,
+    WebhookSettings,
 )
 
 # ------------------------------------------------------------------ scalar bodies

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 from fastapi import APIRouter, Query, Request
 from starlette.responses import Response
 
-from gateway.api import admin_messages, admin_subscriptions, errors
+from gateway.api import admin_messages, admin_subscriptions, admin_webhooks, errors
 from gateway.api import admin_schemas as schemas
 from gateway.api.admin_bodies import message_id_json
 from gateway.api.admin_common import (
@@ -169,6 +169,7 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
     router = APIRouter(tags=TAGS, route_class=AdminRoute)
     router.include_router(make_metadata_router(lambda: get_gateway().namespaces))
     router.include_router(admin_subscriptions.make_router(get_gateway))
+    router.include_router(admin_webhooks.make_router(get_gateway))
     router.include_router(admin_messages.make_router(get_gateway))
 
     async def on_topic(request: Request, tenant: str, namespace: str, topic: str, serve: Any) -> Response:

@@ -25,6 +25,7 @@ import httpx
 from coordination.clock import SystemClock, WallClock
 from coordination.session import LeaseSession
 from coordination.store import MetadataStore
+from gateway.api.webhooks import WEBHOOKS_MAX, Webhooks
 from gateway.broker.entry_format import EntryMessage
 from gateway.broker.log_policy import Retention
 from gateway.broker.log_state import LogConfig, Quorums
@@ -59,6 +60,8 @@ class GatewayConfig:
     pending_bytes_per_session: int = 16 * 1024 * 1024
     log: LogConfig = field(default_factory=LogConfig)
     load_manager_interval_s: float = 5.0
+    webhook_hosts: tuple[str, ...] = ()  # hosts (or host:port) webhooks may POST to; empty: any
+    webhooks_max: int = WEBHOOKS_MAX
 
 
 def topic_policies(policies: Policies) -> TopicPolicies:
@@ -133,6 +136,7 @@ class Gateway:
         # idle connections expire before the peer's keep-alive (uvicorn: 5 s) can close
         # them under a request being sent on them
         self.http = httpx.AsyncClient(timeout=30.0, limits=httpx.Limits(keepalive_expiry=FORWARD_KEEPALIVE_S))
+        self.webhooks = Webhooks(self, allowed_hosts=config.webhook_hosts, webhooks_max=config.webhooks_max)
         self.sessions = 0
         self.closing = False
         self._partitions: dict[str, tuple[int, float]] = {}  # topic path -> (count, valid until)
@@ -152,11 +156,13 @@ class Gateway:
         self.ownership.on_unload_requested(self._unload_bundle)
         await self.load_manager.start()
         self.service.start()
+        self.webhooks.start()
 
     async def close(self) -> None:
         self.closing = True
         with contextlib.suppress(Exception):
             await self.load_manager.close()
+        await self.webhooks.close()  # before the topics: their pushers leave first
         await self.service.close()  # ledgers closed, cursors persisted
         with contextlib.suppress(Exception):
             await self.ownership.close(release=True)
@@ -244,6 +250,13 @@ class Gateway:
 
     async def _unload_bundle(self, bundle: NamespaceBundle) -> None:
         await self.service.unload_where(bundle.contains)
+
+    async def claim(self, topic: TopicName) -> bool:
+        """Whether this gateway serves ``topic``, acquiring its bundle as a lookup would
+        when nobody holds it (webhooks: their topics are served without a client)."""
+        if self.ownership.is_owner(topic):
+            return True
+        return (await self.route(topic)).is_self
 
     async def partitions(self, name: TopicName) -> int:
         """Partition count of ``name`` (0: not partitioned, or a partition itself), from a

@@ -229,6 +229,8 @@ class Topic(PublishPath):
             raise SubscriptionNotFound(f"subscription {name} does not exist on {self.name}")
         if sub.consumers and not force:
             raise ConsumerBusy(f"subscription {name} has {len(sub.consumers)} connected consumers")
+        if sub.durable:  # its webhook first: no gateway starts pushing it again
+            await self.host.store.delete(keys.webhook(self.name.path, name))
         del self.subscriptions[name]
         for record in list(sub.consumers.values()):
             record.sink.close("subscription_deleted", f"subscription {name} was deleted")

@@ -187,10 +187,11 @@ class TopicMetadata(ABC):
         ]
 
     async def delete_topic_metadata(self, topic: TopicName) -> bool:
-        """Delete the topic's managed-log key, its cursors and its dedup snapshot.
+        """Delete the topic's managed-log key, its cursors, webhooks and dedup snapshot.
         Call only after its ledgers are dealt with. True if the managed log existed."""
         existed = await self._store.delete(keys.managed_log(topic.path))
         await self._store.delete_prefix(keys.cursors_of(topic.path))
+        await self._store.delete_prefix(keys.webhooks_of(topic.path))
         await self._store.delete(keys.dedup(topic.path))
         return existed
 

@@ -48,6 +48,7 @@ from gateway.meta.policies import (
     parse_limit,
     parse_ttl_seconds,
 )
+from gateway.protocol.webhook_config import parse_webhook
 
 pytestmark = pytest.mark.unit
 
@@ -83,6 +84,7 @@ PARSERS: dict[tuple[str, str], Callable[[Any], Any]] = {
     ("PUT", SUB): _optional_target,
     ("POST", f"{SUB}/expireMessages"): _required_target,
     ("POST", f"{SUB}/resetcursor"): _required_target,
+    ("PUT", f"{SUB}/webhook"): parse_webhook,
 }
 
 
@@ -157,7 +159,7 @@ def outcome(parse: Callable[[Any], Any], raw: bytes, required: bool) -> str:
     except PreconditionFailed:
         return "precondition"
     except GatewayError as exc:
-        assert exc.code in ("invalid_argument", "invalid_policy"), exc.code
+        assert exc.code in ("invalid_argument", "invalid_policy", "bad_request"), exc.code
         return str(exc)
     return "accepted"
 

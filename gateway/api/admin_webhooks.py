@@ -1,0 +1,176 @@
+"""Admin REST of push subscriptions (webhooks), a Folio extension.
+
+Owns: the HTTP shape of ``…/{topic}/subscription/{sub}/webhook`` (PUT, GET,
+DELETE). Rules (ADR 0006, pulsar-api.md §7 row 12):
+- served by the topic's owner (forwarded once from any gateway); on a
+  partitioned topic every partition has its own (PUT/DELETE do all, GET lists
+  them by partition);
+- PUT validates the settings (400, ``webhook_config``), creates the
+  subscription if it does not exist (at ``initialPosition``), stores the
+  settings in etcd and starts pushing before it answers 204; at most
+  ``webhooks_max`` webhooks in the cluster (409 beyond);
+- GET shows the settings (header values masked) and, from the owner, how the
+  pushing goes; DELETE stops pushing (the subscription stays); 404 when the
+  subscription has no webhook.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import orjson
+from fastapi import APIRouter, Request
+from starlette.responses import Response
+
+from coordination import keys
+from gateway.api import errors
+from gateway.api.admin_common import (
+    PREFIX,
+    AdminRoute,
+    json_response,
+    no_content,
+    on_owner,
+    on_partitions,
+    read_json,
+    topic_name,
+)
+from gateway.api.admin_schemas import WebhookSettings, request_body
+from gateway.api.route_docs import Namespace, Tenant, TopicPart
+from gateway.api.route_docs import Subscription as SubscriptionName
+from gateway.broker import topic_admin
+from gateway.broker.positions import EARLIEST
+from gateway.broker.topic import Topic
+from gateway.meta.errors import Conflict, NotFound
+from gateway.names import TopicName, check_subscription
+from gateway.protocol.webhook_config import parse_webhook
+
+if TYPE_CHECKING:
+    from gateway.api.gateway import Gateway
+
+TAGS: list[str | Any] = ["admin-subscriptions"]
+W = f"{PREFIX}/{{topic}}/subscription/{{subscription}}/webhook"
+EXAMPLE = {"url": "http://127.0.0.1:9000/hook", "maxMessages": 100, "headers": {"Authorization": "Bearer …"}}
+
+
+async def _partition_views(gateway: Gateway, request: Request, name: TopicName, count: int) -> Response:
+    """GET on a partitioned topic: each partition's answer, by partition name."""
+
+    async def one(index: int) -> tuple[str, Any]:
+        part = name.partition(index)
+        owner = await gateway.route(part)
+        url = f"{owner.http_url}{request.url.path.replace(f'/{name.local}/', f'/{part.local}/', 1)}"
+        upstream = await gateway.http.get(url, params={"authoritative": "true"})
+        return str(part), upstream.json() if upstream.status_code == 200 else None
+
+    found = dict(await asyncio.gather(*(one(i) for i in range(count))))
+    if not any(found.values()):
+        raise NotFound(f"no partition of {name} has a webhook on this subscription")
+    return json_response({"partitions": found})
+
+
+def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
+    router = APIRouter(tags=TAGS, route_class=AdminRoute)
+
+    @router.put(
+        W,
+        status_code=204,
+        summary="Push the subscription's messages to a URL (creates the subscription if needed)",
+        responses=errors.responses(400, 404, 409, 412),
+        openapi_extra=request_body(WebhookSettings, "the webhook's settings", EXAMPLE),
+    )
+    async def set_webhook(
+        tenant: Tenant,
+        namespace: Namespace,
+        topic: TopicPart,
+        subscription: SubscriptionName,
+        request: Request,
+    ) -> Response:
+        gateway = get_gateway()
+        name = topic_name(tenant, namespace, topic)
+        check_subscription(subscription)
+        value = await read_json(request)
+        config = parse_webhook(value, gateway.webhooks.allowed_hosts)
+        count = 0 if name.is_partition else await gateway.partitions(name)
+        if count:
+            return await on_partitions(gateway, request, name, count, value)
+
+        async def serve(t: Topic) -> Response:
+            key = keys.webhook(t.name.path, subscription)
+            stored = await gateway.store.list_prefix(keys.WEBHOOKS)
+            if len(stored) >= gateway.webhooks.webhooks_max and all(kv.key != key for kv in stored):
+                raise Conflict(f"the cluster has its maximum of {gateway.webhooks.webhooks_max} webhooks")
+            if subscription not in t.subscriptions:
+                start = EARLIEST if config.initialPosition == "Earliest" else None
+                await topic_admin.create_subscription(t, subscription, start)
+            await gateway.store.put(key, orjson.dumps(config.to_json()))
+            await gateway.webhooks.apply(t, subscription)
+            return no_content()
+
+        return await on_owner(gateway, request, name, serve, body=value, create=True)
+
+    @router.get(
+        W,
+        summary="The webhook of a subscription: its settings and how pushing goes",
+        responses=errors.responses(404, 412),
+    )
+    async def get_webhook(
+        tenant: Tenant,
+        namespace: Namespace,
+        topic: TopicPart,
+        subscription: SubscriptionName,
+        request: Request,
+    ) -> Response:
+        gateway = get_gateway()
+        name = topic_name(tenant, namespace, topic)
+        check_subscription(subscription)
+        count = 0 if name.is_partition else await gateway.partitions(name)
+        if count:
+            return await _partition_views(gateway, request, name, count)
+
+        async def serve(t: Topic) -> Response:
+            kv = await gateway.store.get(keys.webhook(t.name.path, subscription))
+            if kv is None:
+                raise NotFound(f"subscription {subscription} of {t.name} has no webhook")
+            config = parse_webhook(orjson.loads(kv.value))
+            key = (t.name.path, subscription)
+            pusher = gateway.webhooks.running.get(key)
+            if pusher is not None and pusher.revision == kv.mod_revision:
+                status = pusher.status()
+            else:
+                error = gateway.webhooks.errors.get(key)
+                status = {"state": "error" if error else "starting", "lastError": error}
+            return json_response({**config.public_json(), "gateway": gateway.config.gateway_id, **status})
+
+        return await on_owner(gateway, request, name, serve)
+
+    @router.delete(
+        W,
+        status_code=204,
+        summary="Stop pushing (the subscription and its backlog stay)",
+        responses=errors.responses(404, 412),
+    )
+    async def delete_webhook(
+        tenant: Tenant,
+        namespace: Namespace,
+        topic: TopicPart,
+        subscription: SubscriptionName,
+        request: Request,
+    ) -> Response:
+        gateway = get_gateway()
+        name = topic_name(tenant, namespace, topic)
+        check_subscription(subscription)
+        count = 0 if name.is_partition else await gateway.partitions(name)
+        if count:
+            return await on_partitions(gateway, request, name, count, None)
+
+        async def serve(t: Topic) -> Response:
+            if not await gateway.store.delete(keys.webhook(t.name.path, subscription)):
+                raise NotFound(f"subscription {subscription} of {t.name} has no webhook")
+            await gateway.webhooks.apply(t, subscription)
+            return no_content()
+
+        return await on_owner(gateway, request, name, serve)
+
+    return router

@@ -1,0 +1,132 @@
+"""Push subscriptions: the pure decisions (back-off, batches, plans) and the settings parser."""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any
+
+import pytest
+
+from gateway.broker.webhook_core import (
+    POST_BYTES_MAX,
+    Backoff,
+    attempt_outcome,
+    plan,
+    should_dead_letter,
+    take_batch,
+)
+from gateway.protocol.errors import BadRequest
+from gateway.protocol.webhook_config import BOUNDS, WebhookConfig, host_allowed, parse_webhook
+
+
+def test_backoff_doubles_up_to_the_cap_and_resets_on_success() -> None:
+    backoff = Backoff(100, 1000)
+    assert backoff.wait_ms(0) == 0
+    delays = [backoff.on_failure(0) for _ in range(6)]
+    assert delays == [100, 200, 400, 800, 1000, 1000]
+    assert backoff.wait_ms(400) == 600 and backoff.wait_ms(5000) == 0
+    backoff.on_success()
+    assert backoff.wait_ms(0) == 0 and backoff.on_failure(10) == 100
+
+
+def test_backoff_cap_below_the_start_caps_every_delay() -> None:
+    backoff = Backoff(500, 50)
+    assert [backoff.on_failure(0) for _ in range(3)] == [50, 50, 50]
+
+
+def test_backoff_survives_many_failures() -> None:
+    backoff = Backoff(10, 600_000)
+    for _ in range(500):
+        backoff.on_failure(0)
+    assert backoff.on_failure(0) == 600_000
+
+
+def test_take_batch_bounds_messages_and_bytes_but_takes_at_least_one() -> None:
+    buffer = deque([10, 10, 10, 10, 10])
+    assert take_batch(buffer, lambda n: n, 3, 1000) == [10, 10, 10]
+    assert take_batch(buffer, lambda n: n, 3, 15) == [10]
+    assert list(buffer) == [10]
+    huge = deque([POST_BYTES_MAX * 2, 1])
+    assert take_batch(huge, lambda n: n, 10, POST_BYTES_MAX) == [POST_BYTES_MAX * 2]
+    assert take_batch(deque(), lambda n: n, 10, 10) == []
+
+
+def test_outcomes_and_dead_lettering() -> None:
+    assert [attempt_outcome(s) for s in (200, 204, 299)] == [True] * 3
+    assert [attempt_outcome(s) for s in (None, 199, 301, 404, 429, 500, 503)] == [False] * 7
+    assert not should_dead_letter(100, 0)  # 0: retry forever
+    assert not should_dead_letter(2, 3) and should_dead_letter(3, 3)
+
+
+def test_plan_starts_new_and_changed_and_stops_gone_and_changed() -> None:
+    stored = {"a": 1, "b": 5, "c": 7}
+    running = {"a": 1, "b": 4, "d": 2}
+    start, stop = plan(stored, running)
+    assert sorted(start) == ["b", "c"] and sorted(stop) == ["b", "d"]
+    assert plan({}, {}) == ([], [])
+
+
+def _parse(**fields: Any) -> WebhookConfig:
+    return parse_webhook({"url": "http://127.0.0.1:9/x", **fields})
+
+
+def test_defaults_and_round_trip() -> None:
+    config = _parse()
+    assert config.subscriptionType == "Shared" and config.maxMessages == 100 and config.maxInFlight == 1
+    assert parse_webhook(config.to_json()) == config
+    secret = _parse(headers={"Authorization": "Bearer x"})
+    assert secret.public_json()["headers"] == {"Authorization": "***"}
+    assert secret.to_json()["headers"] == {"Authorization": "Bearer x"}
+
+
+@pytest.mark.parametrize("name", sorted(BOUNDS))
+def test_every_number_is_bounded(name: str) -> None:
+    _default, low, high = BOUNDS[name]
+    assert getattr(_parse(**{name: low}), name) == low
+    assert getattr(_parse(**{name: high}), name) == high
+    for bad in (low - 1, high + 1, "5", 1.5, True, None):
+        with pytest.raises(BadRequest, match=name):
+            _parse(**{name: bad})
+
+
+@pytest.mark.parametrize(
+    ("value", "needle"),
+    [
+        ({"url": 5}, "url"),
+        ({"url": ""}, "url"),
+        ({"url": "127.0.0.1:9/x"}, "absolute"),
+        ({"url": "file:///etc/passwd"}, "absolute"),
+        ({"url": "http://127.0.0.1:65536/"}, "port from 1 to 65535"),
+        ({"url": "http://127.0.0.1:0/"}, "port from 1 to 65535"),
+        ({"url": "http://127.0.0.1/a b"}, "printable ASCII"),
+        ({"url": "http://h\u00e9/"}, "printable ASCII"),
+        ({"url": "http://[::1]/"}, "host name"),
+        ({"url": "http://user@h/"}, "host name"),
+        ({"url": "http://h/" + "x" * 3000}, "longer"),
+        ({"url": "http://h/", "extra": 1}, "unknown field"),
+        ({"url": "http://h/", "headers": []}, "headers"),
+        ({"url": "http://h/", "headers": {"Content-Length": "1"}}, "Content-Length"),
+        ({"url": "http://h/", "headers": {"bad name": "1"}}, "bad name"),
+        ({"url": "http://h/", "headers": {"X": "a\nb"}}, "control"),
+        ({"url": "http://h/", "headers": {"X": "\u00e9"}}, "printable ASCII"),
+        ({"url": "http://h/", "headers": {"host": "x"}}, "host"),
+        ({"url": "http://h/", "headers": {f"H{i}": "v" for i in range(17)}}, "at most 16"),
+        ({"url": "http://h/", "initialPosition": "Middle"}, "initialPosition"),
+        ("http://h/", "JSON object"),
+    ],
+)
+def test_bad_settings_name_the_field(value: Any, needle: str) -> None:
+    with pytest.raises(BadRequest, match=needle):
+        parse_webhook(value)
+
+
+def test_allow_list() -> None:
+    assert host_allowed("http://anything:1/", ())
+    allowed = ("127.0.0.1", "hooks.example:8443")
+    assert host_allowed("http://127.0.0.1:9000/x", allowed)
+    assert host_allowed("https://HOOKS.example:8443/x", allowed)
+    assert not host_allowed("https://hooks.example/x", allowed)  # other port
+    assert not host_allowed("http://169.254.169.254/latest", allowed)
+    with pytest.raises(BadRequest, match="allow-list"):
+        parse_webhook({"url": "http://10.0.0.1/"}, allowed)
+    assert parse_webhook({"url": "http://127.0.0.1/"}, allowed).url == "http://127.0.0.1/"
