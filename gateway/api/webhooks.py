@@ -334,7 +334,7 @@ class Webhooks:
     async def _start(self, key: WebhookKey, value: bytes, revision: int) -> None:
         path, sub = key
         try:
-            config = parse_webhook(orjson.loads(value), ())  # the allow-list applied when it was stored
+            config = parse_webhook(orjson.loads(value), self.allowed_hosts)  # as the allow-list is now
             topic = await self.gateway.service.topic(topic_of(path), create=False)
             pusher = WebhookPusher(topic, sub, config, self.http, revision)
             await pusher.start()

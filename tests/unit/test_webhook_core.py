@@ -130,3 +130,27 @@ def test_allow_list() -> None:
     with pytest.raises(BadRequest, match="allow-list"):
         parse_webhook({"url": "http://10.0.0.1/"}, allowed)
     assert parse_webhook({"url": "http://127.0.0.1/"}, allowed).url == "http://127.0.0.1/"
+
+
+async def test_a_stored_webhook_outside_a_tightened_allow_list_does_not_start() -> None:
+    """The allow-list is applied again whenever a pusher starts, not only when the
+    webhook was stored: a gateway restarted with a narrower list refuses old ones."""
+    from types import SimpleNamespace
+
+    from gateway.api.webhooks import Webhooks
+
+    loads: list[object] = []
+
+    async def topic(*args: object, **kwargs: object) -> None:
+        loads.append(args)
+
+    gateway = SimpleNamespace(service=SimpleNamespace(topic=topic))
+    webhooks = Webhooks(gateway, allowed_hosts=("127.0.0.1",))  # type: ignore[arg-type]
+    key = ("persistent/public/default/t", "s")
+    try:
+        await webhooks._start(key, b'{"url": "http://10.0.0.1/hook"}', 5)
+        assert "allow-list" in webhooks.errors[key] and key not in webhooks.running and not loads
+        await webhooks._start(key, b'{"url": "http://127.0.0.1/hook"}', 6)
+        assert loads  # allowed: it goes on to load the topic (the stub has none to give)
+    finally:
+        await webhooks.close()
