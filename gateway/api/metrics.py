@@ -118,7 +118,32 @@ class GatewayCollector(Collector):
             "messages delivered again",
             sum(s.msg_redelivered for s in subs),
         )
+        yield from self._webhooks()
         yield from self._per_topic(topics)
+
+    def _webhooks(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+        webhooks = self.gateway.webhooks
+        totals = webhooks.totals
+        yield GaugeMetricFamily(
+            "folio_gateway_webhooks", "webhooks this gateway is pushing", len(webhooks.running)
+        )
+        yield GaugeMetricFamily(
+            "folio_gateway_webhooks_failing",
+            "webhooks whose last POST failed, or whose pusher could not start",
+            sum(1 for p in webhooks.running.values() if p.state == "backing-off") + len(webhooks.errors),
+        )
+        yield CounterMetricFamily("folio_gateway_webhook_posts", "webhook POSTs sent", totals.posts)
+        yield CounterMetricFamily(
+            "folio_gateway_webhook_failures", "webhook POSTs not answered 2xx", totals.failures
+        )
+        yield CounterMetricFamily(
+            "folio_gateway_webhook_acked", "messages acknowledged by a webhook's 2xx", totals.acked
+        )
+        yield CounterMetricFamily(
+            "folio_gateway_webhook_dead_lettered",
+            "messages a webhook gave up on (sent to the dead-letter topic)",
+            totals.dead_lettered,
+        )
 
     @staticmethod
     def _per_topic(topics: list[Topic]) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:

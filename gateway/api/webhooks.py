@@ -27,6 +27,7 @@ import contextlib
 import logging
 import time
 from collections import deque
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import httpx
@@ -65,6 +66,16 @@ ANSWER_BYTES_MAX = 64 * 1024  # read of an endpoint's answer body (the rest is d
 WebhookKey = tuple[str, str]  # (topic path, subscription)
 
 
+@dataclass(slots=True)
+class PushTotals:
+    """A gateway's push counters since it started (never reset: Prometheus counters)."""
+
+    posts: int = 0
+    failures: int = 0
+    acked: int = 0  # messages
+    dead_lettered: int = 0  # messages
+
+
 def _now_ms() -> int:
     return int(time.monotonic() * 1000)
 
@@ -82,9 +93,16 @@ class WebhookPusher:
     """One webhook's consumer on this gateway (a ``ConsumerSink``)."""
 
     def __init__(
-        self, topic: Topic, subscription: str, config: WebhookConfig, http: httpx.AsyncClient, revision: int
+        self,
+        topic: Topic,
+        subscription: str,
+        config: WebhookConfig,
+        http: httpx.AsyncClient,
+        revision: int,
+        totals: PushTotals | None = None,
     ) -> None:
         self.topic = topic
+        self.totals = totals or PushTotals()
         self.subscription = subscription
         self.config = config
         self.revision = revision
@@ -195,6 +213,7 @@ class WebhookPusher:
                 return
             attempts += 1
             self.failures += 1
+            self.totals.failures += 1
             self.last_error = error
             self._backoff.on_failure(_now_ms())
             if should_dead_letter(attempts, self.config.maxAttempts) and await self._dead_letter(batch):
@@ -211,6 +230,7 @@ class WebhookPusher:
             "x-folio-attempt": str(attempt),
         }
         self.posts += 1
+        self.totals.posts += 1
         try:
             async with self._http.stream(
                 "POST", cfg.url, content=body, headers=headers, timeout=cfg.timeoutMs / 1000
@@ -229,7 +249,9 @@ class WebhookPusher:
         sub = self.sub
         if sub is None or self.closed:
             return
-        self.acked += sub.ack(self.consumer_id, [d.position for d in batch])
+        acked = sub.ack(self.consumer_id, [d.position for d in batch])
+        self.acked += acked
+        self.totals.acked += acked
         sub.permits(self.consumer_id, len(batch))
 
     async def _dead_letter(self, batch: list[Delivery]) -> bool:
@@ -243,6 +265,7 @@ class WebhookPusher:
             self.last_error = f"dead-letter to {target} failed: {exc}"
             return False
         self.dead_lettered += len(batch)
+        self.totals.dead_lettered += len(batch)
         self._done(batch)
         return True
 
@@ -264,6 +287,7 @@ class Webhooks:
         self._reconcile_s = reconcile_s
         self.running: dict[WebhookKey, WebhookPusher] = {}
         self.errors: dict[WebhookKey, str] = {}  # why a pusher could not start (last round)
+        self.totals = PushTotals()
         self.http = httpx.AsyncClient(
             limits=httpx.Limits(max_connections=CONNECTIONS_MAX, max_keepalive_connections=CONNECTIONS_MAX),
             trust_env=False,
@@ -336,7 +360,7 @@ class Webhooks:
         try:
             config = parse_webhook(orjson.loads(value), self.allowed_hosts)  # as the allow-list is now
             topic = await self.gateway.service.topic(topic_of(path), create=False)
-            pusher = WebhookPusher(topic, sub, config, self.http, revision)
+            pusher = WebhookPusher(topic, sub, config, self.http, revision, self.totals)
             await pusher.start()
         except Exception as exc:
             self.errors[key] = f"{type(exc).__name__}: {exc}"

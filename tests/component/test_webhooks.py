@@ -115,6 +115,11 @@ async def backlog(http: httpx.AsyncClient, url: str, topic: str, sub: str) -> in
     return int(stats["subscriptions"][sub]["msgBacklog"])
 
 
+def counter(metrics: str, name: str) -> float:
+    line = next(line for line in metrics.splitlines() if line.startswith(name + " "))
+    return float(line.split()[1])
+
+
 def hook(topic: str, sub: str) -> str:
     return f"{ADMIN}/{topic}/subscription/{sub}/webhook"
 
@@ -236,6 +241,12 @@ async def test_poison_message_goes_to_the_dead_letter_topic(
         await eventually(drained)
         view = (await http.get(f"{cluster.urls[0]}{hook(topic, 's')}")).json()
         assert view["deadLettered"] == 1 and view["acked"] == 3
+        owner = await owner_of(cluster.urls[0], topic)
+        metrics = (await http.get(f"{owner}/metrics")).text
+        assert counter(metrics, "folio_gateway_webhook_dead_lettered_total") >= 1
+        assert counter(metrics, "folio_gateway_webhook_failures_total") >= 3
+        assert counter(metrics, "folio_gateway_webhook_acked_total") >= 3
+        assert counter(metrics, "folio_gateway_webhooks") >= 1
 
 
 async def test_bad_settings_and_limits(cluster: MessagingCluster, endpoint: Endpoint) -> None:
