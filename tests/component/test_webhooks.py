@@ -27,13 +27,20 @@ import uvicorn
 from clusters import MessagingCluster
 from failover_clients import owner_of
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import Response, StreamingResponse
 from wsclient import module_cluster, unb64
 
 pytestmark = [pytest.mark.component, pytest.mark.asyncio(loop_scope="module")]
 
 ADMIN = "/admin/v2/persistent/public/default"
 WEBHOOKS_MAX = 8
+
+
+async def forever() -> AsyncIterator[bytes]:
+    chunk = b"x" * 65536
+    while True:
+        yield chunk
+        await asyncio.sleep(0)
 
 
 def text(message: dict[str, Any]) -> str:
@@ -47,6 +54,7 @@ class Endpoint:
         self.received: dict[str, list[dict[str, Any]]] = defaultdict(list)  # path -> POST bodies
         self.headers: dict[str, list[dict[str, str]]] = defaultdict(list)
         self.answer: dict[str, Callable[[dict[str, Any]], int]] = {}
+        self.endless: set[str] = set()  # paths answered with a body that never ends
         self.url = ""
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
@@ -58,7 +66,13 @@ class Endpoint:
         self.received[path].append(body)
         self.headers[path].append(dict(request.headers))
         status = self.answer.get(path, lambda _b: 200)(body)
-        await Response(b"ok" if status < 300 else b"no", status_code=status)(scope, receive, send)
+        if path in self.endless:
+            await StreamingResponse(forever(), status_code=status)(scope, receive, send)
+            return
+        headers = {"location": f"{self.url}/ok"} if 300 <= status < 400 else None
+        await Response(b"ok" if status < 300 else b"no", status_code=status, headers=headers)(
+            scope, receive, send
+        )
 
     def payloads(self, path: str) -> list[str]:
         return [text(m) for body in self.received[path] for m in body["messages"]]
@@ -304,6 +318,65 @@ async def test_deleting_the_subscription_deletes_its_webhook(
         subs = (await http.get(f"{url}{ADMIN}/{topic}/subscriptions")).json()
         assert "s" not in subs
         assert (await http.get(f"{url}{hook(topic, 's')}")).status_code == 404
+
+
+async def test_redirects_are_failures_and_endless_answers_are_cut(
+    cluster: MessagingCluster, endpoint: Endpoint
+) -> None:
+    """A 3xx is not followed (it could lead anywhere): the POST failed and is retried.
+    An answer body is read up to 64 KiB only: a 2xx whose body never ends still acks."""
+    async with httpx.AsyncClient(timeout=20) as http:
+        endpoint.answer["/moved"] = lambda _b: 307
+        await publish(http, cluster.urls[0], "wh-moved", ["a"])
+        settings = {"url": endpoint.url + "/moved", "initialPosition": "Earliest", "minBackoffMs": 20}
+        assert (await http.put(f"{cluster.urls[0]}{hook('wh-moved', 's')}", json=settings)).status_code == 204
+        await eventually(lambda: len(endpoint.received["/moved"]) >= 2)
+        assert "/ok" not in endpoint.received  # the Location was never followed
+        view = (await http.get(f"{cluster.urls[0]}{hook('wh-moved', 's')}")).json()
+        assert view["acked"] == 0 and view["lastError"] == "HTTP 307"
+
+        endpoint.endless.add("/endless")
+        await publish(http, cluster.urls[0], "wh-endless", ["b", "c"])
+        settings = {"url": endpoint.url + "/endless", "initialPosition": "Earliest", "timeoutMs": 5000}
+        assert (
+            await http.put(f"{cluster.urls[0]}{hook('wh-endless', 's')}", json=settings)
+        ).status_code == 204
+
+        async def acked() -> bool:
+            return await backlog(http, cluster.urls[0], "wh-endless", "s") == 0
+
+        await eventually(acked)
+        view = (await http.get(f"{cluster.urls[0]}{hook('wh-endless', 's')}")).json()
+        assert view["acked"] == 2 and view["failures"] == 0
+
+
+async def test_partitioned_topic_key_shared(cluster: MessagingCluster, endpoint: Endpoint) -> None:
+    """On a partitioned topic the webhook is set, shown and deleted on every partition."""
+    topic, path = "wh-parts", "/parts"
+    sent = [f"p{i}" for i in range(30)]
+    async with httpx.AsyncClient(timeout=20) as http:
+        made = await http.put(f"{cluster.urls[0]}{ADMIN}/{topic}/partitions", json=3)
+        assert made.status_code == 204, made.text
+        settings = {
+            "url": endpoint.url + path,
+            "subscriptionType": "Key_Shared",
+            "initialPosition": "Earliest",
+        }
+        assert (await http.put(f"{cluster.urls[1]}{hook(topic, 's')}", json=settings)).status_code == 204
+        body = {"messages": [{"payload": t, "key": f"k{i % 7}"} for i, t in enumerate(sent)]}
+        published = await http.post(f"{cluster.urls[0]}/topics/persistent/public/default/{topic}", json=body)
+        assert published.status_code == 200, published.text
+        await eventually(lambda: sorted(endpoint.payloads(path)) == sorted(sent))
+        topics = {b["topic"] for b in endpoint.received[path]}
+        assert topics <= {f"persistent://public/default/{topic}-partition-{i}" for i in range(3)}
+
+        async def all_acked() -> bool:
+            views = (await http.get(f"{cluster.urls[0]}{hook(topic, 's')}")).json()["partitions"]
+            return len(views) == 3 and sum(v["acked"] for v in views.values()) == len(sent)
+
+        await eventually(all_acked)
+        assert (await http.delete(f"{cluster.urls[0]}{hook(topic, 's')}")).status_code == 204
+        assert (await http.get(f"{cluster.urls[1]}{hook(topic, 's')}")).status_code == 404
 
 
 async def test_pushing_moves_with_the_topic_unload_and_owner_kill(
