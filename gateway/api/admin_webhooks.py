@@ -1,7 +1,8 @@
 """Admin REST of push subscriptions (webhooks), a Folio extension.
 
 Owns: the HTTP shape of ``…/{topic}/subscription/{sub}/webhook`` (PUT, GET,
-DELETE). Rules (ADR 0006, pulsar-api.md §7 row 12):
+DELETE) and ``…/{topic}/webhooks`` (GET: all of a topic's, by subscription).
+Rules (ADR 0006, pulsar-api.md §7 row 12):
 - served by the topic's owner (forwarded once from any gateway); on a
   partitioned topic every partition has its own (PUT/DELETE do all, GET lists
   them by partition);
@@ -25,6 +26,7 @@ from fastapi import APIRouter, Request
 from starlette.responses import Response
 
 from coordination import keys
+from coordination.store import KeyValue
 from gateway.api import errors
 from gateway.api.admin_common import (
     PREFIX,
@@ -54,8 +56,11 @@ W = f"{PREFIX}/{{topic}}/subscription/{{subscription}}/webhook"
 EXAMPLE = {"url": "http://127.0.0.1:9000/hook", "maxMessages": 100, "headers": {"Authorization": "Bearer …"}}
 
 
-async def _partition_views(gateway: Gateway, request: Request, name: TopicName, count: int) -> Response:
-    """GET on a partitioned topic: each partition's answer, by partition name."""
+async def _partition_views(
+    gateway: Gateway, request: Request, name: TopicName, count: int, *, required: bool = True
+) -> Response:
+    """A GET on a partitioned topic: each partition's answer, by partition name (404 when
+    ``required`` and none has one)."""
 
     async def one(index: int) -> tuple[str, Any]:
         part = name.partition(index)
@@ -65,9 +70,22 @@ async def _partition_views(gateway: Gateway, request: Request, name: TopicName, 
         return str(part), upstream.json() if upstream.status_code == 200 else None
 
     found = dict(await asyncio.gather(*(one(i) for i in range(count))))
-    if not any(found.values()):
+    if required and not any(found.values()):
         raise NotFound(f"no partition of {name} has a webhook on this subscription")
     return json_response({"partitions": found})
+
+
+def _view(gateway: Gateway, topic: Topic, subscription: str, kv: KeyValue) -> dict[str, Any]:
+    """A stored webhook as GET shows it: settings (header values masked), owner, progress."""
+    config = parse_webhook(orjson.loads(kv.value))
+    key = (topic.name.path, subscription)
+    pusher = gateway.webhooks.running.get(key)
+    if pusher is not None and pusher.revision == kv.mod_revision:
+        status = pusher.status()
+    else:
+        error = gateway.webhooks.errors.get(key)
+        status = {"state": "error" if error else "starting", "lastError": error}
+    return {**config.public_json(), "gateway": gateway.config.gateway_id, **status}
 
 
 def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
@@ -133,15 +151,30 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
             kv = await gateway.store.get(keys.webhook(t.name.path, subscription))
             if kv is None:
                 raise NotFound(f"subscription {subscription} of {t.name} has no webhook")
-            config = parse_webhook(orjson.loads(kv.value))
-            key = (t.name.path, subscription)
-            pusher = gateway.webhooks.running.get(key)
-            if pusher is not None and pusher.revision == kv.mod_revision:
-                status = pusher.status()
-            else:
-                error = gateway.webhooks.errors.get(key)
-                status = {"state": "error" if error else "starting", "lastError": error}
-            return json_response({**config.public_json(), "gateway": gateway.config.gateway_id, **status})
+            return json_response(_view(gateway, t, subscription, kv))
+
+        return await on_owner(gateway, request, name, serve)
+
+    @router.get(
+        f"{PREFIX}/{{topic}}/webhooks",
+        summary="The webhooks of a topic's subscriptions, by subscription",
+        responses=errors.responses(404, 412),
+    )
+    async def list_webhooks(
+        tenant: Tenant, namespace: Namespace, topic: TopicPart, request: Request
+    ) -> Response:
+        gateway = get_gateway()
+        name = topic_name(tenant, namespace, topic)
+        count = 0 if name.is_partition else await gateway.partitions(name)
+        if count:
+            return await _partition_views(gateway, request, name, count, required=False)
+
+        async def serve(t: Topic) -> Response:
+            prefix = keys.webhooks_of(t.name.path)
+            stored = await gateway.store.list_prefix(prefix)
+            return json_response(
+                {kv.key[len(prefix) :]: _view(gateway, t, kv.key[len(prefix) :], kv) for kv in stored}
+            )
 
         return await on_owner(gateway, request, name, serve)
 

@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from uuid import uuid4
 
@@ -243,6 +245,55 @@ def test_cursor_actions_from_the_ui_change_the_backlog(dash_cluster: DashCluster
     expect(page.locator('[data-testid="peek-payload"]')).to_have_text([f"n{i}" for i in range(10, 15)])
     expect(page.locator('[data-testid="peek-next"]')).to_be_disabled()
     assert_clean(dash_cluster, errors_of(page))
+
+
+def test_webhook_from_the_ui_pushes_the_backlog(dash_cluster: DashCluster, page: Page) -> None:
+    """Push a subscription to a real HTTP endpoint from the actions panel: the backlog is
+    POSTed and acked, the row says where it goes and how it went; stop pushing again."""
+    received: list[bytes] = []
+
+    class Hook(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            received.append(self.rfile.read(int(self.headers["Content-Length"])))
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Hook)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    hook_url = f"http://127.0.0.1:{server.server_address[1]}/hook"
+    base = dash_cluster.urls[0]
+    topic = f"hook-{uuid4().hex[:6]}"
+    try:
+        create_topic(base, topic)
+        subscribe(base, topic, "pushed")
+        publish(base, topic, [f"h{i}" for i in range(10)])
+        page.goto(topic_url(base, topic))
+        expect(page.locator('tr[data-sub="pushed"] [data-testid="sub-backlog"]')).to_have_text("10")
+        page.locator('tr[data-sub="pushed"] [data-testid="sub-actions"]').click()
+        page.locator('[data-testid="hook-url"]').fill("ftp://nowhere")
+        page.locator('[data-testid="do-push"]').click()  # refused before any request
+        expect(page.locator('[data-testid="action-result"]')).to_contain_text("must start with http")
+        page.locator('[data-testid="hook-url"]').fill(hook_url)
+        page.locator('[data-testid="do-push"]').click()
+        expect(page.locator('[data-testid="confirm-dialog"]')).to_contain_text(f"to {hook_url}")
+        page.locator('[data-testid="confirm-ok"]').click()
+        expect(page.locator('tr[data-sub="pushed"] [data-testid="sub-backlog"]')).to_have_text("0")
+        line = page.locator('tr[data-sub="pushed"] [data-testid="sub-webhook"]')
+        expect(line).to_contain_text(f"→ {hook_url} · pushing · 10 acked · 0 failed")
+        payloads = [m["payload"] for body in received for m in json.loads(body)["messages"]]
+        assert len(payloads) == 10
+        expect(page.locator('[data-testid="do-push"]')).to_have_text("Change")
+        page.locator('[data-testid="do-stop-push"]').click()
+        page.locator('[data-testid="confirm-ok"]').click()
+        expect(line).to_be_hidden()
+        gone = httpx.get(f"{base}/admin/v2/persistent/{NS}/{topic}/subscription/pushed/webhook", timeout=10)
+        assert gone.status_code == 404
+        assert_clean(dash_cluster, errors_of(page))
+    finally:
+        server.shutdown()
 
 
 def test_partitioned_topic_from_the_ui(dash_cluster: DashCluster, page: Page) -> None:

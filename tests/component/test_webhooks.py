@@ -169,6 +169,9 @@ async def test_pushes_every_message_in_order_and_acks(cluster: MessagingCluster,
         view = (await http.get(f"{cluster.urls[1]}{hook(topic, 'sub')}")).json()
         assert view["acked"] == 50 and view["state"] == "pushing" and view["failures"] == 0
         assert view["headers"] == {"Authorization": "***"}  # never shown back
+        listed = (await http.get(f"{cluster.urls[0]}{ADMIN}/{topic}/webhooks")).json()
+        assert list(listed) == ["sub"] and listed["sub"]["acked"] == 50
+        assert (await http.get(f"{cluster.urls[0]}{ADMIN}/wh-none/webhooks")).status_code == 404
         assert isinstance(view["gateway"], str) and view["gateway"]
 
 
@@ -375,8 +378,12 @@ async def test_partitioned_topic_key_shared(cluster: MessagingCluster, endpoint:
             return len(views) == 3 and sum(v["acked"] for v in views.values()) == len(sent)
 
         await eventually(all_acked)
+        listed = (await http.get(f"{cluster.urls[1]}{ADMIN}/{topic}/webhooks")).json()["partitions"]
+        assert len(listed) == 3 and all(list(v) == ["s"] for v in listed.values())
         assert (await http.delete(f"{cluster.urls[0]}{hook(topic, 's')}")).status_code == 204
         assert (await http.get(f"{cluster.urls[1]}{hook(topic, 's')}")).status_code == 404
+        listed = (await http.get(f"{cluster.urls[1]}{ADMIN}/{topic}/webhooks")).json()["partitions"]
+        assert all(v == {} for v in listed.values())
 
 
 async def test_pushing_moves_with_the_topic_unload_and_owner_kill(

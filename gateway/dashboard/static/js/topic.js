@@ -25,9 +25,17 @@ function ensembleLines(e) {
   return [String(e)];
 }
 
-function subRows(subs) {
+function hookLine(h) {
+  if (!h) return "";
+  const counts = `${fmt.num(h.acked)} acked · ${fmt.num(h.failures)} failed`;
+  return [`→ ${h.url}`, h.state, h.state === "starting" ? "" : counts, h.lastError ? `last error: ${h.lastError}` : ""]
+    .filter(Boolean).join(" · ");
+}
+
+function subRows(subs, hooks) {
   return Object.entries(subs || {}).map(([name, s]) => ({
     name,
+    webhook: hookLine((hooks || {})[name]),
     type: pick(s, "type") || "–",
     backlog: fmt.num(pick(s, "msgBacklog")),
     backlogN: Number(pick(s, "msgBacklog") ?? 0),
@@ -58,6 +66,8 @@ export function topicPage() {
     historyNote: "",
     actionSub: "",
     actionResult: "",
+    hooks: {},
+    hookUrl: "",
     skipN: 1,
     resetTime: "",
     resetPos: "",
@@ -91,7 +101,12 @@ export function topicPage() {
         return;
       }
       this.stats = st;
-      this.subs = subRows(pick(st, "subscriptions"));
+      let hooks = {};
+      if (!this.partitions) {
+        try { hooks = await api(`${this.base}/webhooks`); } catch (e) { /* an older gateway: no webhooks */ }
+      }
+      this.hooks = hooks || {};
+      this.subs = subRows(pick(st, "subscriptions"), this.hooks);
       this.$store.topic.subNames = this.subs.map((s) => s.name);
       const backlog = this.subs.reduce((n, s) => n + s.backlogN, 0);
       this.producers = (pick(st, "publishers") || []).map((p, i) => ({
@@ -189,6 +204,20 @@ export function topicPage() {
     openActions(name) {
       this.actionSub = name;
       this.actionResult = "";
+      this.hookUrl = this.hooks[name]?.url || "";
+    },
+    get actionHook() {
+      return this.hooks[this.actionSub] || null;
+    },
+    pushTo() {
+      const url = this.hookUrl.trim();
+      if (!/^https?:\/\/\S+$/.test(url)) { this.actionResult = "The URL must start with http:// or https://."; return null; }
+      return this.act(`Push the messages of subscription ${this.actionSub} to ${url}? Each 2xx answer acknowledges them.`,
+        "/webhook", { method: "PUT", json: { url } }, `Subscription ${this.actionSub} now pushes to ${url}.`);
+    },
+    stopPushing() {
+      return this.act(`Stop pushing subscription ${this.actionSub}? Its backlog stays.`, "/webhook",
+        { method: "DELETE" }, `Subscription ${this.actionSub} no longer pushes.`);
     },
     localInput(ms) {
       const d = new Date(ms - new Date(ms).getTimezoneOffset() * 60000);
@@ -199,7 +228,7 @@ export function topicPage() {
       try {
         await api(`${this.base}/subscription/${enc(this.actionSub)}${path}`, init);
         this.actionResult = done;
-        if (init.method === "DELETE") this.actionSub = "";
+        if (init.method === "DELETE" && !path) this.actionSub = "";
       } catch (e) {
         this.actionResult = `Failed: ${e.message}`;
       }
