@@ -19,6 +19,8 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
+import orjson
+
 from coordination import keys
 from coordination.clock import Clock
 from coordination.store import MetadataStore
@@ -29,6 +31,7 @@ from gateway.broker.managed_log import ManagedLog
 from gateway.broker.topic import Topic
 from gateway.broker.topic_admin import connected_clients
 from gateway.broker.topic_types import TopicPolicies
+from gateway.errors import GatewayError
 from gateway.names import NamespaceName, TopicName
 from storage.client.api import LedgerClient
 
@@ -55,6 +58,12 @@ RemotePublish = Callable[[str, EntryMessage], Awaitable[None]]
 
 class NamespaceMissing(TopicNotFound):
     code = "not_found"
+
+
+class PartitionedTopic(GatewayError):
+    """The base name of a partitioned topic where one partition's log is needed (409)."""
+
+    code = "conflict"
 
 
 class BrokerService:
@@ -120,11 +129,34 @@ class BrokerService:
             raise NamespaceMissing(f"namespace {name.namespace_name} does not exist")
         if await self.store.get(keys.managed_log(name.path)) is not None:
             return
+        await self._refuse_partitioned(name)
         if not create or not view.auto_create:
             raise TopicNotFound(f"topic {name} does not exist (auto-creation is off)")
-        await self.store.compare_and_swap(
-            keys.managed_log(name.path), encode_state([], self.clock.now_ms(), {}), 0
-        )  # a lost race means someone else created it: fine
+        key = keys.managed_log(name.path)
+        revision = await self.store.compare_and_swap(key, encode_state([], self.clock.now_ms(), {}), 0)
+        if revision is not None:  # created here (a lost race: someone else did, fine)
+            try:
+                await self._refuse_partitioned(name)  # ADR 0005: re-read the other key, undo on a clash
+            except PartitionedTopic:
+                await self.store.compare_and_delete(key, revision)
+                raise
+
+    async def _refuse_partitioned(self, name: TopicName) -> None:
+        """``PartitionedTopic`` if ``name`` is the base name of a partitioned topic: it
+        has no log of its own (its partitions have), so it is never auto-created."""
+        if name.is_partition:
+            return
+        kv = await self.store.get(keys.partitioned(name.path))
+        if kv is None:
+            return
+        try:
+            count = int(orjson.loads(kv.value)["partitions"])
+        except (ValueError, KeyError, TypeError):
+            count = 0
+        last = f" ... {name.partition(count - 1)}" if count > 1 else ""
+        raise PartitionedTopic(
+            f"topic {name} is partitioned ({count} partitions): use a partition, {name.partition(0)}{last}"
+        )
 
     async def topic(self, name: TopicName, *, create: bool = True) -> Topic:
         """The loaded topic, loading (and auto-creating) it if needed."""

@@ -151,3 +151,36 @@ async def test_bad_query_values_are_400(cluster: MessagingCluster, query: str) -
         response = await http.get(f"{cluster.urls[0]}{BASE}/sse-bad/sub/stream?{query}")
         assert response.status_code == 400, response.text
         assert "reason" in response.json()
+
+
+async def test_partitioned_base_name_is_refused_not_created(cluster: MessagingCluster) -> None:
+    """HTTP consume needs one partition's log: on the base name of a partitioned topic a
+    fetch and a stream answer 409 naming the partitions, and no non-partitioned topic of
+    that name appears beside the partitioned one (it used to be auto-created, empty, and
+    the fetch returned nothing while the messages sat in the partitions). Control: the
+    same fetch on a partition gets its messages."""
+    topic = "sse-parted"
+    admin = f"{cluster.urls[0]}/admin/v2/persistent/public/default"
+    async with httpx.AsyncClient(timeout=20, follow_redirects=True) as http:
+        made = await http.put(f"{admin}/{topic}/partitions", json=2)
+        assert made.status_code == 204, made.text
+        await publish(http, cluster.urls[0], topic, [f"p{i}" for i in range(6)])
+        for url in cluster.urls:
+            for suffix, query in (("", {"waitMs": "100"}), ("/stream", {"durationMs": "100"})):
+                got = await http.get(f"{url}{BASE}/{topic}/s{suffix}", params=query)
+                assert got.status_code == 409, got.text
+                reason = got.json()["reason"]
+                assert "is partitioned (2 partitions)" in reason and f"{topic}-partition-1" in reason
+        internal = await http.get(f"{admin}/{topic}/internalStats")
+        assert internal.status_code != 200  # no log was made for the base name
+        parts = await http.get(f"{admin}/{topic}/partitions")
+        assert parts.json() == {"partitions": 2}
+        got = []
+        for index in range(2):
+            fetched = await http.get(
+                f"{cluster.urls[1]}{BASE}/{topic}-partition-{index}/s",
+                params={"subscriptionInitialPosition": "Earliest", "waitMs": "2000", "max": "10"},
+            )
+            assert fetched.status_code == 200, fetched.text
+            got += [unb64(m["payload"]).decode() for m in fetched.json()["messages"]]
+        assert sorted(got) == [f"p{i}" for i in range(6)]
