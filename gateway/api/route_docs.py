@@ -182,14 +182,14 @@ ACK: dict[str, Any] = {
     "tags": ["consume"],
     "summary": "Acknowledge fetched messages",
     "response_model": s.AckResult,
-    "responses": responses(400, 404, 412, 413),
+    "responses": responses(400, 404, 409, 412, 413),
     "openapi_extra": ack_extra("ids of fetched messages to acknowledge"),
 }
 NACK: dict[str, Any] = {
     "tags": ["consume"],
     "summary": "Negatively acknowledge fetched messages (redelivered later)",
     "response_model": s.NackResult,
-    "responses": responses(400, 404, 412, 413),
+    "responses": responses(400, 404, 409, 412, 413),
     "openapi_extra": ack_extra("ids of fetched messages to redeliver"),
 }
 

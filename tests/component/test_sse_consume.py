@@ -184,3 +184,7 @@ async def test_partitioned_base_name_is_refused_not_created(cluster: MessagingCl
             assert fetched.status_code == 200, fetched.text
             got += [unb64(m["payload"]).decode() for m in fetched.json()["messages"]]
         assert sorted(got) == [f"p{i}" for i in range(6)]
+        for verb in ("ack", "nack"):  # nothing to settle on the base name either
+            body = {"messageIds": ["CAAQADAA"]}
+            settled = await http.post(f"{cluster.urls[0]}{BASE}/{topic}/s/{verb}", json=body)
+            assert settled.status_code == 409, settled.text
