@@ -186,7 +186,12 @@ class WebhookPusher:
                 await self._arrived.wait()
                 continue
             batch = take_batch(self._buffer, _payload_size, cfg.maxMessages, POST_BYTES_MAX)
-            await self._push(batch)
+            try:
+                await self._push(batch)
+            except Exception as exc:  # a defect: stop; the next reconcile round starts afresh
+                log.exception("webhook of %s/%s: pusher failed", self.topic.name, self.subscription)
+                self.last_error = f"internal error: {exc!r}"
+                self.close("error", str(exc))
 
     async def _push(self, batch: list[Delivery]) -> None:
         """POST ``batch`` until it is acked or dead-lettered (or this pusher stops)."""

@@ -154,3 +154,25 @@ async def test_a_stored_webhook_outside_a_tightened_allow_list_does_not_start() 
         assert loads  # allowed: it goes on to load the topic (the stub has none to give)
     finally:
         await webhooks.close()
+
+
+async def test_a_pusher_whose_push_fails_unexpectedly_stops_for_a_restart() -> None:
+    """A defect in one POST's handling must not leave a pusher that looks alive but never
+    pushes again: it closes, and the reconciler (which restarts closed pushers) starts anew."""
+    import asyncio
+    from types import SimpleNamespace
+
+    from gateway.api.webhooks import WebhookPusher
+
+    topic = SimpleNamespace(name="persistent://public/default/t", partition=-1)
+    pusher = WebhookPusher(topic, "s", parse_webhook({"url": "http://h/"}), None, 1)  # type: ignore[arg-type]
+
+    async def broken(_batch: object) -> None:
+        raise RuntimeError("boom")
+
+    pusher._push = broken  # type: ignore[method-assign]
+    worker = asyncio.get_running_loop().create_task(pusher._work())
+    pusher.deliver([SimpleNamespace(message=SimpleNamespace(payload=b"x"))])  # type: ignore[list-item]
+    await asyncio.wait_for(worker, 5)  # returns: the pusher closed itself
+    assert pusher.closed and pusher.state == "stopped"
+    assert pusher.last_error == "internal error: RuntimeError('boom')"
