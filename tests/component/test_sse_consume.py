@@ -188,3 +188,21 @@ async def test_partitioned_base_name_is_refused_not_created(cluster: MessagingCl
             body = {"messageIds": ["CAAQADAA"]}
             settled = await http.post(f"{cluster.urls[0]}{BASE}/{topic}/s/{verb}", json=body)
             assert settled.status_code == 409, settled.text
+
+
+async def test_a_quiet_stream_sends_a_keep_alive_comment_every_15_s(cluster: MessagingCluster) -> None:
+    """Proxies close idle connections (pulsar-api §7 row 7): a stream with nothing to say
+    writes a comment line after 15 s of silence, and only then (16 s in all)."""
+    url = f"{cluster.urls[0]}{BASE}/sse-quiet/idle/stream"
+    async with (
+        httpx.AsyncClient(timeout=30, follow_redirects=True) as http,
+        http.stream("GET", url, params={"durationMs": "16000"}) as response,
+    ):
+        assert response.status_code == 200
+        started = time.monotonic()
+        comments: list[float] = []
+        async for line in response.aiter_lines():
+            if line.startswith(": keep-alive"):
+                comments.append(time.monotonic() - started)
+    assert comments, "no keep-alive comment"
+    assert 14.0 <= comments[0] <= 15.9, comments  # the first one: after 15 s of silence
