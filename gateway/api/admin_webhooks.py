@@ -91,6 +91,17 @@ def _view(gateway: Gateway, topic: Topic, subscription: str, kv: KeyValue) -> di
 def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
     router = APIRouter(tags=TAGS, route_class=AdminRoute)
 
+    async def target(
+        tenant: str, namespace: str, topic: str, subscription: str | None = None
+    ) -> tuple[Gateway, TopicName, int]:
+        """The gateway, the topic named (and the subscription checked) and its partition
+        count (0: not partitioned, or a partition)."""
+        gateway = get_gateway()
+        name = topic_name(tenant, namespace, topic)
+        if subscription is not None:
+            check_subscription(subscription)
+        return gateway, name, 0 if name.is_partition else await gateway.partitions(name)
+
     @router.put(
         W,
         status_code=204,
@@ -105,12 +116,9 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
         subscription: SubscriptionName,
         request: Request,
     ) -> Response:
-        gateway = get_gateway()
-        name = topic_name(tenant, namespace, topic)
-        check_subscription(subscription)
+        gateway, name, count = await target(tenant, namespace, topic, subscription)
         value = await read_json(request)
         config = parse_webhook(value, gateway.webhooks.allowed_hosts)
-        count = 0 if name.is_partition else await gateway.partitions(name)
         if count:
             return await on_partitions(gateway, request, name, count, value)
 
@@ -122,8 +130,9 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
             if subscription not in t.subscriptions:
                 start = EARLIEST if config.initialPosition == "Earliest" else None
                 await topic_admin.create_subscription(t, subscription, start)
-            await gateway.store.put(key, orjson.dumps(config.to_json()))
-            await gateway.webhooks.apply(t, subscription)
+            encoded = orjson.dumps(config.to_json())
+            revision = await gateway.store.put(key, encoded)
+            await gateway.webhooks.apply(t, subscription, (encoded, revision))
             return no_content()
 
         return await on_owner(gateway, request, name, serve, body=value, create=True)
@@ -140,10 +149,7 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
         subscription: SubscriptionName,
         request: Request,
     ) -> Response:
-        gateway = get_gateway()
-        name = topic_name(tenant, namespace, topic)
-        check_subscription(subscription)
-        count = 0 if name.is_partition else await gateway.partitions(name)
+        gateway, name, count = await target(tenant, namespace, topic, subscription)
         if count:
             return await _partition_views(gateway, request, name, count)
 
@@ -163,9 +169,7 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
     async def list_webhooks(
         tenant: Tenant, namespace: Namespace, topic: TopicPart, request: Request
     ) -> Response:
-        gateway = get_gateway()
-        name = topic_name(tenant, namespace, topic)
-        count = 0 if name.is_partition else await gateway.partitions(name)
+        gateway, name, count = await target(tenant, namespace, topic)
         if count:
             return await _partition_views(gateway, request, name, count, required=False)
 
@@ -191,17 +195,14 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
         subscription: SubscriptionName,
         request: Request,
     ) -> Response:
-        gateway = get_gateway()
-        name = topic_name(tenant, namespace, topic)
-        check_subscription(subscription)
-        count = 0 if name.is_partition else await gateway.partitions(name)
+        gateway, name, count = await target(tenant, namespace, topic, subscription)
         if count:
             return await on_partitions(gateway, request, name, count, None)
 
         async def serve(t: Topic) -> Response:
             if not await gateway.store.delete(keys.webhook(t.name.path, subscription)):
                 raise NotFound(f"subscription {subscription} of {t.name} has no webhook")
-            await gateway.webhooks.apply(t, subscription)
+            await gateway.webhooks.apply(t, subscription, None)
             return no_content()
 
         return await on_owner(gateway, request, name, serve)

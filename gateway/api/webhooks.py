@@ -373,16 +373,15 @@ class Webhooks:
         self.errors.pop(key, None)
         self.running[key] = pusher
 
-    async def apply(self, topic: Topic, subscription: str) -> None:
-        """Act on a webhook just stored or deleted for ``topic`` (owned here) at once,
-        not at the next round."""
+    async def apply(self, topic: Topic, subscription: str, stored: tuple[bytes, int] | None) -> None:
+        """Act at once, not at the next round, on a webhook of ``topic`` (owned here) just
+        stored (``stored``: its value and etcd revision, as written) or deleted (None)."""
         key = (topic.name.path, subscription)
-        kv = await self.gateway.store.get(keys.webhook(*key))
         async with self._lock:
             pusher = self.running.get(key)
-            if pusher is not None and kv is not None:
-                self._adopt(pusher, kv.value, kv.mod_revision)
-            if pusher is not None and (kv is None or kv.mod_revision != pusher.revision):
+            if pusher is not None and stored is not None:
+                self._adopt(pusher, *stored)
+            if pusher is not None and (stored is None or stored[1] != pusher.revision):
                 await self._stop(key)
-            if kv is not None and key not in self.running:
-                await self._start(key, kv.value, kv.mod_revision)
+            if stored is not None and key not in self.running:
+                await self._start(key, *stored)
