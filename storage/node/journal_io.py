@@ -9,15 +9,19 @@ Record = u32 length | u32 crc32c | record-bytes        (length/crc of record-byt
 record-bytes = u8 type | body:  ADD -> an encoded wire entry; FENCE -> u64 ledger id
 (an ADD's wire entry starts ``HEAD.size`` = 9 bytes after its record's start)
 Rules:
-- appends go through one O_APPEND fd with ``os.writev`` (a whole group per call);
-  durability comes only from ``os.fdatasync`` (plus an fsync of the directory
-  after a new file is created); a write or fdatasync error is FATAL (``fatal``):
-  one clear log line, then ``os._exit(70)``; nothing is retried or acked;
+- appends go through one fd with ``os.pwritev`` at the writer's offset (a whole
+  group per call); durability comes only from ``os.fdatasync`` (plus an fsync of
+  the directory after a new file is created); a write or fdatasync error is FATAL
+  (``fatal``): one clear log line, then ``os._exit(70)``; nothing is retried or acked;
+- the file is preallocated ahead of the write offset (``fallocate``, in steps of
+  ``prealloc_bytes``), so an fdatasync flushes data only, not a new file size per
+  group; a sealed file is truncated to its last record; an unsealed file ends in
+  zeros, which read as a record of length 0 (the end);
 - files rotate at ``rotate_bytes`` (a group never spans two files); a file is
   never appended to after a restart; files are deleted only by reclaim
   (entry_store.py), never by the writer;
 - replay reads each file until the first record whose length or crc is wrong
-  (a torn tail), then goes on with the next file.
+  (a torn tail, or the zeros of preallocation), then goes on with the next file.
 Failpoints (tests only, read from the environment once):
 ``FOLIO_FAILPOINT_FSYNC_ERROR_AFTER=N`` -> the N-th journal fdatasync raises EIO;
 ``FOLIO_FAILPOINT_FSYNC_DELAY_MS=D`` -> each journal fdatasync sleeps D ms first.
@@ -48,6 +52,7 @@ TYPE_ADD = 1
 TYPE_FENCE = 2
 RECORD_BYTES_MAX = 16 * 1024 * 1024  # a longer length field is a torn/corrupt record
 ROTATE_BYTES = 64 * 1024 * 1024
+PREALLOC_BYTES = 16 * 1024 * 1024  # allocated ahead of the write offset (BookKeeper: 16 MB)
 IOV_MAX = 1024
 FATAL_EXIT_CODE = 70
 _CRC_ADD = crc32c.crc32c(bytes([TYPE_ADD]))
@@ -153,9 +158,12 @@ class JournalWriter:
         fsync: bool = True,
         failpoints: Failpoints | None = None,
         cache_bytes: int | None = DROP_LAG_BYTES,
+        prealloc_bytes: int = PREALLOC_BYTES,
     ) -> None:
         self.directory = directory
         self.rotate_bytes = rotate_bytes
+        self.prealloc_bytes = prealloc_bytes  # 0: the file grows with each write
+        self._allocated = 0  # bytes of the current file allocated (its size)
         # None: journal pages stay in the page cache; else drop-behind (drop_behind.py)
         self._behind = DropBehind(cache_bytes) if cache_bytes is not None else None
         self._file_start = 0  # journal position of the current file's offset 0
@@ -176,6 +184,8 @@ class JournalWriter:
 
     def _open_next(self) -> None:
         if self._fd >= 0:
+            if self._allocated > self.offset:
+                self._truncate()
             if self._behind is not None:
                 self._behind.sealed(self._fd, self.offset)  # closed once dropped
             else:
@@ -184,11 +194,11 @@ class JournalWriter:
         self.file_id += 1
         path = journal_path(self.directory, self.file_id)
         try:
-            self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o644)
+            self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
             os.write(self._fd, MAGIC)
         except OSError as exc:
             fatal(f"cannot create journal file {path}: {exc}")
-        self.offset = len(MAGIC)
+        self.offset = self._allocated = len(MAGIC)
         if self._behind is not None:
             self._behind.opened(self._fd, self._file_start, self.offset)
         self._job.fds.append(self._fd)
@@ -202,7 +212,10 @@ class JournalWriter:
             for start in range(0, len(buffers), IOV_MAX):
                 chunk = buffers[start : start + IOV_MAX]
                 want = sum(len(b) for b in chunk)
-                done = os.writev(fd, chunk)
+                at = self.offset + total
+                if at + want > self._allocated and self.prealloc_bytes:
+                    self._preallocate(at + want)
+                done = os.pwritev(fd, chunk, at)
                 if done != want:
                     raise OSError(errno.EIO, f"short journal write ({done} of {want} bytes)")
                 total += done
@@ -215,6 +228,27 @@ class JournalWriter:
         if self.offset >= self.rotate_bytes:
             self._open_next()
         return end
+
+    def _preallocate(self, needed: int) -> None:
+        """Grow the current file to at least ``needed`` bytes, a whole step ahead (not
+        past ``rotate_bytes`` unless ``needed`` is). A refusal (a file system without
+        fallocate, no space for the step) only turns preallocation off for this file:
+        the write itself then grows the file, and fails fatally if it cannot."""
+        target = max(needed, min(self._allocated + self.prealloc_bytes, self.rotate_bytes))
+        try:
+            os.posix_fallocate(self._fd, self._allocated, target - self._allocated)
+            self._allocated = target
+        except OSError as exc:
+            log.warning("journal preallocation of %d bytes refused (%s): files grow per write", target, exc)
+            self.prealloc_bytes = 0
+            self._allocated = os.fstat(self._fd).st_size
+
+    def _truncate(self) -> None:
+        """Cut a sealed file's preallocated tail (its records are all before ``offset``)."""
+        try:
+            os.ftruncate(self._fd, self.offset)
+        except OSError as exc:  # only space is lost: replay stops at the zeros
+            log.warning("journal file %d: cannot cut its preallocated tail: %s", self.file_id, exc)
 
     def take_sync_job(self) -> SyncJob:
         job, self._job = self._job, SyncJob()
@@ -248,6 +282,8 @@ class JournalWriter:
         return time.perf_counter() - started
 
     def close(self) -> None:
+        if self._fd >= 0 and self._allocated > self.offset:
+            self._truncate()  # a clean stop leaves no preallocated tail
         held = self._behind.fds() if self._behind is not None else [self._fd]
         for fd in {*held, self._fd, self._dir_fd}:
             try:
@@ -299,7 +335,7 @@ def replay(directory: Path, first_file_id: int) -> Iterator[ReplayedRecord]:
         end = len(MAGIC)
         for end, rtype, body in scan_file(data):
             yield ReplayedRecord(fid, end, rtype, body)
-        if end < len(data):
+        if end < len(data) and data.count(0, end) != len(data) - end:  # zeros: preallocated
             log.warning(
                 "journal %s: ignoring %d bytes after offset %d (torn or corrupt tail)",
                 journal_path(directory, fid).name,

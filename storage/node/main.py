@@ -28,6 +28,7 @@ from coordination.etcd_store import EtcdStore, connect
 from storage.node.checkpoint import CookieMismatch, UnsupportedDataDir, check_cookie
 from storage.node.drop_behind import DROP_LAG_BYTES
 from storage.node.journal_core import JournalConfig
+from storage.node.journal_io import PREALLOC_BYTES
 from storage.node.metrics import NodeMetrics
 from storage.node.registration import DiskPolicy, Registration
 from storage.node.server import MAX_CONNECTIONS, MAX_IN_FLIGHT, NodeServer
@@ -68,6 +69,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="the most recent journal bytes kept in the page cache; older pages are dropped "
         "after their fdatasync (-1: keep every page)",
     )
+    p.add_argument(
+        "--journal-prealloc-bytes",
+        type=int,
+        default=PREALLOC_BYTES,
+        help="journal space allocated ahead of the write offset, so an fdatasync need not "
+        "commit a new file size (0: files grow with each write)",
+    )
     p.add_argument("--checkpoint-interval", type=float, default=1.0, help="seconds")
     p.add_argument("--max-connections", type=int, default=MAX_CONNECTIONS)
     p.add_argument("--max-in-flight", type=int, default=MAX_IN_FLIGHT, help="requests per connection")
@@ -91,6 +99,7 @@ def node_config(args: argparse.Namespace) -> NodeConfig:
         ),
         journal_rotate_bytes=args.journal_rotate_bytes,
         journal_cache_bytes=None if args.journal_cache_bytes < 0 else args.journal_cache_bytes,
+        journal_prealloc_bytes=max(0, args.journal_prealloc_bytes),
         fsync=not args.unsafe_no_fsync,
         checkpoint_interval_s=args.checkpoint_interval,
         max_lac_waiters=args.max_lac_waiters,

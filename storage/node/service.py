@@ -36,6 +36,7 @@ from storage.node.journal import Journal
 from storage.node.journal_core import JournalConfig, JournalCore
 from storage.node.journal_io import (
     HEAD,
+    PREALLOC_BYTES,
     ROTATE_BYTES,
     TYPE_ADD,
     TYPE_FENCE,
@@ -81,6 +82,7 @@ class NodeConfig:
     journal: JournalConfig = field(default_factory=lambda: JournalConfig(flush_when_queue_empty=True))
     journal_rotate_bytes: int = ROTATE_BYTES
     journal_cache_bytes: int | None = DROP_LAG_BYTES  # None: journal pages stay cached
+    journal_prealloc_bytes: int = PREALLOC_BYTES  # 0: journal files grow with each write
     fsync: bool = True
     checkpoint_interval_s: float = 1.0
     max_lac_waiters: int = 10_000
@@ -157,6 +159,7 @@ class NodeService:
             fsync=self.config.fsync,
             failpoints=Failpoints.from_env(),
             cache_bytes=self.config.journal_cache_bytes,
+            prealloc_bytes=self.config.journal_prealloc_bytes,
         )
         self._journal = Journal(
             JournalCore(self.config.journal), writer, self.clock, self._on_durable, self.metrics.on_sync

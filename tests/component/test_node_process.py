@@ -24,6 +24,7 @@ from nodeproc import (
 
 from storage import wire
 from storage.errors import Status
+from storage.node.journal_io import scan_file
 
 pytestmark = pytest.mark.component
 
@@ -71,7 +72,10 @@ def test_acked_adds_survive_kill9_and_torn_tail_is_ignored(
     assert set(acked.values()) == {Status.OK}
     node.kill9()
     last = journal_files(node)[-1]
-    with open(last, "ab") as f:  # a torn record: header promises more bytes than follow
+    end = max(end for end, _, _ in scan_file(last.read_bytes()))
+    assert last.stat().st_size > end  # the preallocated zeros follow the records
+    with open(last, "r+b") as f:  # a torn record where the next write would land
+        f.seek(end)  # its header promises more bytes than follow
         f.write(struct.pack(">IIB", 5000, 12345, 1) + b"partial")
     node.start()
     with node.client() as c:

@@ -5,6 +5,7 @@ refusing the old on-disk format."""
 from __future__ import annotations
 
 import os
+import struct
 from array import array
 from pathlib import Path
 
@@ -24,6 +25,7 @@ from storage.node.journal_io import (
     journal_path,
     list_journal_ids,
     replay,
+    scan_file,
 )
 from storage.node.service import NodeConfig, NodeService
 
@@ -89,6 +91,51 @@ async def test_journal_rotates_and_replays_every_file(tmp_path: Path) -> None:
     later = [r.file_id for r in replay(tmp_path, second)]
     assert later and min(later) == second  # whole files from the given one on
     writer.close()
+
+
+@pytest.mark.parametrize("prealloc", [16 * 1024, 0])
+def test_journal_preallocates_ahead_and_replay_stops_quietly_at_the_zeros(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, prealloc: int
+) -> None:
+    """The active file is allocated ahead of the write offset (an fdatasync then
+    commits no new file size), sealed files are cut to their records, and the zeros
+    of a crashed node's file end its replay without a torn-tail warning, while a torn
+    record written into them still gets one. prealloc=0 is the control: the file
+    grows with each write."""
+    caplog.set_level("WARNING", logger="folio.storage.journal")
+    writer = JournalWriter(tmp_path, first_file_id=1, rotate_bytes=64 * 1024, prealloc_bytes=prealloc)
+    data = entry(1, 0)
+    writer.write([add_record_head(data), data])
+    size = journal_path(tmp_path, 1).stat().st_size
+    if prealloc:
+        assert size == 8 + prealloc and writer.offset < size
+    else:
+        assert size == writer.offset
+    for i in range(1, 800):  # ~100 KiB: rotates once
+        data = entry(1, i)
+        writer.write([add_record_head(data), data])
+    writer.run_sync(writer.take_sync_job())
+    ids = list_journal_ids(tmp_path)
+    assert len(ids) == 2
+    sealed = journal_path(tmp_path, ids[0]).read_bytes()
+    assert sealed.rstrip(b"\0") == sealed  # no zero tail left on a sealed file (last byte is a crc's)
+    active = journal_path(tmp_path, ids[1])
+    assert (active.stat().st_size > writer.offset) == bool(prealloc)
+    # a crash: the writer never closes; replay finds every record, quietly
+    assert [wire.entry_header(r.body)[1] for r in replay(tmp_path, 1)] == list(range(800))
+    assert not [r for r in caplog.records if "torn" in r.getMessage()]
+    with open(active, "r+b") as f:  # a torn record where the next write would land
+        f.seek(writer.offset)
+        f.write(struct.pack(">IIB", 5000, 12345, 1) + b"partial")
+    assert len(list(replay(tmp_path, 1))) == 800
+    assert [r for r in caplog.records if "torn or corrupt tail" in r.getMessage()]
+    writer.close()  # a clean stop cuts the tail (the control keeps the torn bytes past the end)
+    assert active.stat().st_size == writer_end(active) + (0 if prealloc else 16)
+
+
+def writer_end(path: Path) -> int:
+    """Where the valid records of a journal file end."""
+    return max((end for end, _, _ in scan_file(path.read_bytes())), default=8)
 
 
 def test_index_file_roundtrip_and_corruption(tmp_path: Path) -> None:
