@@ -33,7 +33,7 @@ import secrets
 import shutil
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import httpx
@@ -227,17 +227,21 @@ def failed_rows(workloads: Sequence[str], mode: str, size: int, exc: BaseExcepti
     return [Row("folio", w, mode, size, 0, 0.0, 0.0, 0.0, errors=1, note=note) for w in workloads]
 
 
-async def run_workloads(s: Settings, target: Target, say: Callable[[str], None]) -> list[Row]:
-    """Every run in the peers' order; a run that fails becomes a FAILED row and the next one goes on."""
+async def run_workloads(
+    s: Settings, target: Target, say: Callable[[str], None], system: str = "folio", reps: range | None = None
+) -> list[Row]:
+    """Every run in the peers' order; a run that fails becomes a FAILED row and the next one goes on.
+    Rows are labelled ``system`` (the persistence policy, when several are compared)."""
     run_id = secrets.token_hex(3)
     rows: list[Row] = []
 
     def add(new: list[Row]) -> None:
-        rows.extend(new)
-        for row in new:
+        for made in new:
+            row = replace(made, system=system)
+            rows.append(row)
             say(format_row(row))
 
-    for rep in range(s.reps):
+    for rep in reps if reps is not None else range(s.reps):
         for size in SIZES:
             for mode in s.modes:
                 wanted = [w for w in ("W1", "W3") if w in s.workloads]
@@ -352,6 +356,11 @@ def persistence_body(text: str) -> dict[str, int] | None:
     return {"bookkeeperEnsemble": ensemble, "bookkeeperWriteQuorum": write, "bookkeeperAckQuorum": ack}
 
 
+def persistence_label(body: dict[str, int] | None, several: bool) -> str:
+    """The rows' system name: "folio", or "folio E/Qw/Qa" when several policies are compared."""
+    return f"folio {'/'.join(str(v) for v in body.values())}" if several and body else "folio"
+
+
 def set_persistence(http_url: str, body: dict[str, int]) -> None:
     """Set the bench namespace's persistence policy (new ledgers, so every run's fresh topic, use it)."""
     namespace = TOPIC_PATH.split("/", 1)[1]
@@ -368,7 +377,7 @@ def say_disk(scratch: Path, when: str) -> None:
 
 def run_bench(args: argparse.Namespace) -> int:
     s = settings_from(args)
-    quorums = persistence_body(args.persistence)
+    policies = [persistence_body(text) for text in args.persistence or [""]]
     wait_idle(args.wait_idle)
     scratch = Path(SCRATCH).resolve()
     scratch.mkdir(parents=True, exist_ok=True)
@@ -392,7 +401,7 @@ def run_bench(args: argparse.Namespace) -> int:
             )
             target.profile_dir = None
     profiled = " (PROFILED: py-spy running)" if target.profile_dir else ""
-    ledgers = "/".join(str(v) for v in quorums.values()) if quorums else "cluster default"
+    ledgers = ", ".join("/".join(str(v) for v in q.values()) if q else "cluster default" for q in policies)
     print(
         f"folio bench gateway: {target.http_url}, modes {','.join(s.modes)}, window {s.window},"
         f" batch {s.batch}, W1 <= {s.msgs:,} msgs / {s.seconds:g} s, W2 {s.w2_rate:g} msg/s x"
@@ -402,10 +411,15 @@ def run_bench(args: argparse.Namespace) -> int:
     )
     say_disk(scratch, "before the runs")
     try:
-        if quorums is not None:
-            set_persistence(target.http_url, quorums)
         tune_gc()
-        rows = uvloop.run(run_workloads(s, target, lambda line: print(line, flush=True)))
+        rows: list[Row] = []
+        for rep in range(s.reps):  # policies alternate within each rep: a drifting disk hits them alike
+            for policy in policies:
+                if policy is not None:
+                    set_persistence(target.http_url, policy)
+                system = persistence_label(policy, len(policies) > 1)
+                say = lambda line: print(line, flush=True)  # noqa: E731
+                rows += uvloop.run(run_workloads(s, target, say, system, range(rep, rep + 1)))
     finally:
         if cluster is not None:
             cluster.stop()

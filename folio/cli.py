@@ -59,10 +59,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     gw.add_argument(
         "--persistence",
-        default="",
+        action="append",
+        default=[],
         metavar="E,QW,QA",
         help="ledger quorums for the bench namespace (its persistence policy), e.g. 3,2,2:"
-        " each entry on Qw of E storage nodes, acked once Qa fsynced it (default: the cluster's 3,3,2)",
+        " each entry on Qw of E storage nodes, acked once Qa fsynced it (default: the cluster's 3,3,2);"
+        " given more than once, every policy runs in each rep and the rows are named by policy",
     )
     gw.add_argument(
         "--w3-from-storage",

@@ -61,6 +61,23 @@ def test_tiny_gateway_bench_prints_every_row(tmp_path: Path) -> None:
     assert not list((tmp_path / ".folio-bench-gw").glob("probe-*.bin"))  # the disk probe cleans up
 
 
+def test_bench_compares_persistence_policies_in_one_run(tmp_path: Path) -> None:
+    """``--persistence`` twice: both policies run in every rep, their rows named by policy."""
+    cmd = [sys.executable, "-m", "folio", "bench", "gateway", "--seconds", "1", "--msgs", "300"]
+    cmd += ["--workloads", "W1", "--modes", "ws-batch", "--reps", "2", "--settle", "0", "--json"]
+    cmd += ["--persistence", "3,3,2", "--persistence", "3,2,2"]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    done = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "ledgers E/Qw/Qa 3/3/2, 3/2/2" in done.stdout
+    rows = [orjson.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    named = {(r["system"], r["size"]): r for r in rows}
+    assert set(named) == {(f"folio {p}", size) for p in ("3/3/2", "3/2/2") for size in (100, 1024)}
+    assert all(r["msgs"] == 300 and r["errors"] == 0 for r in rows), rows
+    order = [line.split()[1] for line in done.stdout.splitlines() if line.startswith("folio 3/")][:8]
+    assert order == ["3/3/2", "3/3/2", "3/2/2", "3/2/2"] * 2  # alternating within each rep
+
+
 class FakeGateway:
     """Lookup + producer endpoint; the first session is closed with 4503 after
     ``close_after`` answered frames (the topic moved)."""

@@ -106,3 +106,11 @@ def test_persistence_option_is_pulsars_policy_body() -> None:
     for bad in ("3,2", "3,2,2,1", "a,b,c"):
         with pytest.raises(SystemExit, match="E,QW,QA"):
             persistence_body(bad)
+
+
+def test_persistence_label() -> None:
+    from folio.bench_gateway import persistence_body, persistence_label
+
+    assert persistence_label(persistence_body("3,2,2"), several=True) == "folio 3/2/2"
+    assert persistence_label(persistence_body("3,2,2"), several=False) == "folio"
+    assert persistence_label(None, several=True) == "folio"
