@@ -25,7 +25,7 @@ import uvicorn
 from coordination.etcd_store import connect
 from gateway.api.app import create_app
 from gateway.api.gateway import Gateway, GatewayConfig
-from gateway.api.webhooks import WEBHOOKS_MAX
+from gateway.api.webhooks import CONNECTIONS_MAX, WEBHOOKS_MAX
 from gateway.broker.cache_budget import CACHE_BUDGET_BYTES, CacheBudget
 from gateway.broker.log_state import LogConfig
 from storage.runtime import tune_gc
@@ -56,6 +56,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     )
     parser.add_argument(
         "--webhooks-max", type=int, default=WEBHOOKS_MAX, help="webhooks in the cluster (refused beyond)"
+    )
+    parser.add_argument(
+        "--webhook-connections",
+        type=int,
+        default=CONNECTIONS_MAX,
+        help="open connections of this gateway's webhook pushers (POSTs beyond wait their turn)",
     )
     parser.add_argument("--log-level", default="warning")
     return parser.parse_args(argv)
@@ -88,6 +94,7 @@ async def serve(args: argparse.Namespace) -> int:
         log=LogConfig(cache_budget=CacheBudget(max(1, args.cache_mb) << 20)),
         webhook_hosts=tuple(h.strip().lower() for h in args.webhook_hosts.split(",") if h.strip()),
         webhooks_max=max(1, args.webhooks_max),
+        webhook_connections=max(1, args.webhook_connections),
     )
     gateway = Gateway(store, config)
     app = create_app(gateway)

@@ -25,7 +25,7 @@ import httpx
 from coordination.clock import SystemClock, WallClock
 from coordination.session import LeaseSession
 from coordination.store import MetadataStore
-from gateway.api.webhooks import WEBHOOKS_MAX, Webhooks
+from gateway.api.webhooks import CONNECTIONS_MAX, WEBHOOKS_MAX, Webhooks
 from gateway.broker.entry_format import EntryMessage
 from gateway.broker.log_policy import Retention
 from gateway.broker.log_state import LogConfig, Quorums
@@ -62,6 +62,7 @@ class GatewayConfig:
     load_manager_interval_s: float = 5.0
     webhook_hosts: tuple[str, ...] = ()  # hosts (or host:port) webhooks may POST to; empty: any
     webhooks_max: int = WEBHOOKS_MAX
+    webhook_connections: int = CONNECTIONS_MAX  # open connections of this gateway's pushers
 
 
 def topic_policies(policies: Policies) -> TopicPolicies:
@@ -136,7 +137,12 @@ class Gateway:
         # idle connections expire before the peer's keep-alive (uvicorn: 5 s) can close
         # them under a request being sent on them
         self.http = httpx.AsyncClient(timeout=30.0, limits=httpx.Limits(keepalive_expiry=FORWARD_KEEPALIVE_S))
-        self.webhooks = Webhooks(self, allowed_hosts=config.webhook_hosts, webhooks_max=config.webhooks_max)
+        self.webhooks = Webhooks(
+            self,
+            allowed_hosts=config.webhook_hosts,
+            webhooks_max=config.webhooks_max,
+            connections=config.webhook_connections,
+        )
         self.sessions = 0
         self.closing = False
         self._partitions: dict[str, tuple[int, float]] = {}  # topic path -> (count, valid until)

@@ -14,8 +14,12 @@ and the HTTP client they share. Rules (ADR 0006; decisions in
   in a pusher; each POST gives its credit back when it is acked or dead-lettered;
 - a POST that is not answered 2xx within ``timeoutMs`` is retried as it was
   (``webhook_core.Backoff``); redirects are not followed, proxies from the
-  environment are not used, at most ``CONNECTIONS_MAX`` connections are open
-  and at most ``ANSWER_BYTES_MAX`` of an answer is read;
+  environment are not used, at most ``connections`` (``CONNECTIONS_MAX``)
+  connections are open and at most ``ANSWER_BYTES_MAX`` of an answer is read;
+- a POST that waits for one of those connections is not failing: ``timeoutMs``
+  starts once it has one (the pool wait has no timeout, only the bound), so a
+  gateway's slow endpoints hold back its other pushers but never dead-letter
+  their messages;
 - a stopping pusher leaves what it has not acked to the subscription
   (redelivered, as for a WebSocket consumer that leaves).
 """
@@ -238,7 +242,11 @@ class WebhookPusher:
         self.totals.posts += 1
         try:
             async with self._http.stream(
-                "POST", cfg.url, content=body, headers=headers, timeout=cfg.timeoutMs / 1000
+                "POST",
+                cfg.url,
+                content=body,
+                headers=headers,
+                timeout=httpx.Timeout(cfg.timeoutMs / 1000, pool=None),
             ) as response:
                 read = 0
                 async for chunk in response.aiter_raw():
@@ -284,6 +292,7 @@ class Webhooks:
         *,
         allowed_hosts: tuple[str, ...] = (),
         webhooks_max: int = WEBHOOKS_MAX,
+        connections: int = CONNECTIONS_MAX,
         reconcile_s: float = RECONCILE_S,
     ) -> None:
         self.gateway = gateway
@@ -294,7 +303,7 @@ class Webhooks:
         self.errors: dict[WebhookKey, str] = {}  # why a pusher could not start (last round)
         self.totals = PushTotals()
         self.http = httpx.AsyncClient(
-            limits=httpx.Limits(max_connections=CONNECTIONS_MAX, max_keepalive_connections=CONNECTIONS_MAX),
+            limits=httpx.Limits(max_connections=connections, max_keepalive_connections=connections),
             trust_env=False,
             follow_redirects=False,
         )

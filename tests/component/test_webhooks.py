@@ -34,6 +34,7 @@ pytestmark = [pytest.mark.component, pytest.mark.asyncio(loop_scope="module")]
 
 ADMIN = "/admin/v2/persistent/public/default"
 WEBHOOKS_MAX = 8
+CONNECTIONS = 2  # each gateway's pushers share this many connections
 
 
 async def forever() -> AsyncIterator[bytes]:
@@ -55,6 +56,9 @@ class Endpoint:
         self.headers: dict[str, list[dict[str, str]]] = defaultdict(list)
         self.answer: dict[str, Callable[[dict[str, Any]], int]] = {}
         self.endless: set[str] = set()  # paths answered with a body that never ends
+        self.delay: dict[str, float] = {}  # path -> seconds before it answers
+        self.active: dict[str, int] = defaultdict(int)  # path -> requests under way
+        self.peak: dict[str, int] = defaultdict(int)
         self.url = ""
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
@@ -63,6 +67,11 @@ class Endpoint:
         request = Request(scope, receive)
         body = orjson.loads(await request.body())
         path = request.url.path
+        if path in self.delay:
+            self.active[path] += 1
+            self.peak[path] = max(self.peak[path], self.active[path])
+            await asyncio.sleep(self.delay[path])
+            self.active[path] -= 1
         self.received[path].append(body)
         self.headers[path].append(dict(request.headers))
         status = self.answer.get(path, lambda _b: 200)(body)
@@ -101,7 +110,14 @@ async def cluster(
 ) -> AsyncIterator[MessagingCluster]:
     async with module_cluster(etcd_endpoint, tmp_path_factory.mktemp("webhooks"), gateways=0) as made:
         for _ in range(2):
-            await made.add_gateway("--webhook-hosts", "127.0.0.1", "--webhooks-max", str(WEBHOOKS_MAX))
+            await made.add_gateway(
+                "--webhook-hosts",
+                "127.0.0.1",
+                "--webhooks-max",
+                str(WEBHOOKS_MAX),
+                "--webhook-connections",
+                str(CONNECTIONS),
+            )
         yield made
 
 
@@ -203,6 +219,35 @@ async def test_failed_posts_are_retried_in_order_with_backoff(
         assert delivered == sent  # after the retries: everything once more, in order
         view = (await http.get(f"{cluster.urls[1]}{hook(topic, 's')}")).json()
         assert view["failures"] == 3 and view["lastError"] == "HTTP 503"
+
+
+async def test_posts_beyond_the_connection_bound_wait_their_turn(
+    cluster: MessagingCluster, endpoint: Endpoint
+) -> None:
+    """maxInFlight 6 against a gateway bound of 2 connections: the endpoint never sees
+    more than 2 POSTs at once (and does see 2; with the bound at 64 it sees 6), and a
+    POST that waited for a connection longer than its timeoutMs is not a failure - the
+    wait is not the endpoint's (httpx does not time the pool wait here; the pusher says
+    so explicitly with pool=None, and this pins it)."""
+    topic, path = "wh-bound", "/slow"
+    endpoint.delay[path] = 0.4
+    sent = [f"c{i}" for i in range(12)]
+    async with httpx.AsyncClient(timeout=20) as http:
+        await publish(http, cluster.urls[0], topic, sent)
+        settings = {"url": endpoint.url + path, "initialPosition": "Earliest", "maxMessages": 1}
+        settings |= {"subscriptionType": "Shared", "maxInFlight": 6, "timeoutMs": 500}
+        assert (await http.put(f"{cluster.urls[0]}{hook(topic, 's')}", json=settings)).status_code == 204
+        # 12 POSTs, 2 at a time, 0.4 s each: the last ones wait ~2 s for a connection
+        await eventually(lambda: sorted(endpoint.payloads(path)) == sorted(sent))
+        assert endpoint.peak[path] == CONNECTIONS
+
+        async def drained() -> bool:
+            return await backlog(http, cluster.urls[0], topic, "s") == 0
+
+        await eventually(drained)
+        view = (await http.get(f"{cluster.urls[0]}{hook(topic, 's')}")).json()
+        assert view["failures"] == 0 and view["acked"] == 12, view
+        assert len(endpoint.received[path]) == 12  # each POSTed once: no retry
 
 
 async def test_endpoint_that_never_acks_gets_retries_and_the_backlog_stays(
