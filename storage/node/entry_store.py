@@ -1,9 +1,11 @@
 """Entry storage of a node: the index over the journal files, index files, reads, reclaim.
 
 Owns: where every durable entry lives (inside its ADD record in a journal file:
-the journal is the only copy), the per-journal-file index records and ledger
-sets, the ``journal/<id>.idx`` files of sealed journal files, the read fds, and
-deleting journal files of deleted ledgers (docs/decisions/0002).
+the journal is the only copy), the per-journal-file index records and live
+bytes per ledger, the ``journal/<id>.idx`` files of sealed journal files, the
+read fds, and deleting journal files of deleted ledgers (docs/decisions/0002);
+for compaction (compaction.py): which sealed files are mostly dead, their live
+records, and moving an entry's location to its copy.
 Runs on the event-loop thread; file work goes to a small read pool and to one
 file thread (index files, deletes).
 Rules:
@@ -15,8 +17,12 @@ Rules:
 - a journal file is deleted (with its index file) only when it is wholly before
   the mark of the last *completed* checkpoint, its index file is durable and all
   its ledgers are deleted: never the active file nor the mark's file, so
-  restart (which replays from the mark's file) never misses a record. Files
-  that are only partly dead are kept: no compaction.
+  restart (which replays from the mark's file) never misses a record. A partly
+  dead file becomes deletable once compaction has copied its live entries
+  into the journal (durably) and pointed the index at the copies;
+- a file's live bytes count each entry whose ledger lives once; an entry written
+  again (a recovery re-add, a compaction copy) is taken off its older file at
+  start-up (``put_replayed``), at run time only by compaction (``relocated``).
 """
 
 from __future__ import annotations
@@ -45,6 +51,7 @@ from storage.node.journal_io import (
 log = logging.getLogger("folio.storage.entries")
 
 Location = tuple[int, int, int]  # journal file id, offset of the wire entry, length
+Location4 = tuple[int, int, int, int]  # ledger, entry, offset of the wire entry in its file, length
 _LOW32 = 0xFFFFFFFF
 _ENTRY_HEAD = wire.ENTRY_HEADER.size
 
@@ -57,12 +64,14 @@ class EntryStore:
         self._read_exec = concurrent.futures.ThreadPoolExecutor(2, thread_name_prefix="journal-read")
         # file id -> flat (ledger, entry, offset, length) of files without an index file yet
         self._records: dict[int, array] = {}
-        self._file_ledgers: dict[int, set[int]] = {}  # file id -> live ledgers with entries in it
+        # file id -> live ledger -> bytes of its entries in the file; file id -> all entry bytes
+        self._file_ledgers: dict[int, dict[int, int]] = {}
+        self._file_bytes: dict[int, int] = {}
         self._indexed: set[int] = set()  # files whose index file is durable
         self._behind_mark = 0  # files with a lower id are wholly before the last completed checkpoint
         self._cur_file = -1
         self._cur_records = array("q")
-        self._cur_ledgers: set[int] = set()
+        self._cur_ledgers: dict[int, int] = {}
         self._read_fds: dict[int, int] = {}
         self._reading: dict[int, int] = {}
         self._dead: set[int] = set()
@@ -82,12 +91,37 @@ class EntryStore:
                 self._records[file_id] = records
             else:
                 self._indexed.add(file_id)
-            ledgers = self._file_ledgers.setdefault(file_id, set())
-            put = self.index.put
+            self._file_ledgers.setdefault(file_id, {})
             for i in range(0, len(records), 4):
                 ledger_id, entry_id, offset, length = records[i : i + 4]
-                put(ledger_id, entry_id, file_id, offset, length)
-                ledgers.add(ledger_id)
+                self._put_loaded(ledger_id, entry_id, file_id << 32 | offset, length)
+
+    def _put_loaded(self, ledger_id: int, entry_id: int, location: int, length: int) -> None:
+        """Index an entry found at start-up; a copy found earlier (in an older file)
+        stops counting as live there."""
+        old = self.index.get(ledger_id, entry_id)
+        if old is not None:
+            usage = self._file_ledgers.get(old[0])
+            if usage is not None and ledger_id in usage:
+                usage[ledger_id] -= old[2]
+                if usage[ledger_id] <= 0:
+                    del usage[ledger_id]
+        self.index.put_location(ledger_id, entry_id, location, length)
+        file_id = location >> 32
+        usage = self._file_ledgers.setdefault(file_id, {})
+        usage[ledger_id] = usage.get(ledger_id, 0) + length
+        self._file_bytes[file_id] = self._file_bytes.get(file_id, 0) + length
+
+    def put_replayed(self, ledger_id: int, entry_id: int, location: int, length: int) -> None:
+        """``put`` for a record replayed from the journal at start-up."""
+        old = self.index.get(ledger_id, entry_id)
+        if old is not None and old[0] != location >> 32:
+            usage = self._file_ledgers.get(old[0])
+            if usage is not None and ledger_id in usage:
+                usage[ledger_id] -= old[2]
+                if usage[ledger_id] <= 0:
+                    del usage[ledger_id]
+        self.put(ledger_id, entry_id, location, length)
 
     # ------------------------------------------------------------ writes
 
@@ -98,13 +132,16 @@ class EntryStore:
         if file_id != self._cur_file:
             self._switch(file_id)
         self._cur_records.extend((ledger_id, entry_id, location & _LOW32, length))
-        self._cur_ledgers.add(ledger_id)
+        ledgers = self._cur_ledgers
+        ledgers[ledger_id] = ledgers.get(ledger_id, 0) + length
+        self._file_bytes[file_id] += length
 
     def _switch(self, file_id: int) -> None:
         assert file_id not in self._indexed, f"journal file {file_id} is indexed already"
         self._cur_file = file_id
         self._cur_records = self._records.setdefault(file_id, array("q"))
-        self._cur_ledgers = self._file_ledgers.setdefault(file_id, set())
+        self._cur_ledgers = self._file_ledgers.setdefault(file_id, {})
+        self._file_bytes.setdefault(file_id, 0)
 
     # ------------------------------------------------------------ checkpoints
 
@@ -114,7 +151,7 @@ class EntryStore:
         for file_id in list_journal_ids(self.directory):
             if file_id < mark_file_id and file_id not in self._indexed:
                 sealed[file_id] = self._records.pop(file_id, array("q"))
-                self._file_ledgers.setdefault(file_id, set())
+                self._file_ledgers.setdefault(file_id, {})
                 if file_id == self._cur_file:
                     self._cur_file = -1
         if not sealed:
@@ -174,7 +211,7 @@ class EntryStore:
         """Forget a deleted ledger; returns the journal file ids that became reclaimable."""
         self.index.delete_ledger(ledger_id)
         for ledgers in self._file_ledgers.values():
-            ledgers.discard(ledger_id)
+            ledgers.pop(ledger_id, None)
         return self.reclaimable_files()
 
     def _reclaimable(self, file_id: int) -> bool:
@@ -192,6 +229,7 @@ class EntryStore:
                 continue  # a ledger came back (e.g. re-added) in the meantime
             self._indexed.discard(file_id)
             self._file_ledgers.pop(file_id, None)
+            self._file_bytes.pop(file_id, None)
             if file_id in self._reading:
                 self._dead.add(file_id)
             else:
@@ -199,6 +237,58 @@ class EntryStore:
             loop = asyncio.get_running_loop()
             await loop.run_in_executor(self._file_exec, _delete_files, self.directory, file_id)
             log.info("reclaimed journal file %d (all its ledgers are deleted)", file_id)
+
+    # ------------------------------------------------------------ compaction
+
+    def live_ratio(self, file_id: int) -> float:
+        """Live entry bytes / all entry bytes of a journal file (1.0 if it has none)."""
+        total = self._file_bytes.get(file_id, 0)
+        return sum(self._file_ledgers.get(file_id, {}).values()) / total if total else 1.0
+
+    def compaction_candidates(self, threshold: float) -> list[int]:
+        """Sealed, indexed files behind the mark that still hold live entries but
+        less than ``threshold`` of their bytes, the emptiest first."""
+        found = [
+            fid
+            for fid in self._indexed
+            if fid < self._behind_mark and self._file_ledgers.get(fid) and self.live_ratio(fid) < threshold
+        ]
+        return sorted(found, key=lambda fid: (self.live_ratio(fid), fid))
+
+    async def live_records(self, file_id: int) -> tuple[list[Location4], list[int]]:
+        """The entries of ``file_id`` the index still points at (ledger, entry, offset,
+        length), and the file's live ledgers they were taken from."""
+        ledgers = list(self._file_ledgers.get(file_id, {}))
+        loop = asyncio.get_running_loop()
+        records = await loop.run_in_executor(
+            self._file_exec, decode_index_file, index_path(self.directory, file_id)
+        )
+        if records is None:  # never indexed, or damaged: the file is not touched
+            return [], []
+        alive = set(self._file_ledgers.get(file_id, {}))
+        live: list[Location4] = []
+        get = self.index.get
+        for i in range(0, len(records), 4):
+            ledger_id, entry_id, offset, length = records[i : i + 4]
+            if ledger_id in alive and get(ledger_id, entry_id) == (file_id, offset, length):
+                live.append((ledger_id, entry_id, offset, length))
+        return live, [lid for lid in ledgers if lid in alive]
+
+    def relocated(self, ledger_id: int, entry_id: int, old: Location, location: int, length: int) -> bool:
+        """A compaction copy of an entry is durable at ``location``: the index points
+        there, unless the entry moved or its ledger went meanwhile (False)."""
+        if self.index.get(ledger_id, entry_id) != old:
+            return False
+        self.put(ledger_id, entry_id, location, length)
+        return True
+
+    def release(self, file_id: int, ledgers: Iterable[int]) -> None:
+        """Every live entry of ``ledgers`` in ``file_id`` has a durable copy: the file
+        no longer holds them (it is reclaimable once it holds no ledger)."""
+        usage = self._file_ledgers.get(file_id)
+        if usage is not None:
+            for ledger_id in ledgers:
+                usage.pop(ledger_id, None)
 
     def file_ids(self) -> list[int]:
         """Journal files this store knows (tests, diagnostics)."""

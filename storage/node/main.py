@@ -26,6 +26,11 @@ from coordination.clock import SystemClock
 from coordination.errors import CoordinationError
 from coordination.etcd_store import EtcdStore, connect
 from storage.node.checkpoint import CookieMismatch, UnsupportedDataDir, check_cookie
+from storage.node.compaction import (
+    COMPACTION_BYTES_PER_ROUND,
+    COMPACTION_INTERVAL_S,
+    COMPACTION_THRESHOLD,
+)
 from storage.node.drop_behind import DROP_LAG_BYTES
 from storage.node.journal_core import JournalConfig
 from storage.node.journal_io import PREALLOC_BYTES
@@ -76,6 +81,19 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="journal space allocated ahead of the write offset, so an fdatasync need not "
         "commit a new file size (0: files grow with each write)",
     )
+    p.add_argument(
+        "--compaction-threshold",
+        type=float,
+        default=COMPACTION_THRESHOLD,
+        help="compact sealed journal files whose live share of bytes is below this (0: never)",
+    )
+    p.add_argument("--compaction-interval", type=float, default=COMPACTION_INTERVAL_S, help="seconds")
+    p.add_argument(
+        "--compaction-bytes-per-round",
+        type=int,
+        default=COMPACTION_BYTES_PER_ROUND,
+        help="live bytes one compaction round copies at most (the first file whole)",
+    )
     p.add_argument("--checkpoint-interval", type=float, default=1.0, help="seconds")
     p.add_argument("--max-connections", type=int, default=MAX_CONNECTIONS)
     p.add_argument("--max-in-flight", type=int, default=MAX_IN_FLIGHT, help="requests per connection")
@@ -100,6 +118,9 @@ def node_config(args: argparse.Namespace) -> NodeConfig:
         journal_rotate_bytes=args.journal_rotate_bytes,
         journal_cache_bytes=None if args.journal_cache_bytes < 0 else args.journal_cache_bytes,
         journal_prealloc_bytes=max(0, args.journal_prealloc_bytes),
+        compaction_threshold=min(1.0, max(0.0, args.compaction_threshold)),
+        compaction_interval_s=max(0.05, args.compaction_interval),
+        compaction_bytes_per_round=max(1, args.compaction_bytes_per_round),
         fsync=not args.unsafe_no_fsync,
         checkpoint_interval_s=args.checkpoint_interval,
         max_lac_waiters=args.max_lac_waiters,

@@ -51,7 +51,19 @@ class NodeMetrics:
             "Recovery adds stored (ledger recovery and re-replication)",
             registry=r,
         )
+        self.compaction_bytes = Counter(
+            "folio_node_compaction_bytes",
+            "Live entry bytes copied forward by journal compaction",
+            registry=r,
+        )
+        self.compacted_files = Counter(
+            "folio_node_compacted_files", "Journal files whose live entries compaction copied", registry=r
+        )
         self.address = ""
+
+    def on_compacted(self, nbytes: int) -> None:
+        self.compaction_bytes.inc(nbytes)
+        self.compacted_files.inc()
 
     def on_sync(self, seconds: float, records: int) -> None:
         self.sync_seconds.observe(seconds)

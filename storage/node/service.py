@@ -18,6 +18,7 @@ Reads and read-LAC live in ``reads.py``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Coroutine
 from dataclasses import dataclass, field
@@ -30,6 +31,13 @@ from coordination.clock import Clock
 from storage import wire
 from storage.errors import Status
 from storage.node.checkpoint import Checkpoint, load_checkpoint, save_checkpoint
+from storage.node.compaction import (
+    COMPACTION_BYTES_PER_ROUND,
+    COMPACTION_INTERVAL_S,
+    COMPACTION_THRESHOLD,
+    RELOCATE,
+    Compactor,
+)
 from storage.node.drop_behind import DROP_LAG_BYTES
 from storage.node.entry_store import EntryStore
 from storage.node.journal import Journal
@@ -86,6 +94,9 @@ class NodeConfig:
     fsync: bool = True
     checkpoint_interval_s: float = 1.0
     max_lac_waiters: int = 10_000
+    compaction_threshold: float = COMPACTION_THRESHOLD  # 0: no compaction
+    compaction_interval_s: float = COMPACTION_INTERVAL_S
+    compaction_bytes_per_round: int = COMPACTION_BYTES_PER_ROUND
 
     def __post_init__(self) -> None:
         # a group is written whole into one file, then the file may rotate
@@ -108,6 +119,8 @@ class NodeService:
         self.ops = 0  # adds + reads answered (for NodeInfo.load)
         self._journal: Journal | None = None
         self._checkpoint_task: asyncio.Task[None] | None = None
+        self._compaction_task: asyncio.Task[None] | None = None
+        self.compactor = Compactor(self, config.compaction_threshold, config.compaction_bytes_per_round)
         self._last_checkpoint: tuple[int, int] | None = None
         self._checkpoint_lock = asyncio.Lock()
         self._tasks: set[asyncio.Task[None]] = set()
@@ -132,7 +145,7 @@ class NodeService:
         journal_dir.mkdir(exist_ok=True)
         self.entries.load_sealed(mark[0])
         replayed = 0
-        put = self.entries.put
+        put = self.entries.put_replayed  # a newer copy of an entry: the older one is dead
         # the mark's file and later ones: every ADD is indexed where it lies; ledger
         # state changes only from records after the mark (earlier ones are in checkpoint.json)
         for record in replay(journal_dir, mark[0]):
@@ -168,15 +181,16 @@ class NodeService:
         log.info("storage node started: %d ledgers, %d journal records replayed", len(self.ledgers), replayed)
         await self.checkpoint()
         self._checkpoint_task = asyncio.create_task(self._checkpoint_loop(), name="checkpoint")
+        if self.config.compaction_threshold > 0:
+            self._compaction_task = asyncio.create_task(self._compaction_loop(), name="compaction")
 
     async def stop(self) -> None:
         """Finish syncing what was accepted, checkpoint, close files."""
-        if self._checkpoint_task is not None:
-            self._checkpoint_task.cancel()
-            try:
-                await self._checkpoint_task
-            except asyncio.CancelledError:
-                pass
+        for task in (self._compaction_task, self._checkpoint_task):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
         self.waiters.close()
         if self._journal is not None:
             await self._journal.drain()
@@ -254,6 +268,8 @@ class NodeService:
                 conn.reply(_ADD, request_id, ok)
                 adds += 1
                 nbytes += length
+            elif cookie[2] == RELOCATE:  # a compaction copy: the index moves to it
+                cookie[0](location + _RECORD_HEAD)
             else:
                 if run_ledger >= 0 and ledgers.on_stored(run_ledger, run_last, run_lac):
                     waiters.lac_advanced(run_ledger)
@@ -292,6 +308,19 @@ class NodeService:
             dead = self.entries.reclaimable_files()
             if dead:
                 await self.entries.reclaim(dead)
+
+    async def _compaction_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.config.compaction_interval_s)
+            await self.compact()
+
+    async def compact(self) -> int:
+        """One compaction round, then reclaim what it freed; the bytes copied."""
+        copied = await self.compactor.run_round()
+        dead = self.entries.reclaimable_files()
+        if dead:
+            await self.entries.reclaim(dead)
+        return copied
 
     # ------------------------------------------------------------ reclaim
 

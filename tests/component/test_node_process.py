@@ -8,6 +8,7 @@ import os
 import signal
 import socket
 import struct
+import time
 import urllib.request
 from collections import deque
 from collections.abc import Iterator
@@ -353,6 +354,47 @@ def test_deleted_ledger_is_reclaimed(
     with node.client() as c:
         wait_until(lambda: c.read(1, 299)[0] is Status.NO_SUCH_LEDGER, what="still gone after restart")
         assert c.read(2, 0)[1] == wire.Entry(2, 0, -1, payload(2, 0))
+
+
+@pytest.mark.parametrize("threshold", ["0.5", "0"])
+def test_compaction_frees_files_a_live_ledger_shares_with_a_deleted_one(
+    nodes: list[NodeProcess], tmp_path: Path, etcd_endpoint: str, ns: str, threshold: str
+) -> None:
+    """Ledgers 1 and 2 written in turns, then 1 deleted: every journal file still holds
+    some of ledger 2, so only compaction (copying ledger 2's entries forward) frees
+    them. Control: --compaction-threshold 0 keeps them all."""
+    args = ("--checkpoint-interval", "0.2", "--journal-rotate-bytes", "30000")
+    args += ("--compaction-interval", "0.2", "--compaction-threshold", threshold)
+    node = new_node(nodes, tmp_path, etcd_endpoint, ns, *args).start()
+    put_ledger(etcd_endpoint, ns, 1)
+    put_ledger(etcd_endpoint, ns, 2)
+    journal_dir = node.data_dir / "journal"
+    with node.client() as c:
+        for turn in range(30):
+            assert set(
+                c.add_many(1, [(e, payload(1, e)) for e in range(turn * 10, turn * 10 + 10)]).values()
+            ) == {Status.OK}
+            assert set(
+                c.add_many(2, [(e, payload(2, e)) for e in range(turn * 2, turn * 2 + 2)]).values()
+            ) == {Status.OK}
+        wait_until(lambda: len(list(journal_dir.glob("*.idx"))) >= 8, what="sealed journal files indexed")
+        sealed = sorted(journal_dir.glob("*.idx"))
+        delete_ledger(etcd_endpoint, ns, 1)
+        wait_until(lambda: c.read(1, 0)[0] is Status.NO_SUCH_LEDGER, what="ledger 1 dropped")
+        if threshold == "0":
+            time.sleep(2)  # ten compaction intervals, had there been compaction
+            assert all(p.exists() for p in sealed)
+            return
+        wait_until(lambda: not any(p.exists() for p in sealed), what="mixed journal files compacted away")
+        for e in range(60):
+            assert c.read(2, e)[1] == wire.Entry(2, e, e - 1, payload(2, e))
+        assert _metric(_metrics(node), "folio_node_compacted_files_total") >= len(sealed) - 1
+    node.kill9()
+    node.start()
+    with node.client() as c:
+        status, entries = c.read_range(2, 0, 59)
+        assert status is Status.OK and [x.payload for x in entries] == [payload(2, e) for e in range(60)]
+        wait_until(lambda: c.read(1, 0)[0] is Status.NO_SUCH_LEDGER, what="ledger 1 still gone")
 
 
 def test_connection_in_flight_queue_and_waiter_bounds(
