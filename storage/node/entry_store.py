@@ -97,31 +97,30 @@ class EntryStore:
                 self._put_loaded(ledger_id, entry_id, file_id << 32 | offset, length)
 
     def _put_loaded(self, ledger_id: int, entry_id: int, location: int, length: int) -> None:
-        """Index an entry found at start-up; a copy found earlier (in an older file)
-        stops counting as live there."""
-        old = self.index.get(ledger_id, entry_id)
-        if old is not None:
-            usage = self._file_ledgers.get(old[0])
-            if usage is not None and ledger_id in usage:
-                usage[ledger_id] -= old[2]
-                if usage[ledger_id] <= 0:
-                    del usage[ledger_id]
-        self.index.put_location(ledger_id, entry_id, location, length)
+        """Index an entry found in a sealed file at start-up."""
         file_id = location >> 32
+        self._discount_older(ledger_id, entry_id, file_id)
+        self.index.put_location(ledger_id, entry_id, location, length)
         usage = self._file_ledgers.setdefault(file_id, {})
         usage[ledger_id] = usage.get(ledger_id, 0) + length
         self._file_bytes[file_id] = self._file_bytes.get(file_id, 0) + length
 
     def put_replayed(self, ledger_id: int, entry_id: int, location: int, length: int) -> None:
         """``put`` for a record replayed from the journal at start-up."""
-        old = self.index.get(ledger_id, entry_id)
-        if old is not None and old[0] != location >> 32:
-            usage = self._file_ledgers.get(old[0])
-            if usage is not None and ledger_id in usage:
-                usage[ledger_id] -= old[2]
-                if usage[ledger_id] <= 0:
-                    del usage[ledger_id]
+        self._discount_older(ledger_id, entry_id, location >> 32)
         self.put(ledger_id, entry_id, location, length)
+
+    def _discount_older(self, ledger_id: int, entry_id: int, file_id: int) -> None:
+        """An entry is found again (a compaction copy, a recovery re-add): its copy in an
+        older file stops counting as live there."""
+        old = self.index.get(ledger_id, entry_id)
+        if old is None or old[0] == file_id:
+            return
+        usage = self._file_ledgers.get(old[0])
+        if usage is not None and ledger_id in usage:
+            usage[ledger_id] -= old[2]
+            if usage[ledger_id] <= 0:
+                del usage[ledger_id]
 
     # ------------------------------------------------------------ writes
 
