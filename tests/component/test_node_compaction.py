@@ -138,3 +138,38 @@ async def test_a_ledger_deleted_while_its_entries_are_copied_stays_deleted(tmp_p
     await service.compact()
     assert len(list_journal_ids(service.entries.directory)) <= 2  # everything dead is gone
     await service.stop()
+
+
+async def test_at_most_one_chunk_of_copies_waits_in_the_journal(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from storage.node import compaction
+
+    monkeypatch.setattr(compaction, "CHUNK_ENTRIES", 2)  # a file holds ~3 live entries
+    service = NodeService(config(tmp_path), SystemClock())
+    await service.start()
+    await interleaved(service)
+    journal = service.journal
+    submit = journal.submit
+    waiting = peak = 0
+
+    def counted(parts: tuple[bytes, ...], size: int, cookie: tuple[object, ...]) -> bool:
+        nonlocal waiting, peak
+        if cookie[2] != compaction.RELOCATE:
+            return submit(parts, size, cookie)
+        durable = cookie[0]
+
+        def done(location: int) -> None:
+            nonlocal waiting
+            waiting -= 1
+            durable(location)  # type: ignore[operator]
+
+        waiting += 1
+        peak = max(peak, waiting)
+        return submit(parts, size, (done, *cookie[1:]))
+
+    monkeypatch.setattr(journal, "submit", counted)
+    assert await service.compact() > 0
+    assert peak == 2 and waiting == 0  # the bound was reached, never passed
+    await all_of_ledger_3_reads_back(service)
+    await service.stop()
