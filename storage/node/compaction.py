@@ -19,6 +19,8 @@ Rules (docs/decisions/0002, "Compaction"):
   indexes the newer one and counts the older as dead, so the next round frees
   the file without copying again;
 - a corrupt entry stops that file's compaction (the file stays; logged);
+- a read-only node (disk nearly full) does not compact: the copies are written
+  before the space they free (``NodeService.compact``);
 - a round copies at most ``bytes_per_round`` (but always the first file whole);
   at most one chunk of copies waits in the journal at a time, and none while
   its queue is full, so client adds are not crowded out.

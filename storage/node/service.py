@@ -315,7 +315,11 @@ class NodeService:
             await self.compact()
 
     async def compact(self) -> int:
-        """One compaction round, then reclaim what it freed; the bytes copied."""
+        """One compaction round, then reclaim what it freed; the bytes copied. None
+        while the node is read-only: its disk is nearly full, and the copies come
+        before the space they free (BookKeeper, too, stops compacting then)."""
+        if self.read_only:
+            return 0
         copied = await self.compactor.run_round()
         dead = self.entries.reclaimable_files()
         if dead:

@@ -173,3 +173,15 @@ async def test_at_most_one_chunk_of_copies_waits_in_the_journal(
     assert peak == 2 and waiting == 0  # the bound was reached, never passed
     await all_of_ledger_3_reads_back(service)
     await service.stop()
+
+
+async def test_a_read_only_node_does_not_compact(tmp_path: Path) -> None:
+    service = NodeService(config(tmp_path), SystemClock())
+    await service.start()
+    sealed = await interleaved(service)
+    service.read_only = True  # disk nearly full: copies would come before the space they free
+    assert await service.compact() == 0 and service.compactor.compacted_files == 0
+    assert set(sealed) <= set(list_journal_ids(service.entries.directory))
+    service.read_only = False
+    assert await service.compact() > 0  # the control: the same files, writable
+    await service.stop()
