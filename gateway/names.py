@@ -146,6 +146,10 @@ class TopicName:
             )
         return self
 
+    def sibling(self, local: str) -> TopicName:
+        """The topic ``local`` of this topic's domain, tenant and namespace."""
+        return TopicName.of(self.domain, self.tenant, self.namespace, local)
+
     def partition(self, index: int) -> TopicName:
         if self.is_partition:
             raise InvalidName(f"{self} is already a partition")

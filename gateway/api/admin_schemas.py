@@ -34,9 +34,10 @@ from pydantic.config import JsonDict
 from gateway.broker.message_id import INT32_MAX, INT64_MAX
 from gateway.meta.persistence import ENSEMBLE_MAX, MARK_DELETE_RATE_MAX
 from gateway.meta.policies import AUTH_ACTIONS, BUNDLES_MAX, ROLES_MAX
-from gateway.names import PARTITIONS_MAX
+from gateway.names import PARTITIONS_MAX, TOPIC_MAX
 from gateway.protocol.webhook_config import BOUNDS as WEBHOOK_BOUNDS
 from gateway.protocol.webhook_config import (
+    DEAD_LETTER_PATTERN,
     HEADER_NAME_PATTERN,
     HEADER_VALUE_PATTERN,
     HEADERS_MAX,
@@ -300,7 +301,18 @@ class WebhookSettings(BaseModel):
     minBackoffMs: int = _bounded("minBackoffMs", "wait after a failure, doubling...")
     maxBackoffMs: int = _bounded("maxBackoffMs", "... capped at this (even below minBackoffMs)")
     maxAttempts: int = _bounded(
-        "maxAttempts", "failed attempts before the messages go to <topic>-<subscription>-DLQ (0: never)"
+        "maxAttempts", "failed attempts before the messages go to the dead-letter topic (0: never)"
+    )
+    deadLetterTopic: str | None = Field(
+        None,
+        description="a non-partitioned topic of the same namespace that takes the messages after maxAttempts "
+        "(not the topic itself); null: <topic>-<subscription>-DLQ",
+        json_schema_extra={  # the parser's pattern (a look-ahead: pydantic's own regex has none)
+            "anyOf": [
+                {"type": "string", "maxLength": TOPIC_MAX, "pattern": DEAD_LETTER_PATTERN},
+                {"type": "null"},
+            ]
+        },
     )
     headers: dict[str, str] = Field(
         default_factory=dict,

@@ -46,6 +46,7 @@ from gateway.broker.positions import EARLIEST
 from gateway.broker.topic import Topic
 from gateway.meta.errors import Conflict, NotFound
 from gateway.names import TopicName, check_subscription
+from gateway.protocol.errors import BadRequest
 from gateway.protocol.webhook_config import parse_webhook
 
 if TYPE_CHECKING:
@@ -119,6 +120,12 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
         gateway, name, count = await target(tenant, namespace, topic, subscription)
         value = await read_json(request)
         config = parse_webhook(value, gateway.webhooks.allowed_hosts)
+        if config.deadLetterTopic is not None:
+            letters = name.sibling(config.deadLetterTopic)
+            if letters == name.base:
+                raise BadRequest("deadLetterTopic: must not be the topic itself")
+            if await gateway.partitions(letters):
+                raise BadRequest(f"deadLetterTopic: {letters} is partitioned; name a non-partitioned topic")
         if count:
             return await on_partitions(gateway, request, name, count, value)
 

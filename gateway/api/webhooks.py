@@ -268,7 +268,9 @@ class WebhookPusher:
         sub.permits(self.consumer_id, len(batch))
 
     async def _dead_letter(self, batch: list[Delivery]) -> bool:
-        target = f"{self.topic.name}-{self.subscription}-DLQ"
+        name = self.topic.name
+        local = self.config.deadLetterTopic
+        target = str(name.sibling(local)) if local else f"{name}-{self.subscription}-DLQ"
         try:
             for delivery in batch:
                 await letters.dead_letter(

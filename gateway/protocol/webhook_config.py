@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+from gateway.names import PARTITION_SUFFIX, RESERVED_TOPICS, TOPIC_MAX
 from gateway.protocol.errors import BadRequest
 
 SUBSCRIPTION_TYPES = ("Exclusive", "Shared", "Failover", "Key_Shared")
@@ -34,9 +35,13 @@ URL_PATTERN = rf"^https?://[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*{_PORT}(?:[/?#][\x21
 _RESERVED = "|".join(_any_case(h) for h in sorted(RESERVED_HEADERS))
 HEADER_NAME_PATTERN = rf"^(?!(?:{_RESERVED})$)[A-Za-z0-9!#$%&'*+.^_`|~-]{{1,128}}$"
 HEADER_VALUE_PATTERN = rf"^[\x20-\x7e]{{0,{HEADER_VALUE_MAX}}}$"
+# a topic of the webhook's namespace: a valid local topic name, not a partition, not reserved
+_NOT_PARTITION_OR_RESERVED = rf"(?!.*{PARTITION_SUFFIX})(?!(?:{'|'.join(RESERVED_TOPICS)})$)"
+DEAD_LETTER_PATTERN = rf"^{_NOT_PARTITION_OR_RESERVED}[A-Za-z0-9_][A-Za-z0-9_.=:\-]{{0,{TOPIC_MAX - 1}}}$"
 _URL = re.compile(URL_PATTERN)
 _HEADER_NAME = re.compile(HEADER_NAME_PATTERN)
 _HEADER_VALUE = re.compile(HEADER_VALUE_PATTERN)
+_DEAD_LETTER = re.compile(DEAD_LETTER_PATTERN)
 BOUNDS: dict[str, tuple[int, int, int]] = {  # field: (default, min, max)
     "maxMessages": (100, 1, 1000),
     "maxInFlight": (1, 1, 16),
@@ -59,6 +64,7 @@ class WebhookConfig:
     maxBackoffMs: int = 60_000
     maxAttempts: int = 0
     headers: dict[str, str] = field(default_factory=dict)
+    deadLetterTopic: str | None = None  # a topic of the same namespace; None: <topic>-<sub>-DLQ
 
     def to_json(self) -> dict[str, Any]:
         """Everything, header values included (what etcd stores)."""
@@ -138,8 +144,15 @@ def parse_webhook(value: Any, allowed_hosts: tuple[str, ...] = ()) -> WebhookCon
     initial = value.get("initialPosition", "Latest")
     if initial not in INITIAL_POSITIONS:
         raise BadRequest(f"initialPosition: one of {', '.join(INITIAL_POSITIONS)}")
+    dead_letter = value.get("deadLetterTopic")
+    if dead_letter is not None and not (isinstance(dead_letter, str) and _DEAD_LETTER.fullmatch(dead_letter)):
+        raise BadRequest(
+            f"deadLetterTopic: a topic name of the webhook's namespace (letters, digits, _ . = : -, "
+            f"at most {TOPIC_MAX} characters, not a partition's name), or null"
+        )
     return WebhookConfig(
         url=_check_url(value.get("url"), allowed_hosts),
+        deadLetterTopic=dead_letter,
         subscriptionType=sub_type,
         initialPosition=initial,
         headers=_check_headers(value.get("headers")),

@@ -311,6 +311,37 @@ async def test_poison_message_goes_to_the_dead_letter_topic(
         assert counter(metrics, "folio_gateway_webhooks") >= 1
 
 
+async def test_dead_letter_topic_can_be_named(cluster: MessagingCluster, endpoint: Endpoint) -> None:
+    topic, path = "wh-named-dlq", "/named-dlq"
+    endpoint.answer[path] = lambda body: 500 if text(body["messages"][0]) == "bad" else 200
+    async with httpx.AsyncClient(timeout=20) as http:
+        url = f"{cluster.urls[1]}{hook(topic, 's')}"
+        base = {"url": endpoint.url + path, "initialPosition": "Earliest", "maxMessages": 1}
+        base |= {"maxAttempts": 2, "minBackoffMs": 10, "maxBackoffMs": 20}
+        itself = await http.put(url, json=base | {"deadLetterTopic": topic})
+        assert itself.status_code == 400 and "the topic itself" in itself.json()["reason"]
+        made = await http.put(f"{cluster.urls[0]}{ADMIN}/wh-parted-letters/partitions", json=2)
+        assert made.status_code == 204, made.text
+        parted = await http.put(url, json=base | {"deadLetterTopic": "wh-parted-letters"})
+        assert parted.status_code == 400 and "partitioned" in parted.json()["reason"]
+        await publish(http, cluster.urls[0], topic, ["a", "bad", "b"])
+        settings = base | {"deadLetterTopic": "wh-letters"}
+        assert (await http.put(url, json=settings)).status_code == 204
+        await eventually(lambda: "b" in endpoint.payloads(path))
+        got = await http.get(
+            f"{cluster.urls[0]}/consume/persistent/public/default/wh-letters/check",
+            params={"subscriptionInitialPosition": "Earliest", "max": "10", "waitMs": "3000"},
+            follow_redirects=True,
+        )
+        assert got.status_code == 200, got.text
+        assert [text(m) for m in got.json()["messages"]] == ["bad"]
+        view = (await http.get(url)).json()
+        assert view["deadLetterTopic"] == "wh-letters" and view["deadLettered"] == 1
+        default_dlq = f"{cluster.urls[0]}{ADMIN}/{topic}-s-DLQ/stats"
+        assert (await http.get(default_dlq)).status_code == 404  # the default name was not used
+        assert (await http.delete(url)).status_code == 204  # the cluster's bound is shared with other tests
+
+
 async def test_bad_settings_and_limits(cluster: MessagingCluster, endpoint: Endpoint) -> None:
     url = f"{cluster.urls[0]}{hook('wh-bad', 's')}"
     cases: list[tuple[Any, str]] = [

@@ -176,3 +176,18 @@ async def test_a_pusher_whose_push_fails_unexpectedly_stops_for_a_restart() -> N
     await asyncio.wait_for(worker, 5)  # returns: the pusher closed itself
     assert pusher.closed and pusher.state == "stopped"
     assert pusher.last_error == "internal error: RuntimeError('boom')"
+
+
+def test_dead_letter_topic_is_a_plain_topic_of_the_namespace() -> None:
+    assert _parse().deadLetterTopic is None and _parse(deadLetterTopic=None).deadLetterTopic is None
+    for good in ("letters", "orders-DLQ", "a.b=c:d_e", "_x", "x" * 255):
+        config = _parse(deadLetterTopic=good)
+        assert config.deadLetterTopic == good and parse_webhook(config.to_json()) == config
+    bad: list[Any] = [
+        "", "x" * 256, "a/b", "persistent://public/default/x", "-x", "x-partition-1", "partitioned",
+        "abc\n", "caf\u00e9", 5, ["x"],
+    ]  # fmt: skip
+    for value in bad:
+        with pytest.raises(BadRequest, match="deadLetterTopic"):
+            _parse(deadLetterTopic=value)
+    assert _parse(deadLetterTopic="partitioned2").deadLetterTopic == "partitioned2"  # only the word itself
