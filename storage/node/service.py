@@ -312,10 +312,13 @@ class NodeService:
     async def _compaction_loop(self) -> None:
         while True:
             await asyncio.sleep(self.config.compaction_interval_s)
-            await self.compact()
+            try:
+                await self.compact()
+            except Exception:  # e.g. a file reclaimed under a round: the next round starts afresh
+                log.exception("journal compaction round failed; trying again next round")
 
     async def compact(self) -> int:
-        """One compaction round, then reclaim what it freed; the bytes copied. None
+        """One compaction round, then reclaim what it freed; the bytes copied. Nothing
         while the node is read-only: its disk is nearly full, and the copies come
         before the space they free (BookKeeper, too, stops compacting then)."""
         if self.read_only:

@@ -185,3 +185,28 @@ async def test_a_read_only_node_does_not_compact(tmp_path: Path) -> None:
     service.read_only = False
     assert await service.compact() > 0  # the control: the same files, writable
     await service.stop()
+
+
+async def test_a_failed_round_does_not_stop_compaction(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    service = NodeService(config(tmp_path, compaction_interval_s=0.05), SystemClock())
+    await service.start()
+    real = service.compactor.run_round
+    failures = 0
+
+    async def flaky() -> int:
+        nonlocal failures
+        if failures < 2:  # e.g. a file reclaimed under the round
+            failures += 1
+            raise OSError("journal file vanished")
+        return await real()
+
+    monkeypatch.setattr(service.compactor, "run_round", flaky)
+    sealed = await interleaved(service)
+    deadline = time.monotonic() + 10
+    while set(sealed) & set(list_journal_ids(service.entries.directory)):
+        assert time.monotonic() < deadline, "compaction stopped after a failed round"
+        await asyncio.sleep(0.05)
+    assert failures == 2 and "compaction round failed" in caplog.text
+    await service.stop()
