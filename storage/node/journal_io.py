@@ -232,8 +232,8 @@ class JournalWriter:
     def _preallocate(self, needed: int) -> None:
         """Grow the current file to at least ``needed`` bytes, a whole step ahead (not
         past ``rotate_bytes`` unless ``needed`` is). A refusal (a file system without
-        fallocate, no space for the step) only turns preallocation off for this file:
-        the write itself then grows the file, and fails fatally if it cannot."""
+        fallocate, no space for the step) turns preallocation off for the rest of
+        this run: each write then grows its file, and fails fatally if it cannot."""
         target = max(needed, min(self._allocated + self.prealloc_bytes, self.rotate_bytes))
         try:
             os.posix_fallocate(self._fd, self._allocated, target - self._allocated)

@@ -4,6 +4,7 @@ refusing the old on-disk format."""
 
 from __future__ import annotations
 
+import errno
 import os
 import struct
 from array import array
@@ -131,6 +132,25 @@ def test_journal_preallocates_ahead_and_replay_stops_quietly_at_the_zeros(
     assert [r for r in caplog.records if "torn or corrupt tail" in r.getMessage()]
     writer.close()  # a clean stop cuts the tail (the control keeps the torn bytes past the end)
     assert active.stat().st_size == writer_end(active) + (0 if prealloc else 16)
+
+
+def test_a_refused_preallocation_falls_back_to_growing_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    def refuse(fd: int, offset: int, length: int) -> None:
+        raise OSError(errno.EOPNOTSUPP, "Operation not supported")
+
+    monkeypatch.setattr(os, "posix_fallocate", refuse)
+    writer = JournalWriter(tmp_path, first_file_id=1, rotate_bytes=64 * 1024, prealloc_bytes=16 * 1024)
+    for i in range(300):
+        data = entry(1, i)
+        writer.write([add_record_head(data), data])
+    writer.run_sync(writer.take_sync_job())
+    assert writer.prealloc_bytes == 0 and "preallocation of" in caplog.text
+    active = journal_path(tmp_path, list_journal_ids(tmp_path)[-1])
+    assert active.stat().st_size == writer.offset  # grown by the writes alone
+    assert [wire.entry_header(r.body)[1] for r in replay(tmp_path, 1)] == list(range(300))
+    writer.close()
 
 
 def writer_end(path: Path) -> int:
