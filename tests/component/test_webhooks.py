@@ -248,6 +248,7 @@ async def test_posts_beyond_the_connection_bound_wait_their_turn(
         view = (await http.get(f"{cluster.urls[0]}{hook(topic, 's')}")).json()
         assert view["failures"] == 0 and view["acked"] == 12, view
         assert len(endpoint.received[path]) == 12  # each POSTed once: no retry
+        assert (await http.delete(f"{cluster.urls[0]}{hook(topic, 's')}")).status_code == 204  # shared bound
 
 
 async def test_endpoint_that_never_acks_gets_retries_and_the_backlog_stays(
@@ -427,6 +428,8 @@ async def test_redirects_are_failures_and_endless_answers_are_cut(
         await eventually(acked)
         view = (await http.get(f"{cluster.urls[0]}{hook('wh-endless', 's')}")).json()
         assert view["acked"] == 2 and view["failures"] == 0
+        for topic in ("wh-moved", "wh-endless"):  # the cluster's bound is shared with the other tests
+            assert (await http.delete(f"{cluster.urls[0]}{hook(topic, 's')}")).status_code == 204
 
 
 async def test_partitioned_topic_key_shared(cluster: MessagingCluster, endpoint: Endpoint) -> None:
