@@ -40,6 +40,12 @@ def _parser() -> argparse.ArgumentParser:
     ledger.add_argument("--inflight", type=int, default=512)
     ledger.add_argument("--light-rate", type=float, default=1000.0, help="entries/s of the light-load phase")
     ledger.add_argument("--json", action="store_true", help="also print one JSON line per result")
+    floor = bench_sub.add_parser("fsync", help="the fdatasync floor under an ack: 1..N writers at once")
+    floor.add_argument("--writers", type=int, default=3, help="up to this many writers (one row each)")
+    floor.add_argument("--size", type=int, default=400, help="bytes per record")
+    floor.add_argument("--count", type=int, default=3000, help="records per writer")
+    floor.add_argument("--gap-ms", type=float, default=0.4, help="pause between a writer's records")
+    floor.add_argument("--dir", default=".folio-bench-fsync", help="where the files go (the data disk)")
     gw = bench_sub.add_parser("gateway", help="W1/W2/W3 (publish, latency, consume) through the gateways")
     gw.add_argument("--url", default="", help="a running gateway (else start a local cluster)")
     gw.add_argument("--seconds", type=float, default=8.0, help="cap of each W1 and W3 run")
@@ -124,6 +130,10 @@ def main(argv: list[str] | None = None) -> int:
         from folio.bench_ledger import run_bench
 
         return run_bench(args)
+    if args.command == "bench" and args.bench == "fsync":
+        from folio.bench_disk import run_sync_floor
+
+        return run_sync_floor(args)
     if args.command == "bench" and args.bench == "gateway":
         from folio.bench_gateway import run_bench as run_gateway_bench
 
