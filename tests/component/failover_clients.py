@@ -208,7 +208,9 @@ class Deliveries:
 
 class ReconnectingConsumer:
     """A consumer that acks everything it receives and reconnects (next base URL, round
-    robin) whenever its session closes or cannot be opened; close codes are recorded."""
+    robin) whenever its session closes or cannot be opened; close codes are recorded.
+    Its first session is opened on ``first_base`` however long that takes (a test that
+    wants one consumer relayed through a non-owner gets it, also on a loaded box)."""
 
     def __init__(
         self,
@@ -237,7 +239,6 @@ class ReconnectingConsumer:
 
         while not stop.is_set():
             base = self.bases[self.attempt % len(self.bases)]
-            self.attempt += 1
             url = (
                 f"{base}/ws/v2/consumer/{TOPIC_PATH}/{self.topic}/{self.sub}"
                 f"?consumerName={self.name}&{self.query}"
@@ -246,9 +247,12 @@ class ReconnectingConsumer:
                 ws = await websockets.connect(url, open_timeout=5, close_timeout=1, ping_interval=None)
             except (OSError, InvalidHandshake, TimeoutError) as exc:
                 self.connect_errors.append(f"{base}: {exc!r}")
+                if self.connects:  # until its first session, a consumer stays on the base it was given
+                    self.attempt += 1
                 await asyncio.sleep(RETRY_PAUSE_S)
                 continue
             self.connects += 1
+            self.attempt += 1  # the next session goes to the next base
             try:
                 while not stop.is_set():
                     try:
