@@ -21,8 +21,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from gateway.broker.broker_errors import ConsumerBusy, TooManyRequests
-from gateway.broker.consumers import Delivery
-from gateway.broker.dispatch.base import HashRange
+from gateway.broker.consumers import Delivery, PullSink
 from gateway.broker.subscription import Subscription
 from gateway.broker.topic import Topic
 from gateway.protocol.params import ConsumerParams, parse_consumer_params
@@ -41,7 +40,7 @@ def pull_params(query: dict[str, str]) -> ConsumerParams:
 
 
 @dataclass(eq=False)
-class HttpConsumer:
+class HttpConsumer(PullSink):
     topic: Topic
     sub: Subscription | None = None
     consumer_id: int = 0
@@ -57,12 +56,6 @@ class HttpConsumer:
         self.buffer.extend(deliveries)
         self.granted = max(0, self.granted - len(deliveries))
         self.arrived.set()
-
-    def active_changed(self, active: bool) -> None:
-        pass
-
-    def ranges_changed(self, ranges: tuple[HashRange, ...]) -> None:
-        pass
 
     def close(self, code: str, reason: str) -> None:
         self.closed = True

@@ -41,8 +41,7 @@ from coordination import keys
 from gateway.api.convert import delivery_frames
 from gateway.broker import letters
 from gateway.broker.broker_errors import SubscriptionNotFound
-from gateway.broker.consumers import Delivery
-from gateway.broker.dispatch.base import HashRange
+from gateway.broker.consumers import Delivery, PullSink
 from gateway.broker.subscription import Subscription
 from gateway.broker.topic import Topic
 from gateway.broker.webhook_core import (
@@ -93,7 +92,7 @@ def topic_of(path: str) -> TopicName:
     return TopicName.parse(f"{domain}://{rest}")
 
 
-class WebhookPusher:
+class WebhookPusher(PullSink):
     """One webhook's consumer on this gateway (a ``ConsumerSink``)."""
 
     def __init__(
@@ -126,12 +125,6 @@ class WebhookPusher:
     def deliver(self, deliveries: list[Delivery]) -> None:
         self._buffer.extend(deliveries)
         self._arrived.set()
-
-    def active_changed(self, active: bool) -> None:
-        pass
-
-    def ranges_changed(self, ranges: tuple[HashRange, ...]) -> None:
-        pass
 
     def close(self, code: str, reason: str) -> None:
         self.closed = True

@@ -57,6 +57,17 @@ class ConsumerSink(Protocol):
     def close(self, code: str, reason: str) -> None: ...
 
 
+class PullSink:
+    """Base of a pull-mode sink (HTTP consumer, webhook pusher): no client to tell
+    that it became active (Failover) or which hash ranges it owns (Key_Shared)."""
+
+    def active_changed(self, active: bool) -> None:
+        pass
+
+    def ranges_changed(self, ranges: tuple[HashRange, ...]) -> None:
+        pass
+
+
 @dataclass(slots=True)
 class ConsumerRecord:
     consumer_id: ConsumerId
