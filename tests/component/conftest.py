@@ -13,11 +13,12 @@ import contextlib
 import itertools
 import os
 import signal
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 
 import pytest
 from clusters import LedgerCluster, MessagingCluster
+from nodeproc import NodeProcess
 
 _namespaces = itertools.count(1)
 
@@ -44,6 +45,26 @@ async def ledger_cluster(
                 await store.delete_prefix("")
             finally:
                 await store.close()
+
+
+# ---------------------------------------------------------------- single node processes
+
+_node_namespaces = itertools.count(1)
+
+
+@pytest.fixture
+def ns() -> str:
+    """A fresh etcd namespace for tests that start node processes themselves."""
+    return f"/nodetest-{os.getpid()}-{next(_node_namespaces):04d}"
+
+
+@pytest.fixture
+def nodes() -> Iterator[list[NodeProcess]]:
+    """Node processes a test made (``nodeproc.new_node``); each is stopped after it."""
+    started: list[NodeProcess] = []
+    yield started
+    for node in started:
+        node.stop()
 
 
 # ---------------------------------------------------------------- messaging cluster

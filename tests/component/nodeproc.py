@@ -11,7 +11,9 @@ from __future__ import annotations
 import asyncio
 import socket
 import time
+import urllib.request
 from collections.abc import Awaitable, Callable, Iterable
+from pathlib import Path
 from typing import TypeVar
 
 from coordination import keys
@@ -159,3 +161,37 @@ def wait_until(condition: Callable[[], object], timeout_s: float = 15.0, what: s
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
         time.sleep(0.05)
+
+
+# ---------------------------------------------------------------- node-process test helpers
+
+
+def payload(ledger: int, entry: int, size: int = 1024) -> bytes:
+    """A recognisable entry payload (its ledger and entry id first)."""
+    head = f"{ledger}:{entry}:".encode()
+    return head + bytes((entry + i) % 251 for i in range(size - len(head)))
+
+
+def new_node(
+    nodes: list[NodeProcess], tmp_path: Path, etcd: str, ns: str, *args: str, **kw: object
+) -> NodeProcess:
+    """A node process (not started) in ``tmp_path``; ``nodes`` (the fixture) stops it."""
+    node = NodeProcess(tmp_path / f"node{len(nodes)}", etcd, namespace=ns, extra_args=args, **kw)  # type: ignore[arg-type]
+    nodes.append(node)
+    return node
+
+
+def journal_files(node: NodeProcess) -> list[Path]:
+    return sorted((node.data_dir / "journal").glob("*.journal"))
+
+
+def metrics_text(node: NodeProcess) -> str:
+    with urllib.request.urlopen(f"http://{node.metrics_address}/metrics", timeout=5) as response:
+        return str(response.read().decode())
+
+
+def metric(text: str, name: str) -> float:
+    for line in text.splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[-1])
+    raise AssertionError(f"metric {name} missing")

@@ -1,24 +1,23 @@
 """Real storage-node processes on a real etcd: durability, fencing, fatal fsync,
-bad input, read-only mode, reclaim and bounds (DESIGN §3; reliability.md F3/F9/F14)."""
+bad input, read-only mode and bounds (DESIGN §3; reliability.md F3/F9/F14)."""
 
 from __future__ import annotations
 
-import itertools
-import os
 import signal
 import socket
 import struct
-import time
-import urllib.request
 from collections import deque
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from nodeproc import (
     NodeProcess,
-    delete_ledger,
+    journal_files,
+    metric,
+    metrics_text,
+    new_node,
     node_record,
+    payload,
     put_ledger,
     wait_until,
 )
@@ -28,38 +27,6 @@ from storage.errors import Status
 from storage.node.journal_io import scan_file
 
 pytestmark = pytest.mark.component
-
-_ns = itertools.count(1)
-
-
-def payload(ledger: int, entry: int, size: int = 1024) -> bytes:
-    head = f"{ledger}:{entry}:".encode()
-    return head + bytes((entry + i) % 251 for i in range(size - len(head)))
-
-
-@pytest.fixture
-def ns() -> str:
-    return f"/nodetest-{os.getpid()}-{next(_ns):04d}"
-
-
-@pytest.fixture
-def nodes(tmp_path: Path, etcd_endpoint: str, ns: str) -> Iterator[list[NodeProcess]]:
-    started: list[NodeProcess] = []
-    yield started
-    for node in started:
-        node.stop()
-
-
-def new_node(
-    nodes: list[NodeProcess], tmp_path: Path, etcd: str, ns: str, *args: str, **kw: object
-) -> NodeProcess:
-    node = NodeProcess(tmp_path / f"node{len(nodes)}", etcd, namespace=ns, extra_args=args, **kw)  # type: ignore[arg-type]
-    nodes.append(node)
-    return node
-
-
-def journal_files(node: NodeProcess) -> list[Path]:
-    return sorted((node.data_dir / "journal").glob("*.journal"))
 
 
 def test_acked_adds_survive_kill9_and_torn_tail_is_ignored(
@@ -324,113 +291,9 @@ def test_read_only_below_free_space_threshold(
         assert c.add(1, 0, b"accepted", recovery=True) is Status.OK
         knob.write_text("999999")  # just under the threshold
         wait_until(lambda: c.add(1, 1, b"x", recovery=True) is Status.READ_ONLY, what="read-only again")
-    metrics = _metrics(node)
+    metrics = metrics_text(node)
     assert "folio_node_read_only 1.0" in metrics
     assert "folio_journal_sync_seconds_count" in metrics
-
-
-def test_deleted_ledger_is_reclaimed(
-    nodes: list[NodeProcess], tmp_path: Path, etcd_endpoint: str, ns: str
-) -> None:
-    args = ("--checkpoint-interval", "0.2", "--journal-rotate-bytes", "30000")
-    node = new_node(nodes, tmp_path, etcd_endpoint, ns, *args).start()
-    put_ledger(etcd_endpoint, ns, 1)
-    put_ledger(etcd_endpoint, ns, 2)
-    journal_dir = node.data_dir / "journal"
-    with node.client() as c:
-        for ledger, count in ((1, 300), (2, 100)):
-            for first in range(0, count, 10):  # small groups: many journal files
-                adds = [(e, payload(ledger, e)) for e in range(first, first + 10)]
-                assert set(c.add_many(ledger, adds).values()) == {Status.OK}
-        wait_until(lambda: len(list(journal_dir.glob("*.idx"))) >= 5, what="sealed journal files indexed")
-        before = len(journal_files(node))
-        delete_ledger(etcd_endpoint, ns, 1)
-        wait_until(lambda: c.read(1, 299)[0] is Status.NO_SUCH_LEDGER, what="ledger 1 dropped")
-        assert c.read_range(1, 0, 10)[0] is Status.NO_SUCH_LEDGER
-        wait_until(lambda: len(journal_files(node)) <= before - 4, what="dead journal files deleted")
-        assert c.read(2, 99)[1] == wire.Entry(2, 99, 98, payload(2, 99))
-    node.kill9()
-    node.start()
-    with node.client() as c:
-        wait_until(lambda: c.read(1, 299)[0] is Status.NO_SUCH_LEDGER, what="still gone after restart")
-        assert c.read(2, 0)[1] == wire.Entry(2, 0, -1, payload(2, 0))
-
-
-@pytest.mark.parametrize("threshold", ["0.5", "0"])
-def test_compaction_frees_files_a_live_ledger_shares_with_a_deleted_one(
-    nodes: list[NodeProcess], tmp_path: Path, etcd_endpoint: str, ns: str, threshold: str
-) -> None:
-    """Ledgers 1 and 2 written in turns, then 1 deleted: every journal file still holds
-    some of ledger 2, so only compaction (copying ledger 2's entries forward) frees
-    them. Control: --compaction-threshold 0 keeps them all."""
-    args = ("--checkpoint-interval", "0.2", "--journal-rotate-bytes", "30000")
-    args += ("--compaction-interval", "0.2", "--compaction-threshold", threshold)
-    node = new_node(nodes, tmp_path, etcd_endpoint, ns, *args).start()
-    put_ledger(etcd_endpoint, ns, 1)
-    put_ledger(etcd_endpoint, ns, 2)
-    journal_dir = node.data_dir / "journal"
-    with node.client() as c:
-        for turn in range(30):
-            assert set(
-                c.add_many(1, [(e, payload(1, e)) for e in range(turn * 10, turn * 10 + 10)]).values()
-            ) == {Status.OK}
-            assert set(
-                c.add_many(2, [(e, payload(2, e)) for e in range(turn * 2, turn * 2 + 2)]).values()
-            ) == {Status.OK}
-        wait_until(lambda: len(list(journal_dir.glob("*.idx"))) >= 8, what="sealed journal files indexed")
-        sealed = sorted(journal_dir.glob("*.idx"))
-        delete_ledger(etcd_endpoint, ns, 1)
-        wait_until(lambda: c.read(1, 0)[0] is Status.NO_SUCH_LEDGER, what="ledger 1 dropped")
-        if threshold == "0":
-            time.sleep(2)  # ten compaction intervals, had there been compaction
-            assert all(p.exists() for p in sealed)
-            return
-        wait_until(lambda: not any(p.exists() for p in sealed), what="mixed journal files compacted away")
-        for e in range(60):
-            assert c.read(2, e)[1] == wire.Entry(2, e, e - 1, payload(2, e))
-        assert _metric(_metrics(node), "folio_node_compacted_files_total") >= len(sealed) - 1
-    node.kill9()
-    node.start()
-    with node.client() as c:
-        status, entries = c.read_range(2, 0, 59)
-        assert status is Status.OK and [x.payload for x in entries] == [payload(2, e) for e in range(60)]
-        wait_until(lambda: c.read(1, 0)[0] is Status.NO_SUCH_LEDGER, what="ledger 1 still gone")
-
-
-def test_kill9_during_compaction_loses_nothing(
-    nodes: list[NodeProcess], tmp_path: Path, etcd_endpoint: str, ns: str
-) -> None:
-    """Compaction one file per round (a round every 0.05 s), the node killed (-9) four
-    times while the rounds go on (the kills land between or inside rounds, as they
-    fall): after every restart the live ledger reads back whole, and in the end the
-    mixed files are gone all the same."""
-    args = ("--checkpoint-interval", "0.1", "--journal-rotate-bytes", "30000")
-    args += ("--compaction-interval", "0.05", "--compaction-bytes-per-round", "1")
-    node = new_node(nodes, tmp_path, etcd_endpoint, ns, *args).start()
-    put_ledger(etcd_endpoint, ns, 1)
-    put_ledger(etcd_endpoint, ns, 2)
-    journal_dir = node.data_dir / "journal"
-    live = [(e, payload(2, e)) for e in range(80)]
-    with node.client() as c:
-        for turn in range(40):
-            dead = [(e, payload(1, e)) for e in range(turn * 10, turn * 10 + 10)]
-            assert set(c.add_many(1, dead).values()) == {Status.OK}
-            assert set(c.add_many(2, live[turn * 2 : turn * 2 + 2]).values()) == {Status.OK}
-        wait_until(lambda: len(list(journal_dir.glob("*.idx"))) >= 12, what="sealed journal files indexed")
-        sealed = sorted(journal_dir.glob("*.journal"))[:-2]
-    delete_ledger(etcd_endpoint, ns, 1)
-    for pause in (0.3, 0.1, 0.25, 0.15):
-        time.sleep(pause)
-        node.kill9()
-        node.start()
-        with node.client() as c:
-            status, entries = c.read_range(2, 0, 79)
-            assert status is Status.OK and [(x.entry_id, x.payload) for x in entries] == live
-    with node.client() as c:
-        wait_until(lambda: not any(p.exists() for p in sealed), what="mixed files compacted away")
-        status, entries = c.read_range(2, 0, 79)
-        assert status is Status.OK and [(x.entry_id, x.payload) for x in entries] == live
-    assert "compacted journal file" in node.log_text()
 
 
 def test_connection_in_flight_queue_and_waiter_bounds(
@@ -449,21 +312,21 @@ def test_connection_in_flight_queue_and_waiter_bounds(
         extra.call(wire.Op.NODE_INFO)
     extra.close()
     clients.pop().close()
-    wait_until(lambda: _metric(_metrics(node), "folio_node_connections") == 2, what="a slot freed")
+    wait_until(lambda: metric(metrics_text(node), "folio_node_connections") == 2, what="a slot freed")
     a, b = clients
     c = node.client()
     assert c.node_info()["nodeId"] == node.address
 
     # in-flight bound: 40 pipelined adds, never more than 8 taken from the socket at once
     assert set(a.add_many(1, [(e, b"y" * 10) for e in range(40)]).values()) == {Status.OK}
-    metrics = _metrics(node)
-    count = _metric(metrics, "folio_journal_sync_batch_records_count")
-    assert count >= 5 and _metric(metrics, 'folio_journal_sync_batch_records_bucket{le="10.0"}') == count
+    metrics = metrics_text(node)
+    count = metric(metrics, "folio_journal_sync_batch_records_count")
+    assert count >= 5 and metric(metrics, 'folio_journal_sync_batch_records_bucket{le="10.0"}') == count
 
     # long-poll waiters: two wait, the third is answered at once (TIMEOUT)
     w1 = a.send(wire.Op.READ_LAC, wire.read_lac_body(1, 38, 10_000))
     w2 = b.send(wire.Op.READ_LAC, wire.read_lac_body(1, 38, 10_000))
-    wait_until(lambda: _metric(_metrics(node), "folio_node_lac_waiters") == 2, what="both polls parked")
+    wait_until(lambda: metric(metrics_text(node), "folio_node_lac_waiters") == 2, what="both polls parked")
     assert c.read_lac(1, 38, 10_000) == (Status.TIMEOUT, (38, 39))
     assert c.add(1, 40, b"z", lac=39) is Status.OK
     assert wire.parse_lac_reply(a.recv(w1).body) == (39, 40)
@@ -479,7 +342,7 @@ def test_connection_in_flight_queue_and_waiter_bounds(
         assert c.read(1, e)[1] == wire.Entry(1, e, e - 1, payload(1, e, 1000))
     for e in refused:
         assert c.read(1, e)[0] is Status.NO_SUCH_ENTRY
-    assert _metric(_metrics(node), "folio_node_adds_rejected_total") == len(refused)
+    assert metric(metrics_text(node), "folio_node_adds_rejected_total") == len(refused)
     for client in (a, b, c):
         client.close()
 
@@ -495,18 +358,6 @@ def test_sigterm_stops_cleanly_and_cookie_guards_the_data_dir(
     other.start(expect_ready=False)
     assert other.wait(20) == 2
     assert "belongs to node" in other.log_text()
-
-
-def _metrics(node: NodeProcess) -> str:
-    with urllib.request.urlopen(f"http://{node.metrics_address}/metrics", timeout=5) as response:
-        return str(response.read().decode())
-
-
-def _metric(text: str, name: str) -> float:
-    for line in text.splitlines():
-        if line.startswith(name + " "):
-            return float(line.split()[-1])
-    raise AssertionError(f"metric {name} missing")
 
 
 def _free_port() -> int:
