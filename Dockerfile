@@ -8,6 +8,7 @@ COPY pyproject.toml README.md ./
 COPY coordination ./coordination
 COPY storage ./storage
 COPY gateway ./gateway
+COPY web_ui ./web_ui
 COPY folio ./folio
 RUN pip install . && useradd --system --home /var/lib/folio folio && mkdir -p /var/lib/folio \
     && chown folio /var/lib/folio

@@ -1,8 +1,8 @@
 """The admin dashboard every gateway serves at ``/`` and under ``/ui/`` (DESIGN.md §8).
 
-Owns: the dashboard package: server-rendered page shells (``templates/``), the
-small browser modules and vendored libraries they load (``static/``), and the
-router that serves both (``routes.make_router``). Rule: build-less and offline -
+Owns: the gateway's side of the dashboard: the page catalogue (``pages``) and
+the router (``routes.make_router``) that renders the page shells and serves the
+static files kept in the top-level ``web_ui`` package. Rule: build-less and offline -
 pages get all their data from the same public admin/REST/WebSocket APIs scripts
 use; nothing here reads gateway internals except the gateway's own id.
 """

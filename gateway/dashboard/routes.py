@@ -1,5 +1,8 @@
 """HTTP routes of the dashboard: page shells, static files and the favicon.
 
+The templates and static files themselves live in the top-level ``web_ui``
+package; this router serves them.
+
 Owns: ``make_router(gateway_id)``: ``/`` (overview), ``/ui/tenants``,
 ``/ui/tenants/{tenant}``, ``/ui/tenants/{tenant}/{namespace}``,
 ``/ui/topics/persistent/{tenant}/{namespace}/{topic}``, ``/ui/static/…`` and
@@ -22,12 +25,12 @@ from fastapi.templating import Jinja2Templates
 from starlette.responses import Response
 from starlette.staticfiles import StaticFiles
 
+import web_ui
 from gateway.dashboard import pages
 from gateway.names import InvalidName
 
-HERE = Path(__file__).resolve().parent
-STATIC = HERE / "static"
-TEMPLATES = HERE / "templates"
+STATIC = web_ui.STATIC
+TEMPLATES = web_ui.TEMPLATES
 
 
 def asset_version(root: Path = STATIC) -> str:
