@@ -18,30 +18,6 @@ class GatewayError(Exception):
     retriable = False
 
 
-class MessageIdError(GatewayError):
-    """A message id (base64, string form or fields) is malformed or out of range."""
-
-    code = "invalid_message_id"
-
-
-class InvalidMessage(GatewayError):
-    """A message to publish has a field outside the entry format's bounds."""
-
-    code = "invalid_message"
-
-
-class MessageTooLarge(InvalidMessage):
-    """One message does not fit in an entry even on its own."""
-
-    code = "message_too_large"
-
-
-class CorruptEntry(GatewayError):
-    """A ledger entry's payload is not a valid batch (docs/decisions/0004)."""
-
-    code = "corrupt_entry"
-
-
 class CorruptCursorSnapshot(GatewayError):
     """A persisted cursor snapshot cannot be restored."""
 

@@ -23,11 +23,11 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
-from gateway.broker.entry_format import EntryMessage
-from gateway.broker.message_id import INT32_MAX, INT64_MAX, MessageId
-from gateway.broker.positions import EARLIEST, LATEST, NO_BATCH, MessagePosition, Position
 from gateway.broker.stats import iso_ms
 from gateway.meta.errors import InvalidArgument
+from storage.formats.entry_format import EntryMessage
+from storage.formats.message_id import INT32_MAX, INT64_MAX, MessageId
+from storage.formats.positions import EARLIEST, LATEST, NO_BATCH, MessagePosition, Position
 
 _SAFE_VALUE = re.compile(r"[\x20-\x7e\xa0-\xff]*")
 _TOKEN = re.compile(r"[A-Za-z0-9!#$&'*+.^_`|~-]+")

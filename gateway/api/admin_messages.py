@@ -33,10 +33,10 @@ from gateway.api.admin_schemas import (
 )
 from gateway.api.route_docs import Namespace, Subscription, Tenant, TopicPart
 from gateway.broker import topic_admin
-from gateway.broker.message_id import INT32_MAX
-from gateway.broker.positions import NO_BATCH, MessagePosition, Position
 from gateway.broker.topic import Topic
 from gateway.meta.errors import NotFound
+from storage.formats.message_id import INT32_MAX
+from storage.formats.positions import NO_BATCH, MessagePosition, Position
 
 if TYPE_CHECKING:
     from gateway.api.gateway import Gateway

@@ -31,7 +31,6 @@ from fastapi import Path, Query
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 from pydantic.config import JsonDict
 
-from gateway.broker.message_id import INT32_MAX, INT64_MAX
 from gateway.meta.persistence import ENSEMBLE_MAX, MARK_DELETE_RATE_MAX
 from gateway.meta.policies import AUTH_ACTIONS, BUNDLES_MAX, ROLES_MAX
 from gateway.names import PARTITIONS_MAX, TOPIC_MAX
@@ -44,6 +43,7 @@ from gateway.protocol.webhook_config import (
     URL_MAX,
     URL_PATTERN,
 )
+from storage.formats.message_id import INT32_MAX, INT64_MAX
 
 JSON = "application/json"
 INT32_MIN = -(2**31)

@@ -39,10 +39,10 @@ from gateway.api.route_docs import Namespace, Paging, Tenant, TopicPart
 from gateway.api.route_docs import Subscription as SubscriptionName
 from gateway.broker import topic_admin, topic_upkeep
 from gateway.broker.log_state import TopicNotFound
-from gateway.broker.positions import EARLIEST, LATEST, Position
 from gateway.broker.subscription import Subscription
 from gateway.broker.topic import Topic
 from gateway.names import TopicName, check_subscription
+from storage.formats.positions import EARLIEST, LATEST, Position
 
 if TYPE_CHECKING:
     from gateway.api.gateway import Gateway

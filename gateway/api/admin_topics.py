@@ -48,12 +48,12 @@ from gateway.api.route_docs import Namespace, Paging, PartitionedBase, Tenant, T
 from gateway.broker import stats, stats_history
 from gateway.broker.broker_errors import SubscriptionBusy, TopicUnavailable
 from gateway.broker.log_state import TopicNotFound
-from gateway.broker.positions import MessagePosition
 from gateway.broker.topic import Topic
 from gateway.broker.topic_stats import internal_stats, topic_stats
 from gateway.meta.errors import Conflict, NotFound
 from gateway.meta.namespaces import NamespaceStore
 from gateway.names import NamespaceName, TopicName
+from storage.formats.positions import MessagePosition
 
 if TYPE_CHECKING:
     from gateway.api.gateway import Gateway

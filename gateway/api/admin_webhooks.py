@@ -42,12 +42,12 @@ from gateway.api.admin_schemas import WebhookSettings, request_body
 from gateway.api.route_docs import Namespace, Tenant, TopicPart
 from gateway.api.route_docs import Subscription as SubscriptionName
 from gateway.broker import topic_admin
-from gateway.broker.positions import EARLIEST
 from gateway.broker.topic import Topic
 from gateway.meta.errors import Conflict, NotFound
 from gateway.names import TopicName, check_subscription
 from gateway.protocol.errors import BadRequest
 from gateway.protocol.webhook_config import parse_webhook
+from storage.formats.positions import EARLIEST
 
 if TYPE_CHECKING:
     from gateway.api.gateway import Gateway

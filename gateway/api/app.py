@@ -31,6 +31,7 @@ from gateway.api.metrics import registry_for
 from gateway.dashboard import make_router as dashboard_router
 from gateway.errors import GatewayError
 from storage.errors import StorageError
+from storage.formats.errors import FormatError
 
 _METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
 
@@ -88,6 +89,10 @@ def create_app(gateway: Gateway, *, manage_lifecycle: bool = True) -> FastAPI:
 
     @app.exception_handler(GatewayError)
     async def gateway_error(_request: Request, exc: GatewayError) -> Response:
+        return error_response(exc)
+
+    @app.exception_handler(FormatError)
+    async def format_error(_request: Request, exc: FormatError) -> Response:
         return error_response(exc)
 
     @app.exception_handler(CoordinationError)

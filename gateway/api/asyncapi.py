@@ -20,7 +20,6 @@ import orjson
 
 from gateway.api.asyncapi_frames import BASE64, CONSUMER_COMMANDS, FRAME_SCHEMAS, NAME, Schema
 from gateway.api.schemas import NAME_RULE
-from gateway.broker.message_id import INT32_MAX, INT64_MAX
 from gateway.protocol.errors import WS_ERROR_DESCRIPTIONS
 from gateway.protocol.params import (
     COMPRESSION_TYPES,
@@ -31,6 +30,7 @@ from gateway.protocol.params import (
     SUBSCRIPTION_MODES,
     SUBSCRIPTION_TYPES,
 )
+from storage.formats.message_id import INT32_MAX, INT64_MAX
 
 VERSION = "0.3.0"
 

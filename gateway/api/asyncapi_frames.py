@@ -16,13 +16,13 @@ from typing import Any
 
 from gateway.api.schemas import BASE64_PATTERN, ISO_PATTERN, MESSAGE_ID_STRING_PATTERN
 from gateway.broker.dispatch.base import HASH_SLOTS
-from gateway.broker.message_id import INT32_MAX, INT64_MAX
 from gateway.protocol.fields import PROPERTIES_MAX
 from gateway.protocol.params import (
     NAME_CHARS_MAX,
 )
 from gateway.protocol.ws_commands import ACK_BATCH_MAX, RECONSUME_DELAY_MAX_MS
 from gateway.protocol.ws_frames import DELIVER_AFTER_MAX_MS, PUBLISH_BATCH_MAX
+from storage.formats.message_id import INT32_MAX, INT64_MAX
 
 Schema = dict[str, Any]
 

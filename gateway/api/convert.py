@@ -14,11 +14,11 @@ from typing import Any
 from pybase64 import b64encode_as_string
 
 from gateway.broker.consumers import Delivery
-from gateway.broker.entry_format import EntryMessage
-from gateway.broker.message_id import NO_BATCH_TAIL, MessageId, batch_tail, entry_prefix
-from gateway.broker.positions import MessagePosition
 from gateway.protocol.timefmt import format_iso
 from gateway.protocol.ws_frames import PublishRequest, message_frame
+from storage.formats.entry_format import EntryMessage
+from storage.formats.message_id import NO_BATCH_TAIL, MessageId, batch_tail, entry_prefix
+from storage.formats.positions import MessagePosition
 
 
 def entry_message(request: PublishRequest, producer: str, sequence_id: int, now_ms: int) -> EntryMessage:

@@ -30,6 +30,7 @@ from starlette.responses import Response
 from coordination.errors import CoordinationError
 from gateway.errors import GatewayError
 from storage.errors import StorageError
+from storage.formats.errors import FormatError
 
 STATUS_BY_CODE: dict[str, int] = {
     # names and metadata
@@ -77,7 +78,7 @@ STATUS_BY_CODE: dict[str, int] = {
     "ledger_fenced": 503,
 }
 
-AnyError = GatewayError | CoordinationError | StorageError
+AnyError = GatewayError | FormatError | CoordinationError | StorageError
 
 
 class ErrorBody(BaseModel):
@@ -183,7 +184,7 @@ class ErrorMappingRoute(APIRoute):
                 return await handler(request)
             except RequestValidationError as exc:
                 return validation_response(exc)
-            except (GatewayError, CoordinationError, StorageError) as exc:
+            except (GatewayError, FormatError, CoordinationError, StorageError) as exc:
                 return error_response(exc)
 
         return run

@@ -26,7 +26,6 @@ from coordination.clock import SystemClock, WallClock
 from coordination.session import LeaseSession
 from coordination.store import MetadataStore
 from gateway.api.webhooks import CONNECTIONS_MAX, WEBHOOKS_MAX, Webhooks
-from gateway.broker.entry_format import EntryMessage
 from gateway.broker.log_policy import Retention
 from gateway.broker.log_state import LogConfig, Quorums
 from gateway.broker.service import BrokerService, NamespaceView
@@ -41,6 +40,7 @@ from gateway.ownership.owner import LossReason, OwnerInfo, OwnershipManager
 from gateway.ownership.records import LoadReport, smoothed
 from gateway.ownership.registry import GatewayRegistry
 from storage.client.api import LedgerClient
+from storage.formats.entry_format import EntryMessage
 
 log = logging.getLogger(__name__)
 

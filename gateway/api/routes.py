@@ -52,7 +52,6 @@ from gateway.api.ws_partitioned import (
 )
 from gateway.api.ws_producer import serve_producer
 from gateway.api.ws_session import deny, relay, relay_url
-from gateway.broker.entry_format import EntryMessage
 from gateway.broker.topic import Topic
 from gateway.broker.topic_types import PublishResult
 from gateway.errors import GatewayError
@@ -73,6 +72,8 @@ from gateway.protocol.rest import (
     producer_acks,
 )
 from gateway.protocol.ws_frames import PublishRequest
+from storage.formats.entry_format import EntryMessage
+from storage.formats.errors import FormatError
 
 if TYPE_CHECKING:
     from gateway.api.gateway import Gateway
@@ -122,7 +123,7 @@ def make_router(get_gateway: Any) -> APIRouter:
         try:
             name = TopicName.of(domain, tenant, namespace, topic)
             owner = await gw().route(name, authoritative=_authoritative(dict(request.query_params)))
-        except (GatewayError, InvalidName) as exc:
+        except (GatewayError, FormatError, InvalidName) as exc:
             return error_response(exc)
         ws = owner.http_url.replace("http://", "ws://", 1)
         return _json(
@@ -142,7 +143,7 @@ def make_router(get_gateway: Any) -> APIRouter:
         try:
             name = TopicName.of(domain, tenant, namespace, topic)
             owner = await gw().route(name)
-        except (GatewayError, InvalidName) as exc:
+        except (GatewayError, FormatError, InvalidName) as exc:
             return error_response(exc)
         return _json(owner.bundle.range.name)
 
@@ -286,7 +287,7 @@ def make_router(get_gateway: Any) -> APIRouter:
                 return await _forward(f"{where}{request.url.path}", request, body)
             results = await _publish_local(where, producer, requests)
             publish_latency(gateway).rest.observe(perf_counter() - started)
-        except (GatewayError, InvalidName) as exc:
+        except (GatewayError, FormatError, InvalidName) as exc:
             return error_response(exc)
         if content_type != JSON:
             first = results[0]
@@ -398,7 +399,7 @@ def make_router(get_gateway: Any) -> APIRouter:
             consumer.last_used_ms = consumers.now_ms()
             got = await consumer.fetch(max, waitMs)
             consumer.last_used_ms = consumers.now_ms()
-        except (GatewayError, InvalidName) as exc:
+        except (GatewayError, FormatError, InvalidName) as exc:
             return error_response(exc)
         return Response(fetch_response(delivery_frames(got, where.partition)), media_type=JSON)
 
@@ -423,7 +424,7 @@ def make_router(get_gateway: Any) -> APIRouter:
                 sub.nack(consumer_id, positions)
                 return _json({"nacked": len(positions)})
             acked = sub.ack(consumer_id, positions)
-        except (GatewayError, InvalidName) as exc:
+        except (GatewayError, FormatError, InvalidName) as exc:
             return error_response(exc)
         return _json({"acked": acked})
 

@@ -21,13 +21,13 @@ from pydantic import BaseModel, Field
 from pydantic.config import JsonDict
 
 from gateway.api.admin_schemas import ADMIN_REQUEST_MODELS
-from gateway.broker.message_id import INT64_MAX
 from gateway.names import NAME_MAX, PARTITIONED_TOPIC_MAX, SUBSCRIPTION_MAX, TOPIC_MAX
 from gateway.protocol.fields import PROPERTIES_MAX
 from gateway.protocol.rest import PRODUCER_NAME_CHARS_MAX, REST_BATCH_MAX
 from gateway.protocol.timefmt import EPOCH_MS_MAX
 from gateway.protocol.ws_commands import ACK_BATCH_MAX
 from gateway.protocol.ws_frames import DELIVER_AFTER_MAX_MS
+from storage.formats.message_id import INT64_MAX
 
 # Standard base64 as the payload decoder accepts it: padding optional, never a lone 1-char tail.
 BASE64_PATTERN = r"^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}(?:==)?|[A-Za-z0-9+/]{3}=?)?$"

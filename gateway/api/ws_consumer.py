@@ -33,7 +33,6 @@ from gateway.broker import letters, topic_admin
 from gateway.broker.consumers import Delivery
 from gateway.broker.dispatch import ConsumerInfo
 from gateway.broker.dispatch.base import HashRange
-from gateway.broker.positions import EARLIEST, LATEST, NO_BATCH, MessagePosition, Position
 from gateway.broker.subscription import Subscription
 from gateway.broker.topic import Topic
 from gateway.errors import GatewayError
@@ -54,6 +53,7 @@ from gateway.protocol.ws_frames import (
     parse_command,
     ranges_notice,
 )
+from storage.formats.positions import EARLIEST, LATEST, NO_BATCH, MessagePosition, Position
 
 if TYPE_CHECKING:
     from gateway.api.gateway import Gateway

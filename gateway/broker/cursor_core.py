@@ -37,11 +37,11 @@ from bisect import bisect_right, insort
 from collections.abc import Iterable
 from typing import Any
 
-from gateway.broker.entry_format import MESSAGES_PER_ENTRY_MAX
 from gateway.broker.log_layout import LogView
 from gateway.broker.message_counts import MessageView
-from gateway.broker.positions import EARLIEST, LATEST, NO_BATCH, MessagePosition, Position
 from gateway.errors import CorruptCursorSnapshot
+from storage.formats.entry_format import MESSAGES_PER_ENTRY_MAX
+from storage.formats.positions import EARLIEST, LATEST, NO_BATCH, MessagePosition, Position
 
 RANGES_PERSISTED_MAX = 1000
 BATCHES_PERSISTED_MAX = 1000

@@ -18,9 +18,9 @@ from __future__ import annotations
 from collections import OrderedDict
 
 from gateway.broker.cache_budget import CacheBudget
-from gateway.broker.entry_format import EntryMessage, decode_entry
 from gateway.broker.managed_log import ManagedLog
-from gateway.broker.positions import MessagePosition, Position
+from storage.formats.entry_format import EntryMessage, decode_entry
+from storage.formats.positions import MessagePosition, Position
 
 DECODED_CACHE_ENTRIES = 4096
 DECODED_CACHE_MESSAGES = 65_536  # per topic; a miss is re-read from the log cache or the nodes

@@ -22,11 +22,11 @@ from typing import TYPE_CHECKING
 from gateway.broker import letters
 from gateway.broker.consumers import resolve_deliveries
 from gateway.broker.dispatch import DeadLetter, Deliver, Effect
-from gateway.broker.positions import Position
+from storage.formats.positions import Position
 
 if TYPE_CHECKING:
-    from gateway.broker.entry_format import EntryMessage
     from gateway.broker.subscription import Subscription
+    from storage.formats.entry_format import EntryMessage
 
 log = logging.getLogger(__name__)
 

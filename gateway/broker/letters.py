@@ -14,9 +14,9 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from gateway.broker.entry_format import EntryMessage
-from gateway.broker.message_id import MessageId
-from gateway.broker.positions import NO_BATCH, MessagePosition
+from storage.formats.entry_format import EntryMessage
+from storage.formats.message_id import MessageId
+from storage.formats.positions import NO_BATCH, MessagePosition
 
 if TYPE_CHECKING:
     from gateway.broker.dispatch import DeadLetter

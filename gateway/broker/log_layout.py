@@ -20,7 +20,7 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 from typing import Protocol
 
-from gateway.broker.positions import EARLIEST, Position
+from storage.formats.positions import EARLIEST, Position
 
 
 class LogView(Protocol):

@@ -1,7 +1,6 @@
 """Managed-log policy decisions: when to roll a ledger and which ledgers to trim (pure).
 
-Owns: ``LedgerInfo`` (one ledger of a topic's log as listed in etcd),
-``RolloverPolicy`` and the two decisions ``should_roll`` and
+Owns: ``RolloverPolicy`` and the two decisions ``should_roll`` and
 ``ledgers_to_trim``. Rules (pulsar-api.md §4.11, §5.3):
 - roll the open ledger once it holds ``entries_max`` entries or ``bytes_max``
   bytes, or has been open ``age_max_ms`` (and is not empty);
@@ -17,37 +16,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
-from gateway.broker.positions import Position
-
-
-@dataclass(frozen=True, slots=True)
-class LedgerInfo:
-    ledger_id: int
-    entries: int = 0  # confirmed entries (for the open ledger: 0 until it closes, as Pulsar shows it)
-    size: int = 0  # bytes
-    timestamp_ms: int = 0  # when the ledger was closed (0 while open)
-    messages: int = 0  # messages in its entries (0 = unknown: closed by recovery)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "ledgerId": self.ledger_id,
-            "entries": self.entries,
-            "size": self.size,
-            "timestamp": self.timestamp_ms,
-            "messages": self.messages,
-        }
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> LedgerInfo:
-        return cls(
-            int(data["ledgerId"]),
-            int(data["entries"]),
-            int(data["size"]),
-            int(data["timestamp"]),
-            int(data.get("messages", 0)),
-        )
+from storage.formats.log_record import LedgerInfo
+from storage.formats.positions import Position
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,11 +18,11 @@ from coordination.clock import Clock
 from gateway.broker.cache_budget import CacheBudget
 from gateway.broker.log_layout import LedgerLayout
 from gateway.broker.log_state import EntryCache
-from gateway.broker.positions import Position
 from gateway.broker.read_ahead import ReadAhead
 from storage.client.api import LedgerClient
 from storage.client.reader import LedgerReader
 from storage.client.writer import LedgerWriter
+from storage.formats.positions import Position
 
 READERS_MAX = 16  # open readers of older ledgers kept per log
 

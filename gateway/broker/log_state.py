@@ -1,12 +1,11 @@
-"""The managed log's small parts: its config, errors, etcd value codec and entry cache.
+"""The managed log's small parts: its config, errors and entry cache.
 
 Owns: ``LogConfig``, ``Quorums`` (E/Qw/Qa of a new ledger: the namespace's
 persistence policy, else the config's), the log errors (``LogFenced`` means
-another gateway owns the topic now), the JSON form of the ledger list stored
-under ``keys.managed_log`` (docs/decisions/0005) and ``EntryCache``, the
-bounded cache of recent entries that tailing consumers read from. Rule: the
-cache is bounded in bytes and evicts oldest first; the state codec keeps
-unknown fields.
+another gateway owns the topic now) and ``EntryCache``, the bounded cache of
+recent entries that tailing consumers read from. Rule: the cache is bounded in
+bytes and evicts oldest first. The ledger list's etcd codec is
+``storage.formats.log_record``.
 """
 
 from __future__ import annotations
@@ -14,14 +13,11 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
-
-import orjson
 
 from gateway.broker.cache_budget import CacheBudget
-from gateway.broker.log_policy import LedgerInfo, RolloverPolicy
-from gateway.broker.positions import Position
+from gateway.broker.log_policy import RolloverPolicy
 from gateway.errors import GatewayError
+from storage.formats.positions import Position
 
 CACHE_BYTES_MAX = 64 * 1024 * 1024  # recent entries kept per log
 
@@ -133,14 +129,3 @@ class EntryCache:
 
     def __len__(self) -> int:
         return len(self._entries)
-
-
-def encode_state(ledgers: list[LedgerInfo], created_ms: int, extra: dict[str, Any]) -> bytes:
-    return orjson.dumps({"ledgers": [info.to_json() for info in ledgers], "createdMs": created_ms, **extra})
-
-
-def decode_state(raw: bytes) -> tuple[list[LedgerInfo], int, dict[str, Any]]:
-    data = orjson.loads(raw)
-    ledgers = [LedgerInfo.from_json(item) for item in data.get("ledgers", [])]
-    extra = {k: v for k, v in data.items() if k not in ("ledgers", "createdMs")}
-    return ledgers, int(data.get("createdMs", 0)), extra

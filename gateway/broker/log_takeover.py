@@ -33,12 +33,13 @@ import weakref
 from typing import TYPE_CHECKING
 
 from coordination.clock import Clock
-from gateway.broker.entry_format import entry_message_count
-from gateway.broker.log_policy import LedgerInfo
-from gateway.broker.positions import Position
 from gateway.errors import GatewayError
 from storage.client.api import LedgerClient
 from storage.errors import StorageError
+from storage.formats.entry_format import entry_message_count
+from storage.formats.errors import FormatError
+from storage.formats.log_record import LedgerInfo
+from storage.formats.positions import Position
 from storage.types import LedgerState
 
 if TYPE_CHECKING:
@@ -174,7 +175,7 @@ async def _count_ledger(managed: ManagedLog, ledger_id: int) -> bool:
         for position, payload in got:
             try:
                 count = entry_message_count(payload)
-            except GatewayError as exc:
+            except FormatError as exc:
                 log.warning("topic %s: entry %s: %s", managed.topic_path, position, exc)
                 return False
             managed.counts.on_entry(ledger_id, position.entry_id, count)

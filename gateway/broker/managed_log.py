@@ -37,7 +37,7 @@ from coordination import keys
 from coordination.clock import Clock
 from coordination.store import MetadataStore
 from gateway.broker.log_layout import LedgerLayout
-from gateway.broker.log_policy import LedgerInfo, Retention, ledgers_to_trim, should_roll
+from gateway.broker.log_policy import Retention, ledgers_to_trim, should_roll
 from gateway.broker.log_reads import LedgerReaders, read_cached, read_entries
 from gateway.broker.log_state import (
     EntryCache,
@@ -47,16 +47,15 @@ from gateway.broker.log_state import (
     LogFenced,
     QuorumSource,
     TopicNotFound,
-    decode_state,
-    encode_state,
 )
 from gateway.broker.log_takeover import Recount, delete_dropped, recover_ledgers
 from gateway.broker.message_counts import MessageCounts
-from gateway.broker.positions import Position
 from gateway.errors import GatewayError
 from storage.client.api import LedgerClient
 from storage.client.writer import LedgerWriter
 from storage.errors import Fenced, StorageError
+from storage.formats.log_record import LedgerInfo, decode_state, encode_state
+from storage.formats.positions import Position
 from storage.types import LedgerMetadata
 
 log = logging.getLogger(__name__)

@@ -21,7 +21,7 @@ from bisect import bisect_left
 from typing import Protocol
 
 from gateway.broker.log_layout import LedgerLayout
-from gateway.broker.positions import Position
+from storage.formats.positions import Position
 
 
 class MessageView(Protocol):

@@ -31,7 +31,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-from gateway.broker.entry_format import ENTRY_BYTES_MAX, ENTRY_HEADER_BYTES, MESSAGES_PER_ENTRY_MAX
+from storage.formats.entry_format import ENTRY_BYTES_MAX, ENTRY_HEADER_BYTES, MESSAGES_PER_ENTRY_MAX
 
 T = TypeVar("T")
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from gateway.broker.cache_budget import CacheBudget
 from gateway.broker.log_state import EntryCache
-from gateway.broker.positions import Position
+from storage.formats.positions import Position
 
 FETCH_BYTES = 4 * 1024 * 1024  # one range-read reply (storage.wire.RANGE_READ_BYTES_MAX)
 BYTES_MAX = 16 * 1024 * 1024  # kept per log

@@ -25,8 +25,7 @@ from coordination import keys
 from coordination.clock import Clock
 from coordination.store import MetadataStore
 from gateway.broker.broker_errors import SubscriptionBusy, TopicUnavailable
-from gateway.broker.entry_format import EntryMessage
-from gateway.broker.log_state import LogConfig, TopicNotFound, decode_state, encode_state
+from gateway.broker.log_state import LogConfig, TopicNotFound
 from gateway.broker.managed_log import ManagedLog
 from gateway.broker.topic import Topic
 from gateway.broker.topic_admin import connected_clients
@@ -34,6 +33,8 @@ from gateway.broker.topic_types import TopicPolicies
 from gateway.errors import GatewayError
 from gateway.names import NamespaceName, TopicName
 from storage.client.api import LedgerClient
+from storage.formats.entry_format import EntryMessage
+from storage.formats.log_record import decode_state, encode_state
 
 log = logging.getLogger(__name__)
 

@@ -58,12 +58,12 @@ from gateway.broker.dispatch import (
     RejectReason,
     RewindTo,
 )
-from gateway.broker.positions import MessagePosition, Position
 from gateway.broker.stats import RateMeter
+from storage.formats.positions import MessagePosition, Position
 
 if TYPE_CHECKING:
-    from gateway.broker.entry_format import EntryMessage
     from gateway.broker.topic import Topic
+    from storage.formats.entry_format import EntryMessage
 
 log = logging.getLogger(__name__)
 

@@ -43,7 +43,6 @@ from gateway.broker.cursor_core import Cursor
 from gateway.broker.decoded import DecodedEntries
 from gateway.broker.dispatch import ConsumerInfo
 from gateway.broker.managed_log import ManagedLog
-from gateway.broker.positions import EARLIEST, Position
 from gateway.broker.stats import RateMeter
 from gateway.broker.stats_history import StatsHistory
 from gateway.broker.subscription import Subscription
@@ -54,6 +53,7 @@ from gateway.broker.topic_types import (
 )
 from gateway.errors import GatewayError
 from gateway.names import TopicName
+from storage.formats.positions import EARLIEST, Position
 
 log = logging.getLogger(__name__)
 

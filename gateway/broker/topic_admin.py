@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING
 
 from gateway.broker.broker_errors import SubscriptionBusy, SubscriptionExists
 from gateway.broker.cursor_core import Cursor
-from gateway.broker.entry_format import EntryMessage
-from gateway.broker.positions import EARLIEST, NO_BATCH, MessagePosition, Position
 from storage.errors import StorageError
+from storage.formats.entry_format import EntryMessage
+from storage.formats.positions import EARLIEST, NO_BATCH, MessagePosition, Position
 
 if TYPE_CHECKING:
     from gateway.broker.subscription import Subscription

@@ -33,13 +33,13 @@ from gateway.broker.broker_errors import (
     TopicTerminated,
     TopicUnavailable,
 )
-from gateway.broker.entry_format import EntryMessage, encode_message, join_entry
 from gateway.broker.log_state import LogFenced
-from gateway.broker.message_id import entry_ids_base64
-from gateway.broker.positions import NO_BATCH, Position
 from gateway.broker.publish_core import BatcherConfig, Dedup, DedupVerdict, PublishBatcher
 from gateway.broker.topic_types import Outcome, PendingMessage, ProducerRecord, PublishGroup, PublishResult
 from gateway.errors import GatewayError
+from storage.formats.entry_format import EntryMessage, encode_message, join_entry
+from storage.formats.message_id import entry_ids_base64
+from storage.formats.positions import NO_BATCH, Position
 
 if TYPE_CHECKING:
     from gateway.broker.managed_log import ManagedLog

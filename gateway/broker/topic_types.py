@@ -16,14 +16,14 @@ from typing import TYPE_CHECKING, Protocol
 
 from coordination.clock import Clock
 from coordination.store import MetadataStore
-from gateway.broker.entry_format import EntryMessage
 from gateway.broker.log_policy import Retention
 from gateway.broker.log_state import Quorums
-from gateway.broker.message_id import MessageId, duplicate_id
-from gateway.broker.positions import NO_BATCH
 from gateway.broker.stats import RateMeter
 from gateway.errors import GatewayError
 from gateway.names import NamespaceName
+from storage.formats.entry_format import EntryMessage
+from storage.formats.message_id import MessageId, duplicate_id
+from storage.formats.positions import NO_BATCH
 
 if TYPE_CHECKING:
     from gateway.broker.topic import Topic

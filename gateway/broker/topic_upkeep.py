@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING
 import orjson
 
 from coordination import keys
-from gateway.broker.positions import EARLIEST, Position
 from gateway.broker.stats_history import StatsSample
+from storage.formats.positions import EARLIEST, Position
 
 if TYPE_CHECKING:
     from gateway.broker.subscription import Subscription

@@ -30,14 +30,14 @@ from collections.abc import Mapping
 import orjson
 import pybase64
 
-from gateway.broker.message_id import INT64_MAX, MessageId
-from gateway.errors import MessageIdError
 from gateway.protocol.errors import (
     WS_FAILED_TO_DESERIALIZE,
     WS_PAYLOAD_ENCODING_ERROR,
     FrameError,
     PayloadTooLarge,
 )
+from storage.formats.errors import MessageIdError
+from storage.formats.message_id import INT64_MAX, MessageId
 
 PROPERTIES_MAX = 1024  # properties per message
 ID_CHARS_SHOWN = 80  # how much of a bad value an error message repeats

@@ -28,10 +28,10 @@ from itertools import pairwise
 from typing import Literal, TypeVar
 
 from gateway.broker.dispatch.base import HASH_SLOTS, ConsumerInfo, HashRange, KeySharedMode
-from gateway.broker.message_id import EARLIEST_ID, INT32_MAX, INT64_MAX, LATEST_ID, MessageId
-from gateway.errors import MessageIdError
 from gateway.names import InvalidName, TopicName
 from gateway.protocol.errors import InvalidParams
+from storage.formats.errors import MessageIdError
+from storage.formats.message_id import EARLIEST_ID, INT32_MAX, INT64_MAX, LATEST_ID, MessageId
 
 RECEIVER_QUEUE_MAX = 100_000
 RECEIVER_QUEUE_DEFAULT = 1000

@@ -40,7 +40,6 @@ from dataclasses import dataclass
 
 import orjson
 
-from gateway.broker.message_id import INT64_MAX, MessageId
 from gateway.protocol.errors import BadRequest, FrameError, PayloadTooLarge, ProtocolError
 from gateway.protocol.fields import (
     PROPERTIES_MAX,
@@ -57,6 +56,7 @@ from gateway.protocol.fields import (
 from gateway.protocol.timefmt import EPOCH_MS_MAX, parse_iso
 from gateway.protocol.ws_commands import ACK_BATCH_MAX
 from gateway.protocol.ws_frames import PublishRequest, deliver_at
+from storage.formats.message_id import INT64_MAX, MessageId
 
 REST_BATCH_MAX = 10_000
 DEFAULT_PRODUCER_NAME = "RestProducer"

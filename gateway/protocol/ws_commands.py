@@ -31,7 +31,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gateway.broker.message_id import EARLIEST_ID, INT32_MAX, INT64_MAX, LATEST_ID, MessageId
 from gateway.protocol.errors import WS_FAILED_TO_DESERIALIZE, FrameError
 from gateway.protocol.fields import (
     ID_CHARS_SHOWN,
@@ -42,6 +41,7 @@ from gateway.protocol.fields import (
     load_object,
     parse_message_id,
 )
+from storage.formats.message_id import EARLIEST_ID, INT32_MAX, INT64_MAX, LATEST_ID, MessageId
 
 ACK_BATCH_MAX = 10_000
 

@@ -45,7 +45,6 @@ import orjson
 import pybase64
 
 from gateway.broker.dispatch.base import HashRange
-from gateway.broker.message_id import INT64_MAX
 from gateway.protocol.errors import (
     WS_ERROR_DESCRIPTIONS,
     WS_FAILED_TO_DESERIALIZE,
@@ -76,6 +75,7 @@ from gateway.protocol.ws_commands import (
     Unsubscribe,
     parse_command,
 )
+from storage.formats.message_id import INT64_MAX
 
 PUBLISH_BATCH_MAX = 1000
 DELIVER_AFTER_MAX_MS = 100 * 365 * 24 * 3600 * 1000  # a fixed bound (100 years) documents exactly

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 import orjson
 
-from gateway.broker.message_id import MessageId
+from storage.formats.message_id import MessageId
 
 IdKey = tuple[int, int, int]
 

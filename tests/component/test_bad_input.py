@@ -48,7 +48,7 @@ from wsclient import (
 )
 
 from gateway.api.gateway import GatewayConfig
-from gateway.broker.message_id import MessageId
+from storage.formats.message_id import MessageId
 
 pytestmark = [pytest.mark.component, pytest.mark.asyncio(loop_scope="module")]
 

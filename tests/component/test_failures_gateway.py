@@ -59,7 +59,7 @@ from failover_clients import (
 )
 from wsclient import TOPIC_PATH, Consumer, b64
 
-from gateway.broker.message_id import MessageId
+from storage.formats.message_id import MessageId
 
 pytestmark = pytest.mark.component
 

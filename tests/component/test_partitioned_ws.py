@@ -11,7 +11,7 @@ from clusters import MessagingCluster
 from wsclient import Consumer, Producer, unb64
 
 from gateway.api.ws_partitioned import partition_of_key
-from gateway.broker.message_id import MessageId
+from storage.formats.message_id import MessageId
 
 pytestmark = pytest.mark.component
 

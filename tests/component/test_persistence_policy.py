@@ -22,10 +22,11 @@ from clusters import LedgerCluster, MessagingCluster
 
 from coordination import keys
 from coordination.clock import WallClock
-from gateway.broker.log_state import LogConfig, Quorums, encode_state
+from gateway.broker.log_state import LogConfig, Quorums
 from gateway.broker.managed_log import ManagedLog
 from storage.client.api import LedgerClient
 from storage.client.metadata import LedgerMetadataStore
+from storage.formats.log_record import encode_state
 from storage.types import LedgerMetadata
 
 pytestmark = pytest.mark.component

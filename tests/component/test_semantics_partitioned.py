@@ -21,7 +21,7 @@ import pytest_asyncio
 from clusters import MessagingCluster
 from wsclient import Collector, consumer_url, decode_id, module_cluster, publish_pipelined, unb64
 
-from gateway.broker.message_id import MessageId
+from storage.formats.message_id import MessageId
 
 pytestmark = [pytest.mark.component, pytest.mark.asyncio(loop_scope="module")]
 

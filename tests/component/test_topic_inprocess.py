@@ -19,13 +19,13 @@ from gateway.broker.broker_errors import TopicTerminated, TopicUnavailable
 from gateway.broker.consumers import Delivery
 from gateway.broker.dispatch import ConsumerInfo
 from gateway.broker.dispatch.base import HashRange
-from gateway.broker.entry_format import EntryMessage
 from gateway.broker.log_policy import Retention, RolloverPolicy
 from gateway.broker.log_state import LogConfig
 from gateway.broker.service import BrokerService, NamespaceView
 from gateway.broker.topic_types import TopicPolicies
 from gateway.names import NamespaceName, TopicName
 from storage.client.api import LedgerClient
+from storage.formats.entry_format import EntryMessage
 
 pytestmark = pytest.mark.component
 

@@ -21,7 +21,7 @@ import websockets
 from websockets.asyncio.client import ClientConnection
 from websockets.exceptions import InvalidStatus
 
-from gateway.broker.message_id import MessageId
+from storage.formats.message_id import MessageId
 
 NAMESPACE = "public/default"
 TOPIC_PATH = f"persistent/{NAMESPACE}"

@@ -40,7 +40,7 @@ from gateway.broker.dispatch import (
     RewindTo,
 )
 from gateway.broker.key_hash import key_slot
-from gateway.broker.positions import MessagePosition
+from storage.formats.positions import MessagePosition
 
 EXAMPLES = int(os.environ.get("FOLIO_DISPATCH_EXAMPLES", "100"))  # raise it to search harder
 

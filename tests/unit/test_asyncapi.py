@@ -18,7 +18,6 @@ from jsonschema import Draft7Validator
 from gateway.api.asyncapi import MESSAGES, document, frame_schema, render
 from gateway.api.asyncapi_frames import FRAME_SCHEMAS
 from gateway.broker.dispatch.base import HashRange
-from gateway.broker.message_id import MessageId
 from gateway.protocol.errors import FrameError, ProtocolError
 from gateway.protocol.ws_frames import (
     DELIVER_AFTER_MAX_MS,
@@ -36,6 +35,7 @@ from gateway.protocol.ws_frames import (
     publish_ok_dict,
     ranges_notice,
 )
+from storage.formats.message_id import MessageId
 
 pytestmark = pytest.mark.unit
 

@@ -7,11 +7,11 @@ import pytest
 
 from gateway.api.admin_bodies import CursorTarget, message_headers, message_id_json, parse_target
 from gateway.broker.cursor_core import Cursor
-from gateway.broker.entry_format import EntryMessage
 from gateway.broker.log_layout import LedgerLayout
 from gateway.broker.message_counts import MessageCounts
-from gateway.broker.positions import EARLIEST, LATEST, MessagePosition, Position
 from gateway.meta.errors import InvalidArgument
+from storage.formats.entry_format import EntryMessage
+from storage.formats.positions import EARLIEST, LATEST, MessagePosition, Position
 
 pytestmark = pytest.mark.unit
 

@@ -8,9 +8,9 @@ import pytest
 
 from gateway.broker.cache_budget import CacheBudget
 from gateway.broker.decoded import DecodedEntries
-from gateway.broker.entry_format import EntryMessage, encode_message, join_entry
 from gateway.broker.log_state import EntryCache
-from gateway.broker.positions import Position
+from storage.formats.entry_format import EntryMessage, encode_message, join_entry
+from storage.formats.positions import Position
 
 pytestmark = pytest.mark.unit
 

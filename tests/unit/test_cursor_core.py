@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 
 from gateway.broker.cursor_core import RANGES_PERSISTED_MAX, Cursor
 from gateway.broker.log_layout import LedgerLayout
-from gateway.broker.positions import EARLIEST, LATEST, NO_BATCH, MessagePosition, Position
 from gateway.errors import CorruptCursorSnapshot, GatewayError
+from storage.formats.positions import EARLIEST, LATEST, NO_BATCH, MessagePosition, Position
 
 pytestmark = pytest.mark.unit
 

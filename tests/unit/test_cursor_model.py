@@ -14,7 +14,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 
 from gateway.broker.cursor_core import Cursor
 from gateway.broker.log_layout import LedgerLayout
-from gateway.broker.positions import EARLIEST, LATEST, NO_BATCH, MessagePosition, Position
+from storage.formats.positions import EARLIEST, LATEST, NO_BATCH, MessagePosition, Position
 
 pytestmark = pytest.mark.unit
 

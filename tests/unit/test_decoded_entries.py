@@ -9,9 +9,9 @@ import pytest
 
 from gateway.broker import decoded as decoded_module
 from gateway.broker.decoded import DecodedEntries
-from gateway.broker.entry_format import EntryMessage, encode_entry
 from gateway.broker.managed_log import ManagedLog
-from gateway.broker.positions import Position
+from storage.formats.entry_format import EntryMessage, encode_entry
+from storage.formats.positions import Position
 
 pytestmark = pytest.mark.unit
 

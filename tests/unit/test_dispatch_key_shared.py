@@ -31,7 +31,7 @@ from gateway.broker.dispatch import (
 )
 from gateway.broker.dispatch.hash_ranges import STICKY_RANGES_MAX, AutoSplitSelector
 from gateway.broker.flow import FlowLimits
-from gateway.broker.positions import MessagePosition
+from storage.formats.positions import MessagePosition
 
 pytestmark = pytest.mark.unit
 

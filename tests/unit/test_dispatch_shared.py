@@ -29,7 +29,7 @@ from gateway.broker.dispatch import (
     SharedDispatcher,
 )
 from gateway.broker.flow import FlowLimits
-from gateway.broker.positions import Position
+from storage.formats.positions import Position
 
 pytestmark = pytest.mark.unit
 

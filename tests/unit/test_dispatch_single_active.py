@@ -22,7 +22,7 @@ from gateway.broker.dispatch import (
     RewindTo,
 )
 from gateway.broker.flow import FlowLimits
-from gateway.broker.positions import MessagePosition
+from storage.formats.positions import MessagePosition
 
 pytestmark = pytest.mark.unit
 

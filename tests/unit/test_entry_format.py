@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gateway.broker.entry_format import (
+from storage.formats.entry_format import (
     ENTRY_BYTES_MAX,
     ENTRY_HEADER_BYTES,
     FORMAT_VERSION,
@@ -22,7 +22,7 @@ from gateway.broker.entry_format import (
     encode_message,
     entry_message_count,
 )
-from gateway.errors import CorruptEntry, GatewayError, InvalidMessage, MessageTooLarge
+from storage.formats.errors import CorruptEntry, FormatError, InvalidMessage, MessageTooLarge
 from storage.wire import MAX_ENTRY_PAYLOAD_BYTES
 
 pytestmark = pytest.mark.unit
@@ -105,7 +105,7 @@ def test_message_too_large_for_any_entry() -> None:
     with pytest.raises(MessageTooLarge) as info:
         encode_message(msg(b"x" * ENTRY_BYTES_MAX))
     assert isinstance(info.value, InvalidMessage)
-    assert isinstance(info.value, GatewayError)
+    assert isinstance(info.value, FormatError)
     exact = ENTRY_BYTES_MAX - ENTRY_HEADER_BYTES - 25 - 3
     assert len(encode_entry([msg(b"x" * exact)])) == ENTRY_BYTES_MAX
     with pytest.raises(MessageTooLarge):

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gateway.broker.log_layout import LedgerLayout
-from gateway.broker.positions import EARLIEST, LATEST, Position
+from storage.formats.positions import EARLIEST, LATEST, Position
 
 pytestmark = pytest.mark.unit
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.broker.log_policy import LedgerInfo, Retention, RolloverPolicy, ledgers_to_trim, should_roll
-from gateway.broker.positions import Position
+from gateway.broker.log_policy import Retention, RolloverPolicy, ledgers_to_trim, should_roll
+from storage.formats.log_record import LedgerInfo
+from storage.formats.positions import Position
 
 pytestmark = pytest.mark.unit
 

@@ -6,7 +6,7 @@ import pytest
 
 from gateway.broker.log_reads import read_cached
 from gateway.broker.log_state import EntryCache
-from gateway.broker.positions import Position
+from storage.formats.positions import Position
 
 pytestmark = pytest.mark.unit
 

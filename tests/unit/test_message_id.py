@@ -9,7 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gateway.broker.message_id import (
+from storage.formats.errors import FormatError, MessageIdError
+from storage.formats.message_id import (
     BASE64_CHARS_MAX,
     EARLIEST_ID,
     ENCODED_BYTES_MAX,
@@ -22,8 +23,7 @@ from gateway.broker.message_id import (
     duplicate_id,
     parse_start,
 )
-from gateway.broker.positions import EARLIEST, LATEST, NO_BATCH, MessagePosition, Position
-from gateway.errors import GatewayError, MessageIdError
+from storage.formats.positions import EARLIEST, LATEST, NO_BATCH, MessagePosition, Position
 
 pytestmark = pytest.mark.unit
 
@@ -148,7 +148,7 @@ GARBAGE = [
 def test_garbage_bytes_raise_typed_error(data: bytes) -> None:
     with pytest.raises(MessageIdError) as info:
         MessageId.from_bytes(data)
-    assert isinstance(info.value, GatewayError)
+    assert isinstance(info.value, FormatError)
     assert info.value.code == "invalid_message_id"
     assert info.value.retriable is False
 
@@ -247,7 +247,7 @@ def test_base64_is_standard_alphabet() -> None:
     [(3, 0, -1, 1), (3, 0, 2, 1), (3, 0, -1, 5), (1234567, 89, 7, 300), (2**40, 2**33, -1, 1000)],
 )
 def test_entry_ids_base64_matches_message_id(ledger: int, entry: int, partition: int, count: int) -> None:
-    from gateway.broker.message_id import entry_ids_base64
+    from storage.formats.message_id import entry_ids_base64
 
     got = entry_ids_base64(ledger, entry, partition, count)
     if count == 1:
@@ -271,8 +271,8 @@ def test_delivery_frame_ids_match_message_id(
 ) -> None:
     from gateway.api.convert import delivery_frames
     from gateway.broker.consumers import Delivery
-    from gateway.broker.entry_format import EntryMessage
-    from gateway.broker.positions import MessagePosition
+    from storage.formats.entry_format import EntryMessage
+    from storage.formats.positions import MessagePosition
 
     message = EntryMessage(b"x", 1_700_000_000_000, "p", 0)
     # two entries in one run: the second must not reuse the first one's id prefix

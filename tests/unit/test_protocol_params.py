@@ -10,7 +10,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from gateway.broker.dispatch.base import ConsumerInfo, HashRange, KeySharedMode
-from gateway.broker.message_id import EARLIEST_ID, LATEST_ID, MessageId
 from gateway.protocol.errors import InvalidParams, ProtocolError
 from gateway.protocol.params import (
     RECEIVER_QUEUE_MAX,
@@ -23,6 +22,7 @@ from gateway.protocol.params import (
     parse_reader_params,
     parse_sticky_ranges,
 )
+from storage.formats.message_id import EARLIEST_ID, LATEST_ID, MessageId
 
 pytestmark = pytest.mark.unit
 

@@ -11,7 +11,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gateway.broker.message_id import MessageId, duplicate_id
 from gateway.protocol.errors import BadRequest, PayloadTooLarge
 from gateway.protocol.rest import (
     DEFAULT_PRODUCER_NAME,
@@ -27,6 +26,7 @@ from gateway.protocol.rest import (
 )
 from gateway.protocol.ws_commands import ACK_BATCH_MAX
 from gateway.protocol.ws_frames import PublishRequest, encode_frame, message_frame
+from storage.formats.message_id import MessageId, duplicate_id
 
 pytestmark = pytest.mark.unit
 

@@ -10,7 +10,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from gateway.broker.dispatch.base import HashRange
-from gateway.broker.message_id import EARLIEST_ID, LATEST_ID, MessageId
 from gateway.protocol.errors import FrameError
 from gateway.protocol.ws_frames import (
     ACK_BATCH_MAX,
@@ -29,6 +28,7 @@ from gateway.protocol.ws_frames import (
     parse_command,
     ranges_notice,
 )
+from storage.formats.message_id import EARLIEST_ID, LATEST_ID, MessageId
 
 pytestmark = pytest.mark.unit
 

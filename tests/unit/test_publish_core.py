@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.broker.entry_format import ENTRY_HEADER_BYTES
 from gateway.broker.publish_core import BatcherConfig, Dedup, DedupVerdict, PublishBatcher
+from storage.formats.entry_format import ENTRY_HEADER_BYTES
 
 pytestmark = pytest.mark.unit
 

@@ -11,8 +11,8 @@ import pytest
 from gateway.broker.log_layout import LedgerLayout
 from gateway.broker.log_reads import read_entries
 from gateway.broker.log_state import EntryCache
-from gateway.broker.positions import Position
 from gateway.broker.read_ahead import ReadAhead
+from storage.formats.positions import Position
 
 pytestmark = pytest.mark.unit
 

@@ -9,8 +9,8 @@ import pytest
 
 from gateway.broker.consumers import resolve_deliveries
 from gateway.broker.dispatch.base import ConsumerId, Deliver, Message
-from gateway.broker.entry_format import EntryMessage
-from gateway.broker.positions import NO_BATCH, MessagePosition, Position
+from storage.formats.entry_format import EntryMessage
+from storage.formats.positions import NO_BATCH, MessagePosition, Position
 
 pytestmark = pytest.mark.unit
 
@@ -69,7 +69,7 @@ def test_read_messages_stops_at_the_budget_and_tells_the_entry_size_it_saw() -> 
     from gateway.broker.consumers import read_messages
     from gateway.broker.cursor_core import Cursor
     from gateway.broker.decoded import DecodedEntries
-    from gateway.broker.entry_format import encode_entry
+    from storage.formats.entry_format import encode_entry
 
     log: Any = None  # messages(position, payload) decodes what it is given
     entries = [(Position(4, e), encode_entry(entry(4, e, n))) for e, n in enumerate((6, 2, 5))]

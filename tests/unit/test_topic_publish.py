@@ -12,13 +12,13 @@ import pytest
 
 from coordination.clock import ManualClock
 from gateway.broker.broker_errors import TooManyRequests
-from gateway.broker.entry_format import EntryMessage, decode_entry
 from gateway.broker.log_state import EntryCache
-from gateway.broker.positions import Position
 from gateway.broker.publish_core import BatcherConfig, PublishBatcher
 from gateway.broker.topic import Topic
 from gateway.broker.topic_types import PublishResult, TopicPolicies
 from gateway.names import TopicName
+from storage.formats.entry_format import EntryMessage, decode_entry
+from storage.formats.positions import Position
 
 pytestmark = pytest.mark.unit
 

@@ -32,7 +32,7 @@ from typing import NewType, Protocol
 
 from gateway.broker.flow import FlowLimits
 from gateway.broker.key_hash import HASH_RANGE_SIZE
-from gateway.broker.positions import MessagePosition, Position
+from storage.formats.positions import MessagePosition, Position
 
 ConsumerId = NewType("ConsumerId", int)
 

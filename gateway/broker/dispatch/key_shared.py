@@ -41,7 +41,7 @@ from gateway.broker.dispatch.hash_ranges import AutoSplitSelector, HashRangeSele
 from gateway.broker.dispatch.multi import MultiConsumerDispatcher
 from gateway.broker.dispatch.queues import HeldBySlot
 from gateway.broker.dispatch.redelivery import Pending
-from gateway.broker.positions import MessagePosition
+from storage.formats.positions import MessagePosition
 
 
 class KeySharedDispatcher(MultiConsumerDispatcher):

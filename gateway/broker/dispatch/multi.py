@@ -47,7 +47,7 @@ from gateway.broker.dispatch.base import (
 from gateway.broker.dispatch.queues import DelayedIndex
 from gateway.broker.dispatch.redelivery import Pending, PendingTracker
 from gateway.broker.flow import FlowControl, FlowMode
-from gateway.broker.positions import MessagePosition, Position
+from storage.formats.positions import MessagePosition, Position
 
 
 class MultiConsumerDispatcher(ABC):

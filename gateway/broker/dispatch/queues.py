@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from typing import Generic, TypeVar
 
 from gateway.broker.dispatch.base import Message
-from gateway.broker.positions import MessagePosition
+from storage.formats.positions import MessagePosition
 
 H = TypeVar("H")  # heap element
 V = TypeVar("V")  # queued item

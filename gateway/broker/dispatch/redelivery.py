@@ -22,7 +22,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from gateway.broker.dispatch.base import ConsumerId, Message
-from gateway.broker.positions import MessagePosition
+from storage.formats.positions import MessagePosition
 
 
 @dataclass(slots=True)

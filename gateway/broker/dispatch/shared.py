@@ -23,7 +23,7 @@ from collections import deque
 from gateway.broker.dispatch.base import ConsumerId, Deliver, DispatcherConfig, Effect, Message
 from gateway.broker.dispatch.multi import MultiConsumerDispatcher
 from gateway.broker.dispatch.queues import ReplayQueue
-from gateway.broker.positions import MessagePosition
+from storage.formats.positions import MessagePosition
 
 
 class SharedDispatcher(MultiConsumerDispatcher):

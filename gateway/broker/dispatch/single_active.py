@@ -48,7 +48,7 @@ from gateway.broker.dispatch.base import (
 )
 from gateway.broker.flow import FlowControl, FlowMode
 from gateway.broker.key_hash import key_hash
-from gateway.broker.positions import MessagePosition
+from storage.formats.positions import MessagePosition
 
 RING_POINTS_PER_CONSUMER = 100
 

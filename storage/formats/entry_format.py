@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from gateway.errors import CorruptEntry, InvalidMessage, MessageTooLarge
+from storage.formats.errors import CorruptEntry, InvalidMessage, MessageTooLarge
 from storage.wire import MAX_ENTRY_PAYLOAD_BYTES
 
 FORMAT_VERSION = 1

@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 
 from pybase64 import b64encode_as_string
 
-from gateway.broker.positions import NO_BATCH, MessagePosition, Position
-from gateway.errors import MessageIdError
+from storage.formats.errors import MessageIdError
+from storage.formats.positions import NO_BATCH, MessagePosition, Position
 
 INT64_MIN = -(2**63)
 INT64_MAX = 2**63 - 1
