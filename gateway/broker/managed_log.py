@@ -5,7 +5,8 @@ ledger writer, the entry cache of recent entries and the readers of older
 ledgers. Rules (DESIGN.md §4, §6; pulsar-api.md §5.3, BookKeeper's "ledgers to
 log" recipe):
 - ``open`` recovers (fences and closes) every ledger in the list that is not
-  closed, drops empty ones, creates a new ledger and appends it to the list by
+  closed, drops empty ones, creates a new ledger (its id above every id in the
+  list: ids come from per-gateway blocks, positions order by ledger id) and appends it to the list by
   compare-and-swap; it serves no write before that CAS succeeds. A failed CAS
   means another gateway took the topic: ``LogFenced``.
 - appends complete in order; an add that comes back fenced makes the whole log
@@ -121,7 +122,7 @@ class ManagedLog:
         ledgers, self._created_ms, self._extra = decode_state(current.value)
         self.terminated = bool(self._extra.get("terminated"))
         recovered = await recover_ledgers(client, clock, ledgers)
-        writer = await self._create_ledger()
+        writer = await self._create_ledger(max((info.ledger_id for info in ledgers), default=-1))
         new_list = [*recovered, LedgerInfo(writer.ledger_id)]
         revision = await store.compare_and_swap(
             self._key, encode_state(new_list, self._created_ms, self._extra), current.mod_revision
@@ -333,7 +334,7 @@ class ManagedLog:
             async with self._lock:
                 metadata = await old.close()
                 closed_info = self._closed_info(old.ledger_id, metadata.last_entry_id + 1, metadata.length)
-                writer = await self._create_ledger()
+                writer = await self._create_ledger(old.ledger_id)
                 new_list = [*self._ledgers[:-1]]
                 if closed_info.entries > 0:
                     new_list.append(closed_info)
@@ -364,9 +365,11 @@ class ManagedLog:
             else:
                 self._append_to_writer(self._writer, payload, messages, future)
 
-    async def _create_ledger(self) -> LedgerWriter:
+    async def _create_ledger(self, id_above: int) -> LedgerWriter:
+        """A new ledger whose id is above ``id_above`` (the log's ids increase, wherever
+        each ledger was created: positions order by ledger id)."""
         q = self._config.quorums(self._quorums)
-        return await self._client.create(q.ensemble_size, q.write_quorum, q.ack_quorum)
+        return await self._client.create(q.ensemble_size, q.write_quorum, q.ack_quorum, id_above=id_above)
 
     async def record_total(self, ledger_id: int) -> None:
         """Record a closed ledger's message total (as counted) in the ledger list."""

@@ -2,7 +2,8 @@
 
 Owns: the client's shared pieces (connection pool, metadata access, seeded
 placement RNG) and the writers it created. Rules: a new ledger gets a fresh
-id from the CAS counter and an ensemble from ``placement`` over the live,
+id from this client's block of ids (id_block.py), above the id the caller
+names (a log's ids increase), and an ensemble from ``placement`` over the live,
 writable nodes (E >= Qw >= Qa >= 1); ``open(recover=True)`` fences and closes
 the ledger first (recovery.py) so the returned reader sees its final length;
 ``open(recover=False)`` does not disturb a writer (a tailing reader bounded by
@@ -55,14 +56,17 @@ class LedgerClient:
         write_quorum: int = 3,
         ack_quorum: int = 2,
         custom: dict[str, str] | None = None,
+        id_above: int = -1,
     ) -> LedgerWriter:
+        """A new OPEN ledger; its id is greater than ``id_above`` (a log's last ledger)."""
         if not ensemble_size >= write_quorum >= ack_quorum >= 1:
             raise ValueError(f"need E >= Qw >= Qa >= 1, got {ensemble_size}, {write_quorum}, {ack_quorum}")
         self._check_open()
         nodes = await self.metadata.live_nodes()
         ensemble = placement.choose_ensemble(nodes, ensemble_size, self._rng)
         for _ in range(CREATE_ATTEMPTS_MAX):
-            ledger_id = await self.metadata.allocate_ledger_id()
+            ledger_id = await self.metadata.allocate_ledger_id(id_above)
+            id_above = ledger_id
             metadata = LedgerMetadata(
                 ledger_id=ledger_id,
                 ensemble_size=ensemble_size,

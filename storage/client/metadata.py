@@ -5,18 +5,21 @@ Owns: every access of the ledger client to ``keys.ledger(id)``,
 Rule (BookKeeper ``MetadataUpdateLoop``, coordination/store.py): every change
 that depends on what was read goes through ``update_with_retry`` (read,
 modify, compare-and-swap on mod_revision, re-read on conflict); a new ledger
-is created with "must not exist" (expected revision 0); ids come from a
-CAS-incremented counter so two clients never get the same id.
+is created with "must not exist" (expected revision 0); ids come from blocks
+reserved by CAS on one counter (id_block.py), so two clients never get the same
+id and the counter is written once per block, not once per ledger.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable
 
 from coordination import keys
 from coordination.store import MetadataStore, update_with_retry
-from storage.errors import NoSuchLedger
+from storage.client.id_block import ID_BLOCK_SIZE, IdBlock
+from storage.errors import MetadataConflict, NoSuchLedger
 from storage.types import LedgerMetadata, NodeInfo
 
 log = logging.getLogger(__name__)
@@ -25,16 +28,27 @@ Modify = Callable[[LedgerMetadata], LedgerMetadata | None]
 
 
 class LedgerMetadataStore:
-    def __init__(self, store: MetadataStore) -> None:
+    def __init__(self, store: MetadataStore, id_block_size: int = ID_BLOCK_SIZE) -> None:
         self.store = store
+        self._ids = IdBlock(id_block_size)
+        self._reserving = asyncio.Lock()  # one block reservation at a time per process
 
-    async def allocate_ledger_id(self) -> int:
-        def bump(current: bytes | None) -> bytes:
-            return str((int(current) if current else 0) + 1).encode()
-
-        value, _ = await update_with_retry(self.store, keys.LEDGER_ID_COUNTER, bump)
-        assert value is not None
-        return int(value) - 1  # ids start at 0; the counter holds the next free one
+    async def allocate_ledger_id(self, above: int = -1) -> int:
+        """A ledger id never handed out before, by anyone (ids start at 0), and
+        greater than ``above`` (an id handed out before)."""
+        ledger_id = self._ids.take(above)
+        if ledger_id is not None:
+            return ledger_id
+        async with self._reserving:
+            ledger_id = self._ids.take(above)  # another task may have reserved meanwhile
+            if ledger_id is None:
+                value, _ = await update_with_retry(self.store, keys.LEDGER_ID_COUNTER, self._ids.bump)
+                assert value is not None
+                self._ids.reserved(value)
+                ledger_id = self._ids.take(above)
+        if ledger_id is None:
+            raise MetadataConflict(f"ledger id counter is below id {above}, which was handed out")
+        return ledger_id
 
     async def create(self, metadata: LedgerMetadata) -> bool:
         """Store a new ledger's metadata; False if the id is already taken."""
