@@ -6,8 +6,10 @@ broker service, the HTTP client used to forward to other gateways, and the
 bounds of this gateway (sessions, payload size). Rules (DESIGN.md §6):
 - any gateway accepts any request; ``route(topic)`` says whether this gateway
   owns the topic's bundle (serve it) or which gateway does (forward/relay);
-- when a bundle is lost (lease lost, unload, deleted key) its topics are
-  dropped at once; an unload request closes them gracefully first;
+- when a bundle is lost (lease lost, unload, release, deleted key) its topics,
+  loaded or still loading, are dropped at once; an unload request closes them
+  gracefully first; a topic serves only under the ownership epoch (bundle key
+  revision) it was loaded in (broker.service);
 - shutdown releases bundles after closing topics (ledgers closed, cursors
   persisted) so the next owner recovers nothing.
 """
@@ -133,6 +135,7 @@ class Gateway:
         )
         self.service = BrokerService(store, self.client, self.clock, self._namespace_view, config.log)
         self.service.is_local = self.ownership.is_owner
+        self.service.ownership_epoch = self.ownership.epoch_of
         self.service.remote_publish = self._remote_publish
         # idle connections expire before the peer's keep-alive (uvicorn: 5 s) can close
         # them under a request being sent on them
@@ -248,8 +251,7 @@ class Gateway:
         return asked
 
     async def _bundle_lost(self, bundle: NamespaceBundle, reason: LossReason) -> None:
-        if reason is LossReason.RELEASED:
-            return
+        # whatever the reason (a release too): no topic, loaded or loading, outlives its bundle
         dropped = await self.service.drop_where(bundle.contains)
         if dropped:
             log.warning("bundle %s lost (%s): dropped %d topics", bundle.path, reason.value, dropped)

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from gateway.broker.cache_budget import CacheBudget
 from gateway.broker.log_policy import RolloverPolicy
@@ -129,3 +130,17 @@ class EntryCache:
 
     def __len__(self) -> int:
         return len(self._entries)
+
+
+EPOCH_FIELD = "ownerEpoch"
+
+
+def claim_epoch(topic_path: str, extra: dict[str, Any], epoch: int) -> dict[str, Any]:
+    """The list's extra fields as an owner of ownership epoch ``epoch`` writes them.
+    ``LogFenced`` if the list was opened under a newer epoch: a load that outlived
+    its bundle's ownership must not fence (or write) the log of the owner after it.
+    Epoch 0 (no ownership: tests, tools) claims nothing."""
+    stored = int(extra.get(EPOCH_FIELD, 0))
+    if stored > epoch:
+        raise LogFenced(f"topic {topic_path}: opened by a newer owner (epoch {stored} > {epoch})")
+    return {**extra, EPOCH_FIELD: epoch} if epoch else extra

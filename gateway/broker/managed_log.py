@@ -8,7 +8,10 @@ log" recipe):
   closed, drops empty ones, creates a new ledger (its id above every id in the
   list: ids come from per-gateway blocks, positions order by ledger id) and appends it to the list by
   compare-and-swap; it serves no write before that CAS succeeds. A failed CAS
-  means another gateway took the topic: ``LogFenced``.
+  means another gateway took the topic: ``LogFenced``. The list carries the
+  ownership epoch of the owner that last opened it (``log_state.claim_epoch``):
+  an open with an older epoch is refused before it fences anything, and every
+  later write of the list by CAS keeps the epoch read with it.
 - appends complete in order; an add that comes back fenced makes the whole log
   fenced at once (``on_fenced``): the owner must drop the topic.
 - rollover (log_policy.should_roll): wait for the open ledger's adds, close it,
@@ -48,6 +51,7 @@ from gateway.broker.log_state import (
     LogFenced,
     QuorumSource,
     TopicNotFound,
+    claim_epoch,
 )
 from gateway.broker.log_takeover import Recount, delete_dropped, recover_ledgers
 from gateway.broker.message_counts import MessageCounts
@@ -113,6 +117,7 @@ class ManagedLog:
         clock: Clock,
         config: LogConfig | None = None,
         quorums: QuorumSource | None = None,
+        epoch: int = 0,
     ) -> ManagedLog:
         self = cls(topic_path, store, client, clock, config or LogConfig())
         self._quorums = quorums
@@ -120,6 +125,7 @@ class ManagedLog:
         if current is None:
             raise TopicNotFound(f"topic {topic_path} does not exist")
         ledgers, self._created_ms, self._extra = decode_state(current.value)
+        self._extra = claim_epoch(topic_path, self._extra, epoch)
         self.terminated = bool(self._extra.get("terminated"))
         recovered = await recover_ledgers(client, clock, ledgers)
         writer = await self._create_ledger(max((info.ledger_id for info in ledgers), default=-1))

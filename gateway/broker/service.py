@@ -9,6 +9,14 @@ ownership before calling in); loading opens the managed log with recovery,
 which fences any previous owner; a topic whose ownership is lost is dropped
 at once; auto-creation follows the namespace policy; a topic never loads
 while its namespace is unknown.
+
+Ownership epochs (``ownership_epoch``: the revision of the bundle's ownership
+key, None when not owned): a load runs under the epoch it started with and
+writes it into the ledger list (``log_state.claim_epoch``); a load that ends
+after the epoch changed (bundle unloaded, lost, or lost and taken again) is
+discarded - its ledger closed, never registered - and so is a registered topic
+of an older epoch that ``topic()`` finds. Unload and drop also cover the loads
+in flight of the names they match: those are discarded when they end.
 """
 
 from __future__ import annotations
@@ -89,6 +97,8 @@ class BrokerService:
         self._refresh_task: asyncio.Task[None] | None = None
         self.remote_publish: RemotePublish | None = None  # set by the API layer (forwarding)
         self.is_local: Callable[[TopicName], bool] = lambda _name: True
+        self.ownership_epoch: Callable[[TopicName], int | None] = lambda _name: 0
+        self._doomed: set[asyncio.Task[Topic]] = set()  # loads to discard when they end
         self.closed = False
         self._deleting: set[TopicName] = set()
 
@@ -167,7 +177,9 @@ class BrokerService:
             raise TopicUnavailable(f"topic {name} is being deleted")
         topic = self.topics.get(name)
         if topic is not None and not topic.closed:
-            return topic
+            if self.serves(topic):
+                return topic
+            await self._drop(name, "its ownership epoch is over")
         task = self._loading.get(name)
         if task is None:
             if len(self.topics) >= self._topics_max:
@@ -177,7 +189,15 @@ class BrokerService:
             task.add_done_callback(lambda _t: self._loading.pop(name, None))
         return await asyncio.shield(task)
 
+    def serves(self, topic: Topic) -> bool:
+        """Whether ``topic`` may still serve: this gateway owns its bundle under the
+        epoch the topic was loaded in (every write path entry asks)."""
+        return self.ownership_epoch(topic.name) == topic.epoch
+
     async def _load(self, name: TopicName, create: bool) -> Topic:
+        epoch = self.ownership_epoch(name)
+        if epoch is None:
+            raise TopicUnavailable(f"this gateway does not own {name}; look it up again")
         await self.ensure_topic_metadata(name, create=create)
         ns = name.namespace_name
         managed_log = await ManagedLog.open(
@@ -187,16 +207,37 @@ class BrokerService:
             self.clock,
             self._log_config,
             quorums=lambda: self.namespace_policies(ns).quorums,  # as cached, per ledger created
+            epoch=epoch,
         )
         try:
-            topic = await Topic.load(name, managed_log, self)
+            topic = await Topic.load(name, managed_log, self, epoch)
         except BaseException:
             await managed_log.abandon()
             raise
+        task = asyncio.current_task()
+        if self.closed or task in self._doomed or not self.serves(topic):
+            # the bundle left while this load ran: nothing was served, seal the ledger
+            log.warning("topic %s: load ended after its ownership moved; discarded", name)
+            await topic.close()
+            raise TopicUnavailable(f"ownership of {name} moved while it loaded; look it up again")
         topic.on_closed = self._forget
         self.topics[name] = topic
-        log.info("topic %s loaded (ledger %d)", name, managed_log.current_ledger_id)
+        log.info("topic %s loaded (ledger %d, epoch %d)", name, managed_log.current_ledger_id, epoch)
         return topic
+
+    def _doom_loads(self, predicate: Callable[[TopicName], bool]) -> int:
+        """Mark the loads in flight of matching names to be discarded when they end."""
+        doomed = [task for name, task in self._loading.items() if predicate(name)]
+        for task in doomed:
+            self._doomed.add(task)
+            task.add_done_callback(self._doomed.discard)
+        return len(doomed)
+
+    async def _drop(self, name: TopicName, why: str) -> None:
+        topic = self.topics.pop(name, None)
+        if topic is not None:
+            log.warning("topic %s dropped: %s", name, why)
+            await topic.close(graceful=False)
 
     def _forget(self, topic: Topic) -> None:
         if self.topics.get(topic.name) is topic:
@@ -245,18 +286,23 @@ class BrokerService:
         return ledger_ids
 
     async def unload_where(self, predicate: Callable[[TopicName], bool]) -> int:
+        """Close the matching topics gracefully (their bundle is being unloaded); loads
+        in flight of matching names are discarded when they end."""
+        doomed = self._doom_loads(predicate)
         names = [name for name in self.topics if predicate(name)]
         await asyncio.gather(*(self.unload(name) for name in names), return_exceptions=True)
-        return len(names)
+        return len(names) + doomed
 
     async def drop_where(self, predicate: Callable[[TopicName], bool]) -> int:
-        """Ownership lost: close without persisting or closing ledgers."""
+        """Ownership lost: close without persisting or closing ledgers; loads in flight
+        of matching names are discarded when they end."""
+        doomed = self._doom_loads(predicate)
         names = [name for name in self.topics if predicate(name)]
         for name in names:
             topic = self.topics.pop(name, None)
             if topic is not None:
                 await topic.close(graceful=False)
-        return len(names)
+        return len(names) + doomed
 
     async def publish_to(self, topic: str, message: EntryMessage) -> None:
         name = TopicName.parse(topic)

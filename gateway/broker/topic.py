@@ -8,7 +8,9 @@ Rules (DESIGN.md §4-6):
   answered as a duplicate and not stored; the state is snapshotted to etcd and
   rebuilt from the snapshot plus the log tail when the topic is loaded;
 - a fenced add means another gateway owns the topic: everything is dropped at
-  once and sessions are closed so clients reconnect to the new owner;
+  once and sessions are closed so clients reconnect to the new owner; a
+  publish is refused unless the host still serves the topic under the
+  ownership epoch it was loaded in (``TopicHost.serves``);
 - an unload (graceful close) refuses new publishes, waits up to
   ``DRAIN_ON_CLOSE_S`` for the accepted ones to be stored and answered, then
   closes the sessions (4503) and the ledger;
@@ -64,8 +66,9 @@ DRAIN_ON_CLOSE_S = 5.0  # an unloading topic waits this long for its accepted pu
 class Topic(PublishPath):
     """One owned topic partition (the publish path is ``PublishPath``, its base)."""
 
-    def __init__(self, name: TopicName, managed_log: ManagedLog, host: TopicHost) -> None:
+    def __init__(self, name: TopicName, managed_log: ManagedLog, host: TopicHost, epoch: int = 0) -> None:
         self.name = name
+        self.epoch = epoch  # the ownership epoch it was loaded under (service.BrokerService)
         self._namespace = name.namespace_name
         self.log = managed_log
         self.host = host
@@ -94,8 +97,8 @@ class Topic(PublishPath):
     # ------------------------------------------------------------ loading
 
     @classmethod
-    async def load(cls, name: TopicName, managed_log: ManagedLog, host: TopicHost) -> Topic:
-        topic = cls(name, managed_log, host)
+    async def load(cls, name: TopicName, managed_log: ManagedLog, host: TopicHost, epoch: int = 0) -> Topic:
+        topic = cls(name, managed_log, host, epoch)
         for item in await host.store.list_prefix(keys.cursors_of(name.path)):
             sub_name = item.key.rsplit("/", 1)[1]
             try:

@@ -105,7 +105,7 @@ class PublishPath:
         group = PublishGroup(future, [None] * len(messages), len(messages), on_done)
         policies = self.policies
         refusal: GatewayError | None = None
-        if self.closed or self.log.fenced:
+        if self.closed or self.log.fenced or not self.host.serves(self):  # type: ignore[arg-type]
             refusal = TopicUnavailable(f"topic {self.name} moved or is closing; reconnect")
         elif self.log.terminated or self.terminating:
             refusal = TopicTerminated(f"topic {self.name} was terminated: no more messages can be published")

@@ -92,6 +92,8 @@ class TopicHost(Protocol):
 
     def topic_lost(self, topic: Topic) -> None: ...
 
+    def serves(self, topic: Topic) -> bool: ...
+
 
 @dataclass(slots=True)
 class ProducerRecord:

@@ -190,6 +190,16 @@ class OwnershipManager:
         h = topic_hash(str(topic))
         return next((NamespaceBundle(topic.namespace_name, r) for r in ranges if r.contains(h)), None)
 
+    def epoch_of(self, topic: TopicName) -> int | None:
+        """This gateway's ownership epoch for ``topic``: the mod_revision of our key for
+        the bundle containing it (etcd revisions only grow, so a later owner's epoch is
+        always higher); None when we do not own it or the lease is no longer valid."""
+        ranges = self._mine.get(topic.namespace_name)
+        if not ranges or not self.session.is_valid():
+            return None
+        h = topic_hash(str(topic))
+        return next((revision for r, revision in ranges.items() if r.contains(h)), None)
+
     def owns(self, bundle: NamespaceBundle) -> bool:
         return self.session.is_valid() and bundle.range in self._mine.get(bundle.namespace, {})
 

@@ -45,7 +45,10 @@ class Log:
 def topic(queue_messages_max: int = 50_000) -> tuple[Topic, Log]:
     log = Log()
     host = SimpleNamespace(
-        store=None, clock=ManualClock(1_000), namespace_policies=lambda _ns: TopicPolicies()
+        store=None,
+        clock=ManualClock(1_000),
+        namespace_policies=lambda _ns: TopicPolicies(),
+        serves=lambda _topic: True,
     )
     t = Topic(TopicName.parse("persistent://public/default/t"), log, host)  # type: ignore[arg-type]
     t._batcher = PublishBatcher(BatcherConfig(queue_messages_max=queue_messages_max))
