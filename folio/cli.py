@@ -31,6 +31,10 @@ def _parser() -> argparse.ArgumentParser:
     status.add_argument("--etcd", default="127.0.0.1:2379")
     status.add_argument("--ledgers", type=int, default=20, help="how many ledgers to list (newest first)")
 
+    from folio.tokens import add_parser as add_token_parser
+
+    add_token_parser(sub)
+
     bench = sub.add_parser("bench", help="benchmarks")
     bench_sub = bench.add_subparsers(dest="bench", required=True)
     ledger = bench_sub.add_parser("ledger", help="ledger append throughput/latency, E=3 Qw=3 Qa=2")
@@ -122,6 +126,10 @@ def main(argv: list[str] | None = None) -> int:
             gateway_ports=(args.gateway_port, args.gateway_port + 1),
         )
         return run_until_signalled(cluster)
+    if args.command == "token":
+        from folio.tokens import run as run_token
+
+        return run_token(args)
     if args.command == "status":
         from folio.status import status
 

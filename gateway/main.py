@@ -28,6 +28,7 @@ from gateway.api.gateway import Gateway, GatewayConfig
 from gateway.api.webhooks import CONNECTIONS_MAX, WEBHOOKS_MAX
 from gateway.broker.cache_budget import CACHE_BUDGET_BYTES, CacheBudget
 from gateway.broker.log_state import LogConfig
+from gateway.security import settings
 from storage.runtime import tune_gc
 
 EXIT_LEASE_LOST = 75  # EX_TEMPFAIL: restart me
@@ -64,6 +65,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         help="open connections of this gateway's webhook pushers (POSTs beyond wait their turn)",
     )
     parser.add_argument("--log-level", default="warning")
+    settings.add_arguments(parser)
     return parser.parse_args(argv)
 
 
@@ -83,8 +85,14 @@ class GatewayServer(uvicorn.Server):
 
 
 async def serve(args: argparse.Namespace) -> int:
-    store = await connect(args.etcd, namespace=args.etcd_namespace)
     advertise = args.advertise_host or args.host
+    try:
+        security = settings.config_from(args, advertise)
+    except settings.SettingsError as exc:
+        print(f"FATAL {exc}", file=sys.stderr, flush=True)
+        return 2
+    print(settings.banner(security, args.host), file=sys.stderr, flush=True)
+    store = await connect(args.etcd, namespace=args.etcd_namespace)
     http_url = f"http://{advertise}:{args.port}"
     config = GatewayConfig(
         gateway_id=args.id or f"{advertise}:{args.port}",
@@ -95,6 +103,7 @@ async def serve(args: argparse.Namespace) -> int:
         webhook_hosts=tuple(h.strip().lower() for h in args.webhook_hosts.split(",") if h.strip()),
         webhooks_max=max(1, args.webhooks_max),
         webhook_connections=max(1, args.webhook_connections),
+        security=security,
     )
     gateway = Gateway(store, config)
     app = create_app(gateway)

@@ -30,6 +30,8 @@ from gateway.api.gateway import Gateway
 from gateway.api.metrics import registry_for
 from gateway.dashboard import make_router as dashboard_router
 from gateway.errors import GatewayError
+from gateway.security import internal, middleware
+from gateway.security.guard import Guard
 from storage.errors import StorageError
 from storage.formats.errors import FormatError
 
@@ -75,6 +77,14 @@ def create_app(gateway: Gateway, *, manage_lifecycle: bool = True) -> FastAPI:
     app.include_router(admin_topics.make_router(lambda: gateway))
     app.include_router(admin_cluster.make_router(lambda: gateway))
     app.include_router(dashboard_router(gateway.config.gateway_id))
+    guard = Guard(
+        gateway.config.security,
+        lambda: gateway.namespaces,
+        peer_urls=lambda: [info.http_url for info in gateway.registry.live().values()],
+    )
+    middleware.install(app, guard)  # outermost: in front of the WebSocket fast path too
+    internal.install(gateway.http, gateway.config.security)
+    app.state.guard = guard
 
     @app.exception_handler(RequestValidationError)
     async def invalid_request(_request: Request, exc: RequestValidationError) -> Response:

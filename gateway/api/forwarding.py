@@ -24,6 +24,9 @@ if TYPE_CHECKING:
     from gateway.api.gateway import Gateway
 
 
+_NOT_FORWARDED = ("host", "content-length", "origin")
+
+
 def authoritative(query: dict[str, str]) -> bool:
     return query.get("authoritative", "false").lower() == "true"
 
@@ -47,7 +50,8 @@ async def owner_url(gateway: Gateway, name: TopicName, query: dict[str, str]) ->
 
 async def forward(gateway: Gateway, url: str, request: Request, body: bytes) -> Response:
     """Replay ``request`` on ``url`` (another gateway) and answer with its answer."""
-    headers = {k: v for k, v in request.headers.items() if k.lower() not in ("host", "content-length")}
+    # the caller's credentials go along (the owner re-checks them); its Origin was checked here
+    headers = {k: v for k, v in request.headers.items() if k.lower() not in _NOT_FORWARDED}
     params = {**dict(request.query_params), "authoritative": "true"}
     upstream = await gateway.http.request(request.method, url, content=body, headers=headers, params=params)
     passed = pass_headers(upstream.headers)

@@ -41,6 +41,7 @@ from gateway.ownership.load_manager import LoadManager
 from gateway.ownership.owner import LossReason, OwnerInfo, OwnershipManager
 from gateway.ownership.records import LoadReport, smoothed
 from gateway.ownership.registry import GatewayRegistry
+from gateway.security.guard import SecurityConfig
 from storage.client.api import LedgerClient
 from storage.formats.entry_format import EntryMessage
 
@@ -65,6 +66,7 @@ class GatewayConfig:
     webhook_hosts: tuple[str, ...] = ()  # hosts (or host:port) webhooks may POST to; empty: any
     webhooks_max: int = WEBHOOKS_MAX
     webhook_connections: int = CONNECTIONS_MAX  # open connections of this gateway's pushers
+    security: SecurityConfig = field(default_factory=SecurityConfig)  # open unless token rules
 
 
 def topic_policies(policies: Policies) -> TopicPolicies:

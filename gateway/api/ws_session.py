@@ -55,7 +55,14 @@ def relay_url(http_url: str, path: str, query: dict[str, str]) -> str:
 async def relay(websocket: WebSocket, url: str) -> None:
     """Carry a whole WebSocket session to the owner gateway at ``url``."""
     try:
-        upstream = await websockets.connect(url, max_size=None, open_timeout=10, ping_interval=None)
+        credentials = websocket.headers.get("authorization")  # the owner re-checks the caller
+        upstream = await websockets.connect(
+            url,
+            max_size=None,
+            open_timeout=10,
+            ping_interval=None,
+            additional_headers={"Authorization": credentials} if credentials else None,
+        )
     except InvalidStatus as exc:
         response = exc.response
         try:

@@ -135,13 +135,18 @@ async def test_paging_bounds_are_validated(client: httpx.AsyncClient) -> None:
             assert answer.json()["code"] == "invalid_argument"
 
 
-async def test_bodies_are_json_whatever_the_content_type(client: httpx.AsyncClient) -> None:
+async def test_json_routes_take_only_json(client: httpx.AsyncClient) -> None:
+    """A JSON route refuses any other Content-Type (415): a cross-site form (urlencoded,
+    text/plain, multipart) cannot set a policy."""
     path = "/admin/v2/namespaces/public/default/messageTTL"
-    form = {"content-type": "application/x-www-form-urlencoded"}
     async with client:
-        not_json = await client.post(path, content=b"{1", headers=form)
-        fraction = await client.post(path, content=b"2.5", headers=form)
-        whole = await client.post(path, content=b"60.0", headers=form)
+        for media in ("application/x-www-form-urlencoded", "text/plain", "multipart/form-data; boundary=x"):
+            refused = await client.post(path, content=b"60", headers={"content-type": media})
+            assert refused.status_code == 415 and refused.json()["code"] == "bad_media", media
+        json = {"content-type": "application/json"}
+        not_json = await client.post(path, content=b"{1", headers=json)
+        fraction = await client.post(path, content=b"2.5", headers=json)
+        whole = await client.post(path, content=b"60.0", headers=json)
     assert not_json.status_code == 400 and "not JSON" in not_json.json()["reason"]
     assert fraction.status_code == 400 and "must be an integer" in fraction.json()["reason"]
     assert whole.status_code == 404  # valid: only then is the namespace looked up

@@ -1,0 +1,269 @@
+"""The ASGI layer in front of every route and WebSocket endpoint (asyncio shell).
+
+Owns: for each HTTP request and WebSocket handshake, in this order:
+1. the Host check (names the gateway is served as; DNS rebinding),
+2. the Origin check (same origin, or an allowed origin, else refused: CSRF and
+   cross-site WebSocket hijacking) and CORS (preflight answered, the allowed
+   origin echoed, no credentials: Folio's tokens are never ambient),
+3. the route's ``Rule`` (``rules.match``): a JSON route refuses any other
+   Content-Type (415),
+4. authentication (bearer token from ``Authorization`` or ``?token=``) and the
+   authorization verdict (``Guard``): 401 / 403 as a JSON reason, or a refused
+   WebSocket upgrade with the same status,
+5. for a token with an expiry: an open WebSocket is closed (4401) and an event
+   stream or long-poll ended when it expires,
+6. browser headers on every response (nosniff, CSP, frame-ancestors, no referrer).
+Rules: docs/decisions/0009-security-model.md. The caller's identity is left in
+``scope["folio.identity"]`` for handlers that authorize further resources
+(dead-letter topics, ``require``). In open mode (no token rules, loopback only)
+steps 4-5 are skipped, steps 1-3 and 6 still apply.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import Any
+from urllib.parse import parse_qs, unquote, urlsplit
+
+from starlette.datastructures import Headers
+from starlette.responses import Response
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from coordination.errors import CoordinationError
+from gateway.api.errors import reason_response
+from gateway.security import rules
+from gateway.security.guard import Guard
+from gateway.security.policy import Need, Verdict
+from gateway.security.tokens import AuthFailed, Identity, bearer
+
+log = logging.getLogger(__name__)
+
+IDENTITY = "folio.identity"
+EXPIRED_CLOSE = 4401
+CORS_MAX_AGE_S = 600
+CORS_HEADERS = "Authorization, Content-Type"
+CORS_METHODS = "GET, HEAD, POST, PUT, DELETE"
+_DOCS = ("/docs", "/redoc")
+CSP = (
+    "default-src 'self'; connect-src 'self'{peers}; img-src 'self' data:;"
+    " style-src 'self' 'unsafe-inline'; script-src 'self' 'unsafe-eval'; object-src 'none';"
+    " base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+)
+_BROWSER_HEADERS = [
+    (b"x-content-type-options", b"nosniff"),
+    (b"x-frame-options", b"DENY"),
+    (b"referrer-policy", b"no-referrer"),
+]
+
+
+def _host_name(host: str) -> str:
+    if host.startswith("["):
+        return host[: host.find("]") + 1].lower()
+    return host.rsplit(":", 1)[0].lower() if host.count(":") == 1 else host.lower()
+
+
+def _origin_netloc(origin: str) -> str | None:
+    parts = urlsplit(origin)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        return None  # "null", file:, opaque origins
+    return parts.netloc.lower()
+
+
+class SecurityMiddleware:
+    def __init__(self, app: ASGIApp, guard: Guard) -> None:
+        self.app = app
+        self.guard = guard
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] not in ("http", "websocket"):
+            await self.app(scope, receive, send)
+            return
+        websocket = scope["type"] == "websocket"
+        headers = Headers(scope=scope)
+        config = self.guard.config
+        host = headers.get("host", "")
+        if "*" not in config.allowed_hosts and _host_name(host) not in config.allowed_hosts:
+            await self._refuse(scope, receive, send, 421, "host not served here", "invalid_host")
+            return
+        origin = headers.get("origin")
+        cors = False
+        if origin is not None:
+            netloc = _origin_netloc(origin)
+            same = netloc is not None and netloc == host.lower()
+            cors = not same and self.guard.origin_allowed(origin)
+            if not same and not cors:
+                await self._refuse(scope, receive, send, 403, "origin not allowed", "origin_not_allowed")
+                return
+        method = "GET" if websocket else scope["method"]
+        if method == "OPTIONS" and cors and "access-control-request-method" in headers:
+            await self._preflight(origin or "", scope, receive, send)
+            return
+        template, rule, params = rules.match(method, scope["path"])
+        if websocket:
+            params = {k: unquote(v) for k, v in params.items()}  # as the WebSocket handlers decode
+        if rule.json_body and _has_body(headers) and not _is_json(headers.get("content-type", "")):
+            await self._refuse(
+                scope, receive, send, 415, "expected Content-Type: application/json", "bad_media"
+            )
+            return
+        identity: Identity | None = None
+        if not config.open:
+            query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
+            token = bearer(headers.get("authorization"), (query.get("token") or [None])[0])
+            if token is not None or rule.need is not Need.PUBLIC:
+                try:
+                    identity = self.guard.authenticate(token)
+                except AuthFailed as exc:
+                    if rule.need is not Need.PUBLIC:
+                        await self._refuse(scope, receive, send, 401, str(exc), "unauthenticated")
+                        return
+            try:
+                verdict = await self.guard.authorize(
+                    rule.need, identity, params.get("tenant"), params.get("namespace")
+                )
+            except CoordinationError:
+                await self._refuse(scope, receive, send, 503, "metadata store unavailable", "unavailable")
+                return
+            if verdict is not Verdict.ALLOW:
+                status = verdict.value
+                reason = "authentication required" if status == 401 else "not authorized"
+                code = "unauthenticated" if status == 401 else "forbidden"
+                await self._refuse(scope, receive, send, status, reason, code)
+                return
+            scope[IDENTITY] = identity
+        del template
+        if not websocket:
+            send = self._with_headers(send, scope["path"], origin if cors else None)
+        if identity is None or identity.expires_s is None:
+            await self.app(scope, receive, send)
+        elif websocket:
+            await self.app(scope, self._until_expiry(receive, send, identity.expires_s), send)
+        else:
+            await self._respond_until_expiry(scope, receive, send, identity.expires_s)
+
+    # ------------------------------------------------------------ answers
+
+    async def _refuse(
+        self, scope: Scope, receive: Receive, send: Send, status: int, reason: str, code: str
+    ) -> None:
+        response = reason_response(status, reason, code)
+        if scope["type"] == "websocket":
+            message = await receive()  # websocket.connect
+            if message["type"] == "websocket.connect":
+                await _deny_websocket(send, response)
+            return
+        await response(scope, receive, self._with_headers(send, scope["path"], None))
+
+    async def _preflight(self, origin: str, scope: Scope, receive: Receive, send: Send) -> None:
+        response = Response(
+            status_code=204,
+            headers={
+                "Access-Control-Allow-Origin": origin,
+                "Access-Control-Allow-Methods": CORS_METHODS,
+                "Access-Control-Allow-Headers": CORS_HEADERS,
+                "Access-Control-Max-Age": str(CORS_MAX_AGE_S),
+                "Vary": "Origin",
+            },
+        )
+        await response(scope, receive, send)
+
+    def _csp(self) -> str:
+        """The dashboard may talk to the cluster's other gateways (it moves to a live one)."""
+        peers = self.guard.peer_origins()
+        sockets = [p.replace("http", "ws", 1) for p in peers]
+        return CSP.format(peers="".join(f" {p}" for p in (*peers, *sockets)))
+
+    def _with_headers(self, send: Send, path: str, cors_origin: str | None) -> Send:
+        extra = list(_BROWSER_HEADERS)
+        if not path.startswith(_DOCS):  # the API explorer pages load their scripts elsewhere
+            extra.append((b"content-security-policy", self._csp().encode()))
+        if cors_origin is not None:
+            extra += [
+                (b"access-control-allow-origin", cors_origin.encode("latin-1")),
+                (b"access-control-expose-headers", b"X-Total-Count"),
+                (b"vary", b"Origin"),
+            ]
+
+        async def wrapped(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message = {**message, "headers": [*message.get("headers", ()), *extra]}
+            await send(message)
+
+        return wrapped
+
+    def _until_expiry(self, receive: Receive, send: Send, expires_s: float) -> Receive:
+        """A WebSocket's ``receive`` that, once the token expires, closes the socket
+        with 4401 and reports a disconnect (every handler reads its socket in a loop)."""
+        guard = self.guard
+        pending: asyncio.Future[Message] | None = None
+        expired = False
+
+        async def wrapped() -> Message:
+            nonlocal pending, expired
+            if not expired:
+                if pending is None:
+                    pending = asyncio.ensure_future(receive())
+                done, _ = await asyncio.wait({pending}, timeout=max(0.0, expires_s - guard.now_s()))
+                if done:
+                    message, pending = pending.result(), None
+                    return message
+                expired = True
+                with contextlib.suppress(Exception):
+                    await send({"type": "websocket.close", "code": EXPIRED_CLOSE, "reason": "token expired"})
+            return {"type": "websocket.disconnect", "code": EXPIRED_CLOSE}
+
+        return wrapped
+
+    async def _respond_until_expiry(
+        self, scope: Scope, receive: Receive, send: Send, expires_s: float
+    ) -> None:
+        """Run an HTTP request, cut off when the token expires: an event stream or a
+        long-poll still open then is ended (cleanly, as if it had finished)."""
+        state = {"started": False, "ended": False}
+
+        async def tracked(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                state["started"] = True
+            elif message["type"] == "http.response.body" and not message.get("more_body", False):
+                state["ended"] = True
+            await send(message)
+
+        task = asyncio.ensure_future(self.app(scope, receive, tracked))
+        done, _ = await asyncio.wait({task}, timeout=max(0.0, expires_s - self.guard.now_s()))
+        if done:
+            task.result()
+            return
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        if not state["started"]:
+            await reason_response(401, "token expired", "unauthenticated")(scope, receive, send)
+        elif not state["ended"]:
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+def _has_body(headers: Headers) -> bool:
+    return headers.get("content-length", "0") not in ("", "0") or "transfer-encoding" in headers
+
+
+def _is_json(content_type: str) -> bool:
+    media = content_type.split(";", 1)[0].strip().lower()
+    return media == "application/json" or (media.startswith("application/") and media.endswith("+json"))
+
+
+async def _deny_websocket(send: Send, response: Response) -> None:
+    await send(
+        {
+            "type": "websocket.http.response.start",
+            "status": response.status_code,
+            "headers": response.raw_headers,
+        }
+    )
+    await send({"type": "websocket.http.response.body", "body": response.body, "more_body": False})
+
+
+def install(app: Any, guard: Guard) -> None:
+    """Wrap the app (outermost, so WebSocket fast paths are covered too)."""
+    app.add_middleware(SecurityMiddleware, guard=guard)

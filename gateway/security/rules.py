@@ -1,0 +1,197 @@
+"""What each route of the gateway requires: the one table the authorization layer reads.
+
+Owns: ``RULES`` ((method, path template) -> ``Rule``) and ``match``. Rules
+(docs/decisions/0009-security-model.md):
+- a request whose route is not in the table needs a superuser (deny by
+  default): a route added without a rule is closed, and the permission-matrix
+  test fails until the table names it;
+- data actions follow Pulsar: publishing needs ``produce``; consuming, readers,
+  peeking and moving a subscription's cursor need ``consume``; metadata and
+  stats of a topic need either (``LOOKUP``); creating, deleting, terminating,
+  unloading topics, every namespace policy and grant need a tenant admin;
+  tenants, brokers, storage nodes and cluster views need a superuser;
+- ``json_body``: the route parses a JSON body, so it accepts only
+  ``Content-Type: application/json`` (a cross-site form cannot send that).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from gateway.security.policy import Need
+
+P = Need.PUBLIC
+SU = Need.SUPERUSER
+TA = Need.TENANT_ADMIN
+PRODUCE = Need.PRODUCE
+CONSUME = Need.CONSUME
+LOOKUP = Need.LOOKUP
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    need: Need
+    json_body: bool = False
+
+
+NS = "/admin/v2/namespaces/{tenant}/{namespace}"
+T = "/admin/v2/persistent/{tenant}/{namespace}/{topic}"
+SUB = T + "/subscription/{subscription}"
+NS_POLICIES = (
+    "autoTopicCreation",
+    "backlogQuota",
+    "deduplication",
+    "maxConsumersPerSubscription",
+    "maxProducersPerTopic",
+    "messageTTL",
+    "persistence",
+    "retention",
+)
+
+
+def _table() -> dict[tuple[str, str], Rule]:
+    rules: dict[tuple[str, str], Rule] = {
+        # public: health for load balancers, the API documents, the dashboard's page shells
+        ("GET", "/admin/v2/brokers/health"): Rule(P),
+        ("GET", "/openapi.json"): Rule(P),
+        ("GET", "/asyncapi.json"): Rule(P),
+        ("GET", "/docs"): Rule(P),
+        ("GET", "/docs/oauth2-redirect"): Rule(P),
+        ("GET", "/redoc"): Rule(P),
+        ("GET", "/"): Rule(P),
+        ("GET", "/favicon.ico"): Rule(P),
+        ("GET", "/ui/static/{path:path}"): Rule(P),
+        ("GET", "/ui/tenants"): Rule(P),
+        ("GET", "/ui/tenants/{tenant}"): Rule(P),
+        ("GET", "/ui/tenants/{tenant}/{namespace}"): Rule(P),
+        ("GET", "/ui/topics/persistent/{tenant}/{namespace}/{topic}"): Rule(P),
+        ("GET", "/ws/v2/pingpong"): Rule(Need.AUTHENTICATED),
+        # the cluster: superusers
+        ("GET", "/metrics"): Rule(SU),
+        ("GET", "/admin/v2/broker-stats/topics"): Rule(SU),
+        ("GET", "/admin/v2/brokers"): Rule(SU),
+        ("GET", "/admin/v2/brokers/{cluster}"): Rule(SU),
+        ("GET", "/admin/v2/cluster/overview"): Rule(SU),
+        ("GET", "/admin/v2/clusters"): Rule(SU),
+        ("GET", "/admin/v2/etcd/members"): Rule(SU),
+        ("GET", "/admin/v2/storage/nodes"): Rule(SU),
+        ("DELETE", "/admin/v2/storage/nodes/{node_id}"): Rule(SU),
+        ("GET", "/admin/v2/storage/recovery"): Rule(SU),
+        ("GET", "/admin/v2/storage/under-replicated"): Rule(SU),
+        ("GET", "/admin/v2/tenants"): Rule(SU),
+        ("PUT", "/admin/v2/tenants/{tenant}"): Rule(SU, json_body=True),
+        ("POST", "/admin/v2/tenants/{tenant}"): Rule(SU, json_body=True),
+        ("DELETE", "/admin/v2/tenants/{tenant}"): Rule(SU),
+        # a tenant: its admins
+        ("GET", "/admin/v2/tenants/{tenant}"): Rule(TA),
+        ("GET", "/admin/v2/namespaces/{tenant}"): Rule(TA),
+        ("GET", NS): Rule(TA),
+        ("PUT", NS): Rule(TA, json_body=True),
+        ("DELETE", NS): Rule(TA),
+        ("GET", NS + "/backlogQuotaMap"): Rule(TA),
+        ("GET", NS + "/bundles"): Rule(TA),
+        ("GET", NS + "/permissions"): Rule(TA),
+        ("POST", NS + "/permissions/{role}"): Rule(TA, json_body=True),
+        ("DELETE", NS + "/permissions/{role}"): Rule(TA),
+        ("PUT", NS + "/unload"): Rule(TA),
+        ("PUT", NS + "/{bundle:bundle}/unload"): Rule(TA),
+        ("GET", NS + "/topics"): Rule(LOOKUP),
+        ("GET", "/admin/v2/persistent/{tenant}/{namespace}"): Rule(LOOKUP),
+        ("GET", "/admin/v2/persistent/{tenant}/{namespace}/partitioned"): Rule(LOOKUP),
+        ("PUT", "/admin/v2/persistent/{tenant}/{namespace}/{topic:topic}"): Rule(TA, json_body=True),
+        ("DELETE", "/admin/v2/persistent/{tenant}/{namespace}/{topic:topic}"): Rule(TA),
+        ("PUT", T + "/partitions"): Rule(TA, json_body=True),
+        ("POST", T + "/partitions"): Rule(TA, json_body=True),
+        ("DELETE", T + "/partitions"): Rule(TA),
+        ("POST", T + "/terminate"): Rule(TA),
+        ("PUT", T + "/unload"): Rule(TA),
+        ("POST", T + "/all_subscription/expireMessages/{seconds}"): Rule(TA),
+        # a topic's metadata and stats: produce or consume
+        ("GET", T + "/partitions"): Rule(LOOKUP),
+        ("GET", T + "/stats"): Rule(LOOKUP),
+        ("GET", T + "/stats/history"): Rule(LOOKUP),
+        ("GET", T + "/partitioned-stats"): Rule(LOOKUP),
+        ("GET", T + "/internalStats"): Rule(TA),  # ledger ids and storage-node addresses
+        ("GET", T + "/partitioned-internalStats"): Rule(TA),
+        ("GET", T + "/subscriptions"): Rule(LOOKUP),
+        ("GET", T + "/lastMessageId"): Rule(LOOKUP),
+        ("GET", T + "/webhooks"): Rule(LOOKUP),
+        ("GET", "/lookup/v2/topic/{domain}/{tenant}/{namespace}/{topic}"): Rule(LOOKUP),
+        ("GET", "/lookup/v2/topic/{domain}/{tenant}/{namespace}/{topic}/bundle"): Rule(LOOKUP),
+        # reading messages and moving cursors: consume
+        ("GET", T + "/examinemessage"): Rule(CONSUME),
+        ("GET", T + "/messages"): Rule(CONSUME),
+        ("GET", T + "/messageid/{timestamp}"): Rule(CONSUME),
+        ("GET", T + "/ledger/{ledger}/entry/{entry}"): Rule(CONSUME),
+        ("PUT", SUB): Rule(CONSUME, json_body=True),
+        ("DELETE", SUB): Rule(CONSUME),
+        ("POST", SUB + "/expireMessages"): Rule(CONSUME, json_body=True),
+        ("POST", SUB + "/expireMessages/{seconds}"): Rule(CONSUME),
+        ("GET", SUB + "/messages"): Rule(CONSUME),
+        ("GET", SUB + "/position/{n}"): Rule(CONSUME),
+        ("POST", SUB + "/resetcursor"): Rule(CONSUME, json_body=True),
+        ("POST", SUB + "/resetcursor/{timestamp}"): Rule(CONSUME),
+        ("POST", SUB + "/skip/{count}"): Rule(CONSUME),
+        ("POST", SUB + "/skip_all"): Rule(CONSUME),
+        ("GET", SUB + "/webhook"): Rule(CONSUME),
+        ("PUT", SUB + "/webhook"): Rule(CONSUME, json_body=True),
+        ("DELETE", SUB + "/webhook"): Rule(CONSUME),
+        ("GET", "/consume/{domain}/{tenant}/{namespace}/{topic}/{subscription}"): Rule(CONSUME),
+        ("POST", "/consume/{domain}/{tenant}/{namespace}/{topic}/{subscription}/ack"): Rule(
+            CONSUME, json_body=True
+        ),
+        ("POST", "/consume/{domain}/{tenant}/{namespace}/{topic}/{subscription}/nack"): Rule(
+            CONSUME, json_body=True
+        ),
+        ("GET", "/consume/{domain}/{tenant}/{namespace}/{topic}/{subscription}/stream"): Rule(CONSUME),
+        ("GET", "/ws/v2/consumer/{domain}/{tenant}/{namespace}/{topic}/{subscription}"): Rule(CONSUME),
+        ("GET", "/ws/v2/reader/{domain}/{tenant}/{namespace}/{topic}"): Rule(CONSUME),
+        # publishing: produce (the body is the payload, any content type)
+        ("GET", "/ws/v2/producer/{domain}/{tenant}/{namespace}/{topic}"): Rule(PRODUCE),
+        ("POST", "/topics/{domain}/{tenant}/{namespace}/{topic}"): Rule(PRODUCE),
+        ("POST", "/topics/{domain}/{tenant}/{namespace}/{topic}/partitions/{partition}"): Rule(PRODUCE),
+    }
+    for policy in NS_POLICIES:
+        rules[("GET", f"{NS}/{policy}")] = Rule(TA)
+        rules[("POST", f"{NS}/{policy}")] = Rule(TA, json_body=True)
+        rules[("DELETE", f"{NS}/{policy}")] = Rule(TA)
+    rules.pop(("GET", f"{NS}/backlogQuota"))  # read through backlogQuotaMap
+    return rules
+
+
+RULES = _table()
+DEFAULT = Rule(SU)  # a route the table does not name
+
+_PARAM = re.compile(r"\{(\w+)(?::(\w+))?\}")
+
+
+def _compile(template: str) -> re.Pattern[str]:
+    pattern, last = "", 0
+    for m in _PARAM.finditer(template):
+        pattern += re.escape(template[last : m.start()])
+        pattern += f"(?P<{m.group(1)}>.+)" if m.group(2) == "path" else f"(?P<{m.group(1)}>[^/]+)"
+        last = m.end()
+    return re.compile(pattern + re.escape(template[last:]) + "$")
+
+
+_COMPILED: dict[str, list[tuple[re.Pattern[str], str, Rule]]] = {}
+for (_method, _template), _rule in RULES.items():
+    _COMPILED.setdefault(_method, []).append((_compile(_template), _template, _rule))
+
+
+def match(method: str, path: str) -> tuple[str | None, Rule, dict[str, str]]:
+    """The rule for ``method`` ``path`` (HEAD as GET; WebSocket handshakes as GET):
+    (template or None, rule, path parameters). Unnamed routes get ``DEFAULT``.
+    Where several templates match, the one with most literal characters wins
+    (as the app's own routing prefers ``…/unload`` to ``…/{topic}``)."""
+    best: tuple[int, str, Rule, dict[str, str]] | None = None
+    for pattern, template, rule in _COMPILED.get("GET" if method == "HEAD" else method, ()):
+        m = pattern.match(path)
+        if m is not None:
+            weight = len(_PARAM.sub("", template))
+            if best is None or weight > best[0]:
+                best = (weight, template, rule, m.groupdict())
+    if best is None:
+        return None, DEFAULT, {}
+    return best[1], best[2], best[3]

@@ -1,0 +1,173 @@
+"""Authentication and authorization against real gateway processes with tokens on.
+
+A secured cluster (etcd, 3 storage nodes, 2 gateways, HS256 tokens, a cluster
+secret): anonymous and bad tokens get 401 on REST and on WebSocket handshakes
+(header and ``?token=`` forms alike); grants decide publish and consume
+(consume-only cannot publish, produce-only cannot subscribe); a role of tenant
+B gets the same 403 for tenant A's names whether they exist or not; a request
+reaching the owner through the other gateway is re-checked there, and one sent
+to the owner directly as ``authoritative`` with no token is refused; a token
+expiring closes an open WebSocket (4401) and ends an event stream; no token
+ever appears in a gateway's log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import time
+from collections.abc import AsyncIterator
+
+import httpx
+import jwt
+import orjson
+import pytest
+import pytest_asyncio
+import websockets
+from secure import SUPERUSER, SecureCluster, secure_cluster
+from websockets.exceptions import ConnectionClosed, InvalidStatus
+
+pytestmark = [pytest.mark.component, pytest.mark.asyncio(loop_scope="module")]
+
+A = "persistent/ta/ns"
+B = "persistent/tb/ns"
+
+
+@pytest_asyncio.fixture(loop_scope="module", scope="module")
+async def sec(etcd_endpoint: str, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[SecureCluster]:
+    async with secure_cluster(etcd_endpoint, tmp_path_factory.mktemp("secure")) as made:
+        yield made
+
+
+def message(text: str) -> dict[str, object]:
+    return {"messages": [{"payload": base64.b64encode(text.encode()).decode()}]}
+
+
+async def ws_status(url: str, headers: dict[str, str] | None = None) -> int:
+    try:
+        async with websockets.connect(url, open_timeout=15, additional_headers=headers):
+            return 101
+    except InvalidStatus as exc:
+        return exc.response.status_code
+
+
+async def test_no_token_bad_tokens_and_both_token_forms(sec: SecureCluster) -> None:
+    base = sec.urls[0]
+    none_token = jwt.encode({"sub": SUPERUSER}, key=None, algorithm="none")
+    wrong_key = jwt.encode({"sub": SUPERUSER}, b"x" * 32, algorithm="HS256")
+    async with httpx.AsyncClient(base_url=base, timeout=30) as http:
+        assert (await http.delete("/admin/v2/tenants/ta?force=true")).status_code == 401
+        assert (await http.get("/admin/v2/tenants")).status_code == 401
+        for bad in ("garbage", none_token, wrong_key, sec.token(SUPERUSER)[:-4]):
+            r = await http.get("/admin/v2/tenants", headers={"Authorization": f"Bearer {bad}"})
+            assert r.status_code == 401, (bad, r.text)
+            assert (await ws_status(f"{sec.ws(0)}/ws/v2/consumer/{A}/t/s?token={bad}")) == 401
+        r = await http.get("/admin/v2/tenants", headers=sec.auth(SUPERUSER))
+        assert r.status_code == 200 and {"ta", "tb"} <= set(r.json()), r.text
+        # the health check stays public (load balancers)
+        assert (await http.get("/admin/v2/brokers/health")).status_code == 200
+    good = sec.token("pc")
+    assert await ws_status(f"{sec.ws(0)}/ws/v2/consumer/{A}/t/s?token={good}") == 101
+    assert await ws_status(f"{sec.ws(0)}/ws/v2/consumer/{A}/t/s2?token=Bearer%20{good}") == 101
+    headers = {"Authorization": f"Bearer {good}"}
+    assert await ws_status(f"{sec.ws(1)}/ws/v2/consumer/{A}/t/s3", headers) == 101
+    assert await ws_status(f"{sec.ws(1)}/ws/v2/consumer/{A}/t/s4") == 401
+
+
+async def test_grants_decide_publish_and_consume(sec: SecureCluster) -> None:
+    async with httpx.AsyncClient(timeout=30) as http:
+        for i, url in enumerate(sec.urls):  # one of the two forwards to the owner, which re-checks
+            topic = f"{url}/topics/{A}/grants"
+            assert (await http.post(topic, json=message("x"), headers=sec.auth("prod"))).status_code == 200
+            assert (await http.post(topic, json=message("x"), headers=sec.auth("cons"))).status_code == 403
+            assert (await http.post(topic, json=message("x"), headers=sec.auth("admin-b"))).status_code == 403
+            assert (await http.post(topic, json=message("x"), headers=sec.auth("admin-a"))).status_code == 200
+            ws = sec.ws(i)
+            assert await ws_status(f"{ws}/ws/v2/consumer/{A}/grants/s?token={sec.token('cons')}") == 101
+            assert await ws_status(f"{ws}/ws/v2/consumer/{A}/grants/s?token={sec.token('prod')}") == 403
+            assert await ws_status(f"{ws}/ws/v2/producer/{A}/grants?token={sec.token('cons')}") == 403
+            assert await ws_status(f"{ws}/ws/v2/reader/{A}/grants?token={sec.token('prod')}") == 403
+        # consume-only cannot change policies, terminate or delete (CVE-2024-28098 class)
+        base = sec.urls[0]
+        r = await http.post(f"{base}/admin/v2/namespaces/ta/ns/messageTTL", json=1, headers=sec.auth("pc"))
+        assert r.status_code == 403
+        r = await http.post(f"{base}/admin/v2/{A}/grants/terminate", headers=sec.auth("pc"))
+        assert r.status_code == 403
+        r = await http.put(f"{base}/admin/v2/{A}/grants/subscription/made", json={}, headers=sec.auth("prod"))
+        assert r.status_code == 403  # produce-only cannot create subscriptions (CVE-2024-29834 class)
+
+
+async def test_other_tenant_names_get_the_same_403(sec: SecureCluster) -> None:
+    async with httpx.AsyncClient(base_url=sec.urls[0], timeout=30) as http:
+        answers = set()
+        for path in (
+            "/admin/v2/tenants/ta",
+            "/admin/v2/tenants/no-such-tenant",
+            "/admin/v2/namespaces/ta/ns/permissions",
+            "/admin/v2/namespaces/ta/nope/permissions",
+            f"/admin/v2/{A}/grants/stats",
+            "/admin/v2/persistent/ta/nope/x/stats",
+        ):
+            r = await http.get(path, headers=sec.auth("admin-b"))
+            answers.add((r.status_code, r.content))
+        assert answers == {(403, orjson.dumps({"reason": "not authorized", "code": "forbidden"}))}
+        r = await http.get("/admin/v2/namespaces/tb/ns/permissions", headers=sec.auth("admin-b"))
+        assert r.status_code == 200
+
+
+async def test_owner_rechecks_a_forwarded_request(sec: SecureCluster) -> None:
+    async with httpx.AsyncClient(timeout=30) as http:
+        topic = f"/topics/{A}/forwarded"
+        r = await http.post(f"{sec.urls[0]}{topic}", json=message("x"), headers=sec.auth("prod"))
+        assert r.status_code == 200
+        # as if a gateway forwarded it: straight to each gateway, authoritative, forged role header
+        for url in sec.urls:
+            r = await http.post(
+                f"{url}{topic}",
+                params={"authoritative": "true"},
+                json=message("x"),
+                headers={"X-Folio-Role": SUPERUSER, "X-Pulsar-Original-Principal": SUPERUSER},
+            )
+            assert r.status_code == 401
+            r = await http.post(
+                f"{url}{topic}", params={"authoritative": "true"}, json=message("x"), headers=sec.auth("cons")
+            )
+            assert r.status_code == 403
+
+
+async def test_expiring_token_closes_websocket_and_event_stream(sec: SecureCluster) -> None:
+    lifetime = 3.0
+    for ws in (sec.ws(0), sec.ws(1)):
+        token = sec.token("pc", expires_in_s=lifetime)
+        start = time.monotonic()
+        async with websockets.connect(f"{ws}/ws/v2/consumer/{A}/expiry/s?token={token}") as socket:
+            with pytest.raises(ConnectionClosed) as info:
+                async with asyncio.timeout(lifetime + 10):
+                    while True:
+                        await socket.recv()
+            closed_after = time.monotonic() - start
+        assert info.value.rcvd is not None and info.value.rcvd.code == 4401, info.value
+        print(f"WebSocket closed 4401 {closed_after:.1f} s after connecting (token lifetime {lifetime} s)")
+        assert closed_after < lifetime + 5
+    token = sec.token("pc", expires_in_s=lifetime)
+    start = time.monotonic()
+    async with (
+        httpx.AsyncClient(timeout=30) as http,
+        http.stream("GET", f"{sec.urls[0]}/consume/{A}/expiry/sse/stream?token={token}") as stream,
+    ):
+        assert stream.status_code == 200
+        async for _ in stream.aiter_bytes():
+            pass
+    ended_after = time.monotonic() - start
+    print(f"event stream ended {ended_after:.1f} s after it opened (token lifetime {lifetime} s)")
+    assert ended_after < lifetime + 5
+
+
+async def test_tokens_never_in_logs(sec: SecureCluster) -> None:
+    token = sec.token("pc")
+    await ws_status(f"{sec.ws(0)}/ws/v2/consumer/{A}/logs/s?token={token}")
+    await ws_status(f"{sec.ws(1)}/ws/v2/producer/{A}/logs?token=garbage{token[-20:]}")
+    signature = token.rsplit(".", 1)[1]
+    for gateway in sec.cluster.gateways:
+        log = gateway.log_path.read_text(errors="replace") if gateway.log_path else ""
+        assert signature not in log and token[-20:] not in log
