@@ -152,7 +152,7 @@ async def test_expiring_token_closes_websocket_and_event_stream(sec: SecureClust
     token = sec.token("pc", expires_in_s=lifetime)
     start = time.monotonic()
     async with (
-        httpx.AsyncClient(timeout=30) as http,
+        httpx.AsyncClient(timeout=30, follow_redirects=True) as http,  # to the owner
         http.stream("GET", f"{sec.urls[0]}/consume/{A}/expiry/sse/stream?token={token}") as stream,
     ):
         assert stream.status_code == 200
