@@ -95,6 +95,22 @@ def _parser() -> argparse.ArgumentParser:
         " syscalls (exact attribution; the measured figures are lower)",
     )
     gw.add_argument("--json", action="store_true", help="also print one JSON line per row")
+    for name, text in (
+        ("fanout", "N reading consumers relayed through the non-owner gateway: both gateways stay up?"),
+        ("stuck", "N consumers that never read under REST bursts: owner RSS, 4429 closes"),
+    ):
+        load = bench_sub.add_parser(name, help=text)
+        load.add_argument(
+            "--url", default="", help="running gateways, comma-separated (else a local cluster)"
+        )
+        load.add_argument("--data", default=".folio-bench-fanout", help="the local cluster's directory")
+        load.add_argument("--keep", action="store_true", help="keep the local cluster's logs and data")
+        load.add_argument("--consumers", type=int, default=1000)
+        load.add_argument("--size", type=int, default=100 if name == "fanout" else 1024, help="payload bytes")
+        load.add_argument("--rate", type=float, default=10.0, help="fanout: published msg/s")
+        load.add_argument("--seconds", type=float, default=60.0, help="fanout: how long to publish")
+        load.add_argument("--bursts", type=int, default=5, help="stuck: REST batches, 1 s apart")
+        load.add_argument("--burst", type=int, default=300, help="stuck: messages per batch")
     return parser
 
 
@@ -146,6 +162,10 @@ def main(argv: list[str] | None = None) -> int:
         from folio.bench_gateway import run_bench as run_gateway_bench
 
         return run_gateway_bench(args)
+    if args.command == "bench" and args.bench in ("fanout", "stuck"):
+        from folio.bench_fanout import run_bench as run_load_bench
+
+        return run_load_bench(args)
     return 2
 
 

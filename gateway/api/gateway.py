@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 import httpx
 
 from coordination.clock import SystemClock, WallClock
-from coordination.session import LeaseSession
+from coordination.session_thread import lease_session
 from coordination.store import MetadataStore
 from gateway.api.webhooks import CONNECTIONS_MAX, WEBHOOKS_MAX, Webhooks
 from gateway.broker.log_policy import Retention
@@ -119,7 +119,7 @@ class Gateway:
         self.store = store
         self.config = config
         self.clock = WallClock()  # publish times, delays, TTL: wall time
-        self.session = LeaseSession(store, config.lease_ttl_s)
+        self.session = lease_session(store, config.lease_ttl_s)  # kept by its own thread
         self.client = LedgerClient(store, SystemClock())
         self.namespaces = NamespaceStore(store)
         self.registry = GatewayRegistry(
