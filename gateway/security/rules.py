@@ -175,9 +175,18 @@ def _compile(template: str) -> re.Pattern[str]:
     return re.compile(pattern + re.escape(template[last:]) + "$")
 
 
-_COMPILED: dict[str, list[tuple[re.Pattern[str], str, Rule]]] = {}
-for (_method, _template), _rule in RULES.items():
-    _COMPILED.setdefault(_method, []).append((_compile(_template), _template, _rule))
+Index = dict[str, list[tuple[re.Pattern[str], str, Rule]]]
+
+
+def index(table: dict[tuple[str, str], Rule]) -> Index:
+    """The table compiled for ``match``, by method."""
+    compiled: Index = {}
+    for (method, template), rule in table.items():
+        compiled.setdefault(method, []).append((_compile(template), template, rule))
+    return compiled
+
+
+_COMPILED = index(RULES)
 
 
 def match(method: str, path: str) -> tuple[str | None, Rule, dict[str, str]]:
