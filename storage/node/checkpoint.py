@@ -1,6 +1,7 @@
 """The checkpoint file: ledger states up to a journal mark (BookKeeper's LastLogMark).
 
-Owns: ``data_dir/checkpoint.json``, the node-id cookie ``data_dir/NODE_ID`` and
+Owns: ``data_dir/checkpoint.json`` (ledger states and the tombstones of
+deleted ledgers), the node-id cookie ``data_dir/NODE_ID`` and
 refusing data dirs of the old on-disk format (docs/decisions/0002).
 Rules: written as tmp + fsync + rename + fsync(dir), only after the index files
 of the journal files before ``journal``'s file are durable; only after it is
@@ -21,7 +22,8 @@ from storage.node.journal_io import write_atomically
 CHECKPOINT_FILE = "checkpoint.json"
 COOKIE_FILE = "NODE_ID"
 OLD_ENTRY_LOG_DIR = "entrylogs"
-VERSION = 2
+VERSION = 3  # 3 added "deleted" (tombstone ranges); a version-2 file reads as having none
+READABLE_VERSIONS = (2, 3)
 
 
 class UnsupportedDataDir(Exception):
@@ -32,6 +34,7 @@ class UnsupportedDataDir(Exception):
 class Checkpoint:
     journal: tuple[int, int]  # (file id, offset): records up to here are in ``ledgers``
     ledgers: dict[int, tuple[bool, int, int]] = field(default_factory=dict)  # id -> fenced, lac, last
+    deleted: list[tuple[int, int]] = field(default_factory=list)  # tombstones: inclusive id ranges
 
     def to_json(self) -> bytes:
         return orjson.dumps(
@@ -39,18 +42,20 @@ class Checkpoint:
                 "version": VERSION,
                 "journal": list(self.journal),
                 "ledgers": [[lid, f, lac, last] for lid, (f, lac, last) in self.ledgers.items()],
+                "deleted": [[first, last] for first, last in self.deleted],
             }
         )
 
     @staticmethod
     def from_json(data: bytes) -> Checkpoint:
         raw = orjson.loads(data)
-        if raw.get("version") != VERSION:
+        if raw.get("version") not in READABLE_VERSIONS:
             version = raw.get("version")
             raise UnsupportedDataDir(f"unsupported checkpoint version {version} (expected {VERSION})")
         return Checkpoint(
             journal=(int(raw["journal"][0]), int(raw["journal"][1])),
             ledgers={int(i): (bool(f), int(lac), int(last)) for i, f, lac, last in raw["ledgers"]},
+            deleted=[(int(first), int(last)) for first, last in raw.get("deleted", [])],
         )
 
 

@@ -50,6 +50,7 @@ HEAD = struct.Struct(">IIB")  # length, crc32c, type
 FENCE_BODY = struct.Struct(">Q")
 TYPE_ADD = 1
 TYPE_FENCE = 2
+TYPE_DELETE = 3  # the ledger was deleted: a tombstone (docs/decisions/0002)
 RECORD_BYTES_MAX = 16 * 1024 * 1024  # a longer length field is a torn/corrupt record
 ROTATE_BYTES = 64 * 1024 * 1024
 PREALLOC_BYTES = 16 * 1024 * 1024  # allocated ahead of the write offset (BookKeeper: 16 MB)
@@ -57,6 +58,7 @@ IOV_MAX = 1024
 FATAL_EXIT_CODE = 70
 _CRC_ADD = crc32c.crc32c(bytes([TYPE_ADD]))
 _CRC_FENCE = crc32c.crc32c(bytes([TYPE_FENCE]))
+_CRC_DELETE = crc32c.crc32c(bytes([TYPE_DELETE]))
 
 Buffer = bytes | memoryview
 
@@ -78,6 +80,11 @@ def add_record_head(entry: Buffer) -> bytes:
 def fence_record(ledger_id: int) -> bytes:
     body = FENCE_BODY.pack(ledger_id)
     return HEAD.pack(len(body) + 1, crc32c.crc32c(body, _CRC_FENCE), TYPE_FENCE) + body
+
+
+def delete_record(ledger_id: int) -> bytes:
+    body = FENCE_BODY.pack(ledger_id)  # same body as a fence: the ledger id
+    return HEAD.pack(len(body) + 1, crc32c.crc32c(body, _CRC_DELETE), TYPE_DELETE) + body
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,11 +1,17 @@
-"""Pure per-ledger rules of a storage node: fencing, LAC, last entry stored.
+"""Pure per-ledger rules of a storage node: fencing, deletion, LAC, last entry stored.
 
-Owns: one ``LedgerInfo`` per ledger this node holds. No I/O.
+Owns: one ``LedgerInfo`` per ledger this node holds, and the ids of deleted
+ledgers (``Tombstones``). No I/O.
 Rules (BookKeeper ``Bookie.fenceLedger`` / ``LedgerDescriptorImpl``):
 - the fenced flag is only ever set, never cleared; fencing an unknown ledger
   creates it, fenced (a recovering client may fence a node before any entry);
 - a normal add on a fenced ledger is refused (``Status.FENCED``); a recovery add
   is allowed;
+- a deleted ledger stays deleted (ids are never reused): its state goes, its id
+  joins the tombstones, and every later add is refused - a normal add as
+  ``FENCED`` (the fence outlives the ledger), a recovery add as
+  ``NO_SUCH_LEDGER``; a fence of it changes nothing; a late durable add of it
+  is not recorded;
 - LAC is the highest LAC piggybacked on a stored entry: it never decreases;
 - ``last_entry_id`` is the highest entry id stored (NO_ENTRY when none).
 The shell decides *when* a change counts (adds count once durable); this module
@@ -14,9 +20,11 @@ only says what the state is and whether a request may proceed.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from storage.errors import Status
+from storage.node.tombstones import Tombstones
 from storage.types import NO_ENTRY
 
 
@@ -30,7 +38,9 @@ class LedgerInfo:
 class LedgerStates:
     def __init__(self) -> None:
         self._ledgers: dict[int, LedgerInfo] = {}
+        self.held: Mapping[int, LedgerInfo] = self._ledgers  # read-only view for the add fast path
         self.fenced: set[int] = set()  # read-only view for the add fast path
+        self.deleted = Tombstones()
 
     def __len__(self) -> int:
         return len(self._ledgers)
@@ -49,12 +59,16 @@ class LedgerStates:
         info = self._ledgers.get(ledger_id)
         if info is not None and info.fenced and not recovery:
             return Status.FENCED
+        if info is None and ledger_id in self.deleted:
+            return Status.NO_SUCH_LEDGER if recovery else Status.FENCED
         return Status.OK
 
     def on_stored(self, ledger_id: int, entry_id: int, lac: int) -> bool:
         """An entry became durable. Returns True when the ledger's LAC advanced."""
         info = self._ledgers.get(ledger_id)
         if info is None:
+            if ledger_id in self.deleted:
+                return False
             info = self._ledgers[ledger_id] = LedgerInfo()
         info.last_entry_id = max(info.last_entry_id, entry_id)
         if lac > info.lac:
@@ -64,7 +78,9 @@ class LedgerStates:
 
     def fence(self, ledger_id: int) -> bool:
         """Set the fenced flag (creating the ledger if unknown).
-        Returns True if it was already fenced."""
+        Returns True if it was already fenced (a deleted ledger counts as fenced)."""
+        if ledger_id not in self._ledgers and ledger_id in self.deleted:
+            return True
         self.fenced.add(ledger_id)
         info = self._ledgers.get(ledger_id)
         if info is None:
@@ -76,6 +92,8 @@ class LedgerStates:
 
     def restore(self, ledger_id: int, fenced: bool, lac: int, last_entry_id: int) -> None:
         """Merge persisted state at start-up (flags only set, numbers only raised)."""
+        if ledger_id in self.deleted:
+            return
         info = self._ledgers.setdefault(ledger_id, LedgerInfo())
         info.fenced = info.fenced or fenced
         if info.fenced:
@@ -84,7 +102,9 @@ class LedgerStates:
         info.last_entry_id = max(info.last_entry_id, last_entry_id)
 
     def delete(self, ledger_id: int) -> bool:
-        """The ledger was deleted from the cluster; forget it."""
+        """The ledger was deleted from the cluster: forget its state, keep its id as
+        a tombstone. Returns True if the node held state for it."""
+        self.deleted.add(ledger_id)
         self.fenced.discard(ledger_id)
         return self._ledgers.pop(ledger_id, None) is not None
 

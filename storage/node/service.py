@@ -10,6 +10,11 @@ Rules (DESIGN §3):
 - a fence sets the in-memory flag at once (later normal adds are refused) and
   is answered only after its journal record is durable; by then every add
   queued before it is durable and readable too (the journal is FIFO);
+- a deletion tombstones the ledger at once (every later add is refused, a
+  normal one as fenced: ledger_state.py), journals a DELETE record and, once
+  that is durable, drops the ledger's entries; an add queued before the
+  deletion and durable after it is answered FENCED and not indexed. The
+  tombstone is in every later checkpoint, so it outlives reclaim and compaction;
 - the journal files are the entries' only copy (the index points into them):
   a checkpoint never deletes them; only reclaim does (entry_store.py).
 Reads and read-LAC live in ``reads.py``.
@@ -47,11 +52,13 @@ from storage.node.journal_io import (
     PREALLOC_BYTES,
     ROTATE_BYTES,
     TYPE_ADD,
+    TYPE_DELETE,
     TYPE_FENCE,
     Buffer,
     Failpoints,
     JournalWriter,
     add_record_head,
+    delete_record,
     fence_record,
     list_journal_ids,
     replay,
@@ -70,6 +77,8 @@ _PAYLOAD_MAX = wire.MAX_ENTRY_PAYLOAD_BYTES
 _RECOVERY = wire.FLAG_RECOVERY_ADD
 _ADD = int(wire.Op.ADD)
 _FENCE = int(wire.Op.FENCE)
+_FENCED = Status.FENCED
+_DELETE_DONE = RELOCATE + 1  # the durable-callback kind of a DELETE record
 _RECORD_HEAD = HEAD.size  # an ADD's wire entry starts this far into its record
 _OFFSET_LIMIT = 1 << 32  # a location keeps the offset in its low 32 bits
 
@@ -115,6 +124,8 @@ class NodeService:
         self.metrics.lac_waiters.set_function(lambda: self.waiters.count)
         self.read_only = False
         self._fenced = self.ledgers.fenced
+        self._deleted = self.ledgers.deleted
+        self._known = self.ledgers.held
         self._submit = _not_started
         self.ops = 0  # adds + reads answered (for NodeInfo.load)
         self._journal: Journal | None = None
@@ -122,6 +133,7 @@ class NodeService:
         self._compaction_task: asyncio.Task[None] | None = None
         self.compactor = Compactor(self, config.compaction_threshold, config.compaction_bytes_per_round)
         self._last_checkpoint: tuple[int, int] | None = None
+        self._unjournaled_deletes = False  # tombstones only the next checkpoint will make durable
         self._checkpoint_lock = asyncio.Lock()
         self._tasks: set[asyncio.Task[None]] = set()
 
@@ -139,6 +151,8 @@ class NodeService:
         checkpoint = load_checkpoint(data_dir)  # refuses a data dir of the old format
         mark = checkpoint.journal if checkpoint is not None else (0, 0)
         if checkpoint is not None:
+            for first, last_id in checkpoint.deleted:
+                self._deleted.add_range(first, last_id)
             for lid, (fenced, lac, last) in checkpoint.ledgers.items():
                 self.ledgers.restore(lid, fenced, lac, last)
         journal_dir = data_dir / "journal"
@@ -157,9 +171,14 @@ class NodeService:
                     self.ledgers.on_stored(ledger_id, entry_id, lac)
             elif record.rtype == TYPE_FENCE and after:
                 self.ledgers.fence(int.from_bytes(record.body[:8], "big"))
+            elif record.rtype == TYPE_DELETE and after:
+                self.ledgers.delete(int.from_bytes(record.body[:8], "big"))
             replayed += after
         for lid in self.entries.index.ledger_ids():
-            self.ledgers.restore(lid, False, -1, self.entries.index.last_entry_id(lid))
+            if lid in self._deleted:  # entries of a deleted ledger whose files are not reclaimed yet
+                self.entries.delete_ledger(lid)
+            else:
+                self.ledgers.restore(lid, False, -1, self.entries.index.last_entry_id(lid))
         existing = list_journal_ids(journal_dir)
         if not self.config.fsync:
             log.warning(
@@ -221,6 +240,8 @@ class NodeService:
             status = Status.READ_ONLY
         elif ledger_id in self._fenced and not body[0] & _RECOVERY:
             status = Status.FENCED
+        elif ledger_id not in self._known and ledger_id in self._deleted:
+            status = self.ledgers.check_add(ledger_id, bool(body[0] & _RECOVERY))
         if status is not Status.OK:
             conn.reply(_ADD, request_id, status)
             return
@@ -251,6 +272,8 @@ class NodeService:
         # state as per add: last entry and LAC only grow), before any reply
         run_ledger = -1
         run_last = run_lac = -2
+        run_status = ok
+        deleted = self._deleted
         for cookie, location in zip(cookies, locations, strict=True):
             if cookie[2] == TYPE_ADD:
                 conn, request_id, _, ledger_id, entry_id, lac, entry = cookie
@@ -258,6 +281,14 @@ class NodeService:
                     if run_ledger >= 0 and ledgers.on_stored(run_ledger, run_last, run_lac):
                         waiters.lac_advanced(run_ledger)
                     run_ledger, run_last, run_lac = ledger_id, entry_id, lac
+                    # deleted while its add waited for the sync: not kept, not acknowledged
+                    run_status = _FENCED if deleted and ledger_id in deleted else ok
+                    if run_status is not ok:
+                        conn.reply(_ADD, request_id, run_status)
+                        continue
+                elif run_status is not ok:
+                    conn.reply(_ADD, request_id, run_status)
+                    continue
                 else:
                     if entry_id > run_last:  # noqa: PLR1730 - hot path: no max() call
                         run_last = entry_id
@@ -270,6 +301,8 @@ class NodeService:
                 nbytes += length
             elif cookie[2] == RELOCATE:  # a compaction copy: the index moves to it
                 cookie[0](location + _RECORD_HEAD)
+            elif cookie[2] == _DELETE_DONE:
+                cookie[0].set_result(None)
             else:
                 if run_ledger >= 0 and ledgers.on_stored(run_ledger, run_last, run_lac):
                     waiters.lac_advanced(run_ledger)
@@ -291,11 +324,13 @@ class NodeService:
         async with self._checkpoint_lock:
             journal = self.journal
             position = journal.durable_position  # with the snapshot: no await in between
-            if position == self._last_checkpoint:
+            if position == self._last_checkpoint and not self._unjournaled_deletes:
                 return
+            self._unjournaled_deletes = False
             ledgers = self.ledgers.snapshot()
+            deleted = self._deleted.ranges()
             await self.entries.write_index_files(position[0])
-            checkpoint = Checkpoint(position, ledgers)
+            checkpoint = Checkpoint(position, ledgers, deleted)
             loop = asyncio.get_running_loop()
             await loop.run_in_executor(None, save_checkpoint, self.config.data_dir, checkpoint)
             self.entries.checkpointed(position[0])
@@ -332,13 +367,23 @@ class NodeService:
     # ------------------------------------------------------------ reclaim
 
     async def delete_ledger(self, ledger_id: int) -> None:
-        """The ledger is gone from etcd: forget it and reclaim dead journal files."""
+        """The ledger is gone from etcd: tombstone it (durably: a journal record, then
+        every checkpoint), forget its entries and reclaim dead journal files."""
         known = ledger_id in self.ledgers or self.entries.index.has_ledger(ledger_id)
-        self.ledgers.delete(ledger_id)
+        tombstoned = ledger_id in self._deleted  # a watch event and a listing may both report it
+        self.ledgers.delete(ledger_id)  # refuses adds from now on
+        if known or not tombstoned:
+            record = delete_record(ledger_id)
+            durable: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            if self.journal.submit((record,), len(record), (durable, None, _DELETE_DONE, ledger_id)):
+                await durable
+            else:  # the journal is full: the next checkpoint carries the tombstone
+                self._unjournaled_deletes = True
         dead = self.entries.delete_ledger(ledger_id)
-        if known:
+        if not tombstoned:
             self.metrics.ledger_deleted.inc()
-            log.info("ledger %d deleted: dropped from the index", ledger_id)
+        if known:
+            log.info("ledger %d deleted: dropped from the index, tombstoned", ledger_id)
         if dead:
             await self.entries.reclaim(dead)
 

@@ -296,6 +296,17 @@ async def test_reclaim_deletes_a_sealed_file_only_when_all_its_ledgers_are_delet
     again = NodeService(config, SystemClock())
     await again.start()  # restart after reclaim: nothing missing, nothing resurrected
     assert again.entries.locate(2, 0) is None and again.entries.locate(1, 0) is None
+    # the journal files with the DELETE records are gone; the tombstones are not (checkpoint)
+    conn = Collect()
+    for ledger in (1, 2):
+        again.add(conn, ledger, memoryview(wire.add_body(entry(ledger, 99))))
+        again.add(conn, 10 + ledger, memoryview(wire.add_body(entry(ledger, 99), recovery=True)))
+    assert [(rid, status) for _, rid, status, _ in conn.replies] == [
+        (1, Status.FENCED),
+        (11, Status.NO_SUCH_LEDGER),
+        (2, Status.FENCED),
+        (12, Status.NO_SUCH_LEDGER),
+    ]
     await again.stop()
 
 

@@ -83,3 +83,19 @@ def test_delete_forgets_ledger_and_snapshot_roundtrip() -> None:
     for lid, (fenced, lac, last) in snap.items():
         t.restore(lid, fenced, lac, last)
     assert t.snapshot() == snap
+
+
+def test_a_deleted_ledger_refuses_adds_forever_and_a_fence_does_not_revive_it() -> None:
+    s = LedgerStates()
+    s.fence(4)  # recovery fenced it, then it was closed empty and deleted
+    assert s.delete(4) is True
+    assert s.delete(9) is False  # a ledger this node never held: tombstoned all the same
+    for lid in (4, 9):
+        assert s.check_add(lid, recovery=False) is Status.FENCED
+        assert s.check_add(lid, recovery=True) is Status.NO_SUCH_LEDGER
+        assert s.fence(lid) is True and lid not in s
+        assert s.on_stored(lid, 0, NO_ENTRY) is False and lid not in s  # a late add is not recorded
+        s.restore(lid, False, 3, 3)
+        assert lid not in s
+    assert s.deleted.ranges() == [(4, 4), (9, 9)]
+    assert s.check_add(5, recovery=False) is Status.OK
