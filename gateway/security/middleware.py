@@ -33,6 +33,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from coordination.errors import CoordinationError
 from gateway.api.errors import reason_response
+from gateway.names import InvalidName, TopicName
 from gateway.security import rules
 from gateway.security.guard import Guard
 from gateway.security.policy import Need, Verdict
@@ -123,6 +124,12 @@ class SecurityMiddleware:
                 verdict = await self.guard.authorize(
                     rule.need, identity, params.get("tenant"), params.get("namespace")
                 )
+                if verdict is Verdict.ALLOW and rule.also is not None:
+                    verdict = await self.guard.authorize(
+                        rule.also, identity, params.get("tenant"), params.get("namespace")
+                    )
+                if verdict is Verdict.ALLOW and rule.letters:
+                    verdict = await self._letters_allowed(identity, params, query)
             except CoordinationError:
                 await self._refuse(scope, receive, send, 503, "metadata store unavailable", "unavailable")
                 return
@@ -142,6 +149,26 @@ class SecurityMiddleware:
             await self.app(scope, self._until_expiry(receive, send, identity.expires_s), send)
         else:
             await self._respond_until_expiry(scope, receive, send, identity.expires_s)
+
+    async def _letters_allowed(
+        self, identity: Identity | None, params: dict[str, str], query: dict[str, list[str]]
+    ) -> Verdict:
+        """A consumer's dead letters go where its caller may produce (never with the
+        gateway's own authority): the named ``deadLetterTopic``, else the default one
+        in the topic's namespace once ``maxRedeliverCount`` is set."""
+        named = query.get("deadLetterTopic", [""])[0]
+        if named:
+            try:
+                target = TopicName.parse(named)
+            except InvalidName:
+                return Verdict.ALLOW  # the handler answers 400 for the bad name
+            return await self.guard.authorize(Need.PRODUCE, identity, target.tenant, target.namespace)
+        count = (query.get("maxRedeliverCount") or ["0"])[0]
+        if count.strip() not in ("", "0"):
+            return await self.guard.authorize(
+                Need.PRODUCE, identity, params.get("tenant"), params.get("namespace")
+            )
+        return Verdict.ALLOW
 
     # ------------------------------------------------------------ answers
 

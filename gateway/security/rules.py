@@ -10,6 +10,11 @@ Owns: ``RULES`` ((method, path template) -> ``Rule``) and ``match``. Rules
   stats of a topic need either (``LOOKUP``); creating, deleting, terminating,
   unloading topics, every namespace policy and grant need a tenant admin;
   tenants, brokers, storage nodes and cluster views need a superuser;
+- a webhook dead-letters into its own namespace with the gateway's hands, so
+  setting one needs ``produce`` there too (``also``); a consumer's dead-letter
+  topic (``deadLetterTopic``, or the default ``<topic>-<subscription>-DLQ``
+  once ``maxRedeliverCount`` is set) must be one the caller may produce to
+  (``letters``): the gateway never writes anywhere with its own authority;
 - ``json_body``: the route parses a JSON body, so it accepts only
   ``Content-Type: application/json`` (a cross-site form cannot send that).
 """
@@ -33,6 +38,8 @@ LOOKUP = Need.LOOKUP
 class Rule:
     need: Need
     json_body: bool = False
+    also: Need | None = None  # a second right on the same namespace (webhooks dead-letter there)
+    letters: bool = False  # a consumer whose dead letters the caller must be allowed to produce
 
 
 NS = "/admin/v2/namespaces/{tenant}/{namespace}"
@@ -135,17 +142,21 @@ def _table() -> dict[tuple[str, str], Rule]:
         ("POST", SUB + "/skip/{count}"): Rule(CONSUME),
         ("POST", SUB + "/skip_all"): Rule(CONSUME),
         ("GET", SUB + "/webhook"): Rule(CONSUME),
-        ("PUT", SUB + "/webhook"): Rule(CONSUME, json_body=True),
+        ("PUT", SUB + "/webhook"): Rule(CONSUME, json_body=True, also=PRODUCE),
         ("DELETE", SUB + "/webhook"): Rule(CONSUME),
-        ("GET", "/consume/{domain}/{tenant}/{namespace}/{topic}/{subscription}"): Rule(CONSUME),
+        ("GET", "/consume/{domain}/{tenant}/{namespace}/{topic}/{subscription}"): Rule(CONSUME, letters=True),
         ("POST", "/consume/{domain}/{tenant}/{namespace}/{topic}/{subscription}/ack"): Rule(
             CONSUME, json_body=True
         ),
         ("POST", "/consume/{domain}/{tenant}/{namespace}/{topic}/{subscription}/nack"): Rule(
             CONSUME, json_body=True
         ),
-        ("GET", "/consume/{domain}/{tenant}/{namespace}/{topic}/{subscription}/stream"): Rule(CONSUME),
-        ("GET", "/ws/v2/consumer/{domain}/{tenant}/{namespace}/{topic}/{subscription}"): Rule(CONSUME),
+        ("GET", "/consume/{domain}/{tenant}/{namespace}/{topic}/{subscription}/stream"): Rule(
+            CONSUME, letters=True
+        ),
+        ("GET", "/ws/v2/consumer/{domain}/{tenant}/{namespace}/{topic}/{subscription}"): Rule(
+            CONSUME, letters=True
+        ),
         ("GET", "/ws/v2/reader/{domain}/{tenant}/{namespace}/{topic}"): Rule(CONSUME),
         # publishing: produce (the body is the payload, any content type)
         ("GET", "/ws/v2/producer/{domain}/{tenant}/{namespace}/{topic}"): Rule(PRODUCE),

@@ -171,3 +171,31 @@ async def test_tokens_never_in_logs(sec: SecureCluster) -> None:
     for gateway in sec.cluster.gateways:
         log = gateway.log_path.read_text(errors="replace") if gateway.log_path else ""
         assert signature not in log and token[-20:] not in log
+
+
+async def test_dead_letters_only_where_the_caller_may_produce(sec: SecureCluster) -> None:
+    """Confused deputy: a consumer naming another tenant's topic as its dead-letter topic
+    is refused at the handshake (the gateway would write there with its own hands)."""
+    ws = sec.ws(0)
+    base = f"{ws}/ws/v2/consumer/{A}/dlq/s?subscriptionType=Shared&maxRedeliverCount=1"
+    other = "persistent://tb/ns/stolen"
+    for role in ("pc", "cons", "admin-a"):
+        assert await ws_status(f"{base}&deadLetterTopic={other}&token={sec.token(role)}") == 403
+    assert await ws_status(f"{base}&deadLetterTopic={other}&token={sec.token(SUPERUSER)}") == 101
+    # the default dead-letter topic lives in the topic's namespace: produce needed there
+    assert await ws_status(f"{base}&token={sec.token('cons')}") == 403
+    assert await ws_status(f"{base}&token={sec.token('pc')}") == 101
+    own = f"persistent://ta/ns/dlq-letters&token={sec.token('pc')}"
+    assert await ws_status(f"{base}&deadLetterTopic={own}") == 101
+    async with httpx.AsyncClient(base_url=sec.urls[1], timeout=30, follow_redirects=True) as http:
+        r = await http.get(
+            f"/consume/{A}/dlq/h",
+            params={"deadLetterTopic": other, "maxRedeliverCount": "1", "wait": "0"},
+            headers=sec.auth("pc"),
+        )
+        assert r.status_code == 403, r.text
+        webhook = {"url": "https://example.invalid/hook"}
+        r = await http.put(
+            f"/admin/v2/{A}/dlq/subscription/w/webhook", json=webhook, headers=sec.auth("cons")
+        )
+        assert r.status_code == 403, r.text
