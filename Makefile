@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: setup run test lint unit sim clean chromium
+.PHONY: setup run test lint unit sim clean chromium npm
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -21,6 +21,17 @@ chromium:
 
 setup: $(STAMP)
 
+# the conformance tests run Pulsar's documented Node.js clients with the `ws` package
+NODE_STAMP := tests/conformance/node_modules/.installed-stamp
+$(NODE_STAMP): tests/conformance/package.json tests/conformance/package-lock.json
+	@command -v npm >/dev/null || { \
+	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+	  $$SUDO apt-get update -q && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q nodejs npm; }
+	cd tests/conformance && npm ci --no-audit --no-fund
+	touch $(NODE_STAMP)
+
+npm: $(NODE_STAMP)
+
 run: setup
 	$(VENV)/bin/folio up
 
@@ -29,11 +40,11 @@ lint: setup
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 
-test: lint chromium
+test: lint chromium npm
 	$(PY) -m pytest -q
 
 unit: setup
 	$(PY) -m pytest -q -m "unit or sim"
 
 clean:
-	rm -rf $(VENV) .folio .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .folio .pytest_cache .mypy_cache .ruff_cache tests/conformance/node_modules

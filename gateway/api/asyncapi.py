@@ -73,6 +73,11 @@ PRODUCER_QUERY: Schema = {
         ),
         "compressionType": _enum(COMPRESSION_TYPES, "validated and recorded"),
         "hashingScheme": _enum(HASHING_SCHEMES, "key -> partition hash"),
+        "encryptionKeys": {
+            "type": "string",
+            "description": "accepted and ignored: no server-side crypto; "
+            "client-encrypted payloads are stored as given",
+        },
         "token": _TOKEN,
     },
 }
@@ -109,6 +114,7 @@ CONSUMER_QUERY: Schema = {
             "description": "keySharedMode=STICKY: inclusive hash ranges `start-end,...` within 0..65535",
         },
         "batchDelivery": _bool("Folio: deliver `MessagesBatch` frames"),
+        "notices": _bool("Folio: send `ActiveNotice` (Failover) and `RangesNotice` (Key_Shared) frames"),
         "token": _TOKEN,
     },
 }
@@ -173,8 +179,10 @@ MESSAGES: dict[str, dict[str, Any]] = {
     "ConsumerMessage": _message("ConsumerMessage", "A delivered message"),
     "MessagesBatch": _message("MessagesBatch", "Several delivered messages (Folio, batchDelivery=true)"),
     "EndOfTopicReply": _message("EndOfTopicReply", "Answer to isEndOfTopic"),
-    "ActiveNotice": _message("ActiveNotice", "Failover: became (in)active (Folio)"),
-    "RangesNotice": _message("RangesNotice", "Key_Shared: owned hash ranges changed (Folio)"),
+    "ActiveNotice": _message("ActiveNotice", "Failover: became (in)active (Folio, only with notices=true)"),
+    "RangesNotice": _message(
+        "RangesNotice", "Key_Shared: owned hash ranges changed (Folio, only with notices=true)"
+    ),
     "ErrorNotice": _message("ErrorNotice", "A command could not be applied (Folio)"),
     **{name: _message(name, FRAME_SCHEMAS[name]["description"].split(".")[0]) for name in CONSUMER_COMMANDS},
 }

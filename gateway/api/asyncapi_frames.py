@@ -84,7 +84,10 @@ FRAME_SCHEMAS: dict[str, Schema] = {
         "properties": {
             "payload": {**BASE64, "description": "base64 of the message bytes (required)"},
             "properties": _PROPERTIES,
-            "context": {"type": "string", "description": "echoed in the reply"},
+            "context": {
+                "type": ["string", "number", "boolean", "null"],
+                "description": 'echoed in the reply as text (`5` comes back as `"5"`)',
+            },
             "key": {"type": "string", "description": "routing / Key_Shared key"},
             "eventTime": {
                 "type": "string",
@@ -144,7 +147,7 @@ FRAME_SCHEMAS: dict[str, Schema] = {
             "result": {"type": "string", "pattern": "^send-error:[1-8]$"},
             "errorMsg": {"type": "string"},
             "context": {"type": "string"},
-            "errorCode": {"const": 0},
+            "errorCode": {"enum": [1, 2], "description": "1 failed but retriable, 2 failed"},
             "schemaVersion": {"const": 0},
         },
         "required": ["result", "errorMsg", "errorCode", "schemaVersion"],

@@ -10,7 +10,9 @@ acks, cumulative acks, nacks, permits, seeks and unsubscribe. Rules:
   be parsed closes the session with 4003 (Pulsar's code 3, in the valid range);
 - ids of another topic or never delivered move nothing;
 - Folio extras: ``ackCumulative`` (Exclusive/Failover), ``seek`` by id or
-  time, batched delivery (``batchDelivery=true``) and batched acks;
+  time, batched delivery (``batchDelivery=true``), batched acks and the
+  Failover ``active`` / Key_Shared ``ranges`` notices (``notices=true``) -
+  each only when the client asks, so Pulsar's own clients see Pulsar's frames;
 - acks of frames already waiting in a row are applied together (once the
   server has no more received frames queued, or before any other command),
   so a burst of one-ack frames costs one dispatch;
@@ -64,12 +66,20 @@ DELIVERED_IDS_MAX = 200_000
 class ConsumerSession:
     """A connected consumer: the subscription's sink and the client's commands."""
 
-    def __init__(self, gateway: Gateway, websocket: WebSocket, topic: Topic, batch_delivery: bool) -> None:
+    def __init__(
+        self,
+        gateway: Gateway,
+        websocket: WebSocket,
+        topic: Topic,
+        batch_delivery: bool,
+        notices: bool = False,
+    ) -> None:
         self.gateway = gateway
         self.websocket = websocket
         self.topic = topic
         self.partition = topic.partition
         self.batch_delivery = batch_delivery
+        self.notices = notices  # Folio notice frames only when asked for (Pulsar sends none)
         self.out = Outbound(websocket)
         self.sub: Subscription | None = None
         self.consumer_id = 0
@@ -94,10 +104,12 @@ class ConsumerSession:
                 self.out.send(orjson.dumps(frame))
 
     def active_changed(self, active: bool) -> None:
-        self.out.send(active_notice(active))
+        if self.notices:
+            self.out.send(active_notice(active))
 
     def ranges_changed(self, ranges: tuple[HashRange, ...]) -> None:
-        self.out.send(ranges_notice(ranges))
+        if self.notices:
+            self.out.send(ranges_notice(ranges))
 
     def close(self, code: str, reason: str) -> None:
         status = 404 if code == "subscription_deleted" else 503
@@ -255,7 +267,7 @@ class ConsumerSession:
 async def serve_consumer(
     gateway: Gateway, websocket: WebSocket, topic: Topic, subscription: str, params: ConsumerParams
 ) -> None:
-    session = ConsumerSession(gateway, websocket, topic, params.batch_delivery)
+    session = ConsumerSession(gateway, websocket, topic, params.batch_delivery, params.notices)
     name = params.consumer_name or f"consumer-{secrets.token_hex(4)}"
     try:
         dlq = params.dead_letter_topic

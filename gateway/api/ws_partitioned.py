@@ -43,6 +43,7 @@ from gateway.protocol.ws_frames import (
     AckCumulative,
     IsEndOfTopic,
     Nack,
+    context_text,
     end_of_topic_reply,
     parse_command,
     publish_error,
@@ -229,7 +230,11 @@ async def serve_partitioned_producer(
         except ProtocolError as exc:
             await websocket.send_text(publish_error(exc.ws_code, exc.message, None).decode())
             return True
-        context = obj.get("context")
+        try:
+            context = context_text(obj.get("context"))
+        except ProtocolError as exc:
+            await websocket.send_text(publish_error(exc.ws_code, exc.message, None).decode())
+            return True
         if obj.get("type") == "batch":
             message = "batch frames are not routed on partitioned topics; publish to a partition"
             await websocket.send_text(publish_error(WS_FAILED_TO_DESERIALIZE, message, None).decode())
@@ -242,7 +247,7 @@ async def serve_partitioned_producer(
         else:
             index = single
         internal = str(next(ids))
-        contexts[internal] = context if isinstance(context, str) else None
+        contexts[internal] = context
         obj["context"] = internal
         await links[index].send(orjson.dumps(obj).decode())
         return True

@@ -104,7 +104,8 @@ class ProducerSession:
     def _reply(outcome: Outcome, context: str | None) -> dict[str, Any]:
         if isinstance(outcome, PublishResult):
             return publish_ok_dict(outcome.b64, context, outcome.duplicate)
-        return publish_error_dict(WS_UNKNOWN_ERROR, str(outcome) or "send failed", context)
+        retriable = bool(getattr(outcome, "retriable", False))
+        return publish_error_dict(WS_UNKNOWN_ERROR, str(outcome) or "send failed", context, retriable)
 
     def on_frame(self, data: str) -> None:
         started = perf_counter()

@@ -16,8 +16,9 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime
 from typing import Any
+
+from gateway.protocol.timefmt import format_iso
 
 RATE_WINDOW_MS = 10_000
 MIN_SPAN_MS = 500
@@ -65,8 +66,9 @@ class RateMeter:
 
 
 def iso_ms(ms: int) -> str:
-    """Epoch milliseconds as Pulsar prints ``connectedSince`` (ISO-8601, UTC)."""
-    return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    """Epoch milliseconds as Pulsar prints ``connectedSince`` and peek's time headers:
+    Java's ``ISO_OFFSET_DATE_TIME`` (the fraction with as few digits as needed), in UTC."""
+    return format_iso(ms)
 
 
 def publisher_stats(

@@ -45,6 +45,9 @@ WS_ERROR_DESCRIPTIONS: dict[int, str] = {
 
 INVALID_PARAMS_PREFIX = "Invalid query params: "
 
+# ``errorCode`` of a publish result (Pulsar's ProducerAck): 0 stored, 1 failed but retriable, 2 failed
+ERROR_RETRIABLE, ERROR_NOT_RETRIABLE = 1, 2
+
 
 def ws_close_reason(ws_code: int, detail: str = "") -> str:
     """Pulsar's close reason: the code's description, then ``": " + detail`` if any."""

@@ -14,9 +14,14 @@ parsers from the handshake's query ``Mapping[str, str]``. Rules
 Deliberate differences from upstream, each for a reason stated inline:
 ``receiverQueueSize`` is not capped at 1000 (bounded by ``RECEIVER_QUEUE_MAX``),
 ``ackTimeoutMillis`` 1..999 is refused (the Java client refuses it too),
-``encryptionKeys`` is refused (upstream fails the upgrade unless server-side
-crypto is configured; Folio has none), ``keySharedMode``/``stickyRanges``/
-``batchDelivery``/``startMessageIdInclusive`` are Folio extras.
+``encryptionKeys`` is accepted and ignored (Folio has no server-side crypto
+key reader, and a payload the client encrypted itself is stored as the opaque
+bytes it is), batching/compression/routing parameters are validated and
+otherwise only recorded (the gateway batches entries itself and stores
+payloads uncompressed), ``keySharedMode``/``stickyRanges``/
+``batchDelivery``/``notices``/``startMessageIdInclusive`` are Folio extras, each
+off unless asked for, so a Pulsar client that never names them gets only the
+frames Pulsar sends.
 """
 
 from __future__ import annotations
@@ -97,6 +102,7 @@ class ConsumerParams:
     key_shared_mode: KeySharedMode = KeySharedMode.AUTO_SPLIT
     sticky_ranges: tuple[HashRange, ...] = ()  # sorted, disjoint; STICKY only
     batch_delivery: bool = False  # Folio: several messages per frame
+    notices: bool = False  # Folio: "active" (Failover) and "ranges" (Key_Shared) notice frames
     token: str | None = None
 
     @classmethod
@@ -133,8 +139,6 @@ class ReaderParams:
 
 
 def parse_producer_params(query: Mapping[str, str]) -> ProducerParams:
-    if query.get("encryptionKeys"):
-        raise InvalidParams("encryptionKeys is not supported: no crypto key reader is configured")
     routing = query.get("messageRoutingMode", "SinglePartition")
     if routing == "CustomPartition":  # upstream ignores it: no custom router can be given over WS
         routing = "SinglePartition"
@@ -179,6 +183,7 @@ def parse_consumer_params(query: Mapping[str, str]) -> ConsumerParams:
         key_shared_mode=key_shared_mode,
         sticky_ranges=sticky_ranges,
         batch_delivery=_bool(query, "batchDelivery", False),
+        notices=_bool(query, "notices", False),
         token=query.get("token"),
     )
 

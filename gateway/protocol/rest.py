@@ -40,7 +40,14 @@ from dataclasses import dataclass
 
 import orjson
 
-from gateway.protocol.errors import BadRequest, FrameError, PayloadTooLarge, ProtocolError
+from gateway.protocol.errors import (
+    ERROR_NOT_RETRIABLE,
+    ERROR_RETRIABLE,
+    BadRequest,
+    FrameError,
+    PayloadTooLarge,
+    ProtocolError,
+)
 from gateway.protocol.fields import (
     PROPERTIES_MAX,
     JsonObject,
@@ -61,7 +68,6 @@ from storage.formats.message_id import INT64_MAX, MessageId
 REST_BATCH_MAX = 10_000
 DEFAULT_PRODUCER_NAME = "RestProducer"
 PRODUCER_NAME_CHARS_MAX = 256
-ERROR_RETRIABLE, ERROR_NOT_RETRIABLE = 1, 2
 
 HEADER_KEY = "x-pulsar-partition-key"
 HEADER_PROPERTY_PREFIX = "x-pulsar-property-"

@@ -8,12 +8,15 @@ message frames pushed to consumers and readers (``message_frame``,
 live in ``ws_commands`` and are re-exported here.
 
 Rules (pulsar-api.md §1.5.1, §1.5.2, §1.6.1): field names and reply shapes
-byte for byte as upstream - replies carry ``errorCode``/``schemaVersion`` 0 and
-omit null fields; ``payload`` is base64; times are ISO-8601 with offset; JSON
-errors are ``send-error:3`` without context, payload/eventTime errors
-``send-error:7``, an oversize payload ``send-error:8`` (a failed send, as
-upstream); unknown fields are ignored. A bad frame raises a ``ProtocolError``
-whose ``context`` is the request's ``context`` whenever that was readable, so
+byte for byte as upstream - replies carry ``errorCode`` (0 on success; on a
+failure 1 retriable or 2, the meaning Pulsar's REST producer gives it, where
+upstream's WebSocket proxy left a contradicting 0) and ``schemaVersion``, and
+omit null fields; ``context`` may be any JSON scalar and is echoed as text;
+``payload`` is base64; times are ISO-8601 with offset; JSON errors are
+``send-error:3`` without context, payload/eventTime errors ``send-error:7``, an
+oversize payload ``send-error:8`` (a failed send, as upstream); unknown fields
+are ignored. A bad frame raises a ``ProtocolError`` whose ``context`` is the
+request's ``context`` whenever that was readable, so
 ``publish_error_for(exc)`` can echo it.
 
 ``deliverAt`` and ``deliverAfterMs`` are applied when > 0; if both are given
@@ -46,6 +49,8 @@ import pybase64
 
 from gateway.broker.dispatch.base import HashRange
 from gateway.protocol.errors import (
+    ERROR_NOT_RETRIABLE,
+    ERROR_RETRIABLE,
     WS_ERROR_DESCRIPTIONS,
     WS_FAILED_TO_DESERIALIZE,
     WS_PAYLOAD_ENCODING_ERROR,
@@ -95,6 +100,7 @@ __all__ = [
     "Seek",
     "Unsubscribe",
     "active_notice",
+    "context_text",
     "encode_frame",
     "end_of_topic_reply",
     "message_frame",
@@ -208,12 +214,23 @@ def deliver_at(at_ms: int | None, after_ms: int | None, now_ms: int, context: st
 
 
 def _context(obj: JsonObject) -> str | None:
-    value = obj.get("context")
+    return context_text(obj.get("context"))
+
+
+def context_text(value: object) -> str | None:
+    """A request's ``context`` as the text echoed back: Pulsar reads it into a Java
+    ``String``, so any JSON scalar is taken and a number or boolean comes back as its
+    JSON text (``5`` -> ``"5"``, ``true`` -> ``"true"``); null is no context. An
+    array or object is ``send-error:3`` (Jackson cannot read either as a string)."""
     if value is None:
         return None
-    if not isinstance(value, str) or not is_text(value):
-        raise FrameError(WS_FAILED_TO_DESERIALIZE, "context must be a string")
-    return value
+    if isinstance(value, str):
+        if not is_text(value):
+            raise FrameError(WS_FAILED_TO_DESERIALIZE, "context must be valid Unicode text")
+        return value
+    if isinstance(value, bool | int | float):
+        return orjson.dumps(value).decode()
+    raise FrameError(WS_FAILED_TO_DESERIALIZE, "context must be a JSON string, number or boolean")
 
 
 def _event_time(value: object, context: str | None) -> int:
@@ -250,12 +267,16 @@ def publish_ok_dict(message_id_b64: str, context: str | None = None, duplicate: 
     return reply
 
 
-def publish_error_dict(ws_code: int, message: str, context: str | None = None) -> JsonObject:
+def publish_error_dict(
+    ws_code: int, message: str, context: str | None = None, retriable: bool = False
+) -> JsonObject:
+    """A failed publish. ``errorCode`` carries the meaning Pulsar's REST producer gives
+    it - 1 failed but retriable, 2 failed - never 0, which means stored."""
     assert ws_code in WS_ERROR_DESCRIPTIONS, ws_code
     reply: JsonObject = {"result": f"send-error:{ws_code}", "errorMsg": message}
     if context is not None:
         reply["context"] = context
-    reply["errorCode"] = 0
+    reply["errorCode"] = ERROR_RETRIABLE if retriable else ERROR_NOT_RETRIABLE
     reply["schemaVersion"] = 0
     return reply
 
@@ -265,9 +286,9 @@ def publish_ok(message_id_b64: str, context: str | None = None, duplicate: bool 
     return orjson.dumps(publish_ok_dict(message_id_b64, context, duplicate))
 
 
-def publish_error(ws_code: int, message: str, context: str | None = None) -> bytes:
-    """``{"result":"send-error:N","errorMsg":..,"context":..,"errorCode":0,"schemaVersion":0}``."""
-    return orjson.dumps(publish_error_dict(ws_code, message, context))
+def publish_error(ws_code: int, message: str, context: str | None = None, retriable: bool = False) -> bytes:
+    """``{"result":"send-error:N","errorMsg":..,"context":..,"errorCode":1|2,"schemaVersion":0}``."""
+    return orjson.dumps(publish_error_dict(ws_code, message, context, retriable))
 
 
 def publish_error_for(exc: ProtocolError) -> bytes:

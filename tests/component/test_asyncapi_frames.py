@@ -149,12 +149,12 @@ async def test_consumer_deliveries_and_replies_validate(cluster: MessagingCluste
 async def test_notices_validate(cluster: MessagingCluster) -> None:
     name = topic()
     await publish_all(cluster.ws(0), name, 1)
-    url = consumer_url(cluster.ws(1), name, "fo", "subscriptionType=Failover&consumerName=c1")
+    url = consumer_url(cluster.ws(1), name, "fo", "subscriptionType=Failover&consumerName=c1&notices=true")
     async with websockets.connect(url, open_timeout=15) as ws:
         notice = await recv(ws)
         assert notice == {"type": "active", "active": True}
         assert_valid("ActiveNotice", notice)
-    url = consumer_url(cluster.ws(0), name, "ks", "subscriptionType=Key_Shared&consumerName=k1")
+    url = consumer_url(cluster.ws(0), name, "ks", "subscriptionType=Key_Shared&consumerName=k1&notices=true")
     async with websockets.connect(url, open_timeout=15) as ws:
         notice = await recv(ws)
         assert notice["type"] == "ranges" and notice["ranges"]

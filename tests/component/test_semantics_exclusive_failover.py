@@ -116,7 +116,7 @@ async def test_cumulative_ack_is_refused_on_shared(cluster: MessagingCluster) ->
 
 async def test_failover_active_consumer_hands_over_from_the_mark_delete(cluster: MessagingCluster) -> None:
     topic = "failover-handover"
-    base = "subscriptionType=Failover&subscriptionInitialPosition=Earliest"
+    base = "subscriptionType=Failover&subscriptionInitialPosition=Earliest&notices=true"
     consumers = [
         await Collector.connect(
             consumer_url(cluster.ws(i % 2), topic, "s", f"{base}&consumerName=fo-{i}"), f"fo-{i}"

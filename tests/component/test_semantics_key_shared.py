@@ -218,7 +218,9 @@ async def test_per_key_order_while_consumers_join_and_leave(cluster: MessagingCl
 
 async def test_sticky_ranges_route_by_murmur3_slot(cluster: MessagingCluster) -> None:
     topic = "ks-sticky"
-    base = "subscriptionType=Key_Shared&subscriptionInitialPosition=Earliest&keySharedMode=STICKY"
+    base = (
+        "subscriptionType=Key_Shared&subscriptionInitialPosition=Earliest&keySharedMode=STICKY&notices=true"
+    )
     low = await Collector.connect(consumer_url(cluster.ws(0), topic, "s", f"{base}&stickyRanges=0-32767"))
     keys = [f"sticky-{i}" for i in range(40)]
     lower = {k for k in keys if key_slot(k.encode()) <= 32767}

@@ -74,7 +74,7 @@ def test_surrogates_from_python_callers_are_refused() -> None:
     with pytest.raises(FrameError) as info:
         get_str({"key": "\udc00"}, "key", "c")
     assert (info.value.ws_code, info.value.context) == (3, "c")
-    with pytest.raises(FrameError, match="context must be a string"):
+    with pytest.raises(FrameError, match="context must be valid Unicode"):
         parse_publish_object({"payload": "", "context": "\ud800"}, 0, 10)
     with pytest.raises(FrameError, match="properties contains invalid Unicode"):
         parse_publish_object({"payload": "", "properties": {"\ud800": "v"}}, 0, 10)

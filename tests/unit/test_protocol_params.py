@@ -117,7 +117,6 @@ def test_compression_types(compression: str) -> None:
         ({"producerName": "   "}, "Invalid producerName"),
         ({"producerName": "a\nb"}, "Invalid producerName"),
         ({"producerName": "x" * 257}, "Invalid producerName"),
-        ({"encryptionKeys": "k1"}, "Invalid query params: encryptionKeys is not supported"),
     ],
 )
 def test_producer_bad_values(query: dict[str, str], expected: str) -> None:

@@ -193,10 +193,19 @@ def test_lone_surrogates_are_bad_json(fragment: str) -> None:
     assert (exc.ws_code, exc.context) == (3, None)
 
 
-@pytest.mark.parametrize("context", ["5", "true", '["c"]', '"\\ud800"'])
+@pytest.mark.parametrize("context", ['["c"]', '{"a":1}', '"\\ud800"'])
 def test_bad_context_is_code_3_without_context(context: str) -> None:
     exc = error('{"payload":"","context":' + context + "}")
     assert (exc.ws_code, exc.context) == (3, None)
+
+
+@pytest.mark.parametrize(
+    ("context", "echoed"),
+    [("5", "5"), ("-7", "-7"), ("2.5", "2.5"), ("true", "true"), ("false", "false"), ("null", None)],
+)
+def test_scalar_context_is_echoed_as_text(context: str, echoed: str | None) -> None:
+    """Pulsar's documented Python producer sends ``"context": 5``; Pulsar echoes ``"5"``."""
+    assert single('{"payload":"","context":' + context + "}").context == echoed
 
 
 def test_payload_size_limit() -> None:
@@ -309,10 +318,10 @@ def test_reply_shapes_byte_for_byte() -> None:
         b'"errorCode":0,"schemaVersion":0,"duplicate":true}'
     )
     assert publish_error(3, "Unexpected character ...", None) == (
-        b'{"result":"send-error:3","errorMsg":"Unexpected character ...","errorCode":0,"schemaVersion":0}'
+        b'{"result":"send-error:3","errorMsg":"Unexpected character ...","errorCode":2,"schemaVersion":0}'
     )
-    assert publish_error(8, "Timeout", "c") == (
-        b'{"result":"send-error:8","errorMsg":"Timeout","context":"c","errorCode":0,"schemaVersion":0}'
+    assert publish_error(8, "Timeout", "c", retriable=True) == (
+        b'{"result":"send-error:8","errorMsg":"Timeout","context":"c","errorCode":1,"schemaVersion":0}'
     )
 
 
@@ -322,7 +331,7 @@ def test_error_reply_for_exception_echoes_context() -> None:
         "result": "send-error:7",
         "errorMsg": exc.message,
         "context": "ctx",
-        "errorCode": 0,
+        "errorCode": 2,
         "schemaVersion": 0,
     }
     assert orjson.loads(publish_error_for(error("{")))["result"] == "send-error:3"
@@ -333,7 +342,7 @@ def test_batch_reply() -> None:
     assert reply == (
         b'{"type":"batch","context":"b","results":['
         b'{"result":"ok","messageId":"CAMQADAA","errorCode":0,"schemaVersion":0},'
-        b'{"result":"send-error:8","errorMsg":"quota","errorCode":0,"schemaVersion":0}]}'
+        b'{"result":"send-error:8","errorMsg":"quota","errorCode":2,"schemaVersion":0}]}'
     )
     assert publish_batch_reply([]) == b'{"type":"batch","results":[]}'
 
