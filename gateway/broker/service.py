@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import weakref
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
@@ -93,6 +94,8 @@ class BrokerService:
         self._topics_max = topics_max
         self.topics: dict[TopicName, Topic] = {}
         self._loading: dict[TopicName, asyncio.Task[Topic]] = {}
+        # loads that may not auto-create (weak: a finished load is forgotten with its task)
+        self._loading_without_create: weakref.WeakSet[asyncio.Task[Topic]] = weakref.WeakSet()
         self._namespaces: dict[NamespaceName, NamespaceView] = {}
         self._refresh_task: asyncio.Task[None] | None = None
         self.remote_publish: RemotePublish | None = None  # set by the API layer (forwarding)
@@ -187,7 +190,16 @@ class BrokerService:
             task = asyncio.get_running_loop().create_task(self._load(name, create))
             self._loading[name] = task
             task.add_done_callback(lambda _t: self._loading.pop(name, None))
-        return await asyncio.shield(task)
+            if not create:
+                self._loading_without_create.add(task)
+        try:
+            return await asyncio.shield(task)
+        except TopicNotFound:
+            # a concurrent load that may not create (a stats or peek request) found no
+            # topic; this caller may create it: load again rather than share that refusal
+            if create and task in self._loading_without_create:
+                return await self.topic(name, create=True)
+            raise
 
     def serves(self, topic: Topic) -> bool:
         """Whether ``topic`` may still serve: this gateway owns its bundle under the

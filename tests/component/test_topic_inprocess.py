@@ -20,8 +20,9 @@ from gateway.broker.consumers import Delivery
 from gateway.broker.dispatch import ConsumerInfo
 from gateway.broker.dispatch.base import HashRange
 from gateway.broker.log_policy import Retention, RolloverPolicy
-from gateway.broker.log_state import LogConfig
+from gateway.broker.log_state import LogConfig, TopicNotFound
 from gateway.broker.service import BrokerService, NamespaceView
+from gateway.broker.topic import Topic
 from gateway.broker.topic_types import TopicPolicies
 from gateway.names import NamespaceName, TopicName
 from storage.client.api import LedgerClient
@@ -298,3 +299,17 @@ async def test_redeliveries_whose_entries_must_be_read_back_are_not_overtaken(se
     got = await second.wait_for(11)
     assert [d.message.payload for d in got] == [f"m{i}".encode() for i in range(11)]
     assert [d.redelivery_count for d in got] == [1] * 10 + [0]
+
+
+async def test_a_load_that_may_create_does_not_share_a_concurrent_refusal(services: Factory) -> None:
+    """A stats request (may not create) and a consumer (may) asking for a new topic at
+    once: the consumer gets the topic, the stats request its 404. Before, the consumer
+    awaited the stats request's load and was refused 'auto-creation is off'."""
+    service = await services()
+    name = TopicName.parse("persistent://public/default/created-by-the-second-caller")
+    stats, consumer = await asyncio.gather(
+        service.topic(name, create=False), service.topic(name, create=True), return_exceptions=True
+    )
+    assert isinstance(stats, TopicNotFound), stats
+    assert isinstance(consumer, Topic), consumer
+    assert await service.topic(name, create=False) is consumer
