@@ -133,6 +133,11 @@ class EmbeddedEtcd:
     def running(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
 
+    @property
+    def exit_code(self) -> int | None:
+        """How the last etcd process ended (None: running or never started)."""
+        return self._proc.poll() if self._proc is not None else None
+
     def start(self) -> None:
         """Start etcd and block until it is healthy. Idempotent while running."""
         if self.running():

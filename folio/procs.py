@@ -1,7 +1,7 @@
 """Child processes of a local cluster: start, wait for readiness, stop by PID.
 
-Owns: the storage-node and auditor child processes that ``folio up`` and the
-component tests start. A node is ready when it prints its READY line (read by
+Owns: the storage-node, gateway and auditor child processes that ``folio up``
+and the component tests start. A node is ready when it prints its READY line (read by
 a pump thread, so nothing else on stdout can stall it); it is stopped with
 SIGTERM, then SIGKILL. Only processes started here are ever signalled.
 """
@@ -15,7 +15,6 @@ import sys
 import threading
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -98,6 +97,15 @@ class NodeProcess:
                 raise RuntimeError(f"node not ready in {timeout_s}s:\n{self.log_tail()}")
         return self
 
+    def wait_ready(self, timeout_s: float = START_TIMEOUT_S) -> bool:
+        """After ``start(expect_ready=False)``: True once it printed its READY line
+        (False if it did not within ``timeout_s`` or exited)."""
+        deadline = time.monotonic() + timeout_s
+        while not self._ready.wait(0.05):
+            if not self.running() or time.monotonic() > deadline:
+                return False
+        return True
+
     def _pump_stdout(self, proc: subprocess.Popen[str]) -> None:
         assert proc.stdout is not None
         for line in proc.stdout:
@@ -178,48 +186,34 @@ class GatewayProcess(NodeProcess):
 AUDITOR_READY_PREFIX = "FOLIO-AUDITOR READY"
 
 
-@dataclass
-class AuditorProcess:
-    """The auto-recovery auditor child of a local cluster."""
+class AuditorProcess(NodeProcess):
+    """The auto-recovery auditor child (same lifecycle as a node: READY line read by
+    a pump thread, stopped by PID; ``data_dir`` only names its log)."""
 
-    etcd: str
-    log_path: Path
-    grace_ms: int = 30_000
-    process: subprocess.Popen[str] | None = None
-    metrics_address: str = ""
+    def __init__(
+        self,
+        etcd: str,
+        log_path: Path,
+        *,
+        grace_ms: int = 30_000,
+        namespace: str = "",
+        extra_args: Iterable[str] = (),
+    ) -> None:
+        super().__init__(
+            log_path.with_suffix(""), etcd, namespace=namespace, extra_args=extra_args, log_path=log_path
+        )
+        self.grace_ms = grace_ms
 
-    def start(self) -> None:
-        args = [
-            sys.executable,
-            "-m",
-            "storage.auditor",
-            "--etcd",
-            self.etcd,
-            "--grace-ms",
-            str(self.grace_ms),
-        ]
-        stderr = open(self.log_path, "ab")  # noqa: SIM115 - handed to the child
-        self.process = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=stderr, text=True)
-        stderr.close()
-        assert self.process.stdout is not None
-        line = self.process.stdout.readline()
-        if not line.startswith(AUDITOR_READY_PREFIX):
-            self.stop()
-            raise RuntimeError(f"auditor did not start (see {self.log_path})")
-        fields = dict(part.split("=", 1) for part in line.split()[2:] if "=" in part)
-        self.metrics_address = fields.get("metrics", "")
+    def command(self) -> list[str]:
+        cmd = [sys.executable, "-m", "storage.auditor", "--etcd", self.etcd, "--grace-ms", str(self.grace_ms)]
+        if self.namespace:
+            cmd += ["--etcd-namespace", self.namespace]
+        return cmd + self.extra_args
 
-    @property
-    def pid(self) -> int:
-        assert self.process is not None
-        return self.process.pid
-
-    def stop(self, grace_s: float = 10.0) -> None:
-        if self.process is None or self.process.poll() is not None:
-            return
-        self.process.send_signal(signal.SIGTERM)
-        try:
-            self.process.wait(grace_s)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait(10)
+    def _pump_stdout(self, proc: subprocess.Popen[str]) -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            if line.startswith(AUDITOR_READY_PREFIX):
+                fields = dict(part.split("=", 1) for part in line.split()[2:] if "=" in part)
+                self.metrics_address = fields.get("metrics", "")
+                self._ready.set()

@@ -3,22 +3,41 @@
 Owns: the lifetime of every process it starts (data under ``./.folio/``).
 Rule: start in dependency order (etcd, then nodes), print where everything
 listens, and on Ctrl-C / SIGTERM stop in reverse order, each child by PID.
+A child that exits meanwhile (etcd, a node, the auditor, a gateway) is started
+again, with the back-off of ``folio.restarts``, and both are printed; the
+restarted child waits for etcd by itself if etcd is the one coming back.
 """
 
 from __future__ import annotations
 
 import signal
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 
-from coordination.etcd_server import EmbeddedEtcd
+from coordination.clock import SystemClock
+from coordination.etcd_server import EmbeddedEtcd, EtcdStartError
 from folio.procs import AuditorProcess, GatewayProcess, NodeProcess
+from folio.restarts import RestartPolicy, Restarts
 
 DEFAULT_NODE_PORTS = (3181, 3182, 3183)
 DEFAULT_METRICS_PORTS = (8001, 8002, 8003)
 DEFAULT_GATEWAY_PORTS = (8080, 8081)
+SUPERVISE_INTERVAL_S = 0.25
+
+
+@dataclass
+class Child:
+    """One supervised child process, as the restart loop sees it."""
+
+    label: str
+    running: Callable[[], bool]
+    exit_code: Callable[[], int | None]
+    restart: Callable[[], None]  # start it again without waiting for it to be ready
+    pid: Callable[[], int | None]
+    restarts: Restarts
 
 
 @dataclass
@@ -34,6 +53,8 @@ class LocalCluster:
     auditor_grace_ms: int = 30_000
     gateway_ports: tuple[int, ...] = DEFAULT_GATEWAY_PORTS
     gateways: list[GatewayProcess] = field(default_factory=list)
+    restart_policy: RestartPolicy = field(default_factory=RestartPolicy)
+    children: list[Child] = field(default_factory=list)
 
     def start(self) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
@@ -64,6 +85,50 @@ class LocalCluster:
             )
             gateway.start()
             self.gateways.append(gateway)
+        self.children = self._children(SystemClock().now_ms())
+
+    def _children(self, now_ms: int) -> list[Child]:
+        assert self.etcd is not None and self.auditor is not None
+        etcd = self.etcd
+        children = [
+            Child(
+                f"etcd {etcd.endpoint}",
+                etcd.running,
+                lambda: etcd.exit_code,
+                etcd.start,
+                lambda: etcd.pid,
+                Restarts(self.restart_policy, now_ms),
+            )
+        ]
+        named: list[tuple[str, NodeProcess]] = [(f"storage node {n.address}", n) for n in self.nodes]
+        named.append(("auditor", self.auditor))
+        named += [(f"gateway {g.http_url}", g) for g in self.gateways]
+        children += [
+            _process_child(label, proc, Restarts(self.restart_policy, now_ms)) for label, proc in named
+        ]
+        return children
+
+    def supervise(self, now_ms: int) -> list[str]:
+        """One round of the restart loop: what happened, one line each."""
+        lines = []
+        for child in self.children:
+            if child.restarts.due_ms is None:
+                if child.running():
+                    continue
+                pause = child.restarts.exited(now_ms)
+                lines.append(
+                    f"{child.label} exited with {child.exit_code()}; restarting it in {pause / 1000:.1f} s"
+                )
+            if not child.restarts.due(now_ms):
+                continue
+            child.restarts.restarted(now_ms)
+            try:
+                child.restart()
+            except (RuntimeError, OSError, EtcdStartError) as exc:
+                lines.append(f"{child.label} did not restart: {exc}")
+                continue
+            lines.append(f"{child.label} restarted (pid {child.pid()})")
+        return lines
 
     def describe(self) -> str:
         assert self.etcd is not None
@@ -114,6 +179,19 @@ class LocalCluster:
             self.etcd = None
 
 
+def _process_child(label: str, proc: NodeProcess, restarts: Restarts) -> Child:
+    def exit_code() -> int | None:
+        return proc.proc.returncode if proc.proc is not None else None
+
+    def restart() -> None:
+        proc.start(expect_ready=False)  # a node or gateway may wait for etcd: do not block on it
+
+    def pid() -> int | None:
+        return proc.proc.pid if proc.proc is not None else None
+
+    return Child(label, proc.running, exit_code, restart, pid, restarts)
+
+
 def run_until_signalled(cluster: LocalCluster) -> int:
     stop = threading.Event()
 
@@ -126,19 +204,10 @@ def run_until_signalled(cluster: LocalCluster) -> int:
         cluster.start()
         print(cluster.describe(), flush=True)
         print("Folio is up. Ctrl-C stops everything.", flush=True)
-        while not stop.wait(1.0):
-            dead = [n for n in cluster.nodes if not n.running()]
-            for node in dead:
-                print(f"storage node {node.address} exited with {node.proc and node.proc.returncode}")
-                cluster.nodes.remove(node)
-            for gateway in cluster.gateways:
-                if not gateway.running():
-                    code = gateway.proc and gateway.proc.returncode
-                    print(f"gateway {gateway.http_url} exited with {code}; restarting it", flush=True)
-                    try:
-                        gateway.start()
-                    except RuntimeError as exc:
-                        print(f"gateway {gateway.http_url} did not restart: {exc}", flush=True)
+        clock = SystemClock()
+        while not stop.wait(SUPERVISE_INTERVAL_S):
+            for line in cluster.supervise(clock.now_ms()):
+                print(line, flush=True)
     finally:
         print("stopping…", flush=True)
         cluster.stop()

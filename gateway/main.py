@@ -5,7 +5,8 @@ lifecycle. Prints ``FOLIO-GATEWAY READY http=http://H:P`` once it serves, so
 supervisors and tests know when to start. SIGTERM/SIGINT shut down cleanly:
 topics are closed (ledgers closed, cursors persisted), bundles released,
 sockets closed. A gateway whose etcd lease is lost exits with 75 (restart me):
-it owns nothing any more; `folio up` restarts it.
+it owns nothing any more; `folio up` restarts it. A gateway started while etcd
+is missing waits for it (coordination.patience) before it serves.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from types import FrameType
 import uvicorn
 
 from coordination.etcd_store import connect
+from coordination.patience import patiently
 from gateway.api.app import create_app
 from gateway.api.gateway import Gateway, GatewayConfig
 from gateway.api.webhooks import CONNECTIONS_MAX, WEBHOOKS_MAX
@@ -32,6 +34,8 @@ from gateway.security import settings
 from storage.runtime import tune_gc
 
 EXIT_LEASE_LOST = 75  # EX_TEMPFAIL: restart me
+
+log = logging.getLogger("folio.gateway")
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -92,7 +96,8 @@ async def serve(args: argparse.Namespace) -> int:
         print(f"FATAL {exc}", file=sys.stderr, flush=True)
         return 2
     print(settings.banner(security, args.host), file=sys.stderr, flush=True)
-    store = await connect(args.etcd, namespace=args.etcd_namespace)
+    what = f"gateway {args.id or f'{advertise}:{args.port}'}"
+    store = await patiently(what, lambda: connect(args.etcd, namespace=args.etcd_namespace), log)
     http_url = f"http://{advertise}:{args.port}"
     config = GatewayConfig(
         gateway_id=args.id or f"{advertise}:{args.port}",

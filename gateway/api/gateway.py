@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 import httpx
 
 from coordination.clock import SystemClock, WallClock
+from coordination.patience import patiently
 from coordination.session_thread import lease_session
 from coordination.store import MetadataStore
 from gateway.api.webhooks import CONNECTIONS_MAX, WEBHOOKS_MAX, Webhooks
@@ -158,7 +159,7 @@ class Gateway:
     # ------------------------------------------------------------ lifecycle
 
     async def start(self) -> None:
-        await self.session.start()
+        await patiently(f"gateway {self.config.gateway_id}", self.session.start, log)
         await self.namespaces.start()
         await self.namespaces.ensure_defaults()
         await self.registry.start()

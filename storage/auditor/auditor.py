@@ -26,6 +26,7 @@ import orjson
 from coordination import keys
 from coordination.clock import Clock, SystemClock
 from coordination.errors import CoordinationError
+from coordination.patience import Outage
 from coordination.store import MetadataStore
 from storage import wire
 from storage.auditor.audit_core import (
@@ -224,11 +225,16 @@ class Auditor:
         deadline, the check interval, or a membership change."""
         changed = asyncio.Event()
         watcher = asyncio.ensure_future(self._watch_members(changed))
+        outage = Outage(log, "auditor pass")  # etcd away: said once, not every pass
         try:
             while not stop.is_set():
                 try:
                     remaining = await self.run_once()
-                except (CoordinationError, StorageError) as exc:
+                    outage.answered()
+                except CoordinationError as exc:
+                    outage.failed(exc)
+                    remaining = 1
+                except StorageError as exc:
                     log.warning("auditor pass failed: %r", exc)
                     remaining = 1
                 now = self.clock.now_ms()

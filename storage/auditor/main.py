@@ -3,12 +3,16 @@
 Owns: the process — etcd connection, lease session, election, signals, and
 its /metrics port (recovery progress, storage/auditor/metrics.py; the READY
 line names it: ``FOLIO-AUDITOR READY id=… metrics=host:port``).
+Rule: etcd being away is waited out (coordination.patience): at start before
+the READY line, and at any time after - a lost lease or a failed election
+ends the round, and a new session is opened with back-off until etcd answers.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
 import os
 import signal
@@ -17,7 +21,9 @@ import socket
 from coordination.election import Election
 from coordination.errors import CoordinationError
 from coordination.etcd_store import connect
+from coordination.patience import Backoff, Outage, patiently
 from coordination.session import LeaseSession
+from coordination.store import MetadataStore
 from storage.auditor.audit_core import DEFAULT_GRACE_MS
 from storage.auditor.auditor import CHECK_INTERVAL_MS, Auditor
 from storage.auditor.metrics import AuditorCollector
@@ -46,46 +52,67 @@ async def _serve(args: argparse.Namespace) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    store = await connect(args.etcd, namespace=args.etcd_namespace)
+    what = f"auditor {args.id}"
+    store = await patiently(what, lambda: connect(args.etcd, namespace=args.etcd_namespace), log)
     collector = AuditorCollector()
     metrics = "off"
     if args.metrics_port >= 0:
         metrics = serve_metrics(collector, args.metrics_host, args.metrics_port)
     print(f"{READY_LINE} id={args.id} metrics={metrics}", flush=True)
+    outage = Outage(log, what)
+    backoff = Backoff()
     try:
         while not stop.is_set():
-            session = await LeaseSession(store, args.lease_ttl).start()
-            election = Election(store, "auditor", args.id, session)
+            session: LeaseSession | None = None
             try:
-                campaign = asyncio.ensure_future(election.campaign())
-                stopper = asyncio.ensure_future(stop.wait())
-                await asyncio.wait([campaign, stopper], return_when=asyncio.FIRST_COMPLETED)
-                stopper.cancel()
-                if stop.is_set():
-                    campaign.cancel()
-                    break
-                await campaign
-                log.info("auditor %s leads", args.id)
-                auditor = Auditor(store, args.id, args.grace_ms, args.check_interval_ms)
-                collector.progress = auditor.progress
-                leading = asyncio.Event()
-                lost = asyncio.ensure_future(session.lost.wait())
-                audit = asyncio.ensure_future(auditor.run_as_leader(leading))
-                stopper = asyncio.ensure_future(stop.wait())
-                await asyncio.wait([lost, audit, stopper], return_when=asyncio.FIRST_COMPLETED)
-                leading.set()
-                for task in (lost, stopper):
-                    task.cancel()
-                await audit
-            except CoordinationError as exc:
-                log.warning("auditor %s: %r; campaigning again", args.id, exc)
-                await asyncio.sleep(1)
+                session = await LeaseSession(store, args.lease_ttl).start()
+                outage.answered()
+                await _lead_while_elected(args, store, session, collector, stop)
+            except CoordinationError as exc:  # etcd away: wait for it (a new session after)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), backoff.delay_s(outage.failed(exc)))
             finally:
                 collector.progress = None
-                await session.close()
+                if session is not None:
+                    await session.close()
     finally:
         await store.close()
     return 0
+
+
+async def _lead_while_elected(
+    args: argparse.Namespace,
+    store: MetadataStore,
+    session: LeaseSession,
+    collector: AuditorCollector,
+    stop: asyncio.Event,
+) -> None:
+    """Campaign under ``session``; audit while leading, until the lease is lost or ``stop``."""
+    election = Election(store, "auditor", args.id, session)
+    campaign = asyncio.ensure_future(election.campaign())
+    stopper = asyncio.ensure_future(stop.wait())
+    lost = asyncio.ensure_future(session.lost.wait())
+    try:
+        await asyncio.wait([campaign, stopper, lost], return_when=asyncio.FIRST_COMPLETED)
+        if not campaign.done():
+            campaign.cancel()
+            with contextlib.suppress(asyncio.CancelledError, CoordinationError):
+                await campaign
+            return
+        await campaign
+        log.info("auditor %s leads", args.id)
+        auditor = Auditor(store, args.id, args.grace_ms, args.check_interval_ms)
+        collector.progress = auditor.progress
+        leading = asyncio.Event()
+        audit = asyncio.ensure_future(auditor.run_as_leader(leading))
+        await asyncio.wait([lost, audit, stopper], return_when=asyncio.FIRST_COMPLETED)
+        leading.set()
+        await audit
+        if session.lost.is_set():
+            log.warning("auditor %s: lease lost (%s); campaigning again", args.id, session.lost_reason)
+    finally:
+        for task in (stopper, lost):
+            task.cancel()
 
 
 def main(argv: list[str] | None = None) -> int:

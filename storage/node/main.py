@@ -3,10 +3,11 @@
 Owns: command-line parsing, process lifecycle (start-up order, READY line,
 signals, clean stop) and the node-id cookie check.
 Start-up order: open the data dir (replay) -> listen -> metrics -> cookie ->
-etcd registration -> print ``FOLIO-STORAGE READY address=H:P metrics=H:P``.
+etcd registration (waited for while etcd is missing: coordination.patience)
+-> print ``FOLIO-STORAGE READY address=H:P metrics=H:P``.
 Stop (SIGTERM/SIGINT): stop listening, finish syncing what was accepted,
 checkpoint, revoke the lease, exit 0. Exit 2 = bad arguments or a data dir
-belonging to another node id or written by an older on-disk format; 3 = etcd unreachable at start; 70 = fatal
+belonging to another node id or written by an older on-disk format; 70 = fatal
 storage error (journal_io.fatal).
 """
 
@@ -23,8 +24,8 @@ from pathlib import Path
 import uvloop
 
 from coordination.clock import SystemClock
-from coordination.errors import CoordinationError
 from coordination.etcd_store import EtcdStore, connect
+from coordination.patience import patiently
 from storage.node.checkpoint import CookieMismatch, UnsupportedDataDir, check_cookie
 from storage.node.compaction import (
     COMPACTION_BYTES_PER_ROUND,
@@ -43,7 +44,6 @@ from storage.runtime import tune_gc
 log = logging.getLogger("folio.storage.main")
 
 EXIT_USAGE = 2
-EXIT_NO_ETCD = 3
 STOP_TIMEOUT_S = 3.0
 SWITCH_INTERVAL_S = 0.0005
 
@@ -158,16 +158,12 @@ async def run(args: argparse.Namespace) -> int:
         await service.stop()
         return EXIT_USAGE
     metrics_address = metrics.serve(args.host, args.metrics_port)
-    try:
-        store = await connect(args.etcd, namespace=args.etcd_namespace)
-        policy = DiskPolicy(args.min_free_bytes, args.min_free_ratio)
-        registration = Registration(store, service, node_id, metrics_address, policy, args.lease_ttl)
-        await registration.register()
-    except CoordinationError as exc:
-        log.error("cannot register in etcd at %s: %s; stopping", args.etcd, exc)
-        server.stop_listening()
-        await service.stop()
-        return EXIT_NO_ETCD
+    # etcd may be missing at start (or away): wait for it, as the node does later on
+    what = f"storage node {node_id}"
+    store = await patiently(what, lambda: connect(args.etcd, namespace=args.etcd_namespace), log)
+    policy = DiskPolicy(args.min_free_bytes, args.min_free_ratio)
+    registration = Registration(store, service, node_id, metrics_address, policy, args.lease_ttl)
+    await patiently(what, registration.register, log)
     registration.start()
 
     stop = asyncio.Event()

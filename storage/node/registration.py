@@ -145,7 +145,8 @@ class Registration:
         still be held by this node's previous incarnation (kill -9); we hold the port
         and the data dir cookie, so that incarnation is dead."""
         self.check_disk()
-        self.session = await LeaseSession(self.store, self.lease_ttl_s).start()
+        if self.session is None or self.session.lost.is_set():  # else a retry: keep the lease
+            self.session = await LeaseSession(self.store, self.lease_ttl_s).start()
         await self.publish()
         await self.store.put(keys.node_known(self.node_id), self.known_record())
 

@@ -1,15 +1,19 @@
 """``folio up`` starts etcd + 3 storage nodes + the auditor, ``folio status``
-sees them, and SIGTERM stops every child cleanly (no process left behind)."""
+sees them, a child killed -9 is started again (and that is printed), and
+SIGTERM stops every child cleanly (no process left behind)."""
 
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import subprocess
 import sys
 import threading
+import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -47,7 +51,22 @@ def children_of(pid: int) -> list[int]:
     return [int(p) for p in out.split()]
 
 
-def test_folio_up_status_and_clean_stop(tmp_path: Path) -> None:
+def eventually(condition: Callable[[], bool], what: str, timeout_s: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {timeout_s} s: {what}")
+        time.sleep(0.1)
+
+
+def healthy(url: str) -> bool:
+    try:
+        return urllib.request.urlopen(f"{url}/admin/v2/brokers/health", timeout=5).read() == b"ok"
+    except OSError:
+        return False
+
+
+def test_folio_up_status_restart_and_clean_stop(tmp_path: Path) -> None:
     base = free_port_block(10)
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     up = subprocess.Popen(
@@ -113,6 +132,37 @@ def test_folio_up_status_and_clean_stop(tmp_path: Path) -> None:
         assert status.returncode == 0, status.stderr
         assert "storage nodes (3 live)" in status.stdout, status.stdout
         assert "auditor: " in status.stdout and "none elected" not in status.stdout, status.stdout
+
+        # kill -9 a storage node, the auditor and a gateway: each is started again
+        node_pid = int(re.search(rf"127\.0\.0\.1:{base + 2} .*\(pid (\d+)", banner)[1])  # type: ignore[index]
+        auditor_pid = int(re.search(r"auditor +pid (\d+)", banner)[1])  # type: ignore[index]
+        gateway_pid = int(re.search(rf"127\.0\.0\.1:{base + 9} .*\(pid (\d+)\)", banner)[1])  # type: ignore[index]
+        for pid in (node_pid, auditor_pid, gateway_pid):
+            os.kill(pid, signal.SIGKILL)
+        for label in (
+            f"storage node 127.0.0.1:{base + 2}",
+            "auditor",
+            f"gateway http://127.0.0.1:{base + 9}",
+        ):
+            eventually(lambda label=label: f"{label} restarted (pid" in "".join(lines), f"{label} restarted")
+            assert f"{label} exited with -9; restarting it in 0.0 s" in "".join(lines), "".join(lines)
+        eventually(lambda: healthy(f"http://127.0.0.1:{base + 9}"), "the restarted gateway serves")
+
+        def three_nodes_live() -> bool:
+            again = subprocess.run(
+                [sys.executable, "-m", "folio", "status", "--etcd", f"127.0.0.1:{base}"],
+                capture_output=True,
+                text=True,
+                cwd=tmp_path,
+                env=env,
+                timeout=60,
+            )
+            return "storage nodes (3 live)" in again.stdout
+
+        eventually(three_nodes_live, "the restarted node registers")
+        children = children_of(up.pid)
+        assert len(children) == 7 and not {node_pid, auditor_pid, gateway_pid} & set(children)
+        print("".join(line for line in lines if "restart" in line))
 
         up.send_signal(signal.SIGTERM)
         assert up.wait(60) == 0
