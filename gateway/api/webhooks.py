@@ -33,6 +33,7 @@ import time
 from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 import httpx
 import orjson
@@ -55,6 +56,7 @@ from gateway.broker.webhook_core import (
 from gateway.names import TopicName
 from gateway.protocol.params import parse_consumer_params
 from gateway.protocol.webhook_config import WebhookConfig, parse_webhook
+from gateway.security.egress import GuardedBackend, guard_client, outcome
 
 if TYPE_CHECKING:
     from gateway.api.gateway import Gateway
@@ -248,7 +250,7 @@ class WebhookPusher(PullSink):
                         break
                 status = response.status_code
         except Exception as exc:  # httpx's errors, and a URL or header httpx cannot send
-            return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+            return outcome(exc)  # "refused" or "failed": nothing that maps ports or hosts
         return None if attempt_outcome(status) else f"HTTP {status}"
 
     def _done(self, batch: list[Delivery]) -> None:
@@ -302,8 +304,15 @@ class Webhooks:
             trust_env=False,
             follow_redirects=False,
         )
+        guard_client(self.http, GuardedBackend(allowed_hosts, self._members))
         self._task: asyncio.Task[None] | None = None
         self._lock = asyncio.Lock()
+
+    async def _members(self) -> list[str]:
+        """Every gateway's and storage node's host:port (never a webhook target)."""
+        gateways = [urlsplit(info.http_url).netloc for info in self.gateway.registry.live().values()]
+        nodes = [node.address for node in await self.gateway.client.metadata.live_nodes()]
+        return [*gateways, *nodes]
 
     def start(self) -> None:
         if self._task is None:
