@@ -22,6 +22,11 @@ def _parser() -> argparse.ArgumentParser:
     up.add_argument("--metrics-port", type=int, default=8001, help="first node metrics port (3 consecutive)")
     up.add_argument("--auditor-grace-ms", type=int, default=30_000)
     up.add_argument("--gateway-port", type=int, default=8080, help="first gateway port (2 consecutive)")
+    up.add_argument(
+        "--secure",
+        action="store_true",
+        help="bearer tokens on the gateways (keys and an admin token in <data>/security)",
+    )
 
     sub.add_parser("storage", help="run one storage node (see `folio storage --help`)", add_help=False)
     sub.add_parser("auditor", help="run the auto-recovery auditor", add_help=False)
@@ -140,6 +145,7 @@ def main(argv: list[str] | None = None) -> int:
             etcd_client_port=args.etcd_port,
             etcd_peer_port=args.etcd_port + 1,
             gateway_ports=(args.gateway_port, args.gateway_port + 1),
+            secure=args.secure,
         )
         return run_until_signalled(cluster)
     if args.command == "token":

@@ -21,6 +21,7 @@ from coordination.clock import SystemClock
 from coordination.etcd_server import EmbeddedEtcd, EtcdStartError
 from folio.procs import AuditorProcess, GatewayProcess, NodeProcess
 from folio.restarts import RestartPolicy, Restarts
+from folio.secure_up import SecureSetup
 
 DEFAULT_NODE_PORTS = (3181, 3182, 3183)
 DEFAULT_METRICS_PORTS = (8001, 8002, 8003)
@@ -55,6 +56,7 @@ class LocalCluster:
     gateways: list[GatewayProcess] = field(default_factory=list)
     restart_policy: RestartPolicy = field(default_factory=RestartPolicy)
     children: list[Child] = field(default_factory=list)
+    secure: bool = False  # bearer tokens on the gateways (keys under <root>/security)
 
     def start(self) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
@@ -76,12 +78,16 @@ class LocalCluster:
             etcd=self.etcd.endpoint, log_path=self.root / "auditor.log", grace_ms=self.auditor_grace_ms
         )
         self.auditor.start()
+        security = SecureSetup(self.root / "security")
+        if self.secure:
+            security.prepare()
         for port in self.gateway_ports:
             gateway = GatewayProcess(
                 self.root / f"gateway-{port}",
                 self.etcd.endpoint,
                 port=port,
                 log_path=self.root / f"gateway-{port}.log",
+                extra_args=security.gateway_args() if self.secure else (),
             )
             gateway.start()
             self.gateways.append(gateway)
@@ -155,6 +161,13 @@ class LocalCluster:
             lines.append(
                 f"admin API      {url}/admin/v2/…   spec {url}/openapi.json, WebSockets {url}/asyncapi.json"
             )
+            if self.secure:
+                lines += SecureSetup(self.root / "security").describe()
+            else:
+                lines.append(
+                    "security       OFF: open on loopback, anyone on this machine may do anything"
+                    " (folio up --secure for tokens)"
+                )
             lines.append(f"publish        curl -d 'hello' {url}/topics/persistent/public/default/demo")
             lines.append(
                 f"consume        curl '{url}/consume/persistent/public/default/demo/sub"

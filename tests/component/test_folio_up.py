@@ -119,6 +119,7 @@ def test_folio_up_status_restart_and_clean_stop(tmp_path: Path) -> None:
             dashboard = urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=10).read()
             assert b"Cluster overview" in dashboard
         assert f"dashboard      http://127.0.0.1:{base + 8}/" in banner, banner
+        assert "security       OFF: open on loopback" in banner, banner
         assert "auditor" in banner and "metrics http://127.0.0.1:" in banner.split("auditor", 1)[1], banner
 
         status = subprocess.run(

@@ -1,0 +1,126 @@
+"""``folio up --secure`` end to end: real etcd, storage nodes, auditor and gateways with tokens.
+
+The banner says security is on and where the admin token is; without a token the
+admin API answers 401, with the admin token it works; a token made with
+``folio token create`` for a role granted ``produce`` publishes over REST and one
+granted ``consume`` reads it over a WebSocket with ``?token=``; the produce-only
+role is refused the WebSocket consumer (403).
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import httpx
+import orjson
+import pytest
+import websockets
+from test_folio_up import REPO, children_of, free_port_block
+from websockets.exceptions import InvalidStatus
+
+pytestmark = pytest.mark.component
+
+
+def folio(*args: str, cwd: Path) -> str:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    done = subprocess.run(
+        [sys.executable, "-m", "folio", *args], capture_output=True, text=True, cwd=cwd, env=env
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+def start_up(
+    tmp_path: Path, data: Path, base: int
+) -> tuple[subprocess.Popen[str], list[str], threading.Event]:
+    ports = ["--etcd-port", str(base), "--node-port", str(base + 2), "--metrics-port", str(base + 5)]
+    up = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "folio",
+            "up",
+            "--secure",
+            "--data",
+            str(data),
+            *ports,
+            "--gateway-port",
+            str(base + 8),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    lines: list[str] = []
+    ready = threading.Event()
+
+    def pump() -> None:
+        assert up.stdout is not None
+        for line in up.stdout:
+            lines.append(line)
+            if "Folio is up" in line:
+                ready.set()
+
+    threading.Thread(target=pump, daemon=True).start()
+    return up, lines, ready
+
+
+async def test_folio_up_secure(tmp_path: Path) -> None:
+    base = free_port_block(10)
+    data = tmp_path / "data"
+    up, lines, ready = start_up(tmp_path, data, base)
+    try:
+        assert ready.wait(90), "".join(lines)
+        banner = "".join(lines)
+        token_file = data / "security" / "admin.token"
+        assert "security       on: bearer tokens" in banner and str(token_file) in banner, banner
+        assert "OFF" not in banner
+        assert token_file.stat().st_mode & 0o077 == 0
+        admin = {"Authorization": f"Bearer {token_file.read_text().strip()}"}
+        url, ws = f"http://127.0.0.1:{base + 8}", f"ws://127.0.0.1:{base + 9}"
+        key = str(data / "security" / "token.key")
+        writer = folio(
+            "token", "create", "--role", "writer", "--secret-key", key, "--expires", "1h", cwd=tmp_path
+        )
+        reader = folio("token", "create", "--role", "reader", "--secret-key", key, cwd=tmp_path)
+        async with httpx.AsyncClient(base_url=url, timeout=30) as http:
+            assert (await http.get("/admin/v2/tenants")).status_code == 401
+            assert (await http.get("/admin/v2/tenants", headers=admin)).status_code == 200
+            for role, actions in (("writer", ["produce"]), ("reader", ["consume"])):
+                r = await http.post(
+                    f"/admin/v2/namespaces/public/default/permissions/{role}", json=actions, headers=admin
+                )
+                assert r.status_code == 204, r.text
+            async with websockets.connect(
+                f"{ws}/ws/v2/consumer/persistent/public/default/up/s?token={reader}", open_timeout=30
+            ) as consumer:
+                r = await http.post(
+                    "/topics/persistent/public/default/up",
+                    content=b"hello",
+                    headers={"Authorization": f"Bearer {writer}"},
+                )
+                assert r.status_code == 200, r.text
+                frame = orjson.loads(await consumer.recv())
+                assert base64.b64decode(frame["payload"]) == b"hello"
+            with pytest.raises(InvalidStatus) as refused:
+                async with websockets.connect(
+                    f"{ws}/ws/v2/consumer/persistent/public/default/up/s?token={writer}"
+                ):
+                    pass
+            assert refused.value.response.status_code == 403
+        up.send_signal(signal.SIGTERM)
+        assert up.wait(60) == 0
+    finally:
+        if up.poll() is None:
+            for pid in children_of(up.pid):
+                os.kill(pid, signal.SIGKILL)
+            up.kill()
+            up.wait(10)
