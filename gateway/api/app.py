@@ -25,7 +25,7 @@ from starlette.routing import Match
 
 from coordination.errors import CoordinationError
 from gateway.api import admin_cluster, admin_namespaces, admin_topics, asyncapi, openapi, routes, ws_fastpath
-from gateway.api.errors import error_response, http_error_response, reason_response, validation_response
+from gateway.api.errors import error_response, http_error_response, validation_response
 from gateway.api.gateway import Gateway
 from gateway.api.metrics import registry_for
 from gateway.dashboard import make_router as dashboard_router
@@ -113,7 +113,7 @@ def create_app(gateway: Gateway, *, manage_lifecycle: bool = True) -> FastAPI:
     async def peer_unreachable(_request: Request, exc: httpx.TransportError) -> Response:
         # forwarding to the owning gateway failed: the client retries (the owner may be
         # dying; its bundles move once its lease expires)
-        return reason_response(503, f"owning gateway unreachable: {exc!r}", "owner_unreachable")
+        return error_response(exc)
 
     @app.exception_handler(StorageError)
     async def storage_error(_request: Request, exc: StorageError) -> Response:

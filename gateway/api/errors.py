@@ -3,7 +3,9 @@
 Owns: ``STATUS_BY_CODE`` (error ``code`` -> HTTP status) and ``close_code``
 (HTTP status -> WebSocket close code). Rules (DESIGN.md §7, pulsar-api.md
 §1.3-1.4): 400 bad input, 404 unknown, 409 conflicts, 412 invalid names
-(admin), 413 too large, 429/503 backpressure and moved topics, 500 else;
+(admin), 413 too large, 429/503 backpressure and moved topics, 503 for a
+gateway that cannot reach another (``PEER_FAILURES``: forward, relay and
+partition fan-out alike), 500 else;
 error bodies are ``{"reason": "...", "code": "..."}``. WebSocket sessions are
 closed with ``4000 + status/100*100 + n``-style codes in the valid private
 range: 4000 + Pulsar's WebSocketError number for protocol errors, and
@@ -20,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable, Coroutine, Mapping
 from typing import Any
 
+import httpx
 import orjson
 from fastapi.exceptions import RequestValidationError
 from fastapi.routing import APIRoute
@@ -111,9 +114,20 @@ def responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
     return {s: {"model": ErrorBody, "description": _DESCRIPTIONS.get(s, "Error")} for s in wanted}
 
 
+# failing to reach another gateway (connection refused or reset, timeout): the owner may
+# be dying and its bundles move once its lease ends - retryable, whichever path met it
+PEER_FAILURES: tuple[type[BaseException], ...] = (OSError, httpx.TransportError)
+
+
+def code_of(exc: BaseException) -> str:
+    code = getattr(exc, "code", None)
+    if isinstance(code, str) and code:
+        return code
+    return "owner_unreachable" if isinstance(exc, PEER_FAILURES) else "internal_error"
+
+
 def status_of(exc: BaseException) -> int:
-    code = getattr(exc, "code", "")
-    status = STATUS_BY_CODE.get(code)
+    status = STATUS_BY_CODE.get(code_of(exc))
     if status is not None:
         return status
     return 503 if getattr(exc, "retriable", False) else 500
@@ -130,7 +144,11 @@ def protocol_close_code(ws_code: int | None) -> int:
 
 
 def body(exc: BaseException) -> dict[str, Any]:
-    return {"reason": str(exc) or type(exc).__name__, "code": getattr(exc, "code", "internal_error")}
+    code = code_of(exc)
+    reason = str(exc) or type(exc).__name__
+    if code == "owner_unreachable" and not hasattr(exc, "code"):
+        reason = f"owning gateway unreachable: {exc!r}"
+    return {"reason": reason, "code": code}
 
 
 def error_response(exc: BaseException, status: int | None = None) -> Response:

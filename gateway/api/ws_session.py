@@ -73,7 +73,7 @@ async def relay(websocket: WebSocket, url: str) -> None:
         await deny_status(websocket, response.status_code, reason, code)
         return
     except (OSError, TimeoutError) as exc:
-        await deny_status(websocket, 503, f"owner gateway unreachable: {exc}", "topic_unavailable")
+        await deny(websocket, exc)  # 503 owner_unreachable (errors.PEER_FAILURES)
         return
     await websocket.accept()
 
