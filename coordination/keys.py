@@ -117,3 +117,21 @@ def bundle_assignment(tenant_name: str, ns: str, bundle_range: str) -> str:
 
 def bundle_unload(tenant_name: str, ns: str, bundle_range: str) -> str:
     return f"{BUNDLE_UNLOAD}{tenant_name}/{ns}/{bundle_range}"
+
+
+# ---------------------------------------------------------------- analytics (docs/decisions/0010)
+ANALYTICS = f"{ROOT}/analytics/"
+ANALYTICS_RUN = f"{ANALYTICS}run"  # JSON run record (coordination.analytics_run): requests, progress
+ANALYTICS_SETTINGS = f"{ANALYTICS}settings"  # JSON cluster settings {"intervalSeconds"}
+ANALYTICS_SUMMARY = f"{ANALYTICS}summary"  # JSON cluster summary of the last run
+ANALYTICS_TOPICS = f"{ANALYTICS}topics/"  # <topic path> -> JSON results + folded state + positions
+ANALYTICS_QUERIES = f"{ANALYTICS}queries/"  # <zero-padded id> -> JSON SQL query and its answer
+ANALYTICS_ELECTION = "analytics"  # election name of the analytics services
+
+
+def analytics_topic(topic_path: str) -> str:
+    return f"{ANALYTICS_TOPICS}{topic_path}"
+
+
+def analytics_query(query_id: int) -> str:
+    return f"{ANALYTICS_QUERIES}{query_id:020d}"

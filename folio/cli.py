@@ -27,10 +27,15 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="bearer tokens on the gateways (keys and an admin token in <data>/security)",
     )
+    up.add_argument("--spark-master", default="local[*]", help="Spark master of the analytics service")
+    up.add_argument("--no-analytics", action="store_true", help="do not start the analytics service")
 
     sub.add_parser("storage", help="run one storage node (see `folio storage --help`)", add_help=False)
     sub.add_parser("auditor", help="run the auto-recovery auditor", add_help=False)
     sub.add_parser("gateway", help="run one gateway (see `folio gateway --help`)", add_help=False)
+    sub.add_parser(
+        "analytics", help="run the Spark statistics service (see `folio analytics --help`)", add_help=False
+    )
 
     status = sub.add_parser("status", help="members, ledgers, under-replicated counts")
     status.add_argument("--etcd", default="127.0.0.1:2379")
@@ -133,6 +138,10 @@ def main(argv: list[str] | None = None) -> int:
         from gateway.main import main as gateway_main
 
         return gateway_main(argv[1:])
+    if argv and argv[0] == "analytics":
+        from folio_analytics.main import main as analytics_main
+
+        return analytics_main(argv[1:])
     args = _parser().parse_args(argv)
     if args.command == "up":
         from folio.supervisor import LocalCluster, run_until_signalled
@@ -146,6 +155,7 @@ def main(argv: list[str] | None = None) -> int:
             etcd_peer_port=args.etcd_port + 1,
             gateway_ports=(args.gateway_port, args.gateway_port + 1),
             secure=args.secure,
+            analytics_master=None if args.no_analytics else args.spark_master,
         )
         return run_until_signalled(cluster)
     if args.command == "token":

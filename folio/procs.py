@@ -183,6 +183,51 @@ class GatewayProcess(NodeProcess):
                 self._ready.set()
 
 
+ANALYTICS_READY_PREFIX = "FOLIO-ANALYTICS READY "
+ANALYTICS_LEADER_PREFIX = "FOLIO-ANALYTICS LEADER "
+
+
+class AnalyticsProcess(NodeProcess):
+    """One ``folio analytics`` service (ready once a candidate; ``leader`` is set once it
+    is elected and its Spark session is up). ``data_dir`` only names its log."""
+
+    def __init__(
+        self,
+        data_dir: Path,
+        etcd: str,
+        *,
+        namespace: str = "",
+        master: str = "local[*]",
+        log_path: Path | None = None,
+        extra_args: Iterable[str] = (),
+    ) -> None:
+        super().__init__(data_dir, etcd, namespace=namespace, log_path=log_path, extra_args=extra_args)
+        self.master = master
+        self.service_id = ""
+        self.leader = threading.Event()
+
+    def command(self) -> list[str]:
+        cmd = [sys.executable, "-m", "folio_analytics", "--etcd", self.etcd, "--master", self.master]
+        if self.namespace:
+            cmd += ["--etcd-namespace", self.namespace]
+        return cmd + self.extra_args
+
+    def start(self, timeout_s: float = START_TIMEOUT_S, expect_ready: bool = True) -> NodeProcess:
+        self.leader.clear()
+        self.env.setdefault("PYTHONPATH", str(REPO / "spark"))
+        return super().start(timeout_s, expect_ready)
+
+    def _pump_stdout(self, proc: subprocess.Popen[str]) -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            if line.startswith(ANALYTICS_READY_PREFIX):
+                fields = dict(part.split("=", 1) for part in line.split()[2:] if "=" in part)
+                self.service_id = fields.get("id", "")
+                self._ready.set()
+            elif line.startswith(ANALYTICS_LEADER_PREFIX):
+                self.leader.set()
+
+
 AUDITOR_READY_PREFIX = "FOLIO-AUDITOR READY"
 
 

@@ -1,4 +1,5 @@
-"""The local cluster of ``folio up``: embedded etcd + storage nodes on loopback.
+"""The local cluster of ``folio up``: embedded etcd, storage nodes, gateways and the
+analytics service on loopback.
 
 Owns: the lifetime of every process it starts (data under ``./.folio/``).
 Rule: start in dependency order (etcd, then nodes), print where everything
@@ -19,7 +20,7 @@ from types import FrameType
 
 from coordination.clock import SystemClock
 from coordination.etcd_server import EmbeddedEtcd, EtcdStartError
-from folio.procs import AuditorProcess, GatewayProcess, NodeProcess
+from folio.procs import AnalyticsProcess, AuditorProcess, GatewayProcess, NodeProcess
 from folio.restarts import RestartPolicy, Restarts
 from folio.secure_up import SecureSetup
 
@@ -57,6 +58,8 @@ class LocalCluster:
     restart_policy: RestartPolicy = field(default_factory=RestartPolicy)
     children: list[Child] = field(default_factory=list)
     secure: bool = False  # bearer tokens on the gateways (keys under <root>/security)
+    analytics_master: str | None = "local[*]"  # Spark master of the analytics service; None: none
+    analytics: AnalyticsProcess | None = None
 
     def start(self) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
@@ -91,6 +94,14 @@ class LocalCluster:
             )
             gateway.start()
             self.gateways.append(gateway)
+        if self.analytics_master is not None:
+            self.analytics = AnalyticsProcess(
+                self.root / "analytics",
+                self.etcd.endpoint,
+                master=self.analytics_master,
+                log_path=self.root / "analytics.log",
+            )
+            self.analytics.start()
         self.children = self._children(SystemClock().now_ms())
 
     def _children(self, now_ms: int) -> list[Child]:
@@ -109,6 +120,8 @@ class LocalCluster:
         named: list[tuple[str, NodeProcess]] = [(f"storage node {n.address}", n) for n in self.nodes]
         named.append(("auditor", self.auditor))
         named += [(f"gateway {g.http_url}", g) for g in self.gateways]
+        if self.analytics is not None:
+            named.append(("analytics service", self.analytics))
         children += [
             _process_child(label, proc, Restarts(self.restart_policy, now_ms)) for label, proc in named
         ]
@@ -155,6 +168,11 @@ class LocalCluster:
             )
         for gateway in self.gateways:
             lines.append(f"gateway        {gateway.http_url}   (pid {gateway.pid})")
+        if self.analytics is not None:
+            lines.append(
+                f"analytics      Spark {self.analytics.master}   (pid {self.analytics.pid};"
+                " statistics every 5 min and on demand, in the dashboard)"
+            )
         if self.gateways:
             url = self.gateways[0].http_url
             lines.append(f"dashboard      {url}/   (served by every gateway)")
@@ -178,6 +196,9 @@ class LocalCluster:
         return "\n".join(lines)
 
     def stop(self) -> None:
+        if self.analytics is not None:
+            self.analytics.stop()
+            self.analytics = None
         for gateway in reversed(self.gateways):
             gateway.stop()
         self.gateways.clear()

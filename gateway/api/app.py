@@ -24,7 +24,17 @@ from starlette.responses import Response
 from starlette.routing import Match
 
 from coordination.errors import CoordinationError
-from gateway.api import admin_cluster, admin_namespaces, admin_topics, asyncapi, openapi, routes, ws_fastpath
+from gateway.api import (
+    admin_analytics,
+    admin_cluster,
+    admin_namespaces,
+    admin_sql,
+    admin_topics,
+    asyncapi,
+    openapi,
+    routes,
+    ws_fastpath,
+)
 from gateway.api.errors import error_response, http_error_response, validation_response
 from gateway.api.gateway import Gateway
 from gateway.api.metrics import registry_for
@@ -76,6 +86,8 @@ def create_app(gateway: Gateway, *, manage_lifecycle: bool = True) -> FastAPI:
     app.include_router(admin_namespaces.make_router(lambda: gateway.namespaces, gateway.unload_namespace))
     app.include_router(admin_topics.make_router(lambda: gateway))
     app.include_router(admin_cluster.make_router(lambda: gateway))
+    app.include_router(admin_analytics.make_router(lambda: gateway))
+    app.include_router(admin_sql.make_router(lambda: gateway))
     app.include_router(dashboard_router(gateway.config.gateway_id))
     guard = Guard(
         gateway.config.security,

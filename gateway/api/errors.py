@@ -78,6 +78,9 @@ STATUS_BY_CODE: dict[str, int] = {
     "quorum_lost": 503,
     "node_unavailable": 503,
     "owner_unreachable": 503,
+    # analytics
+    "query_failed": 400,
+    "analytics_unavailable": 503,
     "ledger_fenced": 503,
 }
 

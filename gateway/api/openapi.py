@@ -46,6 +46,10 @@ TAGS: list[dict[str, str]] = [
     {"name": "admin-topics", "description": "Pulsar admin v2: topics, partitions, stats, peek."},
     {"name": "admin-subscriptions", "description": "Pulsar admin v2: subscriptions and their cursors."},
     {"name": "admin-cluster", "description": "Gateways (brokers), storage nodes and the cluster overview."},
+    {
+        "name": "admin-analytics",
+        "description": "Topic statistics computed by Spark from the log, runs and SQL over topics.",
+    },
 ]
 
 

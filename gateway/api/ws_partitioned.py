@@ -34,7 +34,6 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 from gateway.api.errors import close_code, protocol_close_code
 from gateway.api.ws_session import deny, deny_status, relay_url
-from gateway.broker.key_hash import murmur3_32
 from gateway.names import TopicName
 from gateway.protocol.errors import WS_FAILED_TO_DESERIALIZE, ProtocolError
 from gateway.protocol.fields import load_object
@@ -48,6 +47,7 @@ from gateway.protocol.ws_frames import (
     parse_command,
     publish_error,
 )
+from storage.formats.key_hash import murmur3_32
 
 if TYPE_CHECKING:
     from gateway.api.gateway import Gateway

@@ -29,9 +29,9 @@ from gateway.broker.dispatch import (
     SharedDispatcher,
 )
 from gateway.broker.dispatch.base import Deliver, HashRange, Message
-from gateway.broker.key_hash import sticky_slot
 from gateway.broker.stats import RateMeter
 from storage.formats.entry_format import EntryMessage
+from storage.formats.key_hash import sticky_slot
 from storage.formats.positions import NO_BATCH, MessagePosition, Position
 
 SUBSCRIPTION_TYPES = ("Exclusive", "Shared", "Failover", "Key_Shared")

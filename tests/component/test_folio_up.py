@@ -112,7 +112,8 @@ def test_folio_up_status_restart_and_clean_stop(tmp_path: Path) -> None:
         for port in (base, base + 2, base + 3, base + 4, base + 8, base + 9):
             assert f"127.0.0.1:{port}" in banner, banner
         children = children_of(up.pid)
-        assert len(children) == 7, banner  # etcd, 3 nodes, auditor, 2 gateways
+        assert len(children) == 8, banner  # etcd, 3 nodes, auditor, 2 gateways, analytics
+        assert "analytics      Spark local[*]" in banner, banner
         for port in (base + 8, base + 9):
             health = urllib.request.urlopen(f"http://127.0.0.1:{port}/admin/v2/brokers/health", timeout=10)
             assert health.read() == b"ok"
@@ -162,7 +163,7 @@ def test_folio_up_status_restart_and_clean_stop(tmp_path: Path) -> None:
 
         eventually(three_nodes_live, "the restarted node registers")
         children = children_of(up.pid)
-        assert len(children) == 7 and not {node_pid, auditor_pid, gateway_pid} & set(children)
+        assert len(children) == 8 and not {node_pid, auditor_pid, gateway_pid} & set(children)
         print("".join(line for line in lines if "restart" in line))
 
         up.send_signal(signal.SIGTERM)

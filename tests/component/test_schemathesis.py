@@ -19,6 +19,8 @@ Configuration, each for a reason:
   to 60 s); a generated invalid ``waitMs`` is left as it is. Likewise the
   event ``stream`` gets a ``durationMs`` of at most 100 ms (0 would stream
   until the client goes).
+- ``POST /admin/v2/analytics/sql`` is answered 503 (declared) because no
+  ``folio analytics`` service runs here: the no-5xx check is off for it alone.
 Excluded operations: none. (WebSocket routes are not in the OpenAPI document.)
 """
 
@@ -121,4 +123,7 @@ def bound_stream(case: Any) -> None:
 @settings(deadline=None, suppress_health_check=list(HealthCheck))
 def test_api_conforms(case: Any) -> None:
     bound_long_poll(case)
+    if case.operation.path == "/admin/v2/analytics/sql" and case.method.upper() == "POST":
+        case.call_and_validate(excluded_checks=[schemathesis.checks.not_a_server_error])
+        return
     case.call_and_validate()

@@ -36,7 +36,7 @@ from wsclient import (
     unb64,
 )
 
-from gateway.broker.key_hash import key_slot
+from storage.formats.key_hash import key_slot
 
 pytestmark = [pytest.mark.component, pytest.mark.asyncio(loop_scope="module")]
 

@@ -39,7 +39,7 @@ from gateway.broker.dispatch import (
     Reject,
     RewindTo,
 )
-from gateway.broker.key_hash import key_slot
+from storage.formats.key_hash import key_slot
 from storage.formats.positions import MessagePosition
 
 EXAMPLES = int(os.environ.get("FOLIO_DISPATCH_EXAMPLES", "100"))  # raise it to search harder

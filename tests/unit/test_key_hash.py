@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gateway.broker.key_hash import (
+from storage.formats.key_hash import (
     HASH_MASK,
     HASH_RANGE_SIZE,
     NONE_KEY,

@@ -45,6 +45,7 @@ GRANTS = {"cons": ("consume",), "prod": ("produce",), "pc": ("produce", "consume
 PUBLIC = re.compile(r"^/$|^/favicon\.ico$|^/ui/|^/(docs|redoc|openapi\.json|asyncapi\.json)|/brokers/health$")
 CLUSTER = re.compile(
     r"^/metrics$|^/admin/v2/(brokers|broker-stats|clusters|cluster/|etcd/|storage/)|^/admin/v2/tenants$"
+    r"|^/admin/v2/analytics/(run|summary|settings|sql)"
 )
 CONSUME = re.compile(
     r"^/consume/|^/ws/v2/(consumer|reader)/|/subscription/\{subscription\}"
@@ -52,7 +53,7 @@ CONSUME = re.compile(
 )
 PRODUCE = re.compile(r"^/topics/|^/ws/v2/producer/")
 LOOKUP = re.compile(
-    r"^/lookup/|/(stats|stats/history|partitioned-stats|subscriptions|lastMessageId|webhooks)$"
+    r"^/lookup/|/(stats|stats/history|partitioned-stats|subscriptions|lastMessageId|webhooks)$|^/admin/v2/analytics/topics/"
     r"|^/admin/v2/namespaces/\{tenant\}/\{namespace\}/topics$|^/admin/v2/persistent/\{tenant\}/\{namespace\}(/partitioned)?$"
 )
 

@@ -32,7 +32,12 @@ PURE = [
     "storage/formats/entry_format.py",
     "gateway/broker/cursor_core.py",
     "gateway/broker/log_layout.py",
-    "gateway/broker/key_hash.py",
+    "storage/formats/key_hash.py",
+    "coordination/analytics_run.py",
+    *(
+        f"spark/folio_analytics/{m}.py"
+        for m in ("grid", "sketches", "profile", "keyshare", "backlog", "results", "assemble", "sql_core")
+    ),
     "gateway/broker/flow.py",
     "gateway/broker/log_policy.py",
     "gateway/broker/publish_core.py",

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import NewType, Protocol
 
 from gateway.broker.flow import FlowLimits
-from gateway.broker.key_hash import HASH_RANGE_SIZE
+from storage.formats.key_hash import HASH_RANGE_SIZE
 from storage.formats.positions import MessagePosition, Position
 
 ConsumerId = NewType("ConsumerId", int)

@@ -47,7 +47,7 @@ from gateway.broker.dispatch.base import (
     validate_info,
 )
 from gateway.broker.flow import FlowControl, FlowMode
-from gateway.broker.key_hash import key_hash
+from storage.formats.key_hash import key_hash
 from storage.formats.positions import MessagePosition
 
 RING_POINTS_PER_CONSUMER = 100

@@ -4,7 +4,9 @@ Owns: the sticky-key rule (``sticky_key``), Pulsar's Murmur3 hash of a key
 (``key_hash``, ``key_slot``) and the hash of a consistent-hashing ring point
 (``ring_point_hash``). Selectors (hash ranges, consistent ring, sticky ranges)
 live in the Key_Shared dispatcher and use only these functions, so every
-gateway maps a key to the same slot as a Pulsar broker would.
+gateway maps a key to the same slot as a Pulsar broker would; the Spark
+statistics use the same functions to predict what each Key_Shared consumer
+would receive.
 
 Rule: reference/pulsar-api.md §4.5. Sticky key = the ordering key if the
 message has one, else its partition key, else the literal bytes ``NONE_KEY``.

@@ -1,0 +1,111 @@
+"""SQL over topics in the analytics service (asyncio + Spark shell).
+
+Owns: ``SqlRunner`` - taking pending queries from etcd
+(``keys.ANALYTICS_QUERIES``, written by any gateway) one at a time, running
+each on the service's Spark session within its bounds (``sql_core.Limits``:
+the Spark job group is cancelled at the time bound; rows past the row bound
+are cut; an answer past the byte bound is an error), writing the answer back,
+and keeping only the newest ``QUERY_HISTORY`` queries. Rule: every topic a
+query names is read straight from the storage nodes by the ``folio`` data
+source, as the statistics are.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+import time
+from typing import Any
+
+import orjson
+
+from coordination import keys
+from coordination.analytics_run import QUERY_HISTORY
+from coordination.clock import Clock
+from coordination.store import MetadataStore
+from folio_analytics.sql_core import Limits, QueryError, rewrite, to_cells
+
+POLL_S = 0.2
+
+
+class SqlRunner:
+    def __init__(self, spark: Any, store: MetadataStore, read_options: dict[str, str], clock: Clock) -> None:
+        self.spark = spark
+        self.store = store
+        self.read_options = read_options
+        self.clock = clock
+        self._count = 0
+
+    async def serve(self, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            listing = await self.store.list_prefix(keys.ANALYTICS_QUERIES)
+            pending = [kv for kv in listing if orjson.loads(kv.value).get("state") == "pending"]
+            for kv in listing[: max(0, len(listing) - QUERY_HISTORY)]:
+                await self.store.compare_and_delete(kv.key, kv.mod_revision)
+            if pending:
+                await self._answer(pending[0].key, pending[0].mod_revision, orjson.loads(pending[0].value))
+                continue
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), POLL_S)
+
+    async def _answer(self, key: str, revision: int, record: dict[str, Any]) -> None:
+        record["state"] = "running"
+        revision_now = await self.store.compare_and_swap(key, orjson.dumps(record), revision)
+        if revision_now is None:
+            return  # changed or deleted under us
+        began = time.monotonic()
+        try:
+            limits = Limits(int(record["maxRows"]), int(record["maxBytes"]), int(record["timeoutSeconds"]))
+            answer = await asyncio.to_thread(self.run, str(record["query"]), limits)
+            record.update(answer, state="done", error=None)
+        except QueryError as exc:
+            record.update(state="error", error=str(exc), columns=[], rows=[])
+        record["elapsedMs"] = round((time.monotonic() - began) * 1000)
+        await self.store.compare_and_swap(key, orjson.dumps(record), revision_now)
+
+    def run(self, query: str, limits: Limits) -> dict[str, Any]:
+        """Run ``query`` on Spark within ``limits`` (a worker thread)."""
+        from pyspark.errors import PySparkException
+
+        text, views = rewrite(query)
+        self._count += 1
+        group = f"folio-sql-{self._count}"
+        context = self.spark.sparkContext
+        timer = threading.Timer(limits.timeout_s, context.cancelJobGroup, args=(group,))
+        try:
+            for view, topic in views.items():
+                frame = (
+                    self.spark.read.format("folio").options(**self.read_options).option("topic", topic).load()
+                )
+                frame.createOrReplaceTempView(view)
+            context.setJobGroup(group, "folio SQL query", interruptOnCancel=True)
+            timer.start()
+            frame = self.spark.sql(text)
+            rows = frame.limit(limits.max_rows + 1).collect()
+        except PySparkException as exc:
+            if timer.finished.is_set():
+                raise QueryError(f"query stopped at its time bound of {limits.timeout_s} s") from exc
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise QueryError(f"query failed: {first[:1000]}") from exc
+        except Exception as exc:  # py4j errors of a cancelled job are not PySparkExceptions
+            if timer.finished.is_set():
+                raise QueryError(f"query stopped at its time bound of {limits.timeout_s} s") from exc
+            raise QueryError(f"query failed: {str(exc).strip()[:1000]}") from exc
+        finally:
+            timer.cancel()
+            context.setLocalProperty("spark.jobGroup.id", None)
+            for view in views:
+                with contextlib.suppress(Exception):
+                    self.spark.catalog.dropTempView(view)
+        truncated = len(rows) > limits.max_rows
+        raw = orjson.dumps([to_cells(r) for r in rows[: limits.max_rows]], default=str)
+        size = len(raw)
+        if size > limits.max_bytes:
+            raise QueryError(
+                f"answer of {size} bytes is over the query's bound of {limits.max_bytes} bytes: "
+                "select fewer columns or rows"
+            )
+        columns = [{"name": f.name, "type": f.dataType.simpleString()} for f in frame.schema.fields]
+        cells = orjson.loads(raw)
+        return {"columns": columns, "rows": cells, "truncated": truncated, "rowCount": len(cells)}
