@@ -40,7 +40,7 @@ from gateway.api.gateway import Gateway
 from gateway.api.metrics import registry_for
 from gateway.dashboard import make_router as dashboard_router
 from gateway.errors import GatewayError
-from gateway.security import internal, middleware
+from gateway.security import access, internal, middleware
 from gateway.security.guard import Guard
 from storage.errors import StorageError
 from storage.formats.errors import FormatError
@@ -97,6 +97,7 @@ def create_app(gateway: Gateway, *, manage_lifecycle: bool = True) -> FastAPI:
     middleware.install(app, guard)  # outermost: in front of the WebSocket fast path too
     internal.install(gateway.http, gateway.config.security)
     app.state.guard = guard
+    app.include_router(access.make_router(guard))
 
     @app.exception_handler(RequestValidationError)
     async def invalid_request(_request: Request, exc: RequestValidationError) -> Response:

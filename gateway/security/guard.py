@@ -57,6 +57,9 @@ class Guard:
         self._clock = clock
         self._tenants: dict[str, tuple[tuple[str, ...], float]] = {}
 
+    def namespaces(self) -> NamespaceStore:
+        return self._namespaces()
+
     def now_s(self) -> float:
         return self._clock()
 

@@ -74,6 +74,7 @@ def _table() -> dict[tuple[str, str], Rule]:
         ("GET", "/ui/tenants/{tenant}/{namespace}"): Rule(P),
         ("GET", "/ui/topics/persistent/{tenant}/{namespace}/{topic}"): Rule(P),
         ("GET", "/ws/v2/pingpong"): Rule(Need.AUTHENTICATED),
+        ("GET", "/admin/v2/whoami"): Rule(P),  # the caller's own rights (none when anonymous)
         # the cluster: superusers
         ("GET", "/metrics"): Rule(SU),
         ("GET", "/admin/v2/broker-stats/topics"): Rule(SU),

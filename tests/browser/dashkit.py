@@ -57,7 +57,8 @@ class DashCluster(MessagingCluster):
         return cluster
 
     def start_gateway(self) -> GatewayProcess:
-        gateway: GatewayProcess = run_async(self.add_gateway())
+        # the webhook test's endpoint listens on loopback, which webhooks reach only when allow-listed
+        gateway: GatewayProcess = run_async(self.add_gateway("--webhook-hosts", "127.0.0.1"))
         return gateway
 
     def server_errors(self, errors: list[str]) -> str:

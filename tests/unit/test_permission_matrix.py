@@ -42,7 +42,9 @@ ROLES = ("anonymous", "cons", "prod", "pc", "admin-a", "admin-b", "admin")
 GRANTS = {"cons": ("consume",), "prod": ("produce",), "pc": ("produce", "consume")}
 
 # The expectation, written from Pulsar's model independently of the rule table.
-PUBLIC = re.compile(r"^/$|^/favicon\.ico$|^/ui/|^/(docs|redoc|openapi\.json|asyncapi\.json)|/brokers/health$")
+PUBLIC = re.compile(
+    r"^/$|^/favicon\.ico$|^/ui/|^/(docs|redoc|openapi\.json|asyncapi\.json)|/brokers/health$|^/admin/v2/whoami$"
+)
 CLUSTER = re.compile(
     r"^/metrics$|^/admin/v2/(brokers|broker-stats|clusters|cluster/|etcd/|storage/)|^/admin/v2/tenants$"
     r"|^/admin/v2/analytics/(run|summary|settings|sql)"

@@ -1,6 +1,7 @@
 // Entry module of every dashboard page: registers the stores and page components
 // with Alpine, then starts it.
 import Alpine from "../vendor/alpine.esm.min.js";
+import { install as installAuth } from "./auth.js";
 import { install as installConn } from "./conn.js";
 import { install as installTheme } from "./themes.js";
 import { createForm, listView } from "./lists.js";
@@ -12,6 +13,7 @@ import { topicPage } from "./topic.js";
 
 installTheme(Alpine);
 installConn(Alpine);
+installAuth(Alpine);
 Alpine.store("topic", { subNames: [], partitions: 0 });
 Alpine.data("overviewPage", overviewPage);
 Alpine.data("listView", listView);

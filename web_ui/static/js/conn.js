@@ -3,6 +3,7 @@
 // it re-checks that gateway; if it is gone, it probes the others and moves to the
 // same page (same path under /ui/, query and fragment; the overview for anything
 // else) on the first live one, or says "lost the cluster" and keeps retrying.
+import { authHeaders } from "./auth.js";
 import { isDashboardPage } from "./paths.js";
 
 const HEALTH = "/admin/v2/brokers/health";
@@ -65,7 +66,9 @@ export function install(Alpine) {
     },
     async refreshBrokers() {
       try {
-        const res = await fetch("/admin/v2/brokers", { cache: "no-store", signal: AbortSignal.timeout(5000) });
+        const res = await fetch("/admin/v2/brokers", {
+          headers: authHeaders(), cache: "no-store", signal: AbortSignal.timeout(5000),
+        });
         if (res.ok) this.learn(await res.json());
       } catch (e) { /* the failover path notices */ }
     },

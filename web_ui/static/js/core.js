@@ -1,5 +1,6 @@
 // Shared helpers: the one fetch wrapper every page uses (errors, failover hook),
 // formatting, polling and the confirmation dialog.
+import { authHeaders } from "./auth.js";
 import { conn } from "./conn.js";
 
 export const enc = encodeURIComponent;
@@ -18,7 +19,7 @@ const TIMEOUT_MS = 10000;
 // fetch `path` on this page's gateway. JSON bodies via `json`; returns parsed JSON
 // (or text, or null for 204); `withResponse` also returns the Response (headers).
 export async function api(path, { method = "GET", json, headers = {}, withResponse = false } = {}) {
-  const init = { method, headers: { ...headers }, cache: "no-store", signal: AbortSignal.timeout(TIMEOUT_MS) };
+  const init = { method, headers: { ...authHeaders(), ...headers }, cache: "no-store", signal: AbortSignal.timeout(TIMEOUT_MS) };
   if (json !== undefined) {
     init.body = JSON.stringify(json);
     init.headers["Content-Type"] = "application/json";
@@ -31,6 +32,7 @@ export async function api(path, { method = "GET", json, headers = {}, withRespon
     throw new ApiError(0, `gateway unreachable (${e.name === "TimeoutError" ? "timed out" : e.message})`, path);
   }
   conn.reachable();
+  if (res.status === 401 && window.Alpine) window.Alpine.store("auth").unauthorized();
   const type = res.headers.get("content-type") || "";
   const body = res.status === 204 ? null : type.includes("json") ? await res.json().catch(() => null) : await res.text();
   if (!res.ok) {

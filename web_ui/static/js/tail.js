@@ -5,6 +5,7 @@
 // server closes (topic unloaded, gateway gone) reconnects where it left off:
 // after the last id seen, or (partitioned topics, nothing seen yet) by seeking
 // to the last publish time seen / the start time; ids already shown are skipped.
+import { withToken } from "./auth.js";
 import { base64ToBytes, enc, fmt } from "./core.js";
 import { conn } from "./conn.js";
 import { renderPayload } from "./messages.js";
@@ -16,7 +17,7 @@ const PREVIEW = 200;
 function wsUrl(d, start) {
   const scheme = location.protocol === "https:" ? "wss" : "ws";
   const q = new URLSearchParams({ messageId: start, batchDelivery: "true", receiverQueueSize: "1000" });
-  return `${scheme}://${location.host}/ws/v2/reader/persistent/${enc(d.tenant)}/${enc(d.namespace)}/${enc(d.topic)}?${q}`;
+  return withToken(`${scheme}://${location.host}/ws/v2/reader/persistent/${enc(d.tenant)}/${enc(d.namespace)}/${enc(d.topic)}?${q}`);
 }
 
 export function tailPanel() {

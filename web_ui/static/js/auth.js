@@ -1,0 +1,74 @@
+// Token sign-in: the bearer token this tab uses (sessionStorage, never a cookie, so no
+// other site can use it), the headers and WebSocket URLs that carry it, and the rights
+// the gateway reports for it (GET /admin/v2/whoami), which hide what the role cannot do:
+// an element marked data-needs="superuser|admin|produce|consume" is shown only when the
+// role has that right on the page's tenant / namespace (the <main> data-tenant / -namespace).
+const KEY = "folio.token";
+
+export function token() {
+  return sessionStorage.getItem(KEY) || "";
+}
+
+export function authHeaders() {
+  const t = token();
+  return t ? { Authorization: `Bearer ${t}` } : {};
+}
+
+// a WebSocket or EventSource URL with the token (browsers cannot set their headers)
+export function withToken(url) {
+  const t = token();
+  if (!t) return url;
+  return `${url}${url.includes("?") ? "&" : "?"}token=${encodeURIComponent(t)}`;
+}
+
+function allows(access, need, tenant, namespace) {
+  if (!access || access.superuser) return true;
+  if (need === "superuser") return false;
+  if (tenant && access.tenantAdmin.includes(tenant)) return true;
+  if (need === "admin" || !tenant || !namespace) return false;
+  return (access.grants[`${tenant}/${namespace}`] || []).includes(need);
+}
+
+export function install(Alpine) {
+  Alpine.store("auth", {
+    access: null, // the gateway's answer: {securityOn, role, superuser, tenantAdmin, grants}
+    needed: false, // a call answered 401: ask for a token
+    draft: "",
+    error: "",
+    get role() { return this.access && this.access.role; },
+    get signedIn() { return Boolean(token()); },
+    get securityOn() { return Boolean(this.access && this.access.securityOn); },
+    can(need, tenant, namespace) { return allows(this.access, need, tenant, namespace); },
+    async load() {
+      try {
+        const res = await fetch("/admin/v2/whoami", { headers: authHeaders(), cache: "no-store" });
+        this.access = res.ok ? await res.json() : null;
+      } catch (e) { this.access = null; }
+      if (this.access && this.access.securityOn && !this.access.role) this.needed = true;
+      applyNeeds(this);
+    },
+    async signIn() {
+      sessionStorage.setItem(KEY, this.draft.trim());
+      this.draft = "";
+      await this.load();
+      if (this.access && this.access.role) { location.reload(); return; }
+      sessionStorage.removeItem(KEY);
+      this.error = "that token was not accepted";
+    },
+    signOut() {
+      sessionStorage.removeItem(KEY);
+      location.reload();
+    },
+    unauthorized() { this.needed = true; },
+  });
+  Alpine.store("auth").load();
+}
+
+function applyNeeds(auth) {
+  const main = document.querySelector("main");
+  const tenant = main ? main.dataset.tenant : undefined;
+  const namespace = main ? main.dataset.namespace : undefined;
+  for (const el of document.querySelectorAll("[data-needs]")) {
+    el.style.display = auth.can(el.dataset.needs, tenant, namespace) ? "" : "none";
+  }
+}
