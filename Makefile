@@ -5,12 +5,15 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: setup run test lint unit sim clean chromium npm
+.PHONY: setup run test lint unit sim clean chromium npm java
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[dev]'
+	@# the editable install maps packages with an import hook that pkgutil.iter_modules cannot
+	@# see; a plain path entry for spark/ lets Spark find (and auto-register) pyspark_folio
+	$(PY) -c 'import pathlib, sysconfig; pathlib.Path(sysconfig.get_paths()["purelib"], "folio-spark.pth").write_text(str(pathlib.Path("spark").resolve()) + "\n")'
 	touch $(STAMP)
 
 # the dashboard tests drive Debian's chromium through Playwright (never `playwright install`)
@@ -18,6 +21,12 @@ chromium:
 	@command -v chromium >/dev/null || { \
 	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
 	  $$SUDO apt-get update -q && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q chromium; }
+
+# Spark (the connector in spark/, its tests and `folio bench spark`) needs a Java 17 runtime
+java:
+	@command -v java >/dev/null || { \
+	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+	  $$SUDO apt-get update -q && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q openjdk-17-jre-headless; }
 
 setup: $(STAMP)
 
@@ -32,7 +41,7 @@ $(NODE_STAMP): tests/conformance/package.json tests/conformance/package-lock.jso
 
 npm: $(NODE_STAMP)
 
-run: setup
+run: setup java
 	$(VENV)/bin/folio up
 
 lint: setup
@@ -40,7 +49,7 @@ lint: setup
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 
-test: lint chromium npm
+test: lint chromium npm java
 	$(PY) -m pytest -q
 
 unit: setup

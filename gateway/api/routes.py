@@ -45,11 +45,7 @@ from gateway.api.route_docs import (
 )
 from gateway.api.sse_consume import add_stream_route
 from gateway.api.ws_consumer import serve_consumer, serve_reader
-from gateway.api.ws_partitioned import (
-    partition_of_key,
-    serve_partitioned_consumer,
-    serve_partitioned_producer,
-)
+from gateway.api.ws_partitioned import serve_partitioned_consumer, serve_partitioned_producer
 from gateway.api.ws_producer import serve_producer
 from gateway.api.ws_session import deny, relay, relay_url
 from gateway.broker.topic import Topic
@@ -74,6 +70,7 @@ from gateway.protocol.rest import (
 from gateway.protocol.ws_frames import PublishRequest
 from storage.formats.entry_format import EntryMessage
 from storage.formats.errors import FormatError
+from storage.formats.key_routing import partition_of_key
 
 if TYPE_CHECKING:
     from gateway.api.gateway import Gateway

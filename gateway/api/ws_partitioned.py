@@ -47,26 +47,10 @@ from gateway.protocol.ws_frames import (
     parse_command,
     publish_error,
 )
-from storage.formats.key_hash import murmur3_32
+from storage.formats.key_routing import partition_of_key
 
 if TYPE_CHECKING:
     from gateway.api.gateway import Gateway
-
-
-def java_string_hash(text: str) -> int:
-    """Java's ``String.hashCode`` over UTF-16 code units, as a signed 32-bit int."""
-    h = 0
-    for unit in text.encode("utf-16-be").hex(" ", 2).split():
-        h = (31 * h + int(unit, 16)) & 0xFFFFFFFF
-    return h - (1 << 32) if h & 0x80000000 else h
-
-
-def partition_of_key(key: str, partitions: int, scheme: str) -> int:
-    if scheme == "Murmur3_32Hash":
-        return (murmur3_32(key.encode()) & 0x7FFFFFFF) % partitions
-    # Java client (JavaStringHash + RoundRobinPartitionMessageRouterImpl): hashCode masked to
-    # non-negative, then signSafeMod - not abs(hashCode), which differs for negative hash codes
-    return (java_string_hash(key) & 0x7FFFFFFF) % partitions
 
 
 async def _open_links(

@@ -10,7 +10,7 @@ import pytest
 from clusters import MessagingCluster
 from wsclient import Consumer, Producer, unb64
 
-from gateway.api.ws_partitioned import partition_of_key
+from storage.formats.key_routing import partition_of_key
 from storage.formats.message_id import MessageId
 
 pytestmark = pytest.mark.component

@@ -38,6 +38,7 @@ PURE = [
         f"spark/folio_analytics/{m}.py"
         for m in ("grid", "sketches", "profile", "keyshare", "backlog", "results", "assemble", "sql_core")
     ),
+    "storage/formats/key_routing.py",
     "gateway/broker/flow.py",
     "gateway/broker/log_policy.py",
     "gateway/broker/publish_core.py",

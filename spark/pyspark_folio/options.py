@@ -1,0 +1,156 @@
+"""The connector's options, parsed once on the driver (pure).
+
+Owns: ``ReadOptions`` and ``WriteOptions`` and their parsing from Spark's
+case-insensitive option map. Rules: ``etcd`` is required (``host:port[,...]``);
+exactly one of ``topic``, ``topics`` (comma-separated) and ``topicsPattern``
+(a regex matched in full against topic names, as Kafka's subscribePattern)
+selects what is read; offsets default to ``earliest``..``latest`` for batch reads
+and ``latest`` for a new stream; times are epoch milliseconds. A bad value is a
+``ValueError`` naming the option.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from pyspark_folio.names import path_of
+from pyspark_folio.plan import BYTES_PER_RANGE, ENTRIES_PER_RANGE
+from pyspark_folio.positions import EARLIEST_MARK, LATEST_MARK, Spec, parse_offsets
+
+TRUE = ("true", "1", "yes")
+
+
+def _get(options: Mapping[str, str], name: str) -> str | None:
+    value = options.get(name.lower())
+    return None if value is None else str(value)
+
+
+def _int(options: Mapping[str, str], name: str, default: int | None) -> int | None:
+    text = _get(options, name)
+    if text is None:
+        return default
+    try:
+        return int(text)
+    except ValueError as exc:
+        raise ValueError(f"option {name}: {text!r} is not an integer") from exc
+
+
+def _flag(options: Mapping[str, str], name: str, default: bool) -> bool:
+    text = _get(options, name)
+    return default if text is None else text.strip().lower() in TRUE
+
+
+@dataclass(frozen=True)
+class Connection:
+    etcd: str
+    etcd_namespace: str = ""
+
+    @classmethod
+    def parse(cls, options: Mapping[str, str]) -> Connection:
+        etcd = _get(options, "etcd")
+        if not etcd:
+            raise ValueError("option etcd (host:port[,host:port...]) is required")
+        return cls(etcd, _get(options, "etcdNamespace") or "")
+
+
+@dataclass(frozen=True)
+class ReadOptions:
+    connection: Connection
+    topics: frozenset[str] = frozenset()
+    pattern: str | None = None
+    starting_default: str = EARLIEST_MARK
+    starting: dict[str, Spec] = field(default_factory=dict)
+    ending_default: str = LATEST_MARK
+    ending: dict[str, Spec] = field(default_factory=dict)
+    starting_timestamp_ms: int | None = None
+    ending_timestamp_ms: int | None = None
+    fail_on_data_loss: bool = True
+    max_messages_per_trigger: int | None = None
+    entries_per_range: int = ENTRIES_PER_RANGE
+    bytes_per_range: int = BYTES_PER_RANGE
+
+    @classmethod
+    def parse(cls, options: Mapping[str, str], streaming: bool = False) -> ReadOptions:
+        given = [name for name in ("topic", "topics", "topicsPattern") if _get(options, name)]
+        if len(given) != 1:
+            raise ValueError("give exactly one of the options topic, topics, topicsPattern")
+        topics: frozenset[str] = frozenset()
+        pattern = None
+        if given[0] == "topicsPattern":
+            pattern = _get(options, "topicsPattern")
+            assert pattern is not None
+            re.compile(pattern)
+        else:
+            names = [n.strip() for n in (_get(options, given[0]) or "").split(",") if n.strip()]
+            for name in names:
+                path_of(name)  # validates
+            topics = frozenset(names)
+        starting_default, starting = parse_offsets(
+            _get(options, "startingOffsets"), LATEST_MARK if streaming else EARLIEST_MARK
+        )
+        ending_default, ending = parse_offsets(_get(options, "endingOffsets"), LATEST_MARK)
+        if streaming and (ending or _get(options, "endingOffsets")):
+            raise ValueError("option endingOffsets is for batch reads only")
+        max_messages = _int(options, "maxMessagesPerTrigger", None)
+        if max_messages is not None and max_messages < 1:
+            raise ValueError("option maxMessagesPerTrigger must be >= 1")
+        entries = _int(options, "entriesPerPartition", ENTRIES_PER_RANGE) or ENTRIES_PER_RANGE
+        byte_bound = _int(options, "bytesPerPartition", BYTES_PER_RANGE) or BYTES_PER_RANGE
+        if entries < 1 or byte_bound < 1:
+            raise ValueError("options entriesPerPartition and bytesPerPartition must be >= 1")
+        return cls(
+            Connection.parse(options),
+            topics,
+            pattern,
+            starting_default,
+            starting,
+            ending_default,
+            ending,
+            _int(options, "startingTimestamp", None),
+            _int(options, "endingTimestamp", None),
+            _flag(options, "failOnDataLoss", True),
+            max_messages,
+            entries,
+            byte_bound,
+        )
+
+    def selects(self, topic: str, name: str) -> bool:
+        """Whether the log ``name`` of ``topic`` is read."""
+        if self.pattern is not None:
+            return (
+                re.fullmatch(self.pattern, topic) is not None or re.fullmatch(self.pattern, name) is not None
+            )
+        return topic in self.topics or name in self.topics
+
+
+@dataclass(frozen=True)
+class WriteOptions:
+    connection: Connection
+    topic: str | None = None  # None: every row names its topic
+    gateways: tuple[str, ...] = ()  # HTTP base URLs; empty: the live gateways in etcd
+    batch_messages: int = 1000
+    batch_bytes: int = 1024 * 1024
+    producer_name: str | None = None  # the stable name a streaming query's producers derive from
+
+    @classmethod
+    def parse(cls, options: Mapping[str, str]) -> WriteOptions:
+        topic = _get(options, "topic")
+        if topic is not None:
+            path_of(topic)
+        gateways = tuple(
+            g.strip().rstrip("/") for g in (_get(options, "gateways") or "").split(",") if g.strip()
+        )
+        batch_messages = _int(options, "batchMessages", 1000) or 1000
+        batch_bytes = _int(options, "batchBytes", 1024 * 1024) or 1024 * 1024
+        if not 1 <= batch_messages <= 1000 or batch_bytes < 1:
+            raise ValueError("option batchMessages must be 1..1000 and batchBytes >= 1")
+        return cls(
+            Connection.parse(options),
+            topic,
+            gateways,
+            batch_messages,
+            batch_bytes,
+            _get(options, "producerName"),
+        )

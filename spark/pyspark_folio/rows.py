@@ -1,0 +1,155 @@
+"""The connector's rows: the Spark schema and entries -> Arrow record batches (pure).
+
+Owns: ``SCHEMA`` (the columns every Folio read returns), ``ARROW_SCHEMA`` (the
+exact Arrow form Spark expects of it) and ``RowsBuilder``, which decodes entries
+(storage.formats.entry_format) into columns and cuts them into RecordBatches.
+Rules: ``message_id`` is the base64 id a WebSocket consumer gets for the same
+message (storage.formats.message_id); ``batch_index`` is the message's index in
+its entry; times are UTC timestamps; ``schema_version`` is null (Folio keeps no
+schema registry); a task keeps only the messages its ``ReadRange`` bounds and
+``RowFilter`` select. A batch is cut at ``rows_max`` rows or ``bytes_max`` payload
+bytes, whichever comes first, so a task's memory is bounded whatever the ledger.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+import pyarrow as pa
+from pybase64 import b64encode_as_string
+from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql.types import (
+    BinaryType,
+    IntegerType,
+    LongType,
+    MapType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+from pyspark_folio.plan import ReadRange
+from storage.formats.entry_format import decode_entry
+from storage.formats.message_id import NO_BATCH_TAIL, batch_tail, entry_prefix
+
+SCHEMA = StructType(
+    [
+        StructField("topic", StringType(), False),
+        StructField("partition", IntegerType(), False),
+        StructField("message_id", StringType(), False),
+        StructField("ledger_id", LongType(), False),
+        StructField("entry_id", LongType(), False),
+        StructField("batch_index", IntegerType(), False),
+        StructField("key", StringType(), True),
+        StructField("value", BinaryType(), False),
+        StructField("properties", MapType(StringType(), StringType(), False), False),
+        StructField("publish_time", TimestampType(), False),
+        StructField("event_time", TimestampType(), True),
+        StructField("producer", StringType(), False),
+        StructField("sequence_id", LongType(), False),
+        StructField("schema_version", BinaryType(), True),
+    ]
+)
+ARROW_SCHEMA = to_arrow_schema(SCHEMA, timezone="UTC")
+ROWS_MAX = 65_536
+BYTES_MAX = 16 * 1024 * 1024
+_MS_TO_US = 1000
+
+
+class RowsBuilder:
+    """Columns of the messages of one range, handed out as RecordBatches."""
+
+    def __init__(self, read: ReadRange, rows_max: int = ROWS_MAX, bytes_max: int = BYTES_MAX) -> None:
+        self._read = read
+        self._rows_max = rows_max
+        self._bytes_max = bytes_max
+        self._partition_for_id = max(read.log.partition, -1)
+        self._reset()
+
+    def _reset(self) -> None:
+        self._ids: list[str] = []
+        self._entries: list[int] = []
+        self._indexes: list[int] = []
+        self._keys: list[str | None] = []
+        self._values: list[bytes] = []
+        self._props: list[list[tuple[str, str]]] = []
+        self._publish: list[int] = []
+        self._event: list[int | None] = []
+        self._producers: list[str] = []
+        self._sequences: list[int] = []
+        self._bytes = 0
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+    @property
+    def full(self) -> bool:
+        return len(self._ids) >= self._rows_max or self._bytes >= self._bytes_max
+
+    def add_entry(self, entry_id: int, payload: bytes) -> None:
+        read = self._read
+        messages = decode_entry(payload)
+        count = len(messages)
+        low = read.first_batch if entry_id == read.first_entry else 0
+        high = read.stop_batch if entry_id == read.last_entry and read.stop_batch is not None else count
+        prefix = entry_prefix(read.ledger_id, entry_id, self._partition_for_id)
+        rows = read.rows
+        for index in range(low, min(high, count)):
+            message = messages[index]
+            publish = message.publish_time_ms
+            if rows.publish_min_ms is not None and publish < rows.publish_min_ms:
+                continue
+            if rows.publish_max_ms is not None and publish > rows.publish_max_ms:
+                continue
+            key = None if message.key is None else message.key.decode("utf-8", "replace")
+            if rows.keys is not None and key not in rows.keys:
+                continue
+            tail = batch_tail(index, count) if count > 1 else NO_BATCH_TAIL
+            self._ids.append(b64encode_as_string(prefix + tail))
+            self._entries.append(entry_id)
+            self._indexes.append(index)
+            self._keys.append(key)
+            self._values.append(message.payload)
+            self._props.append(list(message.properties.items()))
+            self._publish.append(publish * _MS_TO_US)
+            event = message.event_time_ms
+            self._event.append(None if event is None else event * _MS_TO_US)
+            self._producers.append(message.producer_name)
+            self._sequences.append(message.sequence_id)
+            self._bytes += len(message.payload)
+
+    def take(self) -> pa.RecordBatch:
+        """The rows gathered so far as one RecordBatch (and start afresh)."""
+        n = len(self._ids)
+        read = self._read
+        columns: Sequence[pa.Array] = [
+            pa.array([read.log.topic] * n, pa.string()),
+            pa.array([read.log.partition] * n, pa.int32()),
+            pa.array(self._ids, pa.string()),
+            pa.array([read.ledger_id] * n, pa.int64()),
+            pa.array(self._entries, pa.int64()),
+            pa.array(self._indexes, pa.int32()),
+            pa.array(self._keys, pa.string()),
+            pa.array(self._values, pa.binary()),
+            pa.array(self._props, ARROW_SCHEMA.field("properties").type),
+            pa.array(self._publish, ARROW_SCHEMA.field("publish_time").type),
+            pa.array(self._event, ARROW_SCHEMA.field("event_time").type),
+            pa.array(self._producers, pa.string()),
+            pa.array(self._sequences, pa.int64()),
+            pa.nulls(n, pa.binary()),
+        ]
+        self._reset()
+        return pa.RecordBatch.from_arrays(list(columns), schema=ARROW_SCHEMA)
+
+
+def batches(
+    read: ReadRange, entries: Iterator[tuple[int, bytes]], builder: RowsBuilder
+) -> Iterator[pa.RecordBatch]:
+    """RecordBatches of the messages in ``entries`` ((entry id, payload) in order)."""
+    for entry_id, payload in entries:
+        builder.add_entry(entry_id, payload)
+        if builder.full:
+            yield builder.take()
+    if len(builder):
+        yield builder.take()

@@ -1,0 +1,92 @@
+"""Fixtures of the Spark tests: one Folio cluster and one Spark session per test session.
+
+- ``folio`` (session): real storage nodes (3) and gateways (2) as processes on the
+  session etcd, in their own etcd namespace (tests/component/clusters.py);
+- ``spark`` (session): one ``local[2]`` SparkSession for every Spark test (a
+  session costs 8-14 s and ~1.6 GiB to start), with ``SPARK_LOCAL_IP=127.0.0.1``,
+  workers on this interpreter, no UI, no progress bar, and the Python
+  filter-pushdown flag on (a test turns it off to check results without it);
+- ``source_options``: the connector's connection options for ``folio``.
+Every process is stopped by PID at the end.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "component"))
+
+from clusters import LedgerCluster, MessagingCluster
+
+os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+os.environ["PYSPARK_PYTHON"] = sys.executable
+os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    here = Path(__file__).parent
+    for item in items:
+        if here in Path(str(item.fspath)).parents:
+            item.add_marker(pytest.mark.spark)
+
+
+@pytest.fixture(scope="session")
+def folio(etcd_endpoint: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[MessagingCluster]:
+    root = tmp_path_factory.mktemp("folio-spark")
+    cluster = MessagingCluster(LedgerCluster(etcd_endpoint, f"/spark-test-{os.getpid()}", root))
+
+    async def start() -> None:
+        await cluster.ledgers.add_nodes(3)
+        for _ in range(2):
+            await cluster.add_gateway()
+
+    try:
+        asyncio.run(start())
+        yield cluster
+    finally:
+        for gateway in cluster.gateways:
+            gateway.stop()
+        for node in cluster.ledgers.nodes:
+            node.stop()
+
+        async def clean() -> None:
+            store = await cluster.ledgers.store()
+            try:
+                await store.delete_prefix("")
+            finally:
+                await store.close()
+
+        asyncio.run(clean())
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[Any]:
+    from pyspark.sql import SparkSession
+
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("folio-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.sql.python.filterPushdown.enabled", "true")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("WARN")
+    try:
+        yield session
+    finally:
+        session.stop()
+
+
+@pytest.fixture
+def source_options(folio: MessagingCluster) -> dict[str, str]:
+    return {"etcd": folio.ledgers.endpoint, "etcdNamespace": folio.ledgers.namespace}
