@@ -34,6 +34,11 @@ from gateway.security import settings
 from storage.runtime import tune_gc
 
 EXIT_LEASE_LOST = 75  # EX_TEMPFAIL: restart me
+# A dead gateway's bundles move once its lease expires: 3 s keeps takeover of its
+# topics under 5 s. Renewed every second on a thread of its own (session_thread),
+# lost locally 2.7 s after the last renewal that succeeded (lease.KeepalivePolicy).
+DEFAULT_LEASE_TTL_S = 3
+DEFAULT_LOAD_MANAGER_INTERVAL_S = 5.0
 
 log = logging.getLogger("folio.gateway")
 
@@ -46,8 +51,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--etcd", default="127.0.0.1:2379", help="etcd endpoint host:port")
     parser.add_argument("--etcd-namespace", default="", help="key prefix (tests)")
     parser.add_argument("--id", default=None, help="gateway id (default host:port)")
-    parser.add_argument("--lease-ttl", type=int, default=10)
-    parser.add_argument("--load-manager-interval", type=float, default=5.0)
+    parser.add_argument(
+        "--lease-ttl",
+        type=int,
+        default=DEFAULT_LEASE_TTL_S,
+        help="etcd lease TTL, s: a dead gateway's topics move to another after about this long",
+    )
+    parser.add_argument("--load-manager-interval", type=float, default=DEFAULT_LOAD_MANAGER_INTERVAL_S)
     parser.add_argument(
         "--cache-mb",
         type=int,

@@ -7,7 +7,11 @@ it IN_RECOVERY. Rules (pulsar-api.md §6.4, BookKeeper ``LedgerRecoveryOp``):
    such ledger"); if that can no longer happen, recovery fails (retriable);
 2. start after the highest LAC any node reported (entries before the last
    segment's first entry were confirmed before it was created);
-3. read forward entry by entry (a bounded window in flight): an entry is found
+3. read forward entry by entry (a window in flight that starts at
+   ``READ_WINDOW_START`` entries and doubles with every entry found, up to
+   ``read_window``: a dead writer usually left nothing or a few entries past the
+   LAC, and a gateway taking over from it recovers one ledger per topic at
+   once): an entry is found
    if any replica returns it with a valid checksum and the right ids; it is
    missing only when ``Qw - Qa + 1`` members of its write set said "no such
    entry" (it can never have been acked); otherwise it is retried, up to
@@ -35,7 +39,8 @@ from storage.errors import (
 )
 from storage.types import LedgerMetadata, LedgerState, NodeId
 
-READ_WINDOW = 64  # entries read ahead during recovery
+READ_WINDOW = 64  # entries read ahead during recovery, at most
+READ_WINDOW_START = 2  # ... at first: the window doubles with every entry found
 READ_ATTEMPTS_MAX = 5  # rounds over a write set before recovery gives up on an entry
 
 
@@ -90,7 +95,8 @@ class RecoveryCore:
     ) -> None:
         assert metadata.state is LedgerState.IN_RECOVERY
         self.metadata = metadata
-        self._window = read_window
+        self._window_max = read_window
+        self._window = min(READ_WINDOW_START, read_window)
         self._attempts_max = attempts_max
         self._ensemble = metadata.last_ensemble
         self._answered: set[NodeId] = set()
@@ -197,6 +203,7 @@ class RecoveryCore:
             entry_id = self._found_until + 1
             del self._reads[entry_id]
             self._found_until = entry_id
+            self._window = min(self._window_max, self._window * 2)
             self.recovered_bytes += len(read.data) - wire.ENTRY_HEADER.size
             self.recovered_entries += 1
             self._writebacks[entry_id] = (set(), set())
