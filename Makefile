@@ -56,4 +56,4 @@ unit: setup
 	$(PY) -m pytest -q -m "unit or sim"
 
 clean:
-	rm -rf $(VENV) .folio .pytest_cache .mypy_cache .ruff_cache tests/conformance/node_modules
+	rm -rf $(VENV) .folio .folio-faults .pytest_cache .mypy_cache .ruff_cache tests/conformance/node_modules

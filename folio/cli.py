@@ -1,4 +1,4 @@
-"""``folio`` command line: up, storage, status, bench.
+"""``folio`` command line: up, storage, status, faults, bench.
 
 Owns: argument parsing and dispatch only; every command lives in its own module.
 """
@@ -44,6 +44,17 @@ def _parser() -> argparse.ArgumentParser:
     from folio.tokens import add_parser as add_token_parser
 
     add_token_parser(sub)
+
+    faults = sub.add_parser("faults", help="the fault suite: a workload under seeded process faults")
+    faults.add_argument("--seed", type=int, default=1)
+    faults.add_argument("--duration", default="", help="run the nemesis this long (e.g. 1h, 300s)")
+    faults.add_argument("--faults", type=int, default=50, help="number of faults when no --duration")
+    faults.add_argument("--interval", default="3:7", help="seconds between fault starts, MIN:MAX")
+    faults.add_argument("--kinds", default="", help="comma-separated fault kinds (default: all)")
+    faults.add_argument("--hold-scale", type=float, default=1.0, help="multiplies how long each fault lasts")
+    faults.add_argument("--rate", type=float, default=5.0, help="messages/s per producer")
+    faults.add_argument("--lease-ttl", type=int, default=5, help="gateway lease TTL, seconds")
+    faults.add_argument("--dir", default="", help="run directory (default .folio-faults/seed-N-<time>)")
 
     bench = sub.add_parser("bench", help="benchmarks")
     bench_sub = bench.add_subparsers(dest="bench", required=True)
@@ -166,6 +177,10 @@ def main(argv: list[str] | None = None) -> int:
         from folio.status import status
 
         return asyncio.run(status(args.etcd, args.ledgers))
+    if args.command == "faults":
+        from folio.faults.main import run_from_args
+
+        return run_from_args(args)
     if args.command == "bench" and args.bench == "ledger":
         from folio.bench_ledger import run_bench
 

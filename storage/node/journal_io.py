@@ -24,7 +24,9 @@ Rules:
   (a torn tail, or the zeros of preallocation), then goes on with the next file.
 Failpoints (tests only, read from the environment once):
 ``FOLIO_FAILPOINT_FSYNC_ERROR_AFTER=N`` -> the N-th journal fdatasync raises EIO;
-``FOLIO_FAILPOINT_FSYNC_DELAY_MS=D`` -> each journal fdatasync sleeps D ms first.
+``FOLIO_FAILPOINT_FSYNC_DELAY_MS=D`` -> each journal fdatasync sleeps D ms first;
+``FOLIO_TEST_SYNC_LOG=path`` -> creates, writes and syncs are noted for power-loss
+tests (sync_log.py; observation only).
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from typing import NoReturn
 import crc32c
 
 from storage.node.drop_behind import DROP_LAG_BYTES, DropBehind, Range
+from storage.node.sync_log import SYNC_LOG
 
 log = logging.getLogger("folio.storage.journal")
 
@@ -108,6 +111,7 @@ class SyncJob:
     close_after: list[int] = field(default_factory=list)
     sync_dir: bool = False
     drops: list[Range] = field(default_factory=list)  # (fd, offset, length): leave the page cache after
+    noted: dict[int, tuple[str, int]] = field(default_factory=dict)  # fd -> (path, end): SYNC_LOG only
 
 
 def journal_path(directory: Path, file_id: int) -> Path:
@@ -183,6 +187,7 @@ class JournalWriter:
         self._fd = -1
         self.offset = 0
         self._job = SyncJob()
+        self._noted: dict[int, tuple[str, int]] = {}  # fd -> (path, bytes written): SYNC_LOG only
         self._open_next()
 
     @property
@@ -202,6 +207,10 @@ class JournalWriter:
         path = journal_path(self.directory, self.file_id)
         try:
             self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            if SYNC_LOG is not None:
+                SYNC_LOG.note("C", path)
+                SYNC_LOG.note("W", path, 0, len(MAGIC))
+                self._noted[self._fd] = (str(path), len(MAGIC))
             os.write(self._fd, MAGIC)
         except OSError as exc:
             fatal(f"cannot create journal file {path}: {exc}")
@@ -222,6 +231,10 @@ class JournalWriter:
                 at = self.offset + total
                 if at + want > self._allocated and self.prealloc_bytes:
                     self._preallocate(at + want)
+                if SYNC_LOG is not None:
+                    noted_path = self._noted[fd][0]
+                    SYNC_LOG.note("W", noted_path, at, want)
+                    self._noted[fd] = (noted_path, at + want)
                 done = os.pwritev(fd, chunk, at)
                 if done != want:
                     raise OSError(errno.EIO, f"short journal write ({done} of {want} bytes)")
@@ -259,6 +272,8 @@ class JournalWriter:
 
     def take_sync_job(self) -> SyncJob:
         job, self._job = self._job, SyncJob()
+        if SYNC_LOG is not None:
+            job.noted = {fd: self._noted[fd] for fd in job.fds if fd in self._noted}
         if self._behind is not None:
             job.drops, closes = self._behind.plan(self._file_start + self.offset)
             job.close_after += closes
@@ -277,8 +292,12 @@ class JournalWriter:
                 if fp.fsync_error_after and self._syncs >= fp.fsync_error_after:
                     raise OSError(errno.EIO, f"failpoint: fdatasync #{self._syncs} fails")
                 os.fdatasync(fd)
+                if SYNC_LOG is not None and fd in job.noted:
+                    SYNC_LOG.note("S", *job.noted[fd])
             if job.sync_dir:
                 os.fsync(self._dir_fd)
+                if SYNC_LOG is not None:
+                    SYNC_LOG.note("D", self.directory)
         for fd, offset, length in job.drops:  # written before this sync: durable (or fsync is off)
             try:
                 os.posix_fadvise(fd, offset, length, os.POSIX_FADV_DONTNEED)

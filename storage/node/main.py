@@ -46,6 +46,7 @@ log = logging.getLogger("folio.storage.main")
 EXIT_USAGE = 2
 STOP_TIMEOUT_S = 3.0
 SWITCH_INTERVAL_S = 0.0005
+UNSAFE_ENV = "FOLIO_UNSAFE_TEST_SWITCHES"  # the fault suite's control runs set it; nothing else may
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -101,7 +102,20 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument(
         "--unsafe-no-fsync",
         action="store_true",
-        help="CONTROL TESTS ONLY: ack adds without fdatasync (acked data can be lost)",
+        help=f"CONTROL TESTS ONLY (refused unless {UNSAFE_ENV}=1): ack adds without fdatasync"
+        " (acked data can be lost)",
+    )
+    p.add_argument(
+        "--unsafe-no-fencing",
+        action="store_true",
+        help=f"CONTROL TESTS ONLY (refused unless {UNSAFE_ENV}=1): answer fence requests but keep"
+        " accepting the old writer's adds (a zombie writer's acks are lost)",
+    )
+    p.add_argument(
+        "--unsafe-forget-fence-on-delete",
+        action="store_true",
+        help=f"CONTROL TESTS ONLY (refused unless {UNSAFE_ENV}=1): accept normal adds to a deleted"
+        " ledger again (its recovered writer's acks are lost)",
     )
     p.add_argument("--log-level", default="INFO")
     return p.parse_args(argv)
@@ -122,6 +136,8 @@ def node_config(args: argparse.Namespace) -> NodeConfig:
         compaction_interval_s=max(0.05, args.compaction_interval),
         compaction_bytes_per_round=max(1, args.compaction_bytes_per_round),
         fsync=not args.unsafe_no_fsync,
+        unsafe_no_fencing=args.unsafe_no_fencing,
+        unsafe_forget_fence_on_delete=args.unsafe_forget_fence_on_delete,
         checkpoint_interval_s=args.checkpoint_interval,
         max_lac_waiters=args.max_lac_waiters,
     )
@@ -213,6 +229,11 @@ def _dump_tasks() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    switches = ("unsafe_no_fsync", "unsafe_no_fencing", "unsafe_forget_fence_on_delete")
+    unsafe = [name for name in switches if getattr(args, name)]
+    if unsafe and os.environ.get(UNSAFE_ENV) != "1":
+        print(f"folio storage: {unsafe[0]} is for control tests only (needs {UNSAFE_ENV}=1)", file=sys.stderr)
+        return EXIT_USAGE
     tune_gc()
     logging.basicConfig(
         level=getattr(logging, str(args.log_level).upper(), logging.INFO),
@@ -221,6 +242,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     if args.unsafe_no_fsync:
         log.warning("!!! --unsafe-no-fsync: this node acks adds WITHOUT fdatasync; control tests only !!!")
+    for name in unsafe:
+        if name != "unsafe_no_fsync":
+            log.warning("!!! --%s: this node accepts adds it must refuse; control tests only !!!", name)
     # the sync thread must get the GIL back quickly after fdatasync returns:
     # the default 5 ms switch interval would add up to 5 ms to every group commit
     sys.setswitchinterval(SWITCH_INTERVAL_S)

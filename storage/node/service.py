@@ -101,6 +101,8 @@ class NodeConfig:
     journal_cache_bytes: int | None = DROP_LAG_BYTES  # None: journal pages stay cached
     journal_prealloc_bytes: int = PREALLOC_BYTES  # 0: journal files grow with each write
     fsync: bool = True
+    unsafe_no_fencing: bool = False  # control tests only: a fenced ledger still takes normal adds
+    unsafe_forget_fence_on_delete: bool = False  # control tests only: a deleted ledger takes adds again
     checkpoint_interval_s: float = 1.0
     max_lac_waiters: int = 10_000
     compaction_threshold: float = COMPACTION_THRESHOLD  # 0: no compaction
@@ -123,8 +125,11 @@ class NodeService:
         self.waiters = LacWaiters(self, config.max_lac_waiters)
         self.metrics.lac_waiters.set_function(lambda: self.waiters.count)
         self.read_only = False
-        self._fenced = self.ledgers.fenced
+        # the add path's views of fenced and deleted ledgers; the control tests' unsafe
+        # switches empty them (a node that forgets its fences, as a control that must lose)
+        self._fenced: set[int] = set() if config.unsafe_no_fencing else self.ledgers.fenced
         self._deleted = self.ledgers.deleted
+        self._refuse_deleted = not config.unsafe_forget_fence_on_delete
         self._known = self.ledgers.held
         self._submit = _not_started
         self.ops = 0  # adds + reads answered (for NodeInfo.load)
@@ -240,7 +245,7 @@ class NodeService:
             status = Status.READ_ONLY
         elif ledger_id in self._fenced and not body[0] & _RECOVERY:
             status = Status.FENCED
-        elif ledger_id not in self._known and ledger_id in self._deleted:
+        elif ledger_id not in self._known and ledger_id in self._deleted and self._refuse_deleted:
             status = self.ledgers.check_add(ledger_id, bool(body[0] & _RECOVERY))
         if status is not Status.OK:
             conn.reply(_ADD, request_id, status)
@@ -273,7 +278,7 @@ class NodeService:
         run_ledger = -1
         run_last = run_lac = -2
         run_status = ok
-        deleted = self._deleted
+        deleted = self._deleted if self._refuse_deleted else None
         for cookie, location in zip(cookies, locations, strict=True):
             if cookie[2] == TYPE_ADD:
                 conn, request_id, _, ledger_id, entry_id, lac, entry = cookie

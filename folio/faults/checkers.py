@@ -1,0 +1,244 @@
+"""Checkers of a fault-run history (pure: a list of operation dicts in, counts out).
+
+Owns: what a history must satisfy. Operations (``history.py``) are dicts with
+``t`` (seconds), ``type`` (invoke/ok/fail/info) and ``f``:
+``publish`` (producer ``process``, ``topic``, ``seq``, ``key``; an ok carries the
+message ``id`` "L:E:P:B" and ``duplicate``), ``deliver`` (a consumer got
+``producer``/``seq`` with ``id`` on ``topic``/``sub`` of type ``subtype``),
+``read`` (the final read of a topic partition, after the gateways were cold
+restarted), ``cursor`` (a persisted mark-delete ``mark`` [L, E] sampled from
+etcd), ``fault`` (``kind``, ``phase`` start/heal) and ``crash``.
+Rules checked:
+- lost: a publish answered ok whose value is not in the final read, or whose
+  acked id is not there (an ack from a zombie, for a place the log lost);
+- unexpected: a value read or delivered that no producer ever sent;
+- inconsistent: one message id seen with two payloads;
+- duplicated (dedup): a value stored twice in a namespace with dedup on;
+- order: per (topic partition, producer) in the final read; per (producer, key)
+  for Key_Shared deliveries; per producer for Exclusive/Failover deliveries -
+  first occurrences of acked values come in sequence order (redeliveries, and
+  the duplicates an at-least-once retry stores, are allowed);
+- cursor regressions: a subscription's persisted mark-delete going back;
+- unavailability: per fault, the seconds from its start until every topic has
+  answered ok to a publish sent after that start (the worst topic counts);
+  ``after-final-heal`` measures the same from the ``healed`` op (every fault
+  over, every process running) - how long the cluster takes to serve again.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import Counter, defaultdict
+from collections.abc import Hashable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+Op = dict[str, Any]
+Value = tuple[str, int]  # (producer, seq)
+IdKey = tuple[int, int, int]  # (ledger, entry, batch index)
+
+ORDERED_SUBSCRIPTIONS = ("Exclusive", "Failover")
+HEALED = "after-final-heal"  # liveness: from the end of the last fault until every topic publishes
+
+
+def id_key(message_id: str) -> IdKey:
+    ledger, entry, _partition, batch = (int(x) for x in message_id.split(":"))
+    return ledger, entry, batch
+
+
+@dataclass
+class Unavailability:
+    kind: str
+    seconds: list[float] = field(default_factory=list)
+
+    def describe(self) -> str:
+        if not self.seconds:
+            return f"{self.kind}=n/a"
+        worst, median = max(self.seconds), statistics.median(self.seconds)
+        return f"{self.kind}=max {worst:.1f}s p50 {median:.1f}s (n={len(self.seconds)})"
+
+
+@dataclass
+class Result:
+    acked: int = 0
+    read: int = 0
+    lost: list[Value] = field(default_factory=list)
+    unexpected: list[Value] = field(default_factory=list)
+    inconsistent: list[IdKey] = field(default_factory=list)
+    duplicated_dedup: list[Value] = field(default_factory=list)
+    order_violations: list[tuple[Hashable, int, int]] = field(default_factory=list)
+    cursor_regressions: list[tuple[str, str, list[int], list[int]]] = field(default_factory=list)
+    recovered: int = 0  # sent, never acked, read anyway
+    faults: Counter[str] = field(default_factory=Counter)
+    crashes: Counter[str] = field(default_factory=Counter)
+    unavailability: dict[str, Unavailability] = field(default_factory=dict)
+
+    @property
+    def safe(self) -> bool:
+        return not (
+            self.lost
+            or self.unexpected
+            or self.inconsistent
+            or self.duplicated_dedup
+            or self.order_violations
+            or self.cursor_regressions
+        )
+
+    def line(self) -> str:
+        return (
+            f"acked={self.acked} lost={len(self.lost)} unexpected={len(self.unexpected)} "
+            f"duplicated(dedup)={len(self.duplicated_dedup)} order_violations={len(self.order_violations)} "
+            f"cursor_regressions={len(self.cursor_regressions)} inconsistent={len(self.inconsistent)} "
+            f"recovered={self.recovered} read={self.read} faults={sum(self.faults.values())}"
+        )
+
+    def unavailability_line(self) -> str:
+        return "unavailability " + " ".join(u.describe() for _, u in sorted(self.unavailability.items()))
+
+    def details(self, limit: int = 10) -> str:
+        parts = []
+        for name in ("lost", "unexpected", "inconsistent", "duplicated_dedup", "order_violations"):
+            items = getattr(self, name)
+            if items:
+                parts.append(f"{name}: {items[:limit]}")
+        if self.cursor_regressions:
+            parts.append(f"cursor_regressions: {self.cursor_regressions[:limit]}")
+        if self.crashes:
+            parts.append(f"crashes (exited on their own, restarted): {dict(self.crashes)}")
+        return "\n".join(parts)
+
+
+def _value(op: Op) -> Value:
+    return str(op["producer"]), int(op["seq"])
+
+
+def check(history: Iterable[Op], dedup_topics: Iterable[str] = ()) -> Result:
+    ops = sorted(history, key=lambda op: op["t"])
+    result = Result()
+    sent: set[Value] = set()
+    acked: dict[Value, list[str]] = defaultdict(list)
+    reads: list[Op] = []
+    deliveries: list[Op] = []
+    for op in ops:
+        f, kind = op.get("f"), op.get("type")
+        if f == "publish" and kind == "invoke":
+            sent.add((str(op["process"]), int(op["seq"])))
+        elif f == "publish" and kind == "ok":
+            acked[(str(op["process"]), int(op["seq"]))].append(str(op.get("id", "")))
+        elif f == "read":
+            reads.append(op)
+        elif f == "deliver":
+            deliveries.append(op)
+        elif f == "fault" and op.get("phase") == "start":
+            result.faults[str(op["kind"])] += 1
+        elif f == "crash":
+            result.crashes[str(op["process"])] += 1
+    result.acked = len(acked)
+    result.read = len(reads)
+    read_values = {_value(op) for op in reads}
+    read_ids = {id_key(op["id"]) for op in reads}
+    for value, ids in sorted(acked.items()):
+        stored_ids = [id_key(i) for i in ids if i and id_key(i)[0] >= 0]
+        if value not in read_values or any(i not in read_ids for i in stored_ids):
+            result.lost.append(value)
+    result.recovered = len({v for v in read_values if v in sent and v not in acked})
+    result.unexpected = sorted({_value(op) for op in (*reads, *deliveries)} - sent)
+    result.inconsistent = _inconsistent(reads, deliveries, acked)
+    dedup = set(dedup_topics)
+    stored: dict[Value, set[IdKey]] = defaultdict(set)  # a value read twice at one id is one copy
+    for op in reads:
+        if _base(op["topic"]) in dedup:
+            stored[_value(op)].add(id_key(op["id"]))
+    result.duplicated_dedup = sorted(v for v, ids in stored.items() if len(ids) > 1)
+    result.order_violations = _order(reads, deliveries, set(acked))
+    result.cursor_regressions = _cursor_regressions(ops)
+    result.unavailability = _unavailability(ops)
+    return result
+
+
+def _base(topic: str) -> str:
+    """The topic a partition belongs to (``x-partition-2`` -> ``x``)."""
+    head, sep, tail = topic.rpartition("-partition-")
+    return head if sep and tail.isdigit() else topic
+
+
+def _inconsistent(reads: list[Op], deliveries: list[Op], acked: dict[Value, list[str]]) -> list[IdKey]:
+    seen: dict[IdKey, set[Value]] = defaultdict(set)
+    for op in (*reads, *deliveries):
+        seen[id_key(op["id"])].add(_value(op))
+    for value, ids in acked.items():
+        for i in ids:
+            if i and id_key(i)[0] >= 0:
+                seen[id_key(i)].add(value)
+    return sorted(k for k, values in seen.items() if len(values) > 1)
+
+
+def _first_in_order(
+    records: Iterable[tuple[Hashable, Value]], acked: set[Value]
+) -> list[tuple[Hashable, int, int]]:
+    """Groups whose first occurrences of acked values go back in sequence."""
+    violations = []
+    seen: set[tuple[Hashable, Value]] = set()
+    highest: dict[Hashable, int] = {}
+    for group, value in records:
+        if value not in acked or (group, value) in seen:
+            continue
+        seen.add((group, value))
+        top = highest.get(group, -1)
+        if value[1] < top:
+            violations.append((group, top, value[1]))
+        highest[group] = max(top, value[1])
+    return violations
+
+
+def _order(reads: list[Op], deliveries: list[Op], acked: set[Value]) -> list[tuple[Hashable, int, int]]:
+    records: list[tuple[Hashable, Value]] = [
+        (("read", op["topic"], op["producer"]), _value(op)) for op in reads
+    ]
+    for op in deliveries:
+        where = (op["topic"], op["sub"], op["producer"])
+        if op["subtype"] == "Key_Shared":
+            records.append((("key", *where, op.get("key")), _value(op)))
+        elif op["subtype"] in ORDERED_SUBSCRIPTIONS:
+            records.append((("sub", *where), _value(op)))
+    return _first_in_order(records, acked)
+
+
+def _cursor_regressions(ops: list[Op]) -> list[tuple[str, str, list[int], list[int]]]:
+    last: dict[tuple[str, str], list[int]] = {}
+    regressions = []
+    for op in ops:
+        if op.get("f") != "cursor":
+            continue
+        where, mark = (str(op["topic"]), str(op["sub"])), list(op["mark"])
+        before = last.get(where)
+        if before is not None and mark < before:
+            regressions.append((*where, before, mark))
+        last[where] = mark if before is None else max(before, mark)
+    return regressions
+
+
+def _unavailability(ops: list[Op]) -> dict[str, Unavailability]:
+    starts = [
+        (op["t"], str(op["kind"])) for op in ops if op.get("f") == "fault" and op.get("phase") == "start"
+    ]
+    starts += [(op["t"], HEALED) for op in ops if op.get("f") == "healed"]
+    invoked: dict[tuple[str, int], float] = {}
+    oks: dict[str, list[tuple[float, float]]] = defaultdict(list)  # topic -> (invoked, answered)
+    for op in ops:
+        if op.get("f") != "publish":
+            continue
+        value = (str(op["process"]), int(op["seq"]))
+        if op["type"] == "invoke":
+            invoked[value] = op["t"]  # the latest attempt's time
+        elif op["type"] == "ok" and value in invoked:
+            oks[_base(str(op["topic"]))].append((invoked[value], op["t"]))
+    end = max((op["t"] for op in ops), default=0.0)
+    out: dict[str, Unavailability] = {}
+    for t0, kind in starts:
+        worst = 0.0
+        for answers in oks.values():
+            after = [answered for sent_at, answered in answers if sent_at >= t0]
+            worst = max(worst, (min(after) if after else end) - t0)
+        out.setdefault(kind, Unavailability(kind)).seconds.append(worst)
+    return out

@@ -1,0 +1,165 @@
+"""The cluster a fault run breaks: its own etcd, storage nodes, the auditor and
+gateways, each a real process the nemesis may kill, pause or power off.
+
+Owns: those processes (started here, signalled only by the PIDs it holds) and
+their files under the run directory. Every storage node runs with a sync log
+(power loss, ``powerloss.py``) and a free-space file (a filling disk: the node
+reads its free bytes from it and turns read-only below ``--min-free-bytes``).
+``revive`` plays ``folio up``'s part: a component that exited on its own is
+started again, and the exit is reported to the caller.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from coordination.etcd_server import EmbeddedEtcd
+from folio.procs import AuditorProcess, GatewayProcess, NodeProcess
+
+PLENTY_FREE = str(1 << 40)
+DISK_FULL_FREE = str(1 << 20)
+MIN_FREE_BYTES = 64 << 20
+UNSAFE_ENV = "FOLIO_UNSAFE_TEST_SWITCHES"
+
+
+@dataclass
+class ClusterConfig:
+    root: Path
+    nodes: int = 3
+    gateways: int = 2
+    gateway_lease_ttl_s: int = 5
+    auditor_grace_ms: int = 10_000
+    node_args: tuple[str, ...] = ()  # e.g. the controls' --unsafe-no-fsync
+
+
+@dataclass
+class FaultCluster:
+    config: ClusterConfig
+    etcd: EmbeddedEtcd | None = None
+    nodes: list[NodeProcess] = field(default_factory=list)
+    gateways: list[GatewayProcess] = field(default_factory=list)
+    auditor: AuditorProcess | None = None
+    paused: set[int] = field(default_factory=set)  # PIDs under SIGSTOP
+
+    @property
+    def root(self) -> Path:
+        return self.config.root
+
+    def sync_log(self, index: int) -> Path:
+        return self.root / f"node{index}.synclog"
+
+    def free_file(self, index: int) -> Path:
+        return self.root / f"node{index}.free"
+
+    def start(self) -> None:
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.etcd = EmbeddedEtcd(self.root / "etcd", log_path=self.root / "etcd.log")
+        self.etcd.start()
+        for i in range(self.config.nodes):
+            self.free_file(i).write_text(PLENTY_FREE)
+            env = {
+                "FOLIO_TEST_SYNC_LOG": str(self.sync_log(i)),
+                "FOLIO_TEST_FREE_BYTES_FILE": str(self.free_file(i)),
+            }
+            if self.config.node_args:
+                env[UNSAFE_ENV] = "1"
+            node = NodeProcess(
+                self.root / f"node{i}",
+                self.etcd.endpoint,
+                extra_args=["--min-free-bytes", str(MIN_FREE_BYTES), *self.config.node_args],
+                env=env,
+                log_path=self.root / f"node{i}.log",
+            )
+            node.data_dir.mkdir(parents=True, exist_ok=True)
+            self.sync_log(i).write_text("")
+            node.start()
+            self.nodes.append(node)
+        self.auditor = AuditorProcess(
+            etcd=self.etcd.endpoint, log_path=self.root / "auditor.log", grace_ms=self.config.auditor_grace_ms
+        )
+        self.auditor.start()
+        for i in range(self.config.gateways):
+            gateway = GatewayProcess(
+                self.root / f"gateway{i}",
+                self.etcd.endpoint,
+                extra_args=[
+                    "--lease-ttl",
+                    str(self.config.gateway_lease_ttl_s),
+                    "--load-manager-interval",
+                    "1",
+                ],
+                log_path=self.root / f"gateway{i}.log",
+            )
+            gateway.start()
+            gateway.port = int(gateway.http_url.rsplit(":", 1)[1])  # a restart comes back at the same URL
+            self.gateways.append(gateway)
+
+    @property
+    def urls(self) -> list[str]:
+        return [g.http_url for g in self.gateways]
+
+    # ------------------------------------------------------------ process faults
+
+    def pause(self, pid: int) -> None:
+        os.kill(pid, signal.SIGSTOP)
+        self.paused.add(pid)
+
+    def resume(self, pid: int) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGCONT)
+        self.paused.discard(pid)
+
+    def restart_node(self, index: int) -> None:
+        """Start a killed node again (a fresh sync log: its page cache was written back)."""
+        node = self.nodes[index]
+        if node.running():
+            node.kill9()
+        self.sync_log(index).write_text("")
+        node.start(timeout_s=60.0)
+
+    def restart_gateway(self, index: int) -> None:
+        gateway = self.gateways[index]
+        if gateway.running():
+            gateway.kill9()
+        gateway.start(timeout_s=60.0)
+
+    def restart_etcd(self) -> None:
+        assert self.etcd is not None
+        self.etcd.start()
+
+    def revive(self) -> list[tuple[str, int | None]]:
+        """Start again whatever exited on its own (as ``folio up`` would); returns
+        (component, exit code) of each."""
+        exits: list[tuple[str, int | None]] = []
+        if self.etcd is not None and not self.etcd.running():
+            exits.append(("etcd", None))
+            self.etcd.start()
+        for i, node in enumerate(self.nodes):
+            if not node.running():
+                exits.append((f"node{i}", node.proc.returncode if node.proc else None))
+                self.restart_node(i)
+        for i, gateway in enumerate(self.gateways):
+            if not gateway.running():
+                exits.append((f"gateway{i}", gateway.proc.returncode if gateway.proc else None))
+                self.restart_gateway(i)
+        auditor = self.auditor
+        if auditor is not None and not auditor.running():
+            exits.append(("auditor", auditor.proc.returncode if auditor.proc else None))
+            auditor.start(timeout_s=60.0)
+        return exits
+
+    def stop(self) -> None:
+        for pid in list(self.paused):
+            self.resume(pid)
+        for gateway in self.gateways:
+            gateway.stop()
+        if self.auditor is not None:
+            self.auditor.stop()
+        for node in self.nodes:
+            node.stop()
+        if self.etcd is not None:
+            self.etcd.stop()

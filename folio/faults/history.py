@@ -1,0 +1,46 @@
+"""The history of a fault run: every operation, in the order it happened.
+
+Owns: the operation log (``checkers.py`` says what an operation holds). Each
+``record`` stamps ``t`` (seconds since the run began, monotonic) and ``wall``
+(Unix time) and appends one JSON line to the history file, so a run that is
+killed still leaves what it did. Single-threaded: the workload and the
+nemesis run on one event loop.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import IO, Any
+
+import orjson
+
+
+class History:
+    def __init__(self, path: Path | None = None) -> None:
+        self.ops: list[dict[str, Any]] = []
+        self._started = time.monotonic()
+        self._file: IO[bytes] | None = open(path, "ab") if path else None  # noqa: SIM115 - closed in close()
+
+    def now(self) -> float:
+        return time.monotonic() - self._started
+
+    def record(self, type_: str, f: str, **fields: Any) -> dict[str, Any]:
+        op = {"t": round(self.now(), 4), "wall": round(time.time(), 3), "type": type_, "f": f, **fields}
+        self.ops.append(op)
+        if self._file is not None:
+            self._file.write(orjson.dumps(op) + b"\n")
+        return op
+
+    def flush(self) -> None:
+        if self._file is not None:
+            self._file.flush()
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+
+def load(path: Path) -> list[dict[str, Any]]:
+    return [orjson.loads(line) for line in path.read_bytes().splitlines() if line.strip()]

@@ -1,0 +1,190 @@
+"""The fault run's checkers on hand-made histories: each finds the anomaly it is
+for, and a clean history passes them all (folio/faults/checkers.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from folio.faults.checkers import check
+
+pytestmark = pytest.mark.unit
+
+
+def pub(
+    t: float, producer: str, seq: int, ok: str | None = None, topic: str = "t", **extra: Any
+) -> list[dict[str, Any]]:
+    ops = [{"t": t, "type": "invoke", "f": "publish", "process": producer, "topic": topic, "seq": seq}]
+    if ok is not None:
+        ops.append(
+            {
+                "t": t + 0.01,
+                "type": "ok",
+                "f": "publish",
+                "process": producer,
+                "topic": topic,
+                "seq": seq,
+                "id": ok,
+                **extra,
+            }
+        )
+    return ops
+
+
+def read(t: float, producer: str, seq: int, message_id: str, topic: str = "t") -> dict[str, Any]:
+    return {
+        "t": t,
+        "type": "ok",
+        "f": "read",
+        "topic": topic,
+        "producer": producer,
+        "seq": seq,
+        "id": message_id,
+    }
+
+
+def deliver(
+    t: float, producer: str, seq: int, message_id: str, subtype: str, key: str | None = None
+) -> dict[str, Any]:
+    return {
+        "t": t,
+        "type": "ok",
+        "f": "deliver",
+        "process": "c",
+        "topic": "t",
+        "sub": "s",
+        "subtype": subtype,
+        "producer": producer,
+        "seq": seq,
+        "key": key,
+        "id": message_id,
+    }
+
+
+def clean() -> list[dict[str, Any]]:
+    ops = [
+        *pub(1, "p", 0, "5:0:-1:-1"),
+        *pub(2, "p", 1, "5:1:-1:-1"),
+        *pub(3, "p", 2),
+    ]  # seq 2: never answered
+    ops += [read(10, "p", 0, "5:0:-1:-1"), read(10.1, "p", 1, "5:1:-1:-1"), read(10.2, "p", 2, "5:2:-1:-1")]
+    return ops
+
+
+def test_a_clean_history_passes() -> None:
+    result = check(clean())
+    assert result.safe, result.details()
+    assert (result.acked, result.recovered, result.read) == (2, 1, 3)
+    assert result.line().startswith(
+        "acked=2 lost=0 unexpected=0 duplicated(dedup)=0 order_violations=0 cursor_regressions=0"
+    )
+
+
+def test_an_acked_message_missing_from_the_read_is_lost() -> None:
+    ops = [op for op in clean() if not (op["f"] == "read" and op["seq"] == 1)]
+    result = check(ops)
+    assert result.lost == [("p", 1)] and not result.safe
+
+
+def test_an_ack_for_an_id_the_log_does_not_hold_is_lost() -> None:
+    # the value was stored again by a retry, but the id a zombie acked is in no ledger
+    ops = [*pub(1, "p", 0, "10:0:-1:-1"), read(5, "p", 0, "11:0:-1:-1")]
+    assert check(ops).lost == [("p", 0)]
+
+
+def test_a_value_nobody_sent_is_unexpected() -> None:
+    result = check([*clean(), read(11, "q", 7, "5:9:-1:-1")])
+    assert result.unexpected == [("q", 7)]
+
+
+def test_one_id_with_two_payloads_is_inconsistent() -> None:
+    ops = [
+        *pub(1, "p", 0, "5:0:-1:-1"),
+        *pub(2, "p", 1, "5:1:-1:-1"),
+        read(5, "p", 0, "5:0:-1:-1"),
+        read(5, "p", 1, "5:0:-1:-1"),
+    ]
+    result = check(ops)
+    assert result.inconsistent == [(5, 0, -1)]
+
+
+def test_a_value_stored_twice_counts_only_with_dedup() -> None:
+    ops = [
+        *pub(1, "p", 0, "5:0:-1:-1", topic="d"),
+        read(5, "p", 0, "5:0:-1:-1", "d"),
+        read(5, "p", 0, "6:0:-1:-1", "d"),
+    ]
+    assert check(ops, dedup_topics=["d"]).duplicated_dedup == [("p", 0)]
+    assert check(ops).duplicated_dedup == []
+    # the same copy read twice (a reader that restarted) is one copy
+    again = [
+        *pub(1, "p", 0, "5:0:-1:-1", topic="d"),
+        read(5, "p", 0, "5:0:-1:-1", "d"),
+        read(6, "p", 0, "5:0:-1:-1", "d"),
+    ]
+    assert check(again, dedup_topics=["d"]).duplicated_dedup == []
+
+
+def test_order_in_the_log_and_per_key_deliveries() -> None:
+    ops = [*pub(1, "p", 0, "5:0:-1:-1"), *pub(2, "p", 1, "5:1:-1:-1")]
+    swapped = [*ops, read(5, "p", 1, "5:1:-1:-1"), read(5.1, "p", 0, "5:0:-1:-1")]
+    assert len(check(swapped).order_violations) == 1
+    # a retry storing seq 0 again after seq 1 is fine: first occurrences are in order
+    retried = [
+        *ops,
+        read(5, "p", 0, "5:0:-1:-1"),
+        read(5.1, "p", 1, "5:1:-1:-1"),
+        read(5.2, "p", 0, "5:2:-1:-1"),
+    ]
+    assert check(retried).order_violations == []
+    keyed = [
+        *ops,
+        deliver(4, "p", 1, "5:1:-1:-1", "Key_Shared", "k"),
+        deliver(4.1, "p", 0, "5:0:-1:-1", "Key_Shared", "k"),
+    ]
+    assert len(check(keyed).order_violations) == 1
+    other_keys = [
+        *ops,
+        deliver(4, "p", 1, "5:1:-1:-1", "Key_Shared", "a"),
+        deliver(4.1, "p", 0, "5:0:-1:-1", "Key_Shared", "b"),
+    ]
+    assert check(other_keys).order_violations == []
+    shared = [*ops, deliver(4, "p", 1, "5:1:-1:-1", "Shared"), deliver(4.1, "p", 0, "5:0:-1:-1", "Shared")]
+    assert check(shared).order_violations == []
+    exclusive = [
+        *ops,
+        deliver(4, "p", 1, "5:1:-1:-1", "Exclusive"),
+        deliver(4.1, "p", 0, "5:0:-1:-1", "Exclusive"),
+    ]
+    assert len(check(exclusive).order_violations) == 1
+
+
+def test_a_persisted_cursor_going_back_is_a_regression() -> None:
+    def cursor(t: float, mark: list[int]) -> dict[str, Any]:
+        return {"t": t, "type": "ok", "f": "cursor", "topic": "x", "sub": "s", "mark": mark}
+
+    assert check([cursor(1, [5, 3]), cursor(2, [5, 3]), cursor(3, [6, -1])]).cursor_regressions == []
+    assert check([cursor(1, [5, 3]), cursor(2, [5, 1])]).cursor_regressions == [("x", "s", [5, 3], [5, 1])]
+
+
+def test_unavailability_is_measured_per_fault_kind_on_the_worst_topic() -> None:
+    ops = [{"t": 10.0, "type": "info", "f": "fault", "kind": "kill-node", "phase": "start"}]
+    ops += pub(9, "a", 0, "1:0:-1:-1", topic="a")  # sent before the fault: does not count
+    ops += pub(10.5, "a", 1, "1:1:-1:-1", topic="a")  # a: back after 0.51 s
+    ops += pub(11, "b", 0) + pub(13.99, "b", 0, "2:0:-1:-1", topic="b")  # b: back after 4 s
+    ops[-1]["topic"] = "b"
+    ops[-2]["topic"] = "b"
+    ops[-3]["topic"] = "b"
+    result = check(ops)
+    assert result.faults == {"kill-node": 1}
+    assert result.unavailability["kill-node"].seconds == [pytest.approx(4.0)]
+    assert "kill-node=max 4.0s" in result.unavailability_line()
+
+
+def test_after_the_final_heal_is_measured_apart_from_the_faults() -> None:
+    ops = [{"t": 20.0, "type": "info", "f": "healed", "process": "nemesis"}]
+    ops += pub(21, "a", 0, "1:0:-1:-1", topic="a")
+    result = check(ops)
+    assert not result.faults
+    assert result.unavailability["after-final-heal"].seconds == [pytest.approx(1.01)]

@@ -1,0 +1,122 @@
+"""The CI fault run and the controls that must fail (folio/faults/).
+
+- ``test_fault_run``: etcd, 3 storage nodes, the auditor and 2 gateways as
+  processes; WebSocket and REST producers, consumers of all four subscription
+  types, a partitioned topic, dedup on in one namespace; 52 seeded faults of
+  every kind (power loss included), then heal, cold-restart the gateways, read
+  everything back. Prints the checkers' line and the unavailability per kind.
+- controls, kept with their assertion inverted: power loss with fsync off loses
+  acked messages; a zombie writer is acked when fencing is off; the safe twins
+  lose nothing. The checkers must catch each, or the suite proves nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from folio.faults.checkers import Result, check
+from folio.faults.controls import fencing_scenario
+from folio.faults.nemesis import FaultKind
+from folio.faults.run import RunConfig, run
+
+pytestmark = pytest.mark.component
+
+CI_SEED = 17
+CI_FAULTS = 52
+
+
+def show(name: str, result: Result) -> None:
+    print(f"\n[{name}] {result.line()}")
+    print(f"[{name}] {result.unavailability_line()}")
+    details = result.details()
+    if details:
+        print(details)
+
+
+@pytest.mark.timeout(480)
+async def test_fault_run(tmp_path: Path) -> None:
+    config = RunConfig(
+        root=tmp_path / "run",
+        seed=CI_SEED,
+        faults=CI_FAULTS,
+        interval=(2.0, 4.0),
+        hold_scale=0.5,
+        lease_ttl_s=3,
+    )
+    result = await run(config)
+    show(f"fault run seed={CI_SEED}", result)
+    assert sum(result.faults.values()) >= 50
+    assert set(result.faults) == {str(k) for k in FaultKind}, result.faults
+    assert result.acked > 0
+    assert result.safe, f"history: {config.root / 'history.jsonl'}\n{result.details()}"
+
+
+@pytest.mark.timeout(300)
+async def test_control_power_loss_with_fsync_off_loses_acked_messages(tmp_path: Path) -> None:
+    config = RunConfig(
+        root=tmp_path / "run",
+        seed=5,
+        faults=2,
+        interval=(4.0, 4.0),
+        kinds=(FaultKind.POWER_LOSS_ALL_NODES,),
+        node_args=("--unsafe-no-fsync",),
+        settle_s=2.0,
+        drain_s=5.0,
+        read_limit_s=20.0,
+    )
+    result = await run(config)
+    show("control: fsync off + power loss", result)
+    assert result.lost, "power loss with fsync off lost nothing: the suite cannot see a missing fsync"
+
+
+@pytest.mark.timeout(120)
+async def test_fenced_ledger_refuses_the_old_writer(tmp_path: Path) -> None:
+    result = check(await fencing_scenario(tmp_path, "zombie"))
+    show("zombie writer, fencing on", result)
+    assert result.acked == 5 and not result.lost
+
+
+@pytest.mark.timeout(120)
+async def test_control_fencing_off_acks_a_zombie_writer(tmp_path: Path) -> None:
+    result = check(await fencing_scenario(tmp_path, "zombie", ("--unsafe-no-fencing",)))
+    show("control: fencing off", result)
+    assert len(result.lost) == 5, "a zombie writer was not acked with fencing off: the control proves nothing"
+
+
+@pytest.mark.parametrize(
+    "switch", ["--unsafe-no-fsync", "--unsafe-no-fencing", "--unsafe-forget-fence-on-delete"]
+)
+def test_unsafe_switches_are_refused_outside_the_controls(tmp_path: Path, switch: str) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "FOLIO_UNSAFE_TEST_SWITCHES"}
+    command = [
+        sys.executable,
+        "-m",
+        "storage.node",
+        "--port",
+        "0",
+        "--data-dir",
+        str(tmp_path),
+        "--etcd",
+        "x:1",
+    ]
+    done = subprocess.run([*command, switch], env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "FOLIO_UNSAFE_TEST_SWITCHES=1" in done.stderr
+
+
+@pytest.mark.timeout(120)
+async def test_deleted_ledger_refuses_its_recovered_writer(tmp_path: Path) -> None:
+    result = check(await fencing_scenario(tmp_path, "deleted"))
+    show("deleted ledger, tombstones on", result)
+    assert result.acked == 0 and not result.lost
+
+
+@pytest.mark.timeout(120)
+async def test_control_forgetting_the_fence_on_delete_acks_into_nothing(tmp_path: Path) -> None:
+    result = check(await fencing_scenario(tmp_path, "deleted", ("--unsafe-forget-fence-on-delete",)))
+    show("control: deletion forgets the fence", result)
+    assert len(result.lost) == 5, "an add to a deleted ledger was refused anyway: the control proves nothing"
