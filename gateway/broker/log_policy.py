@@ -1,9 +1,16 @@
 """Managed-log policy decisions: when to roll a ledger and which ledgers to trim (pure).
 
-Owns: ``RolloverPolicy`` and the two decisions ``should_roll`` and
-``ledgers_to_trim``. Rules (pulsar-api.md §4.11, §5.3):
+Owns: ``RolloverPolicy`` and the decisions ``should_roll``, ``new_ledger_due``
+and ``ledgers_to_trim``. Rules (pulsar-api.md §4.11, §5.3):
 - roll the open ledger once it holds ``entries_max`` entries or ``bytes_max``
   bytes, or has been open ``age_max_ms`` (and is not empty);
+- a log whose writer lost its write quorum (``QuorumLost``: too few writable
+  nodes left in its ensemble and none to replace them), or whose roll closed
+  the old ledger but could not create the next, has no writable ledger: the
+  old one is closed at its last confirmed entry and a new one is created as
+  Pulsar's ManagedLedger does - at once, then on the next append at most every
+  ``ROLL_RETRY_MS`` while it fails (too few writable nodes); appends in between
+  get a retriable error, appends during an attempt wait for it;
 - a ledger may be deleted only when it is closed, every durable cursor has
   passed all of its entries (mark-delete at or beyond its last entry), and
   retention no longer protects it: retention keeps consumed ledgers while
@@ -17,8 +24,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from storage.errors import QuorumLost, StorageError
 from storage.formats.log_record import LedgerInfo
 from storage.formats.positions import Position
+
+ROLL_RETRY_MS = 500
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +50,17 @@ def should_roll(policy: RolloverPolicy, entries: int, size: int, opened_ms: int,
     return (
         entries >= policy.entries_max or size >= policy.bytes_max or now_ms - opened_ms >= policy.age_max_ms
     )
+
+
+def writer_lost_quorum(error: StorageError | None) -> bool:
+    """The open ledger's writer can take no more appends, but nobody fenced it."""
+    return isinstance(error, QuorumLost)
+
+
+def new_ledger_due(last_failed_ms: int | None, now_ms: int, retry_ms: int = ROLL_RETRY_MS) -> bool:
+    """May a log without a writable ledger try to create one now? ``last_failed_ms``:
+    when the last attempt failed (None: none failed yet)."""
+    return last_failed_ms is None or now_ms - last_failed_ms >= retry_ms
 
 
 def ledgers_to_trim(

@@ -16,6 +16,10 @@ log" recipe):
   fenced at once (``on_fenced``): the owner must drop the topic.
 - rollover (log_policy.should_roll): wait for the open ledger's adds, close it,
   create the next one, CAS the list; appends made meanwhile wait in order.
+- a writer that lost its write quorum, or a roll that closed the old ledger but
+  found too few writable nodes for the next, leaves the log without a writable
+  ledger: it rolls as soon as nodes allow (log_policy.new_ledger_due); until
+  then appends fail with a retriable error.
 - trim deletes whole closed ledgers that every durable cursor passed and that
   retention no longer keeps (log_policy.ledgers_to_trim), list first, data after.
 - reads never go past the last confirmed entry; recent entries come from the
@@ -39,9 +43,16 @@ from typing import Any
 
 from coordination import keys
 from coordination.clock import Clock
+from coordination.errors import CoordinationError
 from coordination.store import MetadataStore
 from gateway.broker.log_layout import LedgerLayout
-from gateway.broker.log_policy import Retention, ledgers_to_trim, should_roll
+from gateway.broker.log_policy import (
+    Retention,
+    ledgers_to_trim,
+    new_ledger_due,
+    should_roll,
+    writer_lost_quorum,
+)
 from gateway.broker.log_reads import LedgerReaders, read_cached, read_entries
 from gateway.broker.log_state import (
     EntryCache,
@@ -93,6 +104,8 @@ class ManagedLog:
         self._cache = EntryCache(config.cache_bytes_max, config.cache_budget)
         self._readers = LedgerReaders(client, clock, config.cache_budget)
         self._rolling: asyncio.Task[None] | None = None
+        self._unwritable = False  # the writer lost its quorum, or a roll closed it: roll when due
+        self._roll_failed_ms: int | None = None  # when the last attempt to open a new ledger failed
         self._recount = Recount()  # ledgers closed by recovery are counted again (log_takeover)
         self._waiting: list[tuple[bytes, int, asyncio.Future[Position]]] = []
         self._new_entries = asyncio.Event()
@@ -237,6 +250,12 @@ class ManagedLog:
             future.set_exception(LogClosed(f"topic {self.topic_path} is closed or terminated"))
         elif self._rolling is not None or self._writer is None:
             self._waiting.append((payload, messages, future))
+        elif self._unwritable or writer_lost_quorum(self._writer.error):
+            if new_ledger_due(self._roll_failed_ms, self._clock.now_ms()):
+                self._waiting.append((payload, messages, future))
+                self._start_roll()
+            else:
+                future.set_exception(LogError(f"topic {self.topic_path}: too few writable storage nodes"))
         else:
             self._append_to_writer(self._writer, payload, messages, future, on_done)
             return future
@@ -267,6 +286,9 @@ class ManagedLog:
                 if isinstance(exc, Fenced):
                     self._on_fenced(exc)
                     exc = LogFenced(str(exc))
+                elif writer_lost_quorum(writer.error) and not self._unwritable:
+                    self._unwritable = True  # close it at its LAC and roll, at once
+                    self._start_roll()
                 if not future.done():
                     future.set_exception(exc)
                     if on_done is not None:
@@ -322,6 +344,10 @@ class ManagedLog:
         policy = self._config.rollover
         now = self._clock.now_ms()
         if should_roll(policy, self._current_entries, self._current_bytes, self._writer_opened_ms, now):
+            self._start_roll()
+
+    def _start_roll(self) -> None:
+        if self._rolling is None and not self.closed and not self.fenced:
             self._rolling = asyncio.get_running_loop().create_task(
                 self._roll(), name=f"roll-{self.topic_path}"
             )
@@ -338,7 +364,8 @@ class ManagedLog:
         assert old is not None
         try:
             async with self._lock:
-                metadata = await old.close()
+                metadata = await old.close()  # at its LAC, also after it lost its quorum
+                self._unwritable = True
                 closed_info = self._closed_info(old.ledger_id, metadata.last_entry_id + 1, metadata.length)
                 writer = await self._create_ledger(old.ledger_id)
                 new_list = [*self._ledgers[:-1]]
@@ -350,16 +377,20 @@ class ManagedLog:
                     with contextlib.suppress(StorageError):
                         await self._client.delete(old.ledger_id)
                 self._writer = writer
+                self._unwritable = False
+                self._roll_failed_ms = None
                 self._writer_opened_ms = self.created_ledger_ms = self._clock.now_ms()
                 self._current_entries = 0
                 self._current_bytes = 0
                 self._layout = None
         except Fenced as exc:
             self._on_fenced(exc)
-        except (StorageError, GatewayError) as exc:
+        except (StorageError, GatewayError, CoordinationError) as exc:
             log.warning("topic %s: rollover failed: %s", self.topic_path, exc)
             if isinstance(exc, LogFenced):
                 self._on_fenced(exc)
+            elif self._unwritable:
+                self._roll_failed_ms = self._clock.now_ms()
         finally:
             self._rolling = None
         waiting, self._waiting = self._waiting, []
@@ -368,6 +399,8 @@ class ManagedLog:
                 continue
             if self.fenced or self._writer is None:
                 future.set_exception(LogFenced(f"topic {self.topic_path} is fenced"))
+            elif self._unwritable:
+                future.set_exception(LogError(f"topic {self.topic_path}: too few writable storage nodes"))
             else:
                 self._append_to_writer(self._writer, payload, messages, future)
 

@@ -1,11 +1,13 @@
 """Ensemble placement: which live nodes a ledger (or a replacement) goes to (pure).
 
 Owns: the choice of E nodes for a new ledger and of a replacement for a failed
-ensemble member. Rule (DESIGN §3 "Placement"): only live, writable nodes; most
-free space first, then least load; a seeded ``random.Random`` breaks ties, so
-equal nodes share the load and a simulation replays exactly. Free space and
-load are compared in coarse buckets so that noise (a few MiB, a few ops/s)
-does not pin every ledger to the same node. ``NotEnoughNodes`` when impossible.
+ensemble member (a node from outside the ensemble first; the failed member
+itself once it answers again, when there is no other).
+Rule (DESIGN §3 "Placement"): only live, writable nodes; most free space
+first, then least load; a seeded ``random.Random`` breaks ties, so equal nodes
+share the load and a simulation replays exactly. Free space and load are
+compared in coarse buckets so that noise (a few MiB, a few ops/s) does not pin
+every ledger to the same node. ``NotEnoughNodes`` when impossible.
 """
 
 from __future__ import annotations
@@ -61,19 +63,28 @@ def choose_replacement(
     return ranked[0].node_id
 
 
-def replace_members(
+def heal_members(
     nodes: Iterable[NodeInfo],
     ensemble: tuple[NodeId, ...],
     failed: Collection[NodeId],
     rng: random.Random,
     exclude: Collection[NodeId] = (),
-) -> tuple[NodeId, ...]:
-    """``ensemble`` with every member in ``failed`` replaced (indexes kept);
-    replacements come from outside the ensemble, ``failed`` and ``exclude``."""
+    readmit: Collection[NodeId] = (),
+) -> tuple[tuple[NodeId, ...], frozenset[NodeId]]:
+    """``ensemble`` with each member in ``failed`` replaced where possible (indexes
+    kept): by a node from outside the ensemble, ``failed`` and ``exclude`` when there
+    is one, else by itself when it is in ``readmit`` (it answers again); a member
+    with neither stays (still failed). Returns the ensemble and the readmitted."""
     pool = list(nodes)
     current = list(ensemble)
     avoid = set(failed) | set(exclude)
+    readmitted: set[NodeId] = set()
     for index, member in enumerate(ensemble):
-        if member in failed:
+        if member not in failed:
+            continue
+        try:
             current[index] = choose_replacement(pool, current, avoid, rng)
-    return tuple(current)
+        except NotEnoughNodes:
+            if member in readmit:
+                readmitted.add(member)
+    return tuple(current), frozenset(readmitted)

@@ -14,8 +14,17 @@ Owns: everything one open ledger's writer decides. Rules (pulsar-api.md
   segment starting at LAC+1 (``WriteSegment``). Completions pause until the
   metadata CAS lands; then acks from replaced members for unconfirmed entries
   are discarded and those entries are resent to the replacements;
+- a node that failed is not chosen again (as a replacement, or back into its
+  own slot) for a back-off after each failure (``node_retry_ms``, doubling per
+  failure up to ``node_retry_max_ms``); after it, a node is eligible again once
+  it is registered, writable and has answered a probe (``FindNodes.probe``):
+  nodes that heal come back, a flapping one is tried ever less often;
+- a failed member is replaced by a node outside the ensemble when there is one;
+  else, once it is eligible again, it takes its own slot back (a new segment
+  from LAC+1 with the same node: it gets every entry from there on);
 - no replacement available: keep writing to the surviving members while every
-  write set can still reach Qa, retry later; otherwise fail with QuorumLost;
+  write set can still reach Qa, retry later; otherwise fail with QuorumLost
+  (retriable: the owner closes the ledger at its LAC and rolls to a new one);
 - FENCED from any node (or the ledger leaving OPEN) fails every pending add
   with ``Fenced``; the writer is then done.
 No asyncio, no sockets, no clock: callers pass ``now_ms`` and carry out the
@@ -34,7 +43,7 @@ import crc32c
 
 from storage.client import placement
 from storage.client.schedule import AckSet, write_set_indexes
-from storage.errors import Fenced, MetadataConflict, NotEnoughNodes, QuorumLost, Status, StorageError
+from storage.errors import Fenced, MetadataConflict, QuorumLost, Status, StorageError
 from storage.types import LedgerMetadata, LedgerState, NodeId, NodeInfo, Segment
 
 
@@ -44,6 +53,8 @@ class WriterConfig:
     outstanding_bytes_max: int = 64 * 1024 * 1024
     add_timeout_ms: int = 5_000  # a member that has not acked by then counts as failed
     ensemble_retry_ms: int = 1_000  # retry a replacement search that found no node
+    node_retry_ms: int = 1_000  # a failed node is not chosen again before this (first failure) ...
+    node_retry_max_ms: int = 30_000  # ... doubling with each failure, up to this
 
 
 # ---------------------------------------------------------------- effects
@@ -65,9 +76,11 @@ class CompleteAdds(NamedTuple):
 
 @dataclass(frozen=True, slots=True)
 class FindNodes:
-    """List the live nodes, then call ``on_live_nodes``."""
+    """List the live nodes and probe (node info, short timeout) the ``probe``
+    nodes among them, then call ``on_live_nodes`` with those that answered."""
 
     failed: frozenset[NodeId]
+    probe: frozenset[NodeId] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,7 +179,9 @@ class WriteCore:
         self._acked_seen: list[int] = []
         self._since_ms: list[int] = []
         self._failed: set[NodeId] = set()  # members of the current ensemble not written to
-        self._ever_failed: set[NodeId] = set()  # never chosen again as a replacement
+        self._failures: dict[NodeId, int] = {}  # node -> failures seen by this writer
+        self._retry_at: dict[NodeId, int] = {}  # node -> not chosen again before this time
+        self._readmitting: frozenset[NodeId] = frozenset()  # taking their own slot back
         self._change = _IDLE
         self._change_at_ms = 0
         self._timeout_check_ms = 0
@@ -263,17 +278,17 @@ class WriteCore:
         if self.error is not None or node not in self._index or node in self._failed:
             return []
         self._failed.add(node)
-        self._ever_failed.add(node)
+        self._note_failure(node, now_ms)
         if self._change in (_FINDING, _WRITING):
             return []  # handled once the change in flight lands
-        return self._start_change()
+        return self._start_change(now_ms)
 
     def on_timer(self, now_ms: int) -> list[Effect]:
         if self.error is not None:
             return []
         effects: list[Effect] = []
         if self._change == _RETRY and now_ms >= self._change_at_ms:
-            effects.extend(self._start_change())
+            effects.extend(self._start_change(now_ms))
         if self._pending and now_ms >= self._timeout_check_ms:
             timeout = self.config.add_timeout_ms
             next_check = now_ms + timeout
@@ -296,9 +311,10 @@ class WriteCore:
             fresh = {n for n in slow if n in self._index and n not in self._failed}
             if fresh:
                 self._failed |= fresh
-                self._ever_failed |= fresh
+                for node in fresh:
+                    self._note_failure(node, now_ms)
                 if self._change not in (_FINDING, _WRITING):
-                    effects.extend(self._start_change())
+                    effects.extend(self._start_change(now_ms))
         return effects
 
     def _stalled_members(self, now_ms: int) -> set[NodeId]:
@@ -317,26 +333,39 @@ class WriteCore:
                 stalled.add(node)
         return stalled
 
-    def on_live_nodes(self, nodes: Iterable[NodeInfo], now_ms: int) -> list[Effect]:
-        """Answer to ``FindNodes``: propose a segment or degrade/fail."""
+    def on_live_nodes(
+        self, nodes: Iterable[NodeInfo], now_ms: int, answered: Iterable[NodeId] = ()
+    ) -> list[Effect]:
+        """Answer to ``FindNodes``: propose a segment or degrade/fail. ``answered``:
+        the probed nodes that answered."""
         if self.error is not None or self._change != _FINDING:
             return []
         failed = self._failed & set(self._ensemble)
         if not failed:
             self._change = _IDLE
             return self._advance()
-        try:
-            ensemble = placement.replace_members(
-                nodes, self._ensemble, failed, self._rng, exclude=self._ever_failed
-            )
-        except NotEnoughNodes as exc:
+        nodes = list(nodes)
+        waiting = self.backing_off(now_ms)
+        writable = {n.node_id for n in nodes if not n.read_only}
+        eligible = {n for n in answered if n in writable and n not in waiting}
+        ensemble, readmitted = placement.heal_members(
+            nodes, self._ensemble, failed, self._rng, exclude=waiting, readmit=eligible
+        )
+        if ensemble == self._ensemble and not readmitted:
             if not self._quorum_possible():
-                return self._fail(QuorumLost(f"ledger {self.metadata.ledger_id}: {exc}"))
+                ledger_id = self.metadata.ledger_id
+                why = f"no writable node can replace {sorted(failed)}"
+                return self._fail(QuorumLost(f"ledger {ledger_id}: {why}"))
             self._change = _RETRY  # carry on degraded, look again later
             self._change_at_ms = now_ms + self.config.ensemble_retry_ms
             return self._advance()
         self._change = _WRITING
+        self._readmitting = readmitted
         return [WriteSegment(self.lac + 1, self._ensemble, ensemble)]
+
+    def backing_off(self, now_ms: int) -> frozenset[NodeId]:
+        """Nodes that failed too recently to be chosen again."""
+        return frozenset(node for node, at in self._retry_at.items() if at > now_ms)
 
     def on_segment_written(self, metadata: LedgerMetadata, now_ms: int) -> list[Effect]:
         """The CAS of a ``WriteSegment`` landed; ``metadata`` is what is stored."""
@@ -347,8 +376,12 @@ class WriteCore:
         self.metadata = metadata
         self._set_ensemble(metadata.last_ensemble)
         self.ensemble_changes += 1
-        replaced = {i for i, (a, b) in enumerate(zip(old, self._ensemble, strict=True)) if a != b}
+        readmitted, self._readmitting = self._readmitting, frozenset()
+        replaced = {
+            i for i, (a, b) in enumerate(zip(old, self._ensemble, strict=True)) if a != b or b in readmitted
+        }
         self._failed &= set(self._ensemble)
+        self._failed -= readmitted
         effects: list[Effect] = []
         ensemble = self._ensemble
         for entry_id in range(self.lac + 1, self.next_entry_id):
@@ -368,7 +401,7 @@ class WriteCore:
         self._timeout_check_ms = min(self._timeout_check_ms, now_ms + self.config.add_timeout_ms)
         self._change = _IDLE
         if self._failed:
-            effects.extend(self._start_change())
+            effects.extend(self._start_change(now_ms))
         else:
             effects.extend(self._advance())
         return effects
@@ -401,9 +434,18 @@ class WriteCore:
         self._acked_seen = [self._acked_seen[i] if keep[i] else 0 for i in range(len(ensemble))]
         self._since_ms = [self._since_ms[i] if keep[i] else -1 for i in range(len(ensemble))]
 
-    def _start_change(self) -> list[Effect]:
+    def _start_change(self, now_ms: int) -> list[Effect]:
         self._change = _FINDING
-        return [FindNodes(frozenset(self._failed))]
+        waiting = self.backing_off(now_ms)
+        probe = frozenset(node for node in self._failed if node not in waiting)
+        return [FindNodes(frozenset(self._failed), probe)]
+
+    def _note_failure(self, node: NodeId, now_ms: int) -> None:
+        count = self._failures.get(node, 0) + 1
+        self._failures[node] = count
+        config = self.config
+        delay = min(config.node_retry_max_ms, config.node_retry_ms << min(count - 1, 20))
+        self._retry_at[node] = now_ms + delay
 
     def _quorum_possible(self) -> bool:
         alive = [node not in self._failed for node in self._ensemble]

@@ -2,7 +2,8 @@
 
 Owns: the futures of pending appends, the wiring of core effects to node
 connections, and one background task per writer that runs the core's timers
-and its ensemble changes (live-node listing and the metadata CAS).
+and its ensemble changes (live-node listing, probing failed nodes that may
+come back, and the metadata CAS).
 An append may name an ``on_done`` callback: it is called with the settled
 future right when the add completes (after the effects of the reply that
 completed it), without the loop round a future's done-callback costs.
@@ -42,13 +43,22 @@ from storage.client.write_core import (
     WriteSegment,
     apply_segment,
 )
-from storage.errors import Fenced, LedgerClosed, MetadataConflict, Status, StorageError, TooLarge
+from storage.errors import (
+    Fenced,
+    LedgerClosed,
+    MetadataConflict,
+    QuorumLost,
+    Status,
+    StorageError,
+    TooLarge,
+)
 from storage.types import LedgerMetadata, LedgerState, NodeId
 
 log = logging.getLogger(__name__)
 
 TIMER_INTERVAL_MS_MAX = 200  # the background task looks at the core at least this often
 METADATA_RETRY_MS = 200  # etcd unavailable during an ensemble change: retry after this
+PROBE_TIMEOUT_MS = 1_000  # a failed node asked for its info before it is taken back
 _ADD = int(wire.Op.ADD)
 
 DoneCallback = Callable[["asyncio.Future[int]"], None]
@@ -260,7 +270,10 @@ class LedgerWriter:
             try:
                 if isinstance(effect, FindNodes):
                     nodes = await self._meta.live_nodes()
-                    self._execute(core.on_live_nodes(nodes, self._clock.now_ms()))
+                    registered = {node.node_id for node in nodes}
+                    probes = [self._answers(n) for n in sorted(effect.probe) if n in registered]
+                    answered = [node for node, ok in await asyncio.gather(*probes) if ok]
+                    self._execute(core.on_live_nodes(nodes, self._clock.now_ms(), answered))
                 else:
                     stored = await self._meta.update(self.ledger_id, lambda cur: apply_segment(cur, effect))
                     log.info(
@@ -282,11 +295,20 @@ class LedgerWriter:
                 log.info("ledger %d: metadata store unavailable (%s); retrying", self.ledger_id, exc.code)
                 await asyncio.sleep(METADATA_RETRY_MS / 1000)
 
+    async def _answers(self, node: NodeId) -> tuple[NodeId, bool]:
+        """Does ``node`` answer a node-info request now?"""
+        try:
+            status, _ = await self._pool.get(node).request(int(wire.Op.NODE_INFO), b"", PROBE_TIMEOUT_MS)
+        except (StorageError, OSError):
+            return node, False
+        return node, status is Status.OK
+
     # ------------------------------------------------------------ closing
 
     async def close(self) -> LedgerMetadata:
-        """Wait for outstanding appends, then close the ledger at its LAC.
-        Raises the writer's error (e.g. Fenced) if it failed."""
+        """Wait for outstanding appends, then close the ledger at its LAC - also after
+        the writer lost its write quorum (its LAC is still what it confirmed).
+        Raises the writer's other errors (e.g. Fenced)."""
         if self._closed is not None:
             return self._closed
         self._closing = True
@@ -294,8 +316,9 @@ class LedgerWriter:
         if self._futures:
             await asyncio.gather(*list(self._futures), return_exceptions=True)
         try:
-            if self._core.error is not None:
-                raise type(self._core.error)(str(self._core.error))
+            error = self._core.error
+            if error is not None and not isinstance(error, QuorumLost):
+                raise type(error)(str(error))
             lac, length = self._core.lac, self._core.confirmed_bytes
             self._closed = await self._meta.update(self.ledger_id, lambda cur: close_writer(cur, lac, length))
             return self._closed

@@ -55,10 +55,20 @@ def test_replacement_excludes_members_and_failed_nodes() -> None:
     nodes = [node(n) for n in "abcdef"] + [node("z", 99)]
     repl = placement.choose_replacement(nodes, ("a", "b", "c"), {"z", "b"}, random.Random(3))
     assert repl in {"d", "e", "f"}
-    ens = placement.replace_members(nodes, ("a", "b", "c"), {"b"}, random.Random(0))
-    assert ens[0] == "a" and ens[2] == "c" and ens[1] == "z"  # most free space wins
+    ens, readmitted = placement.heal_members(nodes, ("a", "b", "c"), {"b"}, random.Random(0), readmit={"b"})
+    assert ens == ("a", "z", "c") and not readmitted  # most free space wins; another node before b itself
 
 
-def test_replacement_impossible() -> None:
+def test_no_replacement_leaves_the_member_failed_unless_it_answers_again() -> None:
+    nodes = [node(n) for n in "abc"]
     with pytest.raises(NotEnoughNodes):
-        placement.replace_members([node(n) for n in "abc"], ("a", "b", "c"), {"b"}, random.Random(0))
+        placement.choose_replacement(nodes, ("a", "b", "c"), {"b"}, random.Random(0))
+    unchanged = placement.heal_members(nodes, ("a", "b", "c"), {"b"}, random.Random(0))
+    assert unchanged == (("a", "b", "c"), frozenset())
+    healed = placement.heal_members(nodes, ("a", "b", "c"), {"b", "c"}, random.Random(0), readmit={"c"})
+    assert healed == (("a", "b", "c"), frozenset({"c"}))  # c takes its slot back, b stays failed
+    four = [*nodes, node("d")]  # one outside node: the first failed slot gets it, c its own slot
+    healed = placement.heal_members(four, ("a", "b", "c"), {"b", "c"}, random.Random(0), readmit={"c"})
+    assert healed == (("a", "d", "c"), frozenset({"c"}))
+    excluded = placement.heal_members(four, ("a", "b", "c"), {"b"}, random.Random(0), exclude={"d"})
+    assert excluded == (("a", "b", "c"), frozenset())  # d is backing off

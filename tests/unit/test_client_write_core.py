@@ -310,3 +310,76 @@ def test_fast_add_body_is_byte_identical_to_the_wire_encoding(
 ) -> None:
     expected = wire.add_body(wire.encode_entry(ledger_id, entry_id, lac, payload))
     assert encode_add_body(ledger_id, entry_id, lac, payload) == expected
+
+
+def test_a_failed_member_takes_its_slot_back_once_it_answers_after_its_back_off() -> None:
+    core = WriteCore(md(), WriterConfig(ensemble_retry_ms=500, node_retry_ms=1_000))
+    append(core)
+    assert core.on_add_response("C", 0, Status.UNAVAILABLE, 0) == [FindNodes(frozenset({"C"}), frozenset())]
+    for node in ("A", "B"):
+        core.on_add_response(node, 0, OK, 1)
+    live = [info(n) for n in "ABC"]
+    # C is registered but backing off: degraded, the completions held back go out
+    assert core.on_live_nodes(live, 1, answered={"C"}) == [CompleteAdds(0)]
+    assert core.on_timer(501) == [FindNodes(frozenset({"C"}), frozenset())]  # still backing off: no probe
+    assert core.on_live_nodes(live, 501, answered=()) == []
+    assert core.on_timer(1_001) == [FindNodes(frozenset({"C"}), frozenset({"C"}))]  # probe C now
+    assert core.on_live_nodes(live, 1_001, answered=()) == []  # registered, but did not answer
+    core.on_timer(1_501)
+    change = change_to_answered(core, live, 1_501, {"C"})
+    assert change == WriteSegment(1, ("A", "B", "C"), ("A", "B", "C"))
+    append(core)  # entry 1 waits for the segment; C is still skipped until it lands
+    effects = core.on_segment_written(apply_segment(core.metadata, change), 1_502)
+    assert [(e.entry_id, e.nodes) for e in effects if isinstance(e, SendAdd)] == [(1, ("C",))]
+    assert core.failed_nodes == frozenset()
+    _, send = append(core)
+    assert set(send.nodes) == {"A", "B", "C"}  # written to all three again
+
+
+def change_to_answered(core: WriteCore, nodes: list[NodeInfo], now: int, answered: set[str]) -> WriteSegment:
+    effects = core.on_live_nodes(nodes, now, answered)
+    assert len(effects) == 1 and isinstance(effects[0], WriteSegment), effects
+    return effects[0]
+
+
+def test_one_node_down_back_then_another_down_keeps_the_quorum() -> None:
+    """With 3 nodes: C fails, comes back and is readmitted; then B fails. Without
+    readmission the writer had only A left of its write set and lost its quorum."""
+    core = WriteCore(md(), WriterConfig(ensemble_retry_ms=500, node_retry_ms=1_000))
+    live = [info(n) for n in "ABC"]
+    core.on_node_failure("C", 0)
+    assert core.on_live_nodes([info("A"), info("B")], 0) == []  # degraded on A, B
+    core.on_timer(1_000)
+    core.on_segment_written(apply_segment(core.metadata, change_to_answered(core, live, 1_000, {"C"})), 1_001)
+    assert core.failed_nodes == frozenset()
+    core.on_node_failure("B", 11_000)
+    assert core.on_live_nodes([info("A"), info("C")], 11_000) == []  # degraded on A, C: no error
+    assert core.error is None
+    entry_id, send = append(core, now=11_001)
+    assert set(send.nodes) == {"A", "C"}
+    core.on_add_response("A", entry_id, OK, 11_002)
+    assert core.on_add_response("C", entry_id, OK, 11_002) == [CompleteAdds(entry_id)]
+
+
+def test_back_off_doubles_with_each_failure_of_a_node() -> None:
+    core = WriteCore(md(), WriterConfig(node_retry_ms=1_000, node_retry_max_ms=3_000))
+    live = [info(n) for n in "ABC"]
+    now = 0
+    for expected in (1_000, 2_000, 3_000, 3_000):
+        core.on_node_failure("C", now)
+        assert core.backing_off(now + expected - 1) == frozenset({"C"})
+        assert core.backing_off(now + expected) == frozenset()
+        core.on_live_nodes(live, now)  # degraded
+        now += expected
+        core.on_timer(now)
+        core.on_segment_written(apply_segment(core.metadata, change_to_answered(core, live, now, {"C"})), now)
+
+
+def test_a_read_only_member_is_replaced_and_never_readmitted_while_read_only() -> None:
+    core = WriteCore(md(), WriterConfig(node_retry_ms=10))
+    append(core)
+    core.on_add_response("C", 0, Status.READ_ONLY, 0)
+    nodes = [info("A"), info("B"), info("C", read_only=True)]
+    assert core.on_live_nodes(nodes, 100, answered={"C"}) == []  # answers, but read-only
+    core.on_timer(2_000)
+    assert change_to_answered(core, [*nodes, info("D")], 2_000, {"C"}).ensemble == ("A", "B", "D")

@@ -4,7 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.broker.log_policy import Retention, RolloverPolicy, ledgers_to_trim, should_roll
+from gateway.broker.log_policy import (
+    ROLL_RETRY_MS,
+    Retention,
+    RolloverPolicy,
+    ledgers_to_trim,
+    new_ledger_due,
+    should_roll,
+    writer_lost_quorum,
+)
+from storage.errors import Fenced, QuorumLost
 from storage.formats.log_record import LedgerInfo
 from storage.formats.positions import Position
 
@@ -47,3 +56,11 @@ def test_retention_by_time_and_size() -> None:
     assert ledgers_to_trim(ledgers(), Position(3, 9), Retention(-1, -1), NOW) == []  # unlimited
     tiny = Retention(-1, 0)
     assert ledgers_to_trim(ledgers(), Position(3, 9), tiny, NOW) == [1, 2, 3]
+
+
+def test_a_log_without_a_writable_ledger_tries_a_new_one_at_once_then_spaced() -> None:
+    assert writer_lost_quorum(QuorumLost("x")) and not writer_lost_quorum(Fenced("x"))
+    assert not writer_lost_quorum(None)
+    assert new_ledger_due(None, 0)  # nothing failed yet: try at once
+    assert not new_ledger_due(1_000, 1_000 + ROLL_RETRY_MS - 1)  # the last attempt failed just now
+    assert new_ledger_due(1_000, 1_000 + ROLL_RETRY_MS)
