@@ -190,3 +190,15 @@ def test_close_recovered_converges_on_a_closed_ledger() -> None:
     closed = close_recovered(m, 5, 10)
     assert closed is not None and closed.state is LedgerState.CLOSED and closed.last_entry_id == 5
     assert close_recovered(closed, 6, 0) is None
+
+
+def test_read_ahead_starts_at_two_entries_and_doubles_with_every_entry_found() -> None:
+    core = RecoveryCore(md())  # the default window (64 at most)
+    core.start()
+    core.on_fence_response("A", OK, 4)
+    first = reads(core.on_fence_response("B", OK, 4))
+    assert sorted({entry_id for _, entry_id in first}) == [5, 6]  # not 64 entries x 3 nodes
+    more = reads(core.on_read_response("A", 5, OK, entry(5)))
+    assert sorted({entry_id for _, entry_id in more}) == [7, 8, 9]  # window 4: 6..9 in flight
+    core.on_read_response("A", 6, OK, entry(6))
+    assert len(core._reads) == 8  # window 8: 7..14
