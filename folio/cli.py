@@ -39,6 +39,7 @@ def _parser() -> argparse.ArgumentParser:
 
     status = sub.add_parser("status", help="members, ledgers, under-replicated counts")
     status.add_argument("--etcd", default="127.0.0.1:2379")
+    status.add_argument("--etcd-namespace", default="", help="key prefix of the cluster in etcd")
     status.add_argument("--ledgers", type=int, default=20, help="how many ledgers to list (newest first)")
 
     from folio.tokens import add_parser as add_token_parser
@@ -176,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "status":
         from folio.status import status
 
-        return asyncio.run(status(args.etcd, args.ledgers))
+        return asyncio.run(status(args.etcd, args.ledgers, args.etcd_namespace))
     if args.command == "faults":
         from folio.faults.main import run_from_args
 

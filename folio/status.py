@@ -16,8 +16,8 @@ def _gib(n: int) -> str:
     return f"{n / (1 << 30):.1f} GiB"
 
 
-async def collect(endpoint: str) -> dict[str, object]:
-    store = await connect(endpoint)
+async def collect(endpoint: str, namespace: str = "") -> dict[str, object]:
+    store = await connect(endpoint, namespace=namespace)
     try:
         nodes = [NodeInfo.from_json(kv.value) for kv in await store.list_prefix(keys.NODES)]
         ledgers = [LedgerMetadata.from_json(kv.value) for kv in await store.list_prefix(keys.LEDGERS)]
@@ -39,8 +39,8 @@ async def collect(endpoint: str) -> dict[str, object]:
     }
 
 
-async def status(endpoint: str, ledger_limit: int) -> int:
-    state = await collect(endpoint)
+async def status(endpoint: str, ledger_limit: int, namespace: str = "") -> int:
+    state = await collect(endpoint, namespace)
     nodes: list[NodeInfo] = state["nodes"]  # type: ignore[assignment]
     ledgers: list[LedgerMetadata] = state["ledgers"]  # type: ignore[assignment]
     print(f"etcd {endpoint}")

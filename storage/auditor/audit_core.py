@@ -12,7 +12,13 @@ ledger's ensemble is rewritten once they are. Rules (BookKeeper auto-recovery):
   after the ledger is fenced and closed (its writer is idle or dead — a live
   writer would have changed its ensemble itself on the first failed add);
 - the ensemble change is a CAS that replaces the gone node in that one segment,
-  and is skipped if someone already did it.
+  and is skipped if someone already did it;
+- a **read-only** node (disk nearly full) is replaced like a gone one, with no
+  grace: its fragments are copied to a writable node and the ensembles
+  rewritten, and its ledgers count as under-replicated until then - it takes
+  no writes, so a ledger it is a member of cannot get back to Qw copies on it.
+  Only an open tail on it is not fenced: its writer, refused by the node,
+  moves off it by itself (write_core); the ledger stays reported meanwhile.
 """
 
 from __future__ import annotations
@@ -81,19 +87,22 @@ def segment_last_entry(metadata: LedgerMetadata, index: int, lac: int | None = N
     return lac
 
 
-def plan_ledger(metadata: LedgerMetadata, gone: frozenset[NodeId]) -> LedgerPlan | None:
-    """The work needed to bring ``metadata`` back to Qw copies, or None."""
+def plan_ledger(
+    metadata: LedgerMetadata, gone: frozenset[NodeId], read_only: frozenset[NodeId] = frozenset()
+) -> LedgerPlan | None:
+    """The work needed to bring ``metadata`` back to Qw copies, or None. A plan with
+    neither fence nor fragments: under-replicated, waiting for its writer."""
     fragments: list[Fragment] = []
     lost: set[NodeId] = set()
     needs_fence = False
     last_index = len(metadata.segments) - 1
     for index, segment in enumerate(metadata.segments):
-        lost_here = [n for n in segment.ensemble if n in gone]
+        lost_here = [n for n in segment.ensemble if n in gone or n in read_only]
         if not lost_here:
             continue
         open_tail = index == last_index and metadata.state is not LedgerState.CLOSED
         if open_tail:
-            needs_fence = True
+            needs_fence = needs_fence or any(n in gone for n in lost_here)
             lost.update(lost_here)
             continue
         last = segment_last_entry(metadata, index)
@@ -103,7 +112,7 @@ def plan_ledger(metadata: LedgerMetadata, gone: frozenset[NodeId]) -> LedgerPlan
             if entries_on_node(metadata, segment, last, node):
                 fragments.append(Fragment(metadata.ledger_id, index, segment.first_entry_id, last, node))
                 lost.add(node)
-    if not fragments and not needs_fence:
+    if not lost:
         return None
     return LedgerPlan(metadata.ledger_id, tuple(sorted(lost)), needs_fence, tuple(fragments))
 

@@ -9,7 +9,8 @@ shell only reads etcd, copies entries and CASes ensembles. Rules:
 - entries are copied from surviving replicas (checksums verified by the
   reader) to the replacement with recovery-adds, *then* the ensemble is CASed,
   so metadata never names a node that lacks the fragment;
-- a ledger still open on a gone node is recovered (fenced + closed) first.
+- a ledger still open on a gone node is recovered (fenced + closed) first;
+- read-only nodes are replaced like gone ones (audit_core), without a grace.
 """
 
 from __future__ import annotations
@@ -111,7 +112,8 @@ class Auditor:
         ledgers = await self._all_ledgers()
         self.membership.on_members({n.node_id for n in nodes}, referenced_nodes(ledgers), now)
         gone = self.membership.gone(now)
-        plans = [p for p in (plan_ledger(m, gone) for m in ledgers) if p is not None]
+        read_only = frozenset(n.node_id for n in nodes if n.read_only)
+        plans = [p for p in (plan_ledger(m, gone, read_only) for m in ledgers) if p is not None]
         self.progress.gone = sorted(gone)
         self.progress.under_replicated = len(plans)
         self.progress.ledgers_checked = len(ledgers)
@@ -119,7 +121,9 @@ class Auditor:
             marker = orjson.dumps({"nodes": list(plan.lost_nodes), "needsFence": plan.needs_fence})
             await self.store.put(keys.under_replicated(plan.ledger_id), marker)
         await self._publish()
-        results = await asyncio.gather(*(self._repair(plan, gone) for plan in plans), return_exceptions=True)
+        results = await asyncio.gather(
+            *(self._repair(plan, gone, read_only) for plan in plans), return_exceptions=True
+        )
         remaining = 0
         for plan, result in zip(plans, results, strict=True):
             if result is True:
@@ -149,7 +153,7 @@ class Auditor:
         with contextlib.suppress(CoordinationError):
             await self.store.put(keys.RECOVERY_STATUS, self.progress.to_json(self.auditor_id))
 
-    async def _repair(self, plan: LedgerPlan, gone: frozenset[NodeId]) -> bool:
+    async def _repair(self, plan: LedgerPlan, gone: frozenset[NodeId], read_only: frozenset[NodeId]) -> bool:
         async with self._workers:
             if plan.needs_fence:
                 log.info(
@@ -157,7 +161,7 @@ class Auditor:
                 )
                 await self.client.open(plan.ledger_id, recover=True)
                 self.progress.ledgers_fenced += 1
-                fresh = plan_ledger(await self.client.metadata.read(plan.ledger_id), gone)
+                fresh = plan_ledger(await self.client.metadata.read(plan.ledger_id), gone, read_only)
                 if fresh is None:
                     return True
                 plan = fresh
@@ -165,7 +169,7 @@ class Auditor:
                 await self._copy_fragment(fragment, gone)
                 self.progress.fragments_done += 1
                 await self._publish()
-            return plan_ledger(await self.client.metadata.read(plan.ledger_id), gone) is None
+            return plan_ledger(await self.client.metadata.read(plan.ledger_id), gone, read_only) is None
 
     async def _copy_fragment(self, fragment: Fragment, gone: frozenset[NodeId]) -> None:
         metadata = await self.client.metadata.read(fragment.ledger_id)

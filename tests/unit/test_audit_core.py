@@ -93,3 +93,23 @@ def test_replace_in_segment_is_idempotent() -> None:
     assert new is not None and new.segments[0].ensemble == ("d", "b", "c")
     assert replace_in_segment(new, 0, "a", "d") is None
     assert referenced_nodes([m, new]) == {"a", "b", "c", "d"}
+
+
+def test_a_read_only_node_is_replaced_like_a_gone_one_but_its_open_tail_is_not_fenced() -> None:
+    ro = frozenset({"a"})
+    closed = meta(LedgerState.CLOSED, [(0, ("a", "b", "c"))], last=9)
+    plan = plan_ledger(closed, frozenset(), ro)
+    assert plan is not None and not plan.needs_fence and plan.lost_nodes == ("a",)
+    assert [(f.lost_node, f.first_entry_id, f.last_entry_id) for f in plan.fragments] == [("a", 0, 9)]
+    # the writer still writes to a, degraded: reported, not fenced, nothing to copy yet
+    open_on_it = meta(LedgerState.OPEN, [(0, ("a", "b", "c"))])
+    waiting = plan_ledger(open_on_it, frozenset(), ro)
+    assert waiting is not None and not waiting.needs_fence and not waiting.fragments
+    assert waiting.lost_nodes == ("a",)
+    # the writer moved off it: the older segment is copied, the ledger stays open
+    moved = meta(LedgerState.OPEN, [(0, ("a", "b", "c")), (5, ("d", "b", "c"))])
+    plan = plan_ledger(moved, frozenset(), ro)
+    assert plan is not None and not plan.needs_fence
+    assert [(f.segment_index, f.lost_node, f.last_entry_id) for f in plan.fragments] == [(0, "a", 4)]
+    # a gone node in the open tail is still fenced
+    assert plan_ledger(open_on_it, frozenset({"b"}), ro).needs_fence  # type: ignore[union-attr]
