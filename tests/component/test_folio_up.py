@@ -1,5 +1,6 @@
 """``folio up`` starts etcd + 3 storage nodes + the auditor, ``folio status``
-sees them, a child killed -9 is started again (and that is printed), and
+sees them, a child killed -9 (a node, the auditor, a gateway, etcd itself) is
+started again (and that is printed) and the cluster serves again, and
 SIGTERM stops every child cleanly (no process left behind)."""
 
 from __future__ import annotations
@@ -49,6 +50,10 @@ def free_port_block(count: int) -> int:
 def children_of(pid: int) -> list[int]:
     out = subprocess.run(["ps", "-o", "pid=", "--ppid", str(pid)], capture_output=True, text=True).stdout
     return [int(p) for p in out.split()]
+
+
+def command_of(pid: int) -> str:
+    return subprocess.run(["ps", "-o", "args=", "-p", str(pid)], capture_output=True, text=True).stdout
 
 
 def eventually(condition: Callable[[], bool], what: str, timeout_s: float = 60.0) -> None:
@@ -162,6 +167,14 @@ def test_folio_up_status_restart_and_clean_stop(tmp_path: Path) -> None:
             return "storage nodes (3 live)" in again.stdout
 
         eventually(three_nodes_live, "the restarted node registers")
+
+        # kill -9 etcd itself: it is started again on its data, and everything serves again
+        etcd_pid = next(pid for pid in children_of(up.pid) if "etcd" in command_of(pid))
+        os.kill(etcd_pid, signal.SIGKILL)
+        eventually(lambda: f"etcd 127.0.0.1:{base} restarted (pid" in "".join(lines), "etcd restarted")
+        for port in (base + 8, base + 9):
+            eventually(lambda port=port: healthy(f"http://127.0.0.1:{port}"), f"gateway {port} serves")
+        eventually(three_nodes_live, "the nodes register again after the etcd restart")
         children = children_of(up.pid)
         assert len(children) == 8 and not {node_pid, auditor_pid, gateway_pid} & set(children)
         print("".join(line for line in lines if "restart" in line))
