@@ -68,7 +68,8 @@ class SecureSetup:
 
     def describe(self) -> list[str]:
         return [
-            f"security       on: bearer tokens (HS256), superuser role '{SUPERUSER}'",
+            f"security       on: bearer tokens (HS256), superuser role '{SUPERUSER}';"
+            " storage nodes accept only peers that prove the cluster secret",
             f"admin token    {self.admin_token}   (30 days)",
             f'use it         curl -H "Authorization: Bearer $(cat {self.admin_token})" …',
             f"more tokens    folio token create --role R --secret-key {self.token_key} --expires 1d",

@@ -67,6 +67,10 @@ class LocalCluster:
             self.root / "etcd", client_port=self.etcd_client_port, peer_port=self.etcd_peer_port
         )
         self.etcd.start()
+        security = SecureSetup(self.root / "security")
+        if self.secure:
+            security.prepare()
+        internal = ["--cluster-secret", str(security.cluster_key)] if self.secure else []
         for port, metrics_port in zip(self.node_ports, self.metrics_ports, strict=True):
             node = NodeProcess(
                 self.root / f"node-{port}",
@@ -74,16 +78,17 @@ class LocalCluster:
                 port=port,
                 metrics_port=metrics_port,
                 log_path=self.root / f"node-{port}.log",
+                extra_args=internal,
             )
             node.start()
             self.nodes.append(node)
         self.auditor = AuditorProcess(
-            etcd=self.etcd.endpoint, log_path=self.root / "auditor.log", grace_ms=self.auditor_grace_ms
+            etcd=self.etcd.endpoint,
+            log_path=self.root / "auditor.log",
+            grace_ms=self.auditor_grace_ms,
+            extra_args=internal,
         )
         self.auditor.start()
-        security = SecureSetup(self.root / "security")
-        if self.secure:
-            security.prepare()
         for port in self.gateway_ports:
             gateway = GatewayProcess(
                 self.root / f"gateway-{port}",

@@ -44,6 +44,7 @@ from gateway.ownership.records import LoadReport, smoothed
 from gateway.ownership.registry import GatewayRegistry
 from gateway.security.guard import SecurityConfig
 from storage.client.api import LedgerClient
+from storage.client.connection import ConnectionConfig
 from storage.formats.entry_format import EntryMessage
 
 log = logging.getLogger(__name__)
@@ -121,7 +122,11 @@ class Gateway:
         self.config = config
         self.clock = WallClock()  # publish times, delays, TTL: wall time
         self.session = lease_session(store, config.lease_ttl_s)  # kept by its own thread
-        self.client = LedgerClient(store, SystemClock())
+        self.client = LedgerClient(
+            store,
+            SystemClock(),
+            connection_config=ConnectionConfig(auth_secret=config.security.cluster_secret),
+        )
         self.namespaces = NamespaceStore(store)
         self.registry = GatewayRegistry(
             store, self.session, config.gateway_id, config.http_url, load_provider=self.load_report

@@ -34,6 +34,7 @@ class SecurityConfig:
     tokens: TokenRules | None = None  # None: open (no authentication; loopback only)
     superusers: frozenset[str] = frozenset()
     allowed_origins: tuple[str, ...] = ()  # cross-origin browser apps allowed (CORS, WebSocket)
+    cluster_secret: bytes | None = None  # proves this gateway to storage nodes and other gateways
     # Host header names served ("*": any); a gateway process always names them (settings.py)
     allowed_hosts: tuple[str, ...] = ("*",)
 

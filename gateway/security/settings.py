@@ -64,6 +64,7 @@ def config_from(args: argparse.Namespace, advertise_host: str) -> SecurityConfig
     if args.token_secret_key and args.token_public_key:
         raise SettingsError("give --token-secret-key or --token-public-key, not both")
     rules: TokenRules | None = None
+    cluster_secret = _read(args.cluster_secret) if args.cluster_secret else None
     if args.token_secret_key or args.token_public_key:
         algorithm = Algorithm.HS256 if args.token_secret_key else Algorithm.RS256
         rules = TokenRules(
@@ -72,7 +73,7 @@ def config_from(args: argparse.Namespace, advertise_host: str) -> SecurityConfig
             issuer=args.token_issuer,
             audience=args.token_audience,
             role_claim=args.token_role_claim,
-            cluster_secret=_read(args.cluster_secret) if args.cluster_secret else None,
+            cluster_secret=cluster_secret,
         )
     elif args.host not in LOOPBACK_HOSTS and not args.insecure_open:
         raise SettingsError(
@@ -86,6 +87,7 @@ def config_from(args: argparse.Namespace, advertise_host: str) -> SecurityConfig
         superusers=frozenset(_split(args.superuser_roles)),
         allowed_origins=_split(args.allowed_origins),
         allowed_hosts=names,
+        cluster_secret=cluster_secret,
     )
 
 

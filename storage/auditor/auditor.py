@@ -42,6 +42,7 @@ from storage.auditor.audit_core import (
 )
 from storage.client import placement
 from storage.client.api import LedgerClient
+from storage.client.connection import ConnectionConfig
 from storage.client.reader import LedgerReader
 from storage.errors import Status, StorageError
 from storage.types import LedgerMetadata, NodeId
@@ -94,11 +95,14 @@ class Auditor:
         check_interval_ms: int = CHECK_INTERVAL_MS,
         clock: Clock | None = None,
         seed: int | None = None,
+        cluster_secret: bytes | None = None,
     ) -> None:
         self.store = store
         self.auditor_id = auditor_id
         self.clock: Clock = clock or SystemClock()
-        self.client = LedgerClient(store, self.clock, seed)
+        self.client = LedgerClient(
+            store, self.clock, seed, connection_config=ConnectionConfig(auth_secret=cluster_secret)
+        )
         self.membership = Membership(grace_ms)
         self.check_interval_ms = check_interval_ms
         self.progress = Progress()

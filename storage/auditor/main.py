@@ -17,6 +17,7 @@ import logging
 import os
 import signal
 import socket
+from pathlib import Path
 
 from coordination.election import Election
 from coordination.errors import CoordinationError
@@ -42,6 +43,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--grace-ms", type=int, default=DEFAULT_GRACE_MS, help="how long a node may be gone")
     parser.add_argument("--check-interval-ms", type=int, default=CHECK_INTERVAL_MS)
     parser.add_argument("--lease-ttl", type=int, default=5)
+    parser.add_argument("--cluster-secret", default=None, help="file with the storage nodes' cluster secret")
     parser.add_argument("--metrics-host", default="127.0.0.1", help="address /metrics listens on")
     parser.add_argument("--metrics-port", type=int, default=0, help="/metrics port (0 = any free, -1 = off)")
     return parser
@@ -101,7 +103,10 @@ async def _lead_while_elected(
             return
         await campaign
         log.info("auditor %s leads", args.id)
-        auditor = Auditor(store, args.id, args.grace_ms, args.check_interval_ms)
+        secret = (
+            await asyncio.to_thread(Path(args.cluster_secret).read_bytes) if args.cluster_secret else None
+        )
+        auditor = Auditor(store, args.id, args.grace_ms, args.check_interval_ms, cluster_secret=secret)
         collector.progress = auditor.progress
         leading = asyncio.Event()
         audit = asyncio.ensure_future(auditor.run_as_leader(leading))

@@ -27,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from storage import wire
+from storage import wire, wire_auth
 from storage.errors import Status
 from storage.types import NodeId
 
@@ -44,6 +44,7 @@ class ConnectionConfig:
     backoff_initial_ms: int = 50
     backoff_max_ms: int = 2_000
     request_timeout_ms: int = 10_000  # default for ``request``
+    auth_secret: bytes | None = None  # the cluster secret: prove it to the node (storage/wire_auth.py)
 
 
 def _now_ms() -> int:
@@ -284,6 +285,8 @@ class NodeConnection:
         self._paused = False
         self._backoff_ms = self.config.backoff_initial_ms
         self.connects += 1
+        if self.config.auth_secret is not None:  # the first bytes: the proof, then frames
+            transport.write(wire_auth.proof(self.config.auth_secret, time.time_ns() // 1_000_000))
         self._admit_waiting()
 
     def _note_failure(self, why: str) -> None:

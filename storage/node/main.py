@@ -37,7 +37,7 @@ from storage.node.journal_core import JournalConfig
 from storage.node.journal_io import PREALLOC_BYTES
 from storage.node.metrics import NodeMetrics
 from storage.node.registration import DiskPolicy, Registration
-from storage.node.server import MAX_CONNECTIONS, MAX_IN_FLIGHT, NodeServer
+from storage.node.server import IDLE_TIMEOUT_S, MAX_CONNECTIONS, MAX_IN_FLIGHT, MAX_PER_PEER, NodeServer
 from storage.node.service import NodeConfig, NodeService
 from storage.runtime import tune_gc
 
@@ -99,6 +99,19 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--max-connections", type=int, default=MAX_CONNECTIONS)
     p.add_argument("--max-in-flight", type=int, default=MAX_IN_FLIGHT, help="requests per connection")
     p.add_argument("--max-lac-waiters", type=int, default=10_000)
+    p.add_argument(
+        "--cluster-secret",
+        type=Path,
+        default=None,
+        help="file with the cluster secret: refuse every connection that does not prove it",
+    )
+    p.add_argument("--max-connections-per-peer", type=int, default=MAX_PER_PEER, help="from one address")
+    p.add_argument(
+        "--idle-timeout",
+        type=float,
+        default=IDLE_TIMEOUT_S,
+        help="close a connection idle this long (s; 0: never)",
+    )
     p.add_argument(
         "--unsafe-no-fsync",
         action="store_true",
@@ -163,7 +176,15 @@ async def run(args: argparse.Namespace) -> int:
     def node_info() -> bytes:
         return registration.node_info().to_json() if registration is not None else b"{}"
 
-    server = NodeServer(service, node_info, args.max_connections, args.max_in_flight)
+    server = NodeServer(
+        service,
+        node_info,
+        args.max_connections,
+        args.max_in_flight,
+        auth_secret=args.cluster_secret.read_bytes() if args.cluster_secret else None,
+        max_per_peer=args.max_connections_per_peer,
+        idle_timeout_s=args.idle_timeout,
+    )
     host, port = await server.start(args.host, args.port)
     node_id = f"{args.advertise_host or host}:{port}"
     try:

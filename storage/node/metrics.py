@@ -37,6 +37,12 @@ class NodeMetrics:
         self.read_only = Gauge("folio_node_read_only", "1 when the node refuses adds (disk)", registry=r)
         self.free_bytes = Gauge("folio_node_disk_free_bytes", "Free bytes on the data disk", registry=r)
         self.connections = Gauge("folio_node_connections", "Open client connections", registry=r)
+        self.auth_refused = Counter(
+            "folio_node_auth_refused", "Connections closed: no or a bad cluster-secret proof", registry=r
+        )
+        self.idle_closed = Counter(
+            "folio_node_idle_closed", "Connections closed after the idle timeout", registry=r
+        )
         self.lac_waiters = Gauge("folio_node_lac_waiters", "Read-LAC long-polls parked now", registry=r)
         self.read_seconds = Histogram(
             "folio_node_read_latency_seconds",

@@ -5,6 +5,11 @@ Rules:
 - many requests in flight per connection; replies go out as they complete:
   a loop round's first reply at once, the rest of the round batched into one
   socket write at its end;
+- with a cluster secret, a connection's first bytes must be a valid proof
+  (storage/wire_auth.py) within ``AUTH_TIMEOUT_S``, else it is closed before
+  any request is read; at most ``max_per_peer`` connections from one address;
+  a connection idle (no request in flight, nothing received) for
+  ``idle_timeout_s`` is closed (clients reconnect on their next request);
 - bounds: ``max_connections`` (more are closed at once), ``max_in_flight``
   requests per connection (the socket is not read while the bound is hit, or
   while the peer does not read our replies);
@@ -18,10 +23,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import struct
+import time
 from collections import deque
 from collections.abc import Callable
 
-from storage import wire
+from storage import wire, wire_auth
 from storage.errors import ProtocolViolation, Status
 from storage.node.journal_io import Buffer
 from storage.node.reads import dispatch_read
@@ -31,6 +37,9 @@ log = logging.getLogger("folio.storage.server")
 
 MAX_CONNECTIONS = 1024
 MAX_IN_FLIGHT = 4096  # requests per connection
+MAX_PER_PEER = 256  # connections from one address
+IDLE_TIMEOUT_S = 300.0
+AUTH_TIMEOUT_S = 5.0
 _REQ_HEAD = struct.Struct(">BQ")
 _REQ_HEAD_SIZE = _REQ_HEAD.size
 _LEN_UNPACK = struct.Struct(">I").unpack_from
@@ -61,15 +70,47 @@ class Connection(asyncio.Protocol):
         self.in_flight = 0
         self.closed = False
         self._loop = asyncio.get_running_loop()
+        self.authed = server.checker is None
+        self.last_active = self._loop.time()
+        self.peer_host = ""
 
     # ------------------------------------------------------------ transport events
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = transport  # type: ignore[assignment]  # uvloop's is no asyncio.Transport
+        peer = transport.get_extra_info("peername")
+        self.peer_host = str(peer[0]) if peer else ""
         if not self._server.admit(self):
-            log.warning("connection refused: %d connections open (max)", self._server.max_connections)
             self.closed = True
             transport.close()
+            return
+        if not self.authed:
+            self._loop.call_later(AUTH_TIMEOUT_S, self._auth_overdue)
+
+    def _auth_overdue(self) -> None:
+        if not self.authed and not self.closed:
+            log.warning(
+                "closing connection %s: no authentication within %.0f s", self._peer(), AUTH_TIMEOUT_S
+            )
+            self._server.service.metrics.auth_refused.inc()
+            self._abort()
+
+    def _authenticate(self, data: bytes) -> bytes | None:
+        """The bytes after a valid proof, or None (waiting for more, or closed)."""
+        buffer = self._buffer
+        buffer += data
+        if len(buffer) < wire_auth.PROOF_BYTES:
+            return None
+        head, rest = bytes(buffer[: wire_auth.PROOF_BYTES]), bytes(buffer[wire_auth.PROOF_BYTES :])
+        buffer.clear()
+        assert self._server.checker is not None
+        if not self._server.checker.check(head, time.time_ns() // 1_000_000):
+            log.warning("closing connection %s: authentication failed", self._peer())
+            self._server.service.metrics.auth_refused.inc()
+            self._abort()
+            return None
+        self.authed = True
+        return rest
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
@@ -77,6 +118,12 @@ class Connection(asyncio.Protocol):
         self._service.waiters.drop_connection(self)
 
     def data_received(self, data: bytes) -> None:
+        self.last_active = self._loop.time()
+        if not self.authed:
+            after = self._authenticate(data)
+            if not after:
+                return
+            data = after
         # splits frames like wire.FrameDecoder (same bounds), with one copy per frame
         buffer = self._buffer
         if buffer:
@@ -224,31 +271,65 @@ class NodeServer:
         node_info: Callable[[], bytes],
         max_connections: int = MAX_CONNECTIONS,
         max_in_flight: int = MAX_IN_FLIGHT,
+        *,
+        auth_secret: bytes | None = None,
+        max_per_peer: int = MAX_PER_PEER,
+        idle_timeout_s: float = IDLE_TIMEOUT_S,
     ) -> None:
         self.service = service
         self._node_info = node_info
         self.max_connections = max_connections
         self.max_in_flight = max_in_flight
+        self.checker = wire_auth.ProofChecker(auth_secret) if auth_secret else None
+        self.max_per_peer = max_per_peer
+        self.idle_timeout_s = idle_timeout_s
         self.connections: set[Connection] = set()
+        self._per_peer: dict[str, int] = {}
         self._server: asyncio.Server | None = None
+        self._sweeper: asyncio.Task[None] | None = None
 
     def node_info(self) -> bytes:
         return self._node_info()
 
     def admit(self, conn: Connection) -> bool:
         if len(self.connections) >= self.max_connections:
+            log.warning("connection refused: %d connections open (max)", self.max_connections)
+            return False
+        if self._per_peer.get(conn.peer_host, 0) >= self.max_per_peer:
+            log.warning(
+                "connection from %s refused: %d open from there (max)", conn.peer_host, self.max_per_peer
+            )
             return False
         self.connections.add(conn)
+        self._per_peer[conn.peer_host] = self._per_peer.get(conn.peer_host, 0) + 1
         self.service.metrics.connections.set(len(self.connections))
         return True
 
     def release(self, conn: Connection) -> None:
-        self.connections.discard(conn)
+        if conn in self.connections:
+            self.connections.discard(conn)
+            left = self._per_peer.get(conn.peer_host, 1) - 1
+            if left > 0:
+                self._per_peer[conn.peer_host] = left
+            else:
+                self._per_peer.pop(conn.peer_host, None)
         self.service.metrics.connections.set(len(self.connections))
+
+    async def _sweep_idle(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(max(0.05, min(self.idle_timeout_s / 4, 5.0)))
+            cutoff = loop.time() - self.idle_timeout_s
+            for conn in list(self.connections):
+                if conn.in_flight == 0 and conn.last_active < cutoff and not conn.closed:
+                    self.service.metrics.idle_closed.inc()
+                    conn.close()
 
     async def start(self, host: str, port: int) -> tuple[str, int]:
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(lambda: Connection(self), host, port, backlog=1024)
+        if self.idle_timeout_s > 0:
+            self._sweeper = loop.create_task(self._sweep_idle(), name="node-idle-sweep")
         sock = self._server.sockets[0].getsockname()
         return str(sock[0]), int(sock[1])
 
@@ -261,6 +342,8 @@ class NodeServer:
             conn.stop_reading()
 
     async def close_connections(self) -> None:
+        if self._sweeper is not None:
+            self._sweeper.cancel()
         for conn in list(self.connections):
             conn.close()
         if self._server is not None:

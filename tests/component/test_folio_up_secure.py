@@ -4,7 +4,9 @@ The banner says security is on and where the admin token is; without a token the
 admin API answers 401, with the admin token it works; a token made with
 ``folio token create`` for a role granted ``produce`` publishes over REST and one
 granted ``consume`` reads it over a WebSocket with ``?token=``; the produce-only
-role is refused the WebSocket consumer (403).
+role is refused the WebSocket consumer (403); the storage nodes close a
+connection that does not prove the cluster secret (the gateways do prove it:
+the publish went through them).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import base64
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -23,6 +26,8 @@ import pytest
 import websockets
 from test_folio_up import REPO, children_of, free_port_block
 from websockets.exceptions import InvalidStatus
+
+from storage import wire
 
 pytestmark = pytest.mark.component
 
@@ -116,6 +121,10 @@ async def test_folio_up_secure(tmp_path: Path) -> None:
                 ):
                     pass
             assert refused.value.response.status_code == 403
+        # a storage node answers nothing to a peer without the cluster secret
+        with socket.create_connection(("127.0.0.1", base + 2), timeout=15) as plain:
+            plain.sendall(wire.encode_request(wire.Op.NODE_INFO, 1))
+            assert plain.recv(1024) == b""
         up.send_signal(signal.SIGTERM)
         assert up.wait(60) == 0
     finally:
