@@ -57,6 +57,7 @@ PARTITIONED = f"{ROOT}/partitioned/"  # <domain>/<tenant>/<ns>/<topic> -> {"part
 MANAGED_LOGS = f"{ROOT}/logs/"  # <domain>/<tenant>/<ns>/<topic> -> JSON managed-log state
 CURSORS = f"{ROOT}/cursors/"  # <domain>/<tenant>/<ns>/<topic>/<sub> -> JSON cursor state
 DEDUP = f"{ROOT}/dedup/"  # <domain>/<tenant>/<ns>/<topic> -> JSON dedup snapshot
+SCHEMAS = f"{ROOT}/schemas/"  # <domain>/<tenant>/<ns>/<topic> -> JSON schema versions (ADR 0009)
 WEBHOOKS = f"{ROOT}/webhooks/"  # <domain>/<tenant>/<ns>/<topic>/<sub> -> JSON webhook settings
 BUNDLES = f"{ROOT}/bundles/"  # <tenant>/<ns>/<0xlo_0xhi> -> owner gateway id, under its lease
 LOAD_MANAGER = "load-manager"  # election name of the gateways' load manager
@@ -96,6 +97,11 @@ def webhook(topic_path: str, subscription: str) -> str:
 
 def dedup(topic_path: str) -> str:
     return f"{DEDUP}{topic_path}"
+
+
+def schemas(topic_path: str) -> str:
+    """Every schema version of a topic (of a partitioned topic's base name: partitions share it)."""
+    return f"{SCHEMAS}{topic_path}"
 
 
 def bundles_of(tenant_name: str, ns: str) -> str:

@@ -132,6 +132,8 @@ def message_headers(
         headers["X-Pulsar-partition-index"] = str(partition)
     if message.event_time_ms:
         headers["X-Pulsar-event-time"] = iso_ms(message.event_time_ms)
+    if message.schema_version is not None:
+        headers["X-Pulsar-schema-version"] = str(message.schema_version)
     if message.key is not None:
         headers["X-Pulsar-partition-key"] = message.key.decode("utf-8", "replace")
     if message.ordering_key is not None:
@@ -166,6 +168,7 @@ def browse_item(
         "eventTime": message.event_time_ms or 0,
         "producerName": message.producer_name,
         "sequenceId": message.sequence_id,
+        "schemaVersion": message.schema_version,
         "payload": base64.b64encode(message.payload).decode(),
     }
 

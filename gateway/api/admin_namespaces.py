@@ -29,6 +29,7 @@ from gateway.api.errors import ErrorMappingRoute, responses
 from gateway.api.paging import TOTAL_HEADER, PageParams
 from gateway.api.route_docs import Namespace, Paging, Tenant
 from gateway.meta.errors import NotFound
+from gateway.meta.fields import bool_field
 from gateway.meta.namespaces import NamespaceStore
 from gateway.meta.persistence import ENSEMBLE_MAX, Persistence
 from gateway.meta.policies import (
@@ -41,8 +42,10 @@ from gateway.meta.policies import (
     parse_enabled,
     parse_limit,
     parse_role,
+    parse_strategy,
     parse_ttl_seconds,
 )
+from gateway.meta.schema_compat import Strategy
 from gateway.names import NamespaceName, check_tenant
 
 Force = Annotated[bool, Query(description="also delete what is inside")]
@@ -286,9 +289,10 @@ def make_router(get_store: Callable[[], NamespaceStore], unload: Unloader = _no_
         write: Callable[[Policies, Any], Policies],
         reset: Callable[[Policies], Policies],
         body: dict[str, Any],
+        put: bool = False,
     ) -> None:
         """GET / POST / DELETE of one namespace policy at ``…/{path}`` (``body``: the
-        POST's ``openapi_extra``)."""
+        POST's ``openapi_extra``); ``put``: PUT sets it too (Pulsar's verb for some)."""
         route = f"/namespaces/{{tenant}}/{{namespace}}/{path}"
 
         async def get(store: Store, tenant: Tenant, namespace: Namespace) -> Any:
@@ -320,6 +324,18 @@ def make_router(get_store: Callable[[], NamespaceStore], unload: Unloader = _no_
             openapi_extra=body,
             **common,
         )
+        if put:
+            router.add_api_route(
+                route,
+                post,
+                methods=["PUT"],
+                status_code=204,
+                name=f"put_{name}",
+                summary=f"Set {path}",
+                responses=WRITE,
+                openapi_extra=body,
+                **common,
+            )
         router.add_api_route(
             route,
             delete,
@@ -392,6 +408,27 @@ def make_router(get_store: Callable[[], NamespaceStore], unload: Unloader = _no_
                 "managedLedgerMaxMarkDeleteRate": 0.0,
             },
         ),
+    )
+    policy_routes(
+        "schemaCompatibilityStrategy",
+        "schema_compatibility_strategy",
+        lambda p: p.schema_compatibility_strategy.value,
+        lambda p, v: p.replace(schema_compatibility_strategy=parse_strategy(v)),
+        lambda p: p.replace(schema_compatibility_strategy=Strategy.UNDEFINED),
+        request_body(
+            schemas.SCHEMA_STRATEGY,
+            "Pulsar SchemaCompatibilityStrategy of the namespace's topics (UNDEFINED means FULL)",
+            "BACKWARD",
+        ),
+        put=True,
+    )
+    policy_routes(
+        "isAllowAutoUpdateSchema",
+        "is_allow_auto_update_schema",
+        lambda p: p.is_allow_auto_update_schema,
+        lambda p, v: p.replace(is_allow_auto_update_schema=bool_field(v, "isAllowAutoUpdateSchema")),
+        lambda p: p.replace(is_allow_auto_update_schema=True),
+        request_body(schemas.ENABLED, "whether producers may add schema versions (default true)", False),
     )
     policy_routes(
         "autoTopicCreation",

@@ -226,6 +226,20 @@ class AuthPolicies(BaseModel):
     subscription_auth_roles: Any = Field(None, description="accepted and ignored")
 
 
+SchemaStrategy = Literal[
+    "UNDEFINED",
+    "ALWAYS_INCOMPATIBLE",
+    "ALWAYS_COMPATIBLE",
+    "BACKWARD",
+    "FORWARD",
+    "FULL",
+    "BACKWARD_TRANSITIVE",
+    "FORWARD_TRANSITIVE",
+    "FULL_TRANSITIVE",
+]
+SCHEMA_STRATEGY: dict[str, Any] = {"enum": list(SchemaStrategy.__args__)}  # type: ignore[attr-defined]
+
+
 class Policies(BaseModel):
     """Pulsar ``Policies`` for a new namespace (``null`` or absent = default; other
     fields are ignored). A backlog quota beyond the retention it would outlive is
@@ -241,6 +255,8 @@ class Policies(BaseModel):
     autoTopicCreationOverride: AutoTopicCreationOverride | None = None
     auth_policies: AuthPolicies | None = None
     persistence: PersistencePolicies | None = None
+    schema_compatibility_strategy: SchemaStrategy | None = Field(None, description="UNDEFINED = FULL")
+    is_allow_auto_update_schema: bool | None = Field(None, description="may producers add versions (true)")
 
 
 # ------------------------------------------------------------------ cursors

@@ -33,6 +33,7 @@ def entry_message(request: PublishRequest, producer: str, sequence_id: int, now_
         request.properties,
         request.event_time_ms or None,
         request.deliver_at_ms or None,
+        request.schema_version,
     )
 
 

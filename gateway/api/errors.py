@@ -45,6 +45,12 @@ STATUS_BY_CODE: dict[str, int] = {
     "already_exists": 409,
     "precondition_failed": 412,
     "corrupt_metadata": 500,
+    # schemas
+    "invalid_schema": 400,
+    "schema_mismatch": 400,
+    "schema_not_found": 404,
+    "incompatible_schema": 409,
+    "schema_history_full": 409,
     # protocol
     "invalid_params": 400,
     "invalid_frame": 400,

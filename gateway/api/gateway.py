@@ -36,6 +36,7 @@ from gateway.broker.topic import Topic
 from gateway.broker.topic_types import TopicPolicies
 from gateway.meta.namespaces import NamespaceStore
 from gateway.meta.policies import Policies
+from gateway.meta.schema_registry import SchemaRegistry
 from gateway.names import NamespaceName, TopicName
 from gateway.ownership.bundles import BundleRange, NamespaceBundle
 from gateway.ownership.load_manager import LoadManager
@@ -128,6 +129,7 @@ class Gateway:
             connection_config=ConnectionConfig(auth_secret=config.security.cluster_secret),
         )
         self.namespaces = NamespaceStore(store)
+        self.schemas = SchemaRegistry(store)
         self.registry = GatewayRegistry(
             store, self.session, config.gateway_id, config.http_url, load_provider=self.load_report
         )

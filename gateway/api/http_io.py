@@ -60,6 +60,8 @@ def rest_message(request: PublishRequest) -> dict[str, Any]:
         out["eventTime"] = request.event_time_ms
     if request.deliver_at_ms:
         out["deliverAt"] = request.deliver_at_ms
+    if request.schema_version is not None:  # the payload is already the schema's bytes
+        out["schemaVersion"] = request.schema_version
     return out
 
 

@@ -44,6 +44,7 @@ TAGS: list[dict[str, str]] = [
     {"name": "admin-tenants", "description": "Pulsar admin v2: tenants."},
     {"name": "admin-namespaces", "description": "Pulsar admin v2: namespaces and their policies."},
     {"name": "admin-topics", "description": "Pulsar admin v2: topics, partitions, stats, peek."},
+    {"name": "admin-schemas", "description": "Pulsar admin v2: topic schema versions."},
     {"name": "admin-subscriptions", "description": "Pulsar admin v2: subscriptions and their cursors."},
     {"name": "admin-cluster", "description": "Gateways (brokers), storage nodes and the cluster overview."},
     {

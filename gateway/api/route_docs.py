@@ -138,7 +138,7 @@ PRODUCE: dict[str, Any] = {
     "tags": ["produce"],
     "summary": "Publish messages (JSON ProducerMessages) or one raw-body message",
     "response_model": s.ProducerAcks | s.ProducerAck,
-    "responses": responses(400, 404, 412, 413, 500),
+    "responses": responses(400, 404, 409, 412, 413, 500),
     "openapi_extra": PRODUCE_EXTRA,
 }
 PRODUCE_PARTITION: dict[str, Any] = {

@@ -29,6 +29,7 @@ from gateway.api.errors import error_response, reason_response
 from gateway.api.http_consume import HttpConsumers, pull_params
 from gateway.api.http_io import ACK_BODY_MAX, read_body, rest_message
 from gateway.api.metrics import publish_latency
+from gateway.api.rest_schemas import apply_schemas
 from gateway.api.route_docs import (
     Authoritative,
     ConsumerNameQuery,
@@ -268,15 +269,17 @@ def make_router(get_gateway: Any) -> APIRouter:
             content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
             if not body and not content_type:  # an empty message is sent with a Content-Type
                 raise BadRequest("request body is missing: send JSON ProducerMessages or the raw payload")
+            schema_version = 0
             if content_type == JSON:
                 parsed = parse_producer_messages(body, now, limit)
                 producer, requests = parsed.producer_name, parsed.messages
+                schema_version = await apply_schemas(gateway, name, parsed, limit)
             else:
                 raw, raw_producer = parse_raw_headers(dict(request.headers), body, now, limit)
                 producer, requests = raw_producer or "RestProducer", [raw]
             partitions = await gateway.partitions(name)
             if partitions > 0:
-                response = await _produce_partitioned(name, partitions, producer, requests)
+                response = await _produce_partitioned(name, partitions, producer, requests, schema_version)
                 publish_latency(gateway).rest.observe(perf_counter() - started)
                 return response
             where = await local_topic(name, query)
@@ -290,10 +293,12 @@ def make_router(get_gateway: Any) -> APIRouter:
             first = results[0]
             status = 200 if not first.get("errorCode") else (503 if first["errorCode"] == 1 else 500)
             return _json(first, status)
-        return Response(producer_acks(results), media_type=JSON)
+        if schema_version:
+            results = [{**r, "schemaVersion": schema_version} for r in results]
+        return Response(producer_acks(results, schema_version), media_type=JSON)
 
     async def _produce_partitioned(
-        name: TopicName, partitions: int, producer: str, requests: list[PublishRequest]
+        name: TopicName, partitions: int, producer: str, requests: list[PublishRequest], schema_version: int
     ) -> Response:
         gateway = gw()
         groups: dict[int, list[tuple[int, PublishRequest]]] = {}
@@ -322,8 +327,8 @@ def make_router(get_gateway: Any) -> APIRouter:
             else:
                 part_results = await _publish_local(where, producer, [r for _, r in items])
             for (i, _), result in zip(items, part_results, strict=True):
-                results[i] = result
-        return Response(producer_acks(results), media_type=JSON)
+                results[i] = {**result, "schemaVersion": schema_version} if schema_version else result
+        return Response(producer_acks(results, schema_version), media_type=JSON)
 
     @router.post("/topics/{domain}/{tenant}/{namespace}/{topic}", **docs.PRODUCE)
     async def produce(

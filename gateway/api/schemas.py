@@ -144,7 +144,22 @@ class ProducerMessages(BaseModel):
         pattern=PRINTABLE_NAME_PATTERN,
         description="printable, not blank; default `RestProducer`",
     )
-    schemaVersion: Any = Field(None, description="accepted and ignored (no schema registry)")
+    schemaVersion: int | None = Field(
+        None,
+        ge=-(2**63),
+        le=INT64_MAX,
+        description="a registered version of the topic's schema to encode the payloads with "
+        "(wins over valueSchema; < 0 = none); 404 if the topic has no such version",
+    )
+    keySchema: str | None = Field(
+        None, description="a JSON SchemaInfo the message keys are checked against (400 naming the key)"
+    )
+    valueSchema: str | None = Field(
+        None,
+        description='a JSON SchemaInfo (`{"type":"JSON","schema":<base64 definition>,...}`): '
+        "found in the topic's versions or added as the next one (409 if the namespace's strategy "
+        "refuses it); text payloads are encoded by it, 400 naming the payload that does not fit",
+    )
     messages: list[TextMessage | Base64Message] = Field(min_length=1, max_length=REST_BATCH_MAX)
 
 
@@ -158,7 +173,7 @@ class ProducerAck(BaseModel):
     )
     errorCode: int = Field(description="0 stored, 1 failed but retriable, 2 failed", ge=0, le=2)
     errorMsg: str | None = Field(None, description="why the message failed")
-    schemaVersion: int = Field(0)
+    schemaVersion: int = Field(0, description="the schema version the payload was encoded with")
     duplicate: bool | None = Field(None, description="true when deduplication recognised a repeat")
 
 

@@ -34,6 +34,7 @@ from gateway.meta.fields import (
     or_default,
 )
 from gateway.meta.persistence import Persistence
+from gateway.meta.schema_compat import Strategy
 from gateway.names import PARTITIONS_MAX
 
 HASH_MAX = 0xFFFFFFFF
@@ -255,6 +256,17 @@ class AutoTopicCreation:
 # ---------------------------------------------------------------- the policy document
 
 
+def parse_strategy(value: object) -> Strategy:
+    """A ``SchemaCompatibilityStrategy`` name (null: UNDEFINED); ``InvalidPolicy`` otherwise."""
+    if value is None:
+        return Strategy.UNDEFINED
+    if isinstance(value, str) and value in Strategy.__members__:
+        return Strategy(value)
+    raise InvalidPolicy(
+        f"schemaCompatibilityStrategy must be one of {', '.join(Strategy.__members__)}, got {value!r}"
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class Policies:
     """One namespace's policies. ``deleted`` marks a namespace being deleted."""
@@ -269,6 +281,8 @@ class Policies:
     auto_topic_creation: AutoTopicCreation = AutoTopicCreation()
     permissions: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # role -> actions
     persistence: Persistence | None = None  # None: the gateway's LogConfig quorums
+    schema_compatibility_strategy: Strategy = Strategy.UNDEFINED  # UNDEFINED: FULL (docs/decisions/0009)
+    is_allow_auto_update_schema: bool = True  # may a producer add a schema version
     deleted: bool = False
 
     @property
@@ -303,6 +317,8 @@ class Policies:
                 "subscription_auth_roles": {},
             },
             "persistence": None if self.persistence is None else self.persistence.to_json(),
+            "schema_compatibility_strategy": self.schema_compatibility_strategy.value,
+            "is_allow_auto_update_schema": self.is_allow_auto_update_schema,
             "deleted": self.deleted,
         }
 
@@ -330,6 +346,12 @@ class Policies:
             ),
             permissions=_parse_auth(obj.get("auth_policies")),
             persistence=_maybe(obj.get("persistence"), Persistence.from_json, None),
+            schema_compatibility_strategy=parse_strategy(obj.get("schema_compatibility_strategy")),
+            is_allow_auto_update_schema=(
+                True
+                if obj.get("is_allow_auto_update_schema") is None
+                else bool_field(obj["is_allow_auto_update_schema"], "is_allow_auto_update_schema")
+            ),
             deleted=bool(obj.get("deleted") is True),
         )
         check_quotas_within_retention(policies)

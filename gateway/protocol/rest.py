@@ -14,8 +14,9 @@ an oversize payload raises ``PayloadTooLarge``.
 Deliberate fixes of upstream quirks (§2.1, §7 row 14), so WS and REST agree:
 - ``payload`` is text stored as its UTF-8 bytes (upstream's default STRING
   schema); Folio extra ``"payloadEncoding":"base64"`` sends binary payloads.
-  ``keySchema``/``valueSchema`` are refused (Folio has no schema registry);
-  ``schemaVersion``, ``replicationClusters`` and ``disableReplication`` are ignored.
+  ``keySchema``/``valueSchema``/``schemaVersion`` are read here and applied by
+  ``gateway.api.rest_schemas`` (the payload text is then encoded by the schema);
+  ``replicationClusters`` and ``disableReplication`` are ignored (one cluster).
 - ``eventTime`` is epoch ms (an integer - ``3178.0`` too, as Jackson reads a
   long - or a numeric string, as upstream) or an ISO-8601 string with offset
   (as WS); a fraction of a millisecond is refused.
@@ -86,6 +87,10 @@ _INTEGER = re.compile(r"[+-]?[0-9]{1,19}")
 class ProducerMessages:
     producer_name: str
     messages: list[PublishRequest]
+    texts: list[bool]  # per message: the payload was given as text (not base64)
+    schema_version: int | None = None  # ``schemaVersion``: use this registered version
+    key_schema: str | None = None  # ``keySchema``: a JSON SchemaInfo
+    value_schema: str | None = None  # ``valueSchema``: a JSON SchemaInfo
 
 
 # ------------------------------------------------------------------ JSON publish
@@ -102,31 +107,44 @@ def parse_producer_messages(data: str | bytes, now_ms: int, max_payload: int) ->
         name = DEFAULT_PRODUCER_NAME
     elif not name.strip() or len(name) > PRODUCER_NAME_CHARS_MAX or not name.isprintable():
         raise BadRequest(f"producerName must be 1..{PRODUCER_NAME_CHARS_MAX} printable characters, not blank")
+    schemas: dict[str, str | None] = {}
     for schema in ("keySchema", "valueSchema"):
-        if obj.get(schema) is not None:
-            raise BadRequest(
-                f"{schema} is not supported: Folio stores payloads as bytes; send text "
-                'payloads (stored as UTF-8) or "payloadEncoding":"base64"'
-            )
+        value = obj.get(schema)
+        if value is not None and not isinstance(value, str):
+            raise BadRequest(f"{schema} must be a string holding a JSON SchemaInfo")
+        schemas[schema] = value
+    try:
+        version = get_int(obj, "schemaVersion", -1, INT64_MAX)
+    except FrameError as exc:
+        raise BadRequest(exc.message) from exc
     items = obj.get("messages")
     if not isinstance(items, list) or not items:
         raise BadRequest("messages must be a non-empty array")
     if len(items) > REST_BATCH_MAX:
         raise BadRequest(f"messages has {len(items)} entries, more than {REST_BATCH_MAX} per request")
     messages: list[PublishRequest] = []
+    texts: list[bool] = []
     for index, item in enumerate(items):
         where = f"messages[{index}]"
         try:
             if not isinstance(item, dict):
                 raise BadRequest("must be an object")
             messages.append(_message(item, now_ms, max_payload))
+            texts.append(item.get("payloadEncoding") in (None, "text"))
         except PayloadTooLarge as exc:
             exc.message = f"{where}: {exc.message}"
             exc.args = (exc.message,)
             raise
         except ProtocolError as exc:
             raise BadRequest(f"{where}: {exc.message}") from exc
-    return ProducerMessages(name, messages)
+    return ProducerMessages(
+        name,
+        messages,
+        texts,
+        version if version is not None and version >= 0 else None,
+        schemas["keySchema"],
+        schemas["valueSchema"],
+    )
 
 
 def _message(obj: JsonObject, now_ms: int, max_payload: int) -> PublishRequest:

@@ -129,6 +129,7 @@ class PublishRequest:
     event_time_ms: int = 0
     deliver_at_ms: int = 0
     sequence_id: int | None = None  # None: the producer assigns the next one
+    schema_version: int | None = None  # the topic schema version the payload was encoded with
 
 
 def encode_frame(obj: object) -> bytes:

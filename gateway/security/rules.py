@@ -54,7 +54,10 @@ NS_POLICIES = (
     "messageTTL",
     "persistence",
     "retention",
+    "schemaCompatibilityStrategy",
+    "isAllowAutoUpdateSchema",
 )
+SCHEMA = "/admin/v2/schemas/{tenant}/{namespace}/{topic}"
 
 
 def _table() -> dict[tuple[str, str], Rule]:
@@ -179,6 +182,15 @@ def _table() -> dict[tuple[str, str], Rule]:
         rules[("GET", f"{NS}/{policy}")] = Rule(TA)
         rules[("POST", f"{NS}/{policy}")] = Rule(TA, json_body=True)
         rules[("DELETE", f"{NS}/{policy}")] = Rule(TA)
+    rules[("PUT", f"{NS}/schemaCompatibilityStrategy")] = Rule(TA, json_body=True)  # Pulsar's verb
+    # a topic's schema: read by its producers and consumers, changed by tenant admins
+    rules[("GET", SCHEMA + "/schema")] = Rule(LOOKUP)
+    rules[("GET", SCHEMA + "/schema/{version}")] = Rule(LOOKUP)
+    rules[("GET", SCHEMA + "/schemas")] = Rule(LOOKUP)
+    rules[("GET", SCHEMA + "/versions")] = Rule(LOOKUP)
+    rules[("POST", SCHEMA + "/compatibility")] = Rule(LOOKUP, json_body=True)
+    rules[("POST", SCHEMA + "/schema")] = Rule(TA, json_body=True)
+    rules[("DELETE", SCHEMA + "/schema")] = Rule(TA)
     rules.pop(("GET", f"{NS}/backlogQuota"))  # read through backlogQuotaMap
     return rules
 

@@ -1,6 +1,7 @@
 """How a batch of published messages becomes one ledger entry payload.
 
-Owns: ``EntryMessage`` (a message as stored), the version-1 binary layout of
+Owns: ``EntryMessage`` (a message as stored, with the schema version it was
+encoded with - docs/decisions/0010-schema-registry.md), the version-1 binary layout of
 an entry (docs/decisions/0004-entry-batch-format.md), its encoder
 (``encode_entry``, and ``EntryBatch`` for a batcher that fills an entry
 message by message), its decoder (``decode_entry``, ``entry_message_count``)
@@ -45,7 +46,8 @@ _HAS_EVENT_TIME = 0x01
 _HAS_DELIVER_AT = 0x02
 _HAS_KEY = 0x04
 _HAS_ORDERING_KEY = 0x08
-_KNOWN_FLAGS = _HAS_EVENT_TIME | _HAS_DELIVER_AT | _HAS_KEY | _HAS_ORDERING_KEY
+_HAS_SCHEMA_VERSION = 0x10  # docs/decisions/0009-schema-registry.md
+_KNOWN_FLAGS = _HAS_EVENT_TIME | _HAS_DELIVER_AT | _HAS_KEY | _HAS_ORDERING_KEY | _HAS_SCHEMA_VERSION
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 _MESSAGE_BYTES_MAX = ENTRY_BYTES_MAX - ENTRY_HEADER_BYTES
 _SHORT_NAME_BYTES = 1024  # encode_message's fast path: a producer name up to this long ...
@@ -68,6 +70,7 @@ class EntryMessage:
     properties: Mapping[str, str] = field(default_factory=dict)
     event_time_ms: int | None = None
     deliver_at_ms: int | None = None
+    schema_version: int | None = None  # the topic schema version the payload was encoded with
 
 
 def encode_message(message: EntryMessage) -> bytes:
@@ -80,6 +83,7 @@ def encode_message(message: EntryMessage) -> bytes:
         and message.deliver_at_ms is None
         and message.key is None
         and message.ordering_key is None
+        and message.schema_version is None
         and not message.properties
         and type(publish) is int
         and type(sequence) is int
@@ -111,6 +115,9 @@ def _encode_message_checked(message: EntryMessage) -> bytes:
             flags |= flag
             optional.append(_U32.pack(_length(len(raw), 0xFFFFFFFF, "key")))
             optional.append(raw)
+    if message.schema_version is not None:
+        flags |= _HAS_SCHEMA_VERSION
+        optional.append(_I64.pack(_int64(message.schema_version, "schema version")))
     name = _utf8(message.producer_name, "producer name")
     properties = message.properties
     _length(len(properties), PROPERTIES_PER_MESSAGE_MAX, "property count")
@@ -211,7 +218,7 @@ def decode_entry(payload: bytes) -> list[EntryMessage]:
         for _ in range(count):
             flags, n_props, publish, sequence, name_len, payload_len = unpack_head(data, pos)
             pos += head_size
-            event_time = deliver_at = None
+            event_time = deliver_at = schema_version = None
             key = ordering_key = None
             if flags:
                 if flags & ~_KNOWN_FLAGS:
@@ -226,6 +233,9 @@ def decode_entry(payload: bytes) -> list[EntryMessage]:
                     key, pos = _read_sized(data, pos, end)
                 if flags & _HAS_ORDERING_KEY:
                     ordering_key, pos = _read_sized(data, pos, end)
+                if flags & _HAS_SCHEMA_VERSION:
+                    (schema_version,) = _I64.unpack_from(data, pos)
+                    pos += 8
             stop = pos + name_len
             if stop > end:
                 raise CorruptEntry("text runs past the end of the entry")
@@ -259,6 +269,7 @@ def decode_entry(payload: bytes) -> list[EntryMessage]:
                     properties,
                     event_time,
                     deliver_at,
+                    schema_version,
                 )
             )
             pos = stop

@@ -14,12 +14,16 @@ first frame, then an ack of ``msg['messageId']``) survives every
 subscription type - it crashed on Failover and Key_Shared while Folio sent
 notice frames unasked; the documented Python producer's ``"context": 5`` is
 published and answered ``ok``; the acks the programs send are applied (the
-subscription's backlog drains to 0).
+subscription's backlog drains to 0). And Pulsar's REST producer example, a
+curl command whose body carries a JSON ``valueSchema``, is stored (it was
+refused with 400 before Folio had a schema registry).
 """
 
 from __future__ import annotations
 
+import base64
 import itertools
+import json
 import os
 import re
 import shutil
@@ -32,6 +36,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+import websocket
 
 # the cluster helpers of the component tests, driven from synchronous code as the browser tests do
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "component"))
@@ -65,7 +70,7 @@ def cluster(etcd_endpoint: str, tmp_path_factory: pytest.TempPathFactory) -> Ite
 def program(name: str, address: str, topic: str, sub: str = "my-sub", query: str = "") -> Path:
     """The documented example ``name`` with only its address, topic and subscription changed."""
     text = (EXAMPLES / name).read_text()
-    assert "localhost:8080" in text and "/my-topic" in text
+    assert "localhost:8080" in text and "my-topic" in text
     text = text.replace("localhost:8080", address)
     text = text.replace("/my-topic/my-sub", f"/{topic}/{sub}{query}").replace("/my-topic", f"/{topic}")
     out = _run_dir[0] / f"{next(_names)}-{name}"
@@ -221,10 +226,6 @@ def test_documented_reader(cluster: DashCluster, language: str) -> None:
 
 def test_documented_python_producer_context_is_echoed_as_text(cluster: DashCluster) -> None:
     """Pulsar's documented producer sends ``"context": 5``; the reply echoes ``"5"``."""
-    import base64
-    import json
-
-    import websocket
 
     ws = websocket.create_connection(
         f"ws://{address(cluster, 1)}/ws/v2/producer/persistent/public/default/docs-context"
@@ -235,3 +236,33 @@ def test_documented_python_producer_context_is_echoed_as_text(cluster: DashClust
     finally:
         ws.close()
     assert reply["result"] == "ok" and reply["context"] == "5" and reply["errorCode"] == 0, reply
+
+
+def test_documented_rest_producer_with_value_schema(cluster: DashCluster) -> None:
+    """Pulsar's REST producer example - a curl command whose body carries a JSON
+    ``valueSchema`` - run with only its address and topic changed. The topic must exist
+    first (Pulsar's REST producer publishes only to existing topics)."""
+    curl = shutil.which("curl")
+    assert curl, "curl is not installed"
+    topic = "docs-rest-producer"
+    created = httpx.put(f"{cluster.urls[1]}/admin/v2/persistent/public/default/{topic}", timeout=10)
+    assert created.status_code == 204, created.text
+    script = program("rest-producer.sh", address(cluster, 0), topic)
+    text = script.read_text().replace("/my-tenant/my-namespace/", "/public/default/")
+    script.write_text(text)
+    done = subprocess.run(["sh", str(script)], capture_output=True, text=True, timeout=30, check=False)
+    assert done.returncode == 0, done.stderr
+    reply = json.loads(done.stdout)
+    assert reply["messagePublishResults"][0]["errorCode"] == 0, reply
+    assert reply["schemaVersion"] == 0, reply
+    peeked = httpx.get(
+        f"{cluster.urls[1]}/admin/v2/persistent/public/default/{topic}/examinemessage",
+        params={"initialPosition": "earliest", "messagePosition": 1},
+        timeout=10,
+    )
+    assert peeked.status_code == 200, peeked.text
+    assert json.loads(peeked.content) == {"brand": "dell", "model": "alienware", "year": 2021}
+    assert peeked.headers["X-Pulsar-partition-key"] == "my-key"
+    assert peeked.headers["X-Pulsar-schema-version"] == "0"
+    schema = httpx.get(f"{cluster.urls[0]}/admin/v2/schemas/public/default/{topic}/schema", timeout=10).json()
+    assert schema["type"] == "JSON" and json.loads(schema["data"])["name"] == "PC"

@@ -40,6 +40,7 @@ messages = st.builds(
     properties=st.dictionaries(st.text(max_size=10), st.text(max_size=20), max_size=5),
     event_time_ms=st.none() | INT64,
     deliver_at_ms=st.none() | INT64,
+    schema_version=st.none() | st.integers(0, 2**63 - 1),
 )
 
 
@@ -71,6 +72,27 @@ def test_full_message_round_trips_and_layout_is_stable() -> None:
     plain = encode_entry([msg(b"")])
     # header 3 + message head 25 + "p-1"; no optional parts, no properties, empty payload
     assert len(plain) == 3 + 25 + 3
+
+
+def test_schema_version_is_stored_and_entries_without_it_read_as_before() -> None:
+    """A message's schema version is in the log itself (flag 0x10, an i64 after the
+    ordering key), so a reader of the log needs no registry to know it; entries
+    written before the flag existed decode unchanged, with no version."""
+    written_before = (  # one message with key "k" (flags 0x04), laid out as before the flag existed
+        bytes([1, 0, 1, 0x04, 0, 0])
+        + struct.pack(">qqHI", 1_700_000_000_000, 7, 3, 5)
+        + struct.pack(">I", 1)
+        + b"k"
+        + b"p-1"
+        + b"hello"
+    )
+    assert decode_entry(written_before) == [msg(key=b"k")]
+    versioned = msg(key=b"k", schema_version=3)
+    data = encode_entry([versioned])
+    assert data[3] == 0x04 | 0x10
+    assert data[-len(b"p-1hello") - 8 : -len(b"p-1hello")] == struct.pack(">q", 3)
+    assert decode_entry(data) == [versioned]
+    assert decode_entry(encode_entry([msg(schema_version=0)]))[0].schema_version == 0
 
 
 def test_empty_payload_and_empty_strings() -> None:

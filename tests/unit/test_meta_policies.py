@@ -94,6 +94,8 @@ def test_default_policies_json_uses_pulsar_field_names() -> None:
         },
         "auth_policies": {"namespace_auth": {}, "destination_auth": {}, "subscription_auth_roles": {}},
         "persistence": None,
+        "schema_compatibility_strategy": "UNDEFINED",
+        "is_allow_auto_update_schema": True,
         "deleted": False,
     }
     assert Policies().deduplication is False

@@ -73,6 +73,8 @@ def expected_need(method: str, template: str) -> str:
         return "produce"
     if LOOKUP.search(template) or (method == "GET" and template.endswith("/{topic}/partitions")):
         return "lookup"
+    if template.startswith("/admin/v2/schemas/") and (method == "GET" or template.endswith("/compatibility")):
+        return "lookup"  # a topic's producers and consumers read its schema (Pulsar)
     return "tenant-admin"  # every other tenant-, namespace- or topic-admin action
 
 

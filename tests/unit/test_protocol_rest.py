@@ -51,7 +51,7 @@ def bad(body: object | str) -> str:
 
 def test_defaults() -> None:
     parsed = parse({"messages": [{"payload": "hello"}]})
-    assert parsed == ProducerMessages(DEFAULT_PRODUCER_NAME, [PublishRequest(b"hello")])
+    assert parsed == ProducerMessages(DEFAULT_PRODUCER_NAME, [PublishRequest(b"hello")], [True])
     assert parsed.producer_name == "RestProducer"
     assert parsed.messages[0].sequence_id is None  # upstream stamped 0: a dedup hazard
 
@@ -94,7 +94,13 @@ def test_every_field() -> None:
             PublishRequest(b"", event_time_ms=1662512903260, deliver_at_ms=NOW + 250),
             PublishRequest(b"t", event_time_ms=1662512903260),
         ],
+        [True, False, True, True],
     )
+
+
+def test_schema_fields_are_kept_for_the_registry() -> None:
+    parsed = parse({"schemaVersion": 3, "keySchema": "k", "valueSchema": "v", "messages": [{"payload": "x"}]})
+    assert (parsed.schema_version, parsed.key_schema, parsed.value_schema) == (3, "k", "v")
 
 
 def test_delays_do_not_depend_on_event_time() -> None:
@@ -156,8 +162,9 @@ def test_fractions_and_inexact_floats_are_not_integers(field: str, value: object
         ({"messages": {"payload": ""}}, "messages must be a non-empty array"),
         ({"producerName": 5, "messages": [{"payload": ""}]}, "producerName must be a string"),
         ({"producerName": " ", "messages": [{"payload": ""}]}, "producerName must be 1..256"),
-        ({"valueSchema": "{}", "messages": [{"payload": ""}]}, "valueSchema is not supported"),
-        ({"keySchema": "{}", "messages": [{"payload": ""}]}, "keySchema is not supported"),
+        ({"valueSchema": {}, "messages": [{"payload": ""}]}, "valueSchema must be a string"),
+        ({"keySchema": 5, "messages": [{"payload": ""}]}, "keySchema must be a string"),
+        ({"schemaVersion": "1", "messages": [{"payload": ""}]}, "schemaVersion must be"),
         ({"messages": [{"payload": ""}, 5]}, "messages[1]: must be an object"),
         ({"messages": [{}]}, 'messages[0]: payload is required (use "" for an empty message)'),
         ({"messages": [{"payload": 5}]}, "messages[0]: payload must be a string"),
