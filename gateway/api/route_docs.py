@@ -75,6 +75,16 @@ ConsumerNameQuery = Annotated[
         description="this HTTP consumer (its unacked messages); default `http`",
     ),
 ]
+NackDelayQuery = Annotated[
+    int,
+    Query(
+        ge=0,
+        le=2**31 - 1,
+        description="Pulsar's consumer setting: ms before a nacked message is redelivered (default "
+        "60000). Taken when the HTTP consumer is created (its first fetch or stream); the ack and "
+        "nack calls use the consumer's setting",
+    ),
+]
 TEXT_OK: dict[int | str, dict[str, Any]] = {
     200: {"description": "ok", "content": {"text/plain": {"schema": {"type": "string", "examples": ["ok"]}}}}
 }

@@ -36,6 +36,7 @@ from gateway.api.route_docs import (
     Domain,
     InitialPositionQuery,
     Max,
+    NackDelayQuery,
     Namespace,
     PartitionedTopic,
     Subscription,
@@ -63,6 +64,7 @@ from gateway.protocol.rest import (
     ack_error,
     ack_ok,
     fetch_response,
+    id_texts,
     parse_ack_body,
     parse_producer_messages,
     parse_raw_headers,
@@ -384,10 +386,12 @@ def make_router(get_gateway: Any) -> APIRouter:
         subscriptionType: SubscriptionTypeQuery = "Shared",
         subscriptionInitialPosition: InitialPositionQuery = "Latest",
         consumerName: ConsumerNameQuery = None,
+        negativeAckRedeliveryDelay: NackDelayQuery = 60_000,
         authoritative: Authoritative = False,
     ) -> Response:
-        """Messages delivered to this HTTP consumer; ack them within the ack timeout or they
-        are redelivered. Waits up to ``waitMs`` when none is ready."""
+        """Messages delivered to this HTTP consumer (ids in base64, as WebSocket consumers get
+        them); ack or nack them by id (base64 or ``ledger:entry:partition[:batch]``). Waits up
+        to ``waitMs`` when none is ready."""
         query = dict(request.query_params)
         try:
             name = TopicName.of(domain, tenant, namespace, topic)
@@ -420,15 +424,21 @@ def make_router(get_gateway: Any) -> APIRouter:
             sub = where.subscriptions.get(subscription)
             if sub is None:
                 return reason_response(404, f"subscription {subscription} does not exist", "not_found")
-            positions = [p for p in (position_of(i, where.partition) for i in ids) if p is not None]
             consumer_id = consumer.consumer_id if consumer is not None else 0
+            texts = id_texts(body)
+            found = [position_of(i, where.partition) for i in ids]
+            is_acked = sub.cursor.is_acked
+            pending = [p is not None and p.entry_id >= 0 and not is_acked(p) for p in found]
             if nack:
-                sub.nack(consumer_id, positions)
-                return _json({"nacked": len(positions)})
-            acked = sub.ack(consumer_id, positions)
+                sub.nack(consumer_id, [p for p, ok in zip(found, pending, strict=True) if ok and p])
+                unmatched = [t for t, ok in zip(texts, pending, strict=True) if not ok]
+                return _json({"nacked": len(texts) - len(unmatched), "unmatched": unmatched})
+            sub.ack(consumer_id, [p for p, ok in zip(found, pending, strict=True) if ok and p])
+            matched = [ok and p is not None and is_acked(p) for p, ok in zip(found, pending, strict=True)]
+            unmatched = [t for t, ok in zip(texts, matched, strict=True) if not ok]
         except (GatewayError, FormatError, InvalidName) as exc:
             return error_response(exc)
-        return _json({"acked": acked})
+        return _json({"acked": len(texts) - len(unmatched), "unmatched": unmatched})
 
     @router.post("/consume/{domain}/{tenant}/{namespace}/{topic}/{subscription}/ack", **docs.ACK)
     async def ack(

@@ -222,11 +222,18 @@ class AckRequest(BaseModel):
 
 
 class AckResult(BaseModel):
-    acked: int = Field(ge=0, description="messages newly acknowledged")
+    acked: int = Field(ge=0, description="messages newly acknowledged (ids that matched)")
+    unmatched: list[str] = Field(
+        description="the ids, as sent, that acknowledged nothing: unknown here, of another topic or "
+        "partition, or already acknowledged"
+    )
 
 
 class NackResult(BaseModel):
-    nacked: int = Field(ge=0, description="messages scheduled for redelivery")
+    nacked: int = Field(ge=0, description="messages scheduled for redelivery (ids that matched)")
+    unmatched: list[str] = Field(
+        description="the ids, as sent, that matched no unacknowledged message of this subscription"
+    )
 
 
 # ------------------------------------------------------------------ lookup

@@ -44,6 +44,7 @@ from gateway.api.route_docs import (
     ConsumerNameQuery,
     Domain,
     InitialPositionQuery,
+    NackDelayQuery,
     Namespace,
     Subscription,
     SubscriptionTypeQuery,
@@ -125,6 +126,7 @@ def add_stream_route(
         subscriptionType: SubscriptionTypeQuery = "Shared",
         subscriptionInitialPosition: InitialPositionQuery = "Latest",
         consumerName: ConsumerNameQuery = None,
+        negativeAckRedeliveryDelay: NackDelayQuery = 60_000,
         authoritative: Authoritative = False,
     ) -> Response:
         """Messages of the subscription as server-sent events, as they arrive; ack them

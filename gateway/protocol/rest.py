@@ -114,7 +114,7 @@ def parse_producer_messages(data: str | bytes, now_ms: int, max_payload: int) ->
             raise BadRequest(f"{schema} must be a string holding a JSON SchemaInfo")
         schemas[schema] = value
     try:
-        version = get_int(obj, "schemaVersion", -1, INT64_MAX)
+        version = get_int(obj, "schemaVersion", -(2**63), INT64_MAX)  # < 0: none (Pulsar's -1)
     except FrameError as exc:
         raise BadRequest(exc.message) from exc
     items = obj.get("messages")
@@ -295,6 +295,12 @@ def _header_time(text: str) -> int:
 def fetch_response(messages: Sequence[JsonObject]) -> bytes:
     """``{"messages":[...]}``; each item is a WebSocket message frame (``message_frame``)."""
     return orjson.dumps({"messages": list(messages)})
+
+
+def id_texts(data: str | bytes) -> list[str]:
+    """The ids of an ack body exactly as sent (after ``parse_ack_body`` accepted it)."""
+    items = _load(data).get("messageIds")
+    return [str(i) for i in items] if isinstance(items, list) else []
 
 
 def parse_ack_body(data: str | bytes) -> list[MessageId]:

@@ -21,6 +21,11 @@ Configuration, each for a reason:
   until the client goes).
 - ``POST /admin/v2/analytics/sql`` is answered 503 (declared) because no
   ``folio analytics`` service runs here: the no-5xx check is off for it alone.
+- a topic schema's definition, and the REST producer's ``keySchema`` / ``valueSchema``, are
+  Avro JSON inside a string, and with a ``valueSchema`` each payload must fit it: JSON Schema
+  cannot state either, so for a case that carries one (the admin schema POSTs with a JSON or
+  AVRO type, a publish naming a schema) the check that schema-valid data is accepted is off;
+  every other check - the declared status codes among them - still runs.
 Excluded operations: none. (WebSocket routes are not in the OpenAPI document.)
 """
 
@@ -36,6 +41,7 @@ import schemathesis
 from clusters import LedgerCluster
 from hypothesis import HealthCheck, settings
 from schemathesis.config import SchemathesisConfig
+from schemathesis.specs.openapi.checks import positive_data_acceptance
 
 from coordination.etcd_store import EtcdStore, connect, parse_endpoints
 from gateway.api.app import create_app
@@ -119,11 +125,23 @@ def bound_stream(case: Any) -> None:
         case.query = query
 
 
+def carries_a_schema(case: Any) -> bool:
+    """A body whose acceptance depends on Avro JSON inside a string (see the module docstring)."""
+    body = case.body if isinstance(case.body, dict) else {}
+    if case.operation.path.startswith("/admin/v2/schemas/"):
+        return str(body.get("type", "")).upper() in ("JSON", "AVRO")
+    return case.operation.path.startswith("/topics/") and any(
+        body.get(field) is not None for field in ("keySchema", "valueSchema", "schemaVersion")
+    )
+
+
 @schema.parametrize()
 @settings(deadline=None, suppress_health_check=list(HealthCheck))
 def test_api_conforms(case: Any) -> None:
     bound_long_poll(case)
     if case.operation.path == "/admin/v2/analytics/sql" and case.method.upper() == "POST":
         case.call_and_validate(excluded_checks=[schemathesis.checks.not_a_server_error])
-        return
-    case.call_and_validate()
+    elif carries_a_schema(case):
+        case.call_and_validate(excluded_checks=[positive_data_acceptance])
+    else:
+        case.call_and_validate()

@@ -238,9 +238,9 @@ async def test_http_consume_fetch_ack_nack_roundtrip(cluster: MessagingCluster) 
         acked = [m["messageId"] for m in got[:2]]
         nacked = [m["messageId"] for m in got[2:]]
         ack = await http.post(f"{base}/ack", params={"consumerName": "h1"}, json={"messageIds": acked})
-        assert ack.status_code == 200 and ack.json() == {"acked": 2}, ack.text
+        assert ack.status_code == 200 and ack.json() == {"acked": 2, "unmatched": []}, ack.text
         nack = await http.post(f"{base}/nack", params={"consumerName": "h1"}, json={"messageIds": nacked})
-        assert nack.status_code == 200, nack.text
+        assert nack.status_code == 200 and nack.json() == {"nacked": 2, "unmatched": []}, nack.text
 
         seen: dict[str, dict[str, Any]] = {}
         deadline = time.monotonic() + 10
@@ -253,11 +253,25 @@ async def test_http_consume_fetch_ack_nack_roundtrip(cluster: MessagingCluster) 
         assert all(seen[t]["redeliveryCount"] >= 1 for t in texts(got[2:]))
         ids = [m["messageId"] for m in seen.values()]
         ack = await http.post(f"{base}/ack", params={"consumerName": "h1"}, json={"messageIds": ids})
-        assert ack.json() == {"acked": 8}
-        # L:E:P string ids are accepted as well; acking twice moves nothing
-        again = await http.post(
-            f"{base}/ack", params={"consumerName": "h1"}, json={"messageIds": [str(decode_id(ids[0]))]}
-        )
-        assert again.json() == {"acked": 0}
+        assert ack.json() == {"acked": 8, "unmatched": []}
+        # L:E:P string ids are accepted as well; acking twice moves nothing, and says which
+        twice = str(decode_id(ids[0]))
+        again = await http.post(f"{base}/ack", params={"consumerName": "h1"}, json={"messageIds": [twice]})
+        assert again.json() == {"acked": 0, "unmatched": [twice]}
         empty = await http.get(base, params={**params, "max": "10", "waitMs": "800"})
         assert empty.json()["messages"] == []
+
+        # the id a REST publish answers (ledger:entry:partition) acks what a fetch delivered
+        published = await http.post(publish_url, json={"messages": [{"payload": "by-rest-id"}]})
+        rest_id = published.json()["messagePublishResults"][0]["messageId"]
+        fetched = await http.get(base, params={**params, "max": "1", "waitMs": "3000"})
+        assert texts(fetched.json()["messages"]) == ["by-rest-id"]
+        unknown = ["999999:0:-1", "CAAQADAA"]
+        mixed = await http.post(
+            f"{base}/ack", params={"consumerName": "h1"}, json={"messageIds": [rest_id, *unknown]}
+        )
+        assert mixed.json() == {"acked": 1, "unmatched": unknown}, mixed.text
+        nothing = await http.post(
+            f"{base}/nack", params={"consumerName": "h1"}, json={"messageIds": [rest_id]}
+        )
+        assert nothing.json() == {"nacked": 0, "unmatched": [rest_id]}
