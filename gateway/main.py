@@ -30,7 +30,7 @@ from gateway.api.gateway import Gateway, GatewayConfig
 from gateway.api.webhooks import CONNECTIONS_MAX, WEBHOOKS_MAX
 from gateway.broker.cache_budget import CACHE_BUDGET_BYTES, CacheBudget
 from gateway.broker.log_state import LogConfig
-from gateway.security import settings
+from gateway.security import http_limits, settings
 from storage.runtime import tune_gc
 
 EXIT_LEASE_LOST = 75  # EX_TEMPFAIL: restart me
@@ -80,6 +80,22 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     )
     parser.add_argument("--log-level", default="warning")
     settings.add_arguments(parser)
+    limits = parser.add_argument_group("request limits")
+    defaults = http_limits.HeadLimits()
+    limits.add_argument("--max-request-line-bytes", type=int, default=defaults.line_bytes, help="414 beyond")
+    limits.add_argument(
+        "--max-header-bytes", type=int, default=defaults.head_bytes, help="request head; 431 beyond"
+    )
+    limits.add_argument("--max-headers", type=int, default=defaults.header_count, help="431 beyond")
+    limits.add_argument(
+        "--header-timeout",
+        type=float,
+        default=defaults.head_timeout_s,
+        help="s to send a request head; 408 after",
+    )
+    limits.add_argument(
+        "--max-connections", type=int, default=20_000, help="connections and requests at once; 503 beyond"
+    )
     return parser.parse_args(argv)
 
 
@@ -129,7 +145,15 @@ async def serve(args: argparse.Namespace) -> int:
             host=args.host,
             port=args.port,
             loop="none",
-            http="httptools",
+            http=http_limits.protocol_class(
+                http_limits.HeadLimits(
+                    line_bytes=args.max_request_line_bytes,
+                    head_bytes=args.max_header_bytes,
+                    header_count=args.max_headers,
+                    head_timeout_s=args.header_timeout,
+                )
+            ),
+            limit_concurrency=args.max_connections,
             ws="websockets-sansio",
             lifespan="on",
             log_level=args.log_level,

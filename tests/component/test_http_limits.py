@@ -1,0 +1,88 @@
+"""Request-head limits of a real gateway process: answered, never hung, others served.
+
+One gateway (etcd, 3 storage nodes) with a 2 s header timeout and room for 80
+connections: a 9 KiB request line gets 414 (plain request and WebSocket
+handshake alike); a 100 KiB header and 200 headers get 431; a head sent one
+byte at a time and a connection that sends nothing get 408 after the timeout;
+while 60 such slow connections are open a normal request is served; beyond
+80 connections a request gets 503, and once the slow ones are timed out the
+gateway serves again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+
+import httpx
+import orjson
+import pytest
+from clusters import MessagingCluster
+
+pytestmark = pytest.mark.component
+
+
+async def exchange(host: str, port: int, data: bytes, timeout: float = 10.0) -> tuple[int, dict[str, str]]:
+    reader, writer = await asyncio.open_connection(host, port)
+    try:
+        try:
+            writer.write(data)
+            await writer.drain()
+        except ConnectionError:  # refused before it was all sent: the answer is there to read
+            pass
+        answer = await asyncio.wait_for(reader.read(), timeout)
+    finally:
+        writer.close()
+    head, _, body = answer.partition(b"\r\n\r\n")
+    return int(head.split()[1]), orjson.loads(body) if body.startswith(b"{") else {}
+
+
+async def test_head_limits(messaging_cluster: Callable[..., Awaitable[MessagingCluster]]) -> None:
+    cluster = await messaging_cluster(gateways=0)
+    gateway = await cluster.add_gateway("--header-timeout", "2", "--max-connections", "80")
+    host, port = gateway.address.rsplit(":", 1)
+    address = (host, int(port))
+    long_query = "x=" + "a" * 9 * 1024
+    for path in (
+        f"/admin/v2/brokers/health?{long_query}",
+        f"/ws/v2/consumer/persistent/public/default/t/s?{long_query}",
+    ):
+        upgrade = b"Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\n"
+        upgrade += b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+        request = f"GET {path} HTTP/1.1\r\nHost: {host}\r\n".encode() + upgrade + b"\r\n"
+        status, body = await exchange(*address, request)
+        assert status == 414 and body["code"] == "line_too_long", (status, body)
+
+    big = f"GET /admin/v2/brokers/health HTTP/1.1\r\nHost: {host}\r\nX-Big: {'b' * 100 * 1024}\r\n\r\n"
+    assert (await exchange(*address, big.encode()))[0] == 431
+    many = "".join(f"X-H{i}: v\r\n" for i in range(200))
+    status, body = await exchange(*address, f"GET / HTTP/1.1\r\nHost: {host}\r\n{many}\r\n".encode())
+    assert status == 431 and body["code"] == "too_many_headers"
+
+    # slow heads: one byte every 0.3 s, and silence; both get 408 after the 2 s timeout
+    reader, writer = await asyncio.open_connection(*address)
+    start = time.monotonic()
+    answered = asyncio.ensure_future(reader.read())
+    for byte in b"GET /admin/v2/brokers/health HTTP/1.1\r\nHost: x\r\n":
+        if answered.done():
+            break
+        writer.write(bytes([byte]))
+        await asyncio.sleep(0.3)
+    answer = await asyncio.wait_for(answered, 10)
+    waited = time.monotonic() - start
+    assert answer.startswith(b"HTTP/1.1 408"), answer
+    print(f"slow head answered 408 after {waited:.1f} s (timeout 2 s)")
+    assert waited < 6
+    writer.close()
+
+    slow = [await asyncio.open_connection(*address) for _ in range(60)]
+    async with httpx.AsyncClient(timeout=10) as http:
+        assert (await http.get(f"{gateway.http_url}/admin/v2/brokers/health")).status_code == 200
+        more = [await asyncio.open_connection(*address) for _ in range(30)]  # 90 > 80
+        assert (await http.get(f"{gateway.http_url}/admin/v2/brokers/health")).status_code == 503
+        answers = await asyncio.gather(*(asyncio.wait_for(r.read(), 10) for r, _ in slow + more))
+        assert all(a.startswith(b"HTTP/1.1 408") for a in answers[:60]), answers[:3]
+        for _, w in slow + more:
+            w.close()
+        assert (await http.get(f"{gateway.http_url}/admin/v2/brokers/health")).status_code == 200
