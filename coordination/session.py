@@ -155,7 +155,8 @@ class LeaseSession:
             except LeaseLost:
                 self._state = policy_core.on_gone(self._state)
             except (CoordinationError, TimeoutError) as exc:
-                log.info("lease %x keepalive failed: %r", self.lease_id, exc)
+                if self._state.failed_at_ms is None:  # the first of a run of failures only
+                    log.info("lease %x keepalive failed: %r; retrying", self.lease_id, exc)
                 self._state = policy_core.on_failed(self._state, self.clock.now_ms())
             for waiter in waiters:
                 if not waiter.done():

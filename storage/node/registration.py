@@ -34,6 +34,7 @@ import orjson
 
 from coordination import keys, membership
 from coordination.errors import CoordinationError
+from coordination.patience import Outage
 from coordination.session import LeaseSession
 from coordination.store import EventKind, MetadataStore
 from storage.node.service import NodeService
@@ -99,6 +100,7 @@ class Registration:
         self._load = 0.0
         self._ops_seen = (time.monotonic(), 0)
         self._tasks: list[asyncio.Task[None]] = []
+        self._gc_outage = Outage(log, f"ledger reclaim watch of {node_id}")
 
     # ------------------------------------------------------------ node info
 
@@ -182,22 +184,26 @@ class Registration:
         a new session when the lease is lost (e.g. etcd was unreachable too long)."""
         publish_every = max(0.2, self.lease_ttl_s / 3)
         next_publish = time.monotonic() + publish_every
+        outage = Outage(log, f"registration of {self.node_id}")  # etcd away: said once
         while True:
             await asyncio.sleep(min(DISK_CHECK_S, publish_every))
             changed = self.check_disk()
             try:
                 if self.session is None or self.session.lost.is_set():
-                    log.warning("registration lease lost: registering again")
                     if self.session is not None:
+                        reason = self.session.lost_reason
+                        log.warning("registration lease lost (%s): registering again", reason)
                         await self.session.close(revoke=False)
+                        self.session = None
                     await self.register()
                 elif changed or time.monotonic() >= next_publish:
                     await self.publish()
                 else:
                     continue
+                outage.answered()
                 next_publish = time.monotonic() + publish_every
             except CoordinationError as exc:
-                log.warning("registration update failed: %s", exc)
+                outage.failed(exc)
 
     async def stop_tasks(self, timeout_s: float = STOP_TIMEOUT_S) -> None:
         """Stop the disk/registration and ledger-watch loops within ``timeout_s``: a
@@ -222,7 +228,7 @@ class Registration:
             try:
                 await self._ledger_gc_pass()
             except CoordinationError as exc:
-                log.warning("ledger watch interrupted (%s); listing again", exc)
+                self._gc_outage.failed(exc)  # the watch ended (etcd away): said once
             await asyncio.sleep(GC_RETRY_S)
 
     async def _ledger_gc_pass(self) -> None:
@@ -232,6 +238,7 @@ class Registration:
         for kv in await self.store.list_prefix(keys.LEDGERS):
             with contextlib.suppress(ValueError):
                 live.add(keys.ledger_id_from_key(kv.key))
+        self._gc_outage.answered()
         for ledger_id in sorted(local - live):
             await self.service.delete_ledger(ledger_id)
         async for event in self.store.watch_prefix(keys.LEDGERS, revision + 1):

@@ -122,6 +122,7 @@ async def test_the_auditor_and_a_node_outlive_a_10s_etcd_outage(
         await store.close()
     assert auditor.running() and node.running()
     assert_waited_once(auditor, loops=2)  # the audit passes and the election loop
+    assert_waited_once(node, loops=2)  # its registration and its ledger-reclaim watch
 
 
 async def test_processes_started_while_etcd_is_missing_start_once_it_appears(
@@ -135,9 +136,11 @@ async def test_processes_started_while_etcd_is_missing_start_once_it_appears(
     for proc in (node, gateway, auditor):
         procs.append(proc)
         proc.start(expect_ready=False)
-    await asyncio.sleep(3.0)
+    for proc in (node, gateway, auditor):  # each says it waits, and waits (it exited before)
+        await eventually_async(lambda proc=proc: WAITING in proc.log_text(), f"{proc.command()[2]} waits")
+    await asyncio.sleep(1.0)
     for proc in (node, gateway, auditor):
-        assert proc.running(), proc.log_tail()  # waiting, not exited
+        assert proc.running(), proc.log_tail()
 
     await asyncio.to_thread(etcd.start)
     appeared = time.monotonic()
