@@ -139,3 +139,34 @@ async def test_an_open_under_an_older_epoch_is_refused_before_it_fences(
         await again.close()
     finally:
         await client.close()
+
+
+async def test_a_release_drops_the_bundles_topics_and_its_loads_in_flight(
+    gateways: tuple[Gateway, Gateway, LedgerCluster], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    a, _, _ = gateways
+    bundle = (await a.route(TOPIC, authoritative=True)).bundle
+    loaded = await a.service.topic(TOPIC)
+    sibling = next(
+        name
+        for name in (TopicName.parse(f"persistent://public/default/sibling-{i}") for i in range(1000))
+        if bundle.contains(name)
+    )
+    held, release = asyncio.Event(), asyncio.Event()
+    original = Topic.load
+
+    async def gated_load(name: TopicName, managed_log: Any, host: Any, *args: Any) -> Topic:
+        held.set()
+        await release.wait()
+        return await original(name, managed_log, host, *args)
+
+    monkeypatch.setattr(Topic, "load", gated_load)
+    late = asyncio.ensure_future(a.service.topic(sibling))
+    await asyncio.wait_for(held.wait(), 20)
+    assert await a.ownership.release(bundle.namespace, bundle.range)
+    await eventually(lambda: loaded.closed)  # dropped: a release left them registered before
+    assert TOPIC not in a.service.topics
+    release.set()
+    with pytest.raises(TopicUnavailable):
+        await late
+    assert sibling not in a.service.topics
