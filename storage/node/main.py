@@ -2,12 +2,15 @@
 
 Owns: command-line parsing, process lifecycle (start-up order, READY line,
 signals, clean stop) and the node-id cookie check.
-Start-up order: open the data dir (replay) -> listen -> metrics -> cookie ->
+Start-up order: check the data dir is writable and the port free (else one
+``FATAL ...`` line on stderr, exit 2, no traceback) -> open the data dir
+(replay) -> listen -> metrics -> cookie ->
 etcd registration (waited for while etcd is missing: coordination.patience)
 -> print ``FOLIO-STORAGE READY address=H:P metrics=H:P``.
 Stop (SIGTERM/SIGINT): stop listening, finish syncing what was accepted,
-checkpoint, revoke the lease, exit 0. Exit 2 = bad arguments or a data dir
-belonging to another node id or written by an older on-disk format; 70 = fatal
+checkpoint, revoke the lease, exit 0. Exit 2 = bad arguments, a port in use, a
+data dir that cannot be written, belongs to another node id or was written by
+an older on-disk format; 70 = fatal
 storage error (journal_io.fatal).
 """
 
@@ -18,7 +21,9 @@ import asyncio
 import logging
 import os
 import signal
+import socket
 import sys
+import tempfile
 from pathlib import Path
 
 import uvloop
@@ -156,8 +161,42 @@ def node_config(args: argparse.Namespace) -> NodeConfig:
     )
 
 
+def fatal(message: str) -> int:
+    """A start-up failure the operator must fix: one line on stderr, no traceback."""
+    print(f"FATAL {message}", file=sys.stderr, flush=True)
+    return EXIT_USAGE
+
+
+def check_data_dir(data_dir: Path) -> str | None:
+    """Why ``data_dir`` cannot hold a node's files (None if it can): it is created if
+    missing and a file is written and removed in it (permission bits do not tell root)."""
+    try:
+        data_dir.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=data_dir, prefix=".write-check-"):
+            pass
+    except OSError as exc:
+        return f"data dir {data_dir} is not writable: {exc.strerror or exc}"
+    return None
+
+
+def check_port(host: str, port: int) -> str | None:
+    """Why the node cannot listen on ``host:port`` (None if it can), before any file is
+    opened; the real listen below still reports a port taken in between."""
+    if not port:
+        return None
+    with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            return f"cannot listen on {host}:{port}: {exc.strerror or exc}"
+    return None
+
+
 async def run(args: argparse.Namespace) -> int:
-    args.data_dir.mkdir(parents=True, exist_ok=True)
+    problem = check_data_dir(args.data_dir) or check_port(args.host, args.port)
+    if problem is not None:
+        return fatal(problem)
     if args.port:
         try:
             check_cookie(args.data_dir, f"{args.advertise_host or args.host}:{args.port}")
@@ -185,7 +224,11 @@ async def run(args: argparse.Namespace) -> int:
         max_per_peer=args.max_connections_per_peer,
         idle_timeout_s=args.idle_timeout,
     )
-    host, port = await server.start(args.host, args.port)
+    try:
+        host, port = await server.start(args.host, args.port)
+    except OSError as exc:
+        await service.stop()
+        return fatal(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}")
     node_id = f"{args.advertise_host or host}:{port}"
     try:
         check_cookie(args.data_dir, node_id)
