@@ -21,6 +21,7 @@ from gateway.meta.namespaces import NamespaceStore
 from gateway.names import NamespaceName
 from gateway.security import tokens
 from gateway.security.policy import NEEDS_NAMESPACE, NEEDS_TENANT, Grants, Need, Verdict, decide, is_superuser
+from gateway.security.throttle import FailureLimiter, SessionCounts
 from gateway.security.tokens import AuthFailed, Identity, TokenRules
 
 log = logging.getLogger(__name__)
@@ -35,6 +36,9 @@ class SecurityConfig:
     superusers: frozenset[str] = frozenset()
     allowed_origins: tuple[str, ...] = ()  # cross-origin browser apps allowed (CORS, WebSocket)
     cluster_secret: bytes | None = None  # proves this gateway to storage nodes and other gateways
+    auth_failures_max: int = 20  # failed authentications per client address and window: 429 beyond
+    auth_failure_window_s: float = 60.0
+    sessions_per_role: int = 1_000  # open WebSockets and event streams of one role: 429 beyond
     # Host header names served ("*": any); a gateway process always names them (settings.py)
     allowed_hosts: tuple[str, ...] = ("*",)
 
@@ -57,6 +61,8 @@ class Guard:
         self._peer_urls = peer_urls
         self._clock = clock
         self._tenants: dict[str, tuple[tuple[str, ...], float]] = {}
+        self.failures = FailureLimiter(config.auth_failures_max, config.auth_failure_window_s)
+        self.sessions = SessionCounts(config.sessions_per_role)
 
     def namespaces(self) -> NamespaceStore:
         return self._namespaces()

@@ -113,10 +113,17 @@ class SecurityMiddleware:
         if not config.open:
             query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
             token = bearer(headers.get("authorization"), (query.get("token") or [None])[0])
+            client = str((scope.get("client") or ("?",))[0])
             if token is not None or rule.need is not Need.PUBLIC:
+                if self.guard.failures.blocked(client, self.guard.now_s()):
+                    reason = "too many failed authentications from this address; try again later"
+                    await self._refuse(scope, receive, send, 429, reason, "auth_throttled")
+                    return
                 try:
                     identity = self.guard.authenticate(token)
                 except AuthFailed as exc:
+                    if token is not None:  # a missing token is no guess
+                        self.guard.failures.failed(client, self.guard.now_s())
                     if rule.need is not Need.PUBLIC:
                         await self._refuse(scope, receive, send, 401, str(exc), "unauthenticated")
                         return
@@ -143,6 +150,24 @@ class SecurityMiddleware:
         del template
         if not websocket:
             send = self._with_headers(send, scope["path"], origin if cors else None)
+        session = identity is not None and (websocket or scope["path"].endswith("/stream"))
+        if session:
+            assert identity is not None
+            if not self.guard.sessions.open(identity.role):
+                reason = (
+                    f"role {identity.role} has {self.guard.sessions.per_role} sessions open (its maximum)"
+                )
+                await self._refuse(scope, receive, send, 429, reason, "too_many_sessions")
+                return
+            try:
+                await self._serve(scope, receive, send, identity)
+            finally:
+                self.guard.sessions.close(identity.role)
+            return
+        await self._serve(scope, receive, send, identity)
+
+    async def _serve(self, scope: Scope, receive: Receive, send: Send, identity: Identity | None) -> None:
+        websocket = scope["type"] == "websocket"
         if identity is None or identity.expires_s is None:
             await self.app(scope, receive, send)
         elif websocket:

@@ -45,6 +45,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--allowed-hosts", default="", help="extra Host names this gateway answers to ('*': any)"
     )
     group.add_argument(
+        "--auth-failures-max", type=int, default=20, help="per client address and window; 429 beyond"
+    )
+    group.add_argument("--auth-failure-window", type=float, default=60.0, help="seconds")
+    group.add_argument(
+        "--sessions-per-role",
+        type=int,
+        default=1_000,
+        help="open WebSockets and event streams of a role; 429 beyond",
+    )
+    group.add_argument(
         "--insecure-open", action="store_true", help="allow running without authentication off loopback"
     )
 
@@ -88,6 +98,9 @@ def config_from(args: argparse.Namespace, advertise_host: str) -> SecurityConfig
         allowed_origins=_split(args.allowed_origins),
         allowed_hosts=names,
         cluster_secret=cluster_secret,
+        auth_failures_max=max(1, args.auth_failures_max),
+        auth_failure_window_s=args.auth_failure_window,
+        sessions_per_role=max(1, args.sessions_per_role),
     )
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import time
 from collections.abc import AsyncIterator
 
@@ -35,7 +36,8 @@ B = "persistent/tb/ns"
 
 @pytest_asyncio.fixture(loop_scope="module", scope="module")
 async def sec(etcd_endpoint: str, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[SecureCluster]:
-    async with secure_cluster(etcd_endpoint, tmp_path_factory.mktemp("secure")) as made:
+    limits = ("--auth-failures-max", "30", "--auth-failure-window", "2", "--sessions-per-role", "4")
+    async with secure_cluster(etcd_endpoint, tmp_path_factory.mktemp("secure"), *limits) as made:
         yield made
 
 
@@ -199,3 +201,25 @@ async def test_dead_letters_only_where_the_caller_may_produce(sec: SecureCluster
             f"/admin/v2/{A}/dlq/subscription/w/webhook", json=webhook, headers=sec.auth("cons")
         )
         assert r.status_code == 403, r.text
+
+
+async def test_sessions_per_role_and_failed_auth_throttle(sec: SecureCluster) -> None:
+    """Last in this module: it leaves 127.0.0.1 throttled for the 2 s window."""
+    url = f"{sec.ws(0)}/ws/v2/consumer/{A}/many/s?subscriptionType=Shared&token={sec.token('pc')}"
+    async with contextlib.AsyncExitStack() as stack:
+        for _ in range(4):
+            await stack.enter_async_context(websockets.connect(url, open_timeout=15))
+        assert await ws_status(url) == 429  # a 5th session of this role
+        other = f"{sec.ws(0)}/ws/v2/consumer/{A}/many/s2?token={sec.token('cons')}"
+        assert await ws_status(other) == 101  # another role is not held back
+    assert await ws_status(url) == 101  # freed when they closed
+    async with httpx.AsyncClient(base_url=sec.urls[0], timeout=30) as http:
+        good = sec.auth("pc")
+        for _ in range(30):
+            r = await http.get(f"/admin/v2/{A}/t/stats", headers={"Authorization": "Bearer guess"})
+            assert r.status_code == 401
+        r = await http.get(f"/admin/v2/{A}/t/stats", headers=good)
+        assert r.status_code == 429 and r.json()["code"] == "auth_throttled"
+        await asyncio.sleep(2.2)
+        r = await http.get("/admin/v2/namespaces/ta/ns/topics", headers=good)
+        assert r.status_code == 200, r.text
