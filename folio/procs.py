@@ -179,7 +179,7 @@ class GatewayProcess(NodeProcess):
             if line.startswith(GATEWAY_READY_PREFIX):
                 fields = dict(part.split("=", 1) for part in line.split()[2:])
                 self.http_url = fields["http"]
-                self.address = self.http_url.removeprefix("http://")
+                self.address = self.http_url.split("://", 1)[1]
                 self._ready.set()
 
 

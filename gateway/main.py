@@ -15,6 +15,7 @@ import argparse
 import asyncio
 import contextlib
 import logging
+import os
 import signal
 import socket
 import sys
@@ -80,6 +81,14 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     )
     parser.add_argument("--log-level", default="warning")
     settings.add_arguments(parser)
+    tls = parser.add_argument_group("TLS")
+    tls.add_argument("--tls-cert", default=None, help="certificate chain (PEM): serve HTTPS and WSS")
+    tls.add_argument("--tls-key", default=None, help="private key of --tls-cert (PEM)")
+    tls.add_argument(
+        "--tls-ca",
+        default=None,
+        help="CA bundle (PEM) the gateway trusts when it calls other gateways (default: the system's)",
+    )
     limits = parser.add_argument_group("request limits")
     defaults = http_limits.HeadLimits()
     limits.add_argument("--max-request-line-bytes", type=int, default=defaults.line_bytes, help="414 beyond")
@@ -124,7 +133,12 @@ async def serve(args: argparse.Namespace) -> int:
     print(settings.banner(security, args.host), file=sys.stderr, flush=True)
     what = f"gateway {args.id or f'{advertise}:{args.port}'}"
     store = await patiently(what, lambda: connect(args.etcd, namespace=args.etcd_namespace), log)
-    http_url = f"http://{advertise}:{args.port}"
+    if bool(args.tls_cert) != bool(args.tls_key):
+        print("FATAL give --tls-cert and --tls-key together", file=sys.stderr, flush=True)
+        return 2
+    if args.tls_ca:  # forwards and relays to other gateways verify their certificates with it
+        os.environ["SSL_CERT_FILE"] = args.tls_ca
+    http_url = f"{'https' if args.tls_cert else 'http'}://{advertise}:{args.port}"
     config = GatewayConfig(
         gateway_id=args.id or f"{advertise}:{args.port}",
         http_url=http_url,
@@ -154,6 +168,8 @@ async def serve(args: argparse.Namespace) -> int:
                 )
             ),
             limit_concurrency=args.max_connections,
+            ssl_certfile=args.tls_cert,
+            ssl_keyfile=args.tls_key,
             ws="websockets-sansio",
             lifespan="on",
             log_level=args.log_level,

@@ -125,14 +125,15 @@ def make_router(get_gateway: Any) -> APIRouter:
             owner = await gw().route(name, authoritative=_authoritative(dict(request.query_params)))
         except (GatewayError, FormatError, InvalidName) as exc:
             return error_response(exc)
-        ws = owner.http_url.replace("http://", "ws://", 1)
+        ws = owner.http_url.replace("http://", "ws://", 1).replace("https://", "wss://", 1)
+        tls = owner.http_url.startswith("https://")
         return _json(
             {
                 "brokerUrl": ws,
                 "httpUrl": owner.http_url,
                 "nativeUrl": ws,
-                "brokerUrlTls": None,
-                "httpUrlTls": None,
+                "brokerUrlTls": ws if tls else None,
+                "httpUrlTls": owner.http_url if tls else None,
             }
         )
 
