@@ -22,6 +22,7 @@ import sys
 from collections.abc import Callable
 from types import FrameType
 
+import prometheus_client
 import uvicorn
 
 from coordination.etcd_store import connect
@@ -89,6 +90,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         default=None,
         help="CA bundle (PEM) the gateway trusts when it calls other gateways (default: the system's)",
     )
+    parser.add_argument(
+        "--metrics-address",
+        default=None,
+        help="host:port of a separate plain-HTTP /metrics listener (e.g. on an internal network)",
+    )
     limits = parser.add_argument_group("request limits")
     defaults = http_limits.HeadLimits()
     limits.add_argument("--max-request-line-bytes", type=int, default=defaults.line_bytes, help="414 beyond")
@@ -152,6 +158,11 @@ async def serve(args: argparse.Namespace) -> int:
     )
     gateway = Gateway(store, config)
     app = create_app(gateway)
+    if args.metrics_address:
+        metrics_host, _, metrics_port = args.metrics_address.rpartition(":")
+        prometheus_client.start_http_server(
+            int(metrics_port), metrics_host or "127.0.0.1", registry=app.state.metrics_registry
+        )
     server = GatewayServer(
         app.state.http_consumers.end_all,
         uvicorn.Config(

@@ -41,7 +41,7 @@ from gateway.api.gateway import Gateway
 from gateway.api.metrics import registry_for
 from gateway.dashboard import make_router as dashboard_router
 from gateway.errors import GatewayError
-from gateway.security import access, internal, middleware
+from gateway.security import access, http_limits, internal, middleware
 from gateway.security.guard import Guard
 from storage.errors import StorageError
 from storage.formats.errors import FormatError
@@ -141,6 +141,8 @@ def create_app(gateway: Gateway, *, manage_lifecycle: bool = True) -> FastAPI:
         return Response(asyncapi_document, media_type="application/json")
 
     registry = registry_for(gateway)
+    http_limits.register(registry)
+    app.state.metrics_registry = registry
 
     @app.get("/metrics", include_in_schema=False)
     async def metrics() -> Response:

@@ -24,10 +24,21 @@ from typing import Any
 
 import httptools
 import orjson
-from prometheus_client import Counter
+from prometheus_client import REGISTRY, CollectorRegistry, Counter
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-REFUSED = Counter("folio_gateway_head_refused", "Requests refused before their head was read", ["reason"])
+# one per process (the protocol class outlives apps); each gateway registry shows it (``register``)
+_PROCESS = CollectorRegistry()
+REFUSED = Counter(
+    "folio_gateway_head_refused", "Requests refused before their head was read", ["reason"], registry=_PROCESS
+)
+
+
+def register(registry: CollectorRegistry) -> None:
+    """Show the head-refusal counter in ``registry`` (the gateway's /metrics)."""
+    if registry is not REGISTRY:
+        registry.register(REFUSED)
+
 
 _REASONS = {408: "Request Timeout", 414: "URI Too Long", 431: "Request Header Fields Too Large"}
 

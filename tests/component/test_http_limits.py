@@ -6,12 +6,14 @@ handshake alike); a 100 KiB header and 200 headers get 431; a head sent one
 byte at a time and a connection that sends nothing get 408 after the timeout;
 while 60 such slow connections are open a normal request is served; beyond
 80 connections a request gets 503, and once the slow ones are timed out the
-gateway serves again.
+gateway serves again. The refusals are counted on /metrics, served on the
+separate ``--metrics-address``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import socket
 import time
 from collections.abc import Awaitable, Callable
 
@@ -40,7 +42,12 @@ async def exchange(host: str, port: int, data: bytes, timeout: float = 10.0) -> 
 
 async def test_head_limits(messaging_cluster: Callable[..., Awaitable[MessagingCluster]]) -> None:
     cluster = await messaging_cluster(gateways=0)
-    gateway = await cluster.add_gateway("--header-timeout", "2", "--max-connections", "80")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        metrics_port = probe.getsockname()[1]
+    gateway = await cluster.add_gateway(
+        "--header-timeout", "2", "--max-connections", "80", "--metrics-address", f"127.0.0.1:{metrics_port}"
+    )
     host, port = gateway.address.rsplit(":", 1)
     address = (host, int(port))
     long_query = "x=" + "a" * 9 * 1024
@@ -86,3 +93,8 @@ async def test_head_limits(messaging_cluster: Callable[..., Awaitable[MessagingC
         for _, w in slow + more:
             w.close()
         assert (await http.get(f"{gateway.http_url}/admin/v2/brokers/health")).status_code == 200
+        # every refusal is counted, and /metrics is also served on its own address
+        text = (await http.get(f"http://127.0.0.1:{metrics_port}/metrics")).text
+        assert 'folio_gateway_head_refused_total{reason="line_too_long"} 2.0' in text, text[-2000:]
+        assert 'folio_gateway_head_refused_total{reason="head_timeout"}' in text
+        assert "folio_gateway_" in text
