@@ -30,6 +30,9 @@ class LedgerState(enum.Enum):
 class Segment:
     first_entry_id: int
     ensemble: tuple[NodeId, ...]
+    # members that may lack some of their entries of this segment: they failed while it
+    # was written (the writer went on without them); the auditor copies them back
+    missing: frozenset[NodeId] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,9 +83,7 @@ class LedgerMetadata:
                 "writeQuorum": self.write_quorum,
                 "ackQuorum": self.ack_quorum,
                 "state": self.state.value,
-                "segments": [
-                    {"firstEntryId": s.first_entry_id, "ensemble": list(s.ensemble)} for s in self.segments
-                ],
+                "segments": [_segment_json(s) for s in self.segments],
                 "lastEntryId": self.last_entry_id,
                 "length": self.length,
                 "ctimeMs": self.ctime_ms,
@@ -100,13 +101,25 @@ class LedgerMetadata:
             ack_quorum=int(raw["ackQuorum"]),
             state=LedgerState(raw["state"]),
             segments=tuple(
-                Segment(int(s["firstEntryId"]), tuple(str(n) for n in s["ensemble"])) for s in raw["segments"]
+                Segment(
+                    int(s["firstEntryId"]),
+                    tuple(str(n) for n in s["ensemble"]),
+                    frozenset(str(n) for n in s.get("missing", ())),
+                )
+                for s in raw["segments"]
             ),
             last_entry_id=int(raw["lastEntryId"]),
             length=int(raw["length"]),
             ctime_ms=int(raw.get("ctimeMs", 0)),
             custom={str(k): str(v) for k, v in raw.get("custom", {}).items()},
         )
+
+
+def _segment_json(segment: Segment) -> dict[str, object]:
+    out: dict[str, object] = {"firstEntryId": segment.first_entry_id, "ensemble": list(segment.ensemble)}
+    if segment.missing:
+        out["missing"] = sorted(segment.missing)
+    return out
 
 
 @dataclass(frozen=True, slots=True)

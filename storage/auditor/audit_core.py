@@ -18,7 +18,10 @@ ledger's ensemble is rewritten once they are. Rules (BookKeeper auto-recovery):
   rewritten, and its ledgers count as under-replicated until then - it takes
   no writes, so a ledger it is a member of cannot get back to Qw copies on it.
   Only an open tail on it is not fenced: its writer, refused by the node,
-  moves off it by itself (write_core); the ledger stays reported meanwhile.
+  moves off it by itself (write_core); the ledger stays reported meanwhile;
+- a member a segment records as ``missing`` (its writer went on without it)
+  may lack entries of that fixed segment: they are copied to it again (or to a
+  replacement when it is gone or read-only), then the mark is cleared.
 """
 
 from __future__ import annotations
@@ -97,10 +100,14 @@ def plan_ledger(
     needs_fence = False
     last_index = len(metadata.segments) - 1
     for index, segment in enumerate(metadata.segments):
-        lost_here = [n for n in segment.ensemble if n in gone or n in read_only]
+        open_tail = index == last_index and metadata.state is not LedgerState.CLOSED
+        lost_here = [
+            n
+            for n in segment.ensemble
+            if n in gone or n in read_only or (n in segment.missing and not open_tail)
+        ]
         if not lost_here:
             continue
-        open_tail = index == last_index and metadata.state is not LedgerState.CLOSED
         if open_tail:
             needs_fence = needs_fence or any(n in gone for n in lost_here)
             lost.update(lost_here)
@@ -137,7 +144,20 @@ def replace_in_segment(
         return None
     ensemble = tuple(replacement if n == lost else n for n in segment.ensemble)
     segments = list(metadata.segments)
-    segments[segment_index] = Segment(segment.first_entry_id, ensemble)
+    segments[segment_index] = Segment(segment.first_entry_id, ensemble, segment.missing - {lost})
+    return metadata.with_changes(segments=tuple(segments))
+
+
+def clear_missing(metadata: LedgerMetadata, segment_index: int, node: NodeId) -> LedgerMetadata | None:
+    """``metadata`` with ``node``'s missing mark on one segment cleared (its entries
+    were copied back to it); None if there is no such mark (already done)."""
+    if segment_index >= len(metadata.segments):
+        return None
+    segment = metadata.segments[segment_index]
+    if node not in segment.missing:
+        return None
+    segments = list(metadata.segments)
+    segments[segment_index] = Segment(segment.first_entry_id, segment.ensemble, segment.missing - {node})
     return metadata.with_changes(segments=tuple(segments))
 
 

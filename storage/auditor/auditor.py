@@ -35,6 +35,7 @@ from storage.auditor.audit_core import (
     Fragment,
     LedgerPlan,
     Membership,
+    clear_missing,
     entries_on_node,
     plan_ledger,
     referenced_nodes,
@@ -181,7 +182,12 @@ class Auditor:
         if fragment.lost_node not in segment.ensemble:
             return  # repaired by someone else meanwhile
         nodes = await self.client.metadata.live_nodes()
-        replacement = placement.choose_replacement(nodes, segment.ensemble, gone, self._rng)
+        lost_node = fragment.lost_node
+        writable = {n.node_id for n in nodes if not n.read_only}
+        if lost_node in segment.missing and lost_node in writable and lost_node not in gone:
+            replacement = lost_node  # it lacks some entries: copy them back to it
+        else:
+            replacement = placement.choose_replacement(nodes, segment.ensemble, gone, self._rng)
         wanted = set(entries_on_node(metadata, segment, fragment.last_entry_id, fragment.lost_node))
         # a fragment is a fixed range of confirmed entries (the open tail of an open ledger
         # is fenced first, never copied): a later segment starts at its writer's LAC + 1
@@ -224,9 +230,12 @@ class Auditor:
         await asyncio.gather(*pending)
         self.progress.entries_copied += len(wanted)
         index, lost = fragment.segment_index, fragment.lost_node
-        await self.client.metadata.update(
-            fragment.ledger_id, lambda current: replace_in_segment(current, index, lost, replacement)
-        )
+        if replacement == lost:
+            await self.client.metadata.update(fragment.ledger_id, lambda cur: clear_missing(cur, index, lost))
+        else:
+            await self.client.metadata.update(
+                fragment.ledger_id, lambda current: replace_in_segment(current, index, lost, replacement)
+            )
 
     async def run_as_leader(self, stop: asyncio.Event) -> None:
         """Audit until ``stop`` is set: after each pass, wait for the next grace

@@ -17,14 +17,18 @@ Owns: everything one open ledger's writer decides. Rules (pulsar-api.md
 - a node that failed is not chosen again (as a replacement, or back into its
   own slot) for a back-off after each failure (``node_retry_ms``, doubling per
   failure up to ``node_retry_max_ms``); after it, a node is eligible again once
-  it is registered, writable and has answered a probe (``FindNodes.probe``):
-  nodes that heal come back, a flapping one is tried ever less often;
+  it is registered, writable and has answered a probe (``FindNodes.probe``,
+  at each replacement search): nodes that heal come back, a flapping one is
+  tried ever less often, a paused one never while it does not answer;
 - a failed member is replaced by a node outside the ensemble when there is one;
   else, once it is eligible again, it takes its own slot back (a new segment
   from LAC+1 with the same node: it gets every entry from there on);
 - no replacement available: keep writing to the surviving members while every
   write set can still reach Qa, retry later; otherwise fail with QuorumLost
   (retriable: the owner closes the ledger at its LAC and rolls to a new one);
+- a member that failed while a segment was written may lack entries of it: the
+  segment records it as ``missing`` when the next segment starts (or when the
+  ledger is closed), so the auditor copies them back (audit_core);
 - FENCED from any node (or the ledger leaving OPEN) fails every pending add
   with ``Fenced``; the writer is then done.
 No asyncio, no sockets, no clock: callers pass ``now_ms`` and carry out the
@@ -87,11 +91,14 @@ class FindNodes:
 class WriteSegment:
     """CAS the metadata: the last segment (``old_ensemble``) is followed by one
     starting at ``first_entry_id`` with ``ensemble`` (see ``apply_segment``);
-    then call ``on_segment_written`` or ``on_segment_failed``."""
+    ``missing``: members that failed while the old one was written (recorded on
+    it: they may lack entries of it). Then call ``on_segment_written`` or
+    ``on_segment_failed``."""
 
     first_entry_id: int
     old_ensemble: tuple[NodeId, ...]
     ensemble: tuple[NodeId, ...]
+    missing: frozenset[NodeId] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,7 +140,8 @@ def apply_segment(current: LedgerMetadata, change: WriteSegment) -> LedgerMetada
         segments = (*current.segments[:-1], new)
     else:
         assert last.first_entry_id < change.first_entry_id
-        segments = (*current.segments, new)
+        old = Segment(last.first_entry_id, last.ensemble, last.missing | change.missing)
+        segments = (*current.segments[:-1], old, new)
     return current.with_changes(segments=segments)
 
 
@@ -348,8 +356,9 @@ class WriteCore:
         waiting = self.backing_off(now_ms)
         writable = {n.node_id for n in nodes if not n.read_only}
         eligible = {n for n in answered if n in writable and n not in waiting}
+        suspect = {n for n in self._failures if n not in eligible}  # failed before, not answered since
         ensemble, readmitted = placement.heal_members(
-            nodes, self._ensemble, failed, self._rng, exclude=waiting, readmit=eligible
+            nodes, self._ensemble, failed, self._rng, exclude=suspect, readmit=eligible & failed
         )
         if ensemble == self._ensemble and not readmitted:
             if not self._quorum_possible():
@@ -361,7 +370,7 @@ class WriteCore:
             return self._advance()
         self._change = _WRITING
         self._readmitting = readmitted
-        return [WriteSegment(self.lac + 1, self._ensemble, ensemble)]
+        return [WriteSegment(self.lac + 1, self._ensemble, ensemble, frozenset(failed))]
 
     def backing_off(self, now_ms: int) -> frozenset[NodeId]:
         """Nodes that failed too recently to be chosen again."""
@@ -437,7 +446,7 @@ class WriteCore:
     def _start_change(self, now_ms: int) -> list[Effect]:
         self._change = _FINDING
         waiting = self.backing_off(now_ms)
-        probe = frozenset(node for node in self._failed if node not in waiting)
+        probe = frozenset(node for node in self._failures if node not in waiting)
         return [FindNodes(frozenset(self._failed), probe)]
 
     def _note_failure(self, node: NodeId, now_ms: int) -> None:

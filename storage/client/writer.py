@@ -52,7 +52,7 @@ from storage.errors import (
     StorageError,
     TooLarge,
 )
-from storage.types import LedgerMetadata, LedgerState, NodeId
+from storage.types import LedgerMetadata, LedgerState, NodeId, Segment
 
 log = logging.getLogger(__name__)
 
@@ -71,10 +71,20 @@ class WriterFull(StorageError):
     retriable = True
 
 
-def close_writer(current: LedgerMetadata, last_entry_id: int, length: int) -> LedgerMetadata | None:
-    """Modify step of the writer's closing CAS (pulsar-api.md §6.4)."""
+def close_writer(
+    current: LedgerMetadata, last_entry_id: int, length: int, missing: frozenset[NodeId] = frozenset()
+) -> LedgerMetadata | None:
+    """Modify step of the writer's closing CAS (pulsar-api.md §6.4). ``missing``:
+    members of the last segment the writer went on without (recorded on it)."""
     if current.state is LedgerState.OPEN:
-        return current.with_changes(state=LedgerState.CLOSED, last_entry_id=last_entry_id, length=length)
+        segments = current.segments
+        last = segments[-1]
+        missing = missing & set(last.ensemble)
+        if missing and last.first_entry_id <= last_entry_id:
+            segments = (*segments[:-1], Segment(last.first_entry_id, last.ensemble, last.missing | missing))
+        return current.with_changes(
+            state=LedgerState.CLOSED, last_entry_id=last_entry_id, length=length, segments=segments
+        )
     if current.state is LedgerState.IN_RECOVERY:
         raise Fenced(f"ledger {current.ledger_id} is being recovered by another client")
     if current.last_entry_id == last_entry_id:
@@ -319,8 +329,10 @@ class LedgerWriter:
             error = self._core.error
             if error is not None and not isinstance(error, QuorumLost):
                 raise type(error)(str(error))
-            lac, length = self._core.lac, self._core.confirmed_bytes
-            self._closed = await self._meta.update(self.ledger_id, lambda cur: close_writer(cur, lac, length))
+            lac, length, failed = self._core.lac, self._core.confirmed_bytes, self._core.failed_nodes
+            self._closed = await self._meta.update(
+                self.ledger_id, lambda cur: close_writer(cur, lac, length, failed)
+            )
             return self._closed
         finally:
             await self._stop()

@@ -10,7 +10,9 @@ acknowledged and a consumer that reads everything (wsclient / failover_clients).
   unload (one gateway: there is nowhere to move the topic);
 - one node killed and back, another killed 10 s after the first came back: the
   writer took the first node back into its ensemble, so the second loss leaves
-  it two members and publishing goes on.
+  it two members and publishing goes on. The segment written without the
+  first node records it as missing; one auditor pass copies its entries back
+  to it, and then every entry of that segment is on every node of its write set.
 Every acknowledged message is consumed in both. Before writers healed, a node
 that failed once was never used again by that ledger: both runs ended with every
 publish failing ("no writable node outside the ensemble") until an unload.
@@ -27,6 +29,11 @@ import pytest
 from checkers import check_history
 from clusters import MessagingCluster
 from failover_clients import AtLeastOnceProducer, Deliveries, ReconnectingConsumer
+
+from coordination import keys
+from storage.auditor.auditor import Auditor
+from storage.errors import Status
+from storage.types import LedgerMetadata
 
 pytestmark = pytest.mark.component
 
@@ -141,6 +148,32 @@ async def test_one_node_killed_back_then_another_killed_publishing_goes_on(
     finally:
         await work.cancel()
     assert after_second is not None
+
+    # the segment written without node 0 says so; the auditor copies its entries back to it
+    store = await cluster.ledgers.store()
+
+    async def marked() -> list[tuple[LedgerMetadata, int]]:
+        ledgers = [LedgerMetadata.from_json(kv.value) for kv in await store.list_prefix(keys.LEDGERS)]
+        return [
+            (m, i) for m in ledgers for i, seg in enumerate(m.segments) if nodes[0].address in seg.missing
+        ]
+
+    before = await marked()
+    assert before, "no segment records the node the writer went on without"
+    auditor = Auditor(store, "heal-auditor", grace_ms=600_000, seed=1)
+    try:
+        await auditor.run_once()
+    finally:
+        await auditor.client.close()
+    assert await marked() == []
+    for metadata, index in before:
+        segment = metadata.segments[index]
+        following = metadata.segments[index + 1 :]
+        last = following[0].first_entry_id - 1 if following else metadata.last_entry_id
+        with nodes[0].client() as client:
+            for entry_id in range(segment.first_entry_id, last + 1):
+                status, _ = client.read(metadata.ledger_id, entry_id)
+                assert status is Status.OK, (metadata.ledger_id, entry_id, status)
     errors = len(work.producer.errors)
     print(
         f"one node down 3 s, another 10 s after: longest gap between acks {gap:.2f}s, first ack "

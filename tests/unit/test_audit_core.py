@@ -6,6 +6,7 @@ import pytest
 
 from storage.auditor.audit_core import (
     Membership,
+    clear_missing,
     entries_on_node,
     plan_ledger,
     referenced_nodes,
@@ -113,3 +114,28 @@ def test_a_read_only_node_is_replaced_like_a_gone_one_but_its_open_tail_is_not_f
     assert [(f.segment_index, f.lost_node, f.last_entry_id) for f in plan.fragments] == [(0, "a", 4)]
     # a gone node in the open tail is still fenced
     assert plan_ledger(open_on_it, frozenset({"b"}), ro).needs_fence  # type: ignore[union-attr]
+
+
+def test_a_member_marked_missing_is_copied_back_then_cleared() -> None:
+    m = LedgerMetadata(
+        7,
+        3,
+        3,
+        2,
+        LedgerState.OPEN,
+        (Segment(0, ("a", "b", "c"), frozenset({"c"})), Segment(5, ("a", "b", "c"))),
+    )
+    plan = plan_ledger(m, frozenset())
+    assert plan is not None and not plan.needs_fence
+    assert [(f.segment_index, f.lost_node, f.first_entry_id, f.last_entry_id) for f in plan.fragments] == [
+        (0, "c", 0, 4)
+    ]
+    cleared = clear_missing(m, 0, "c")
+    assert cleared is not None and plan_ledger(cleared, frozenset()) is None
+    assert clear_missing(cleared, 0, "c") is None
+    # replaced instead (c gone): the new member holds everything, no mark left
+    replaced = replace_in_segment(m, 0, "c", "d")
+    assert replaced is not None and replaced.segments[0] == Segment(0, ("a", "b", "d"))
+    # the open tail is never copied from: its writer is still writing
+    tail = LedgerMetadata(7, 3, 3, 2, LedgerState.OPEN, (Segment(0, ("a", "b", "c"), frozenset({"c"})),))
+    assert plan_ledger(tail, frozenset()) is None

@@ -127,9 +127,11 @@ def test_ensemble_change_resends_unconfirmed_entries_and_discards_old_acks() -> 
     assert core.on_add_response("A", 1, OK, 6) == []
     assert core.lac == 0
     change = change_to(core, [info("A"), info("B"), info("C"), info("D")])
-    assert change == WriteSegment(1, ("A", "B", "C"), ("A", "B", "D"))
+    assert change == WriteSegment(1, ("A", "B", "C"), ("A", "B", "D"), frozenset({"C"}))
     new_md = apply_segment(core.metadata, change)
-    assert new_md.segments == (Segment(0, ("A", "B", "C")), Segment(1, ("A", "B", "D")))
+    # C may lack entries of the old segment: it is marked for the auditor
+    assert new_md.segments == (Segment(0, ("A", "B", "C"), frozenset({"C"})), Segment(1, ("A", "B", "D")))
+    assert LedgerMetadata.from_json(new_md.to_json()) == new_md
     effects = core.on_segment_written(new_md, 10)
     sends = [e for e in effects if isinstance(e, SendAdd)]
     assert [(s.entry_id, s.nodes) for s in sends] == [(1, ("D",)), (2, ("D",)), (3, ("D",))]
@@ -327,7 +329,7 @@ def test_a_failed_member_takes_its_slot_back_once_it_answers_after_its_back_off(
     assert core.on_live_nodes(live, 1_001, answered=()) == []  # registered, but did not answer
     core.on_timer(1_501)
     change = change_to_answered(core, live, 1_501, {"C"})
-    assert change == WriteSegment(1, ("A", "B", "C"), ("A", "B", "C"))
+    assert change == WriteSegment(1, ("A", "B", "C"), ("A", "B", "C"), frozenset({"C"}))
     append(core)  # entry 1 waits for the segment; C is still skipped until it lands
     effects = core.on_segment_written(apply_segment(core.metadata, change), 1_502)
     assert [(e.entry_id, e.nodes) for e in effects if isinstance(e, SendAdd)] == [(1, ("C",))]
@@ -383,3 +385,31 @@ def test_a_read_only_member_is_replaced_and_never_readmitted_while_read_only() -
     assert core.on_live_nodes(nodes, 100, answered={"C"}) == []  # answers, but read-only
     core.on_timer(2_000)
     assert change_to_answered(core, [*nodes, info("D")], 2_000, {"C"}).ensemble == ("A", "B", "D")
+
+
+def test_closing_records_the_members_the_writer_went_on_without() -> None:
+    from storage.client.writer import close_writer
+
+    current = md()
+    closed = close_writer(current, 9, 100, frozenset({"C"}))
+    assert closed is not None and closed.segments == (Segment(0, ("A", "B", "C"), frozenset({"C"})),)
+    assert close_writer(current, 9, 100) == current.with_changes(
+        state=LedgerState.CLOSED, last_entry_id=9, length=100
+    )
+    empty = close_writer(current, -1, 0, frozenset({"C"}))  # nothing written: nothing missing
+    assert empty is not None and not empty.segments[0].missing
+
+
+def test_a_node_that_failed_is_no_replacement_elsewhere_until_it_answers() -> None:
+    core = WriteCore(md(), WriterConfig(node_retry_ms=100))
+    core.on_node_failure("C", 0)
+    core.on_segment_written(
+        apply_segment(core.metadata, change_to(core, [info(n) for n in "ABCD"], 0)), 0
+    )  # C -> D
+    effects = core.on_node_failure("A", 5_000)
+    assert effects == [FindNodes(frozenset({"A"}), frozenset({"C"}))]  # C past its back-off: probe it
+    nodes = [info(n) for n in "ABCD"]
+    assert core.on_live_nodes(nodes, 5_000, answered=()) == []  # C registered but silent (paused): not used
+    assert core.on_timer(6_000) == [FindNodes(frozenset({"A"}), frozenset({"A", "C"}))]  # retry
+    change = change_to_answered(core, nodes, 6_000, {"C"})
+    assert change.ensemble == ("C", "B", "D")  # it answered: usable again
