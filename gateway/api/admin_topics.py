@@ -32,6 +32,7 @@ from starlette.responses import Response
 
 from gateway.api import admin_messages, admin_subscriptions, admin_webhooks, errors
 from gateway.api import admin_schemas as schemas
+from gateway.api import stats_models as models
 from gateway.api.admin_bodies import message_id_json
 from gateway.api.admin_common import (
     PREFIX,
@@ -178,7 +179,10 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
     # ------------------------------------------------------------ stats
 
     @router.get(
-        f"{T}/stats", summary="Topic stats (Pulsar's TopicStats)", responses=errors.responses(404, 412)
+        f"{T}/stats",
+        summary="Topic stats (Pulsar's TopicStats)",
+        responses=errors.responses(404, 412),
+        response_model=models.TopicStats,
     )
     async def get_topic_stats(
         tenant: Tenant, namespace: Namespace, topic: TopicPart, request: Request
@@ -192,6 +196,7 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
         f"{T}/partitioned-stats",
         summary="Stats of a partitioned topic: aggregated, plus each partition's",
         responses=errors.responses(404, 412),
+        response_model=models.PartitionedTopicStats,
     )
     async def get_partitioned_stats(
         tenant: Tenant, namespace: Namespace, topic: TopicPart, perPartition: bool = True
@@ -205,6 +210,7 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
         f"{T}/internalStats",
         summary="Managed-log internals: ledgers (with ensembles) and cursors",
         responses=errors.responses(404, 412),
+        response_model=models.PersistentTopicInternalStats,
     )
     async def get_internal_stats(
         tenant: Tenant, namespace: Namespace, topic: TopicPart, request: Request
@@ -218,6 +224,7 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
         f"{T}/partitioned-internalStats",
         summary="Internal stats of each partition",
         responses=errors.responses(404, 412),
+        response_model=models.PartitionedTopicInternalStats,
     )
     async def get_partitioned_internal_stats(
         tenant: Tenant, namespace: Namespace, topic: TopicPart
@@ -232,6 +239,7 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
         f"{T}/stats/history",
         summary="Rates and backlog over the last 15 minutes (one sample every 5 s; Folio)",
         responses=errors.responses(404, 412),
+        response_model=models.StatsHistory,
     )
     async def get_stats_history(
         tenant: Tenant, namespace: Namespace, topic: TopicPart, request: Request

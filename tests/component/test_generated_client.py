@@ -146,6 +146,10 @@ async def test_generated_client_against_a_live_cluster(
     assert stats.status_code == 200, stats.content
     stats_json = orjson.loads(stats.content)
     assert stats_json["msgInCounter"] == 3, stats_json
+    # typed: the client parses TopicStats into an object, not a dict
+    assert isinstance(stats.parsed, models.TopicStats), type(stats.parsed)
+    assert stats.parsed.msg_in_counter == 3 and stats.parsed.deduplication_status == "Disabled"
+    assert stats.parsed.publishers == [] and isinstance(stats.parsed.compaction, models.CompactionStats)
 
     # a subscription from the earliest message: peek, browse, consume, reset by time
     created = await call(
