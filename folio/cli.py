@@ -117,6 +117,15 @@ def _parser() -> argparse.ArgumentParser:
         " syscalls (exact attribution; the measured figures are lower)",
     )
     gw.add_argument("--json", action="store_true", help="also print one JSON line per row")
+    takeover = bench_sub.add_parser(
+        "takeover", help="kill -9 the gateway owning N topics: seconds until each is served again"
+    )
+    takeover.add_argument("--topics", type=int, default=100)
+    takeover.add_argument(
+        "--pace-ms", type=float, default=200.0, help="each topic's producer retries this often"
+    )
+    takeover.add_argument("--data", default=".folio-bench-takeover", help="the local cluster's directory")
+    takeover.add_argument("--keep", action="store_true", help="keep the local cluster's logs and data")
     for name, text in (
         ("fanout", "N reading consumers relayed through the non-owner gateway: both gateways stay up?"),
         ("stuck", "N consumers that never read under REST bursts: owner RSS, 4429 closes"),
@@ -194,6 +203,10 @@ def main(argv: list[str] | None = None) -> int:
         from folio.bench_gateway import run_bench as run_gateway_bench
 
         return run_gateway_bench(args)
+    if args.command == "bench" and args.bench == "takeover":
+        from folio.bench_takeover import run_bench as run_takeover_bench
+
+        return run_takeover_bench(args)
     if args.command == "bench" and args.bench in ("fanout", "stuck"):
         from folio.bench_fanout import run_bench as run_load_bench
 
