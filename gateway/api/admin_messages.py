@@ -35,6 +35,8 @@ from gateway.api.route_docs import Namespace, Subscription, Tenant, TopicPart
 from gateway.broker import topic_admin
 from gateway.broker.topic import Topic
 from gateway.meta.errors import NotFound
+from gateway.meta.schema_registry import SchemaRegistry
+from gateway.meta.schema_types import display_value
 from storage.formats.message_id import INT32_MAX
 from storage.formats.positions import NO_BATCH, MessagePosition, Position
 
@@ -61,8 +63,24 @@ def _raw(found: topic_admin.Found | None, topic: Topic, what: str) -> Response:
     return Response(found.message.payload, media_type="application/octet-stream", headers=headers)
 
 
-def _page(items: list[topic_admin.Found], topic: Topic, offset: int, limit: int, total: int) -> Response:
+async def _page(
+    registry: SchemaRegistry,
+    items: list[topic_admin.Found],
+    topic: Topic,
+    offset: int,
+    limit: int,
+    total: int,
+) -> Response:
+    """One page of the browse routes; a message written with a schema also carries its
+    decoded ``value`` (JSON and Avro records as objects) for display."""
     messages = [browse_item(f.position, f.message, f.entry_size, topic.partition) for f in items]
+    versions = {f.message.schema_version for f in items} - {None}
+    if versions:
+        known = {v.version: v.info for v in await registry.versions(topic.name) if not v.deleted}
+        for item, found in zip(messages, items, strict=True):
+            info = known.get(found.message.schema_version)  # type: ignore[arg-type]
+            if info is not None:
+                item["value"] = display_value(info, found.message.payload)
     return json_response({"messages": messages, "offset": offset, "limit": limit, "total": total})
 
 
@@ -210,7 +228,7 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
         async def serve(t: Topic) -> Response:
             sub = t.subscriptions[subscription]
             items = await topic_admin.page_forward(t, offset, limit, sub.cursor)
-            return _page(items, t, offset, limit, sub.backlog())
+            return await _page(get_gateway().schemas, items, t, offset, limit, sub.backlog())
 
         return await on_topic(request, tenant, namespace, topic, serve, subscription)
 
@@ -238,7 +256,7 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
             else:
                 items = await topic_admin.page_backward(t, offset, limit)
             total = t.log.counts.view(t.log.layout).total()
-            return _page(items, t, offset, limit, total)
+            return await _page(get_gateway().schemas, items, t, offset, limit, total)
 
         return await on_topic(request, tenant, namespace, topic, serve)
 

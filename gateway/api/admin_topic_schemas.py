@@ -1,8 +1,9 @@
 """Pulsar's admin schema API: a topic's schema versions, read, added, checked, deleted.
 
 Owns: the HTTP shape of ``/admin/v2/schemas/{tenant}/{namespace}/{topic}/…``:
-``GET schema`` (the latest), ``GET schema/{version}``, ``GET schemas`` and
-``GET versions`` (every live version), ``POST schema`` (add a
+``GET schema`` (the latest), ``GET schema/{version}``, ``GET schemas`` (every
+live version; 404 when none, as Pulsar) and ``GET versions`` (the same, but an
+empty list when none - Folio's, for pages that show "no schema"), ``POST schema`` (add a
 ``PostSchemaPayload``), ``POST compatibility`` (would it be accepted?) and
 ``DELETE schema`` (a tombstone version). Rules (docs/decisions/0010-schema-registry.md):
 - any gateway answers from etcd (``SchemaRegistry``); no topic is loaded or
@@ -100,24 +101,28 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
         stored = await get_gateway().schemas.version(topic_name(tenant, namespace, topic), version)
         return GetSchemaResponse(**stored.response())
 
-    async def all_versions(tenant: str, namespace: str, topic: str) -> GetAllVersionsSchemaResponse:
+    async def all_versions(tenant: str, namespace: str, topic: str) -> list[GetSchemaResponse]:
         versions = await get_gateway().schemas.versions(topic_name(tenant, namespace, topic))
-        live = [GetSchemaResponse(**v.response()) for v in versions if not v.deleted]
-        if not live:
-            raise SchemaNotFound(f"Schema not found for {topic_name(tenant, namespace, topic)}")
-        return GetAllVersionsSchemaResponse(getSchemaResponses=live)
+        return [GetSchemaResponse(**v.response()) for v in versions if not v.deleted]
 
     @router.get(f"{S}/schemas", summary="Every version of the topic's schema", responses=READ)
     async def get_all_schemas(
         tenant: Tenant, namespace: Namespace, topic: TopicPart
     ) -> GetAllVersionsSchemaResponse:
-        return await all_versions(tenant, namespace, topic)
+        live = await all_versions(tenant, namespace, topic)
+        if not live:  # Pulsar's answer for a topic without a schema
+            raise SchemaNotFound(f"Schema not found for {topic_name(tenant, namespace, topic)}")
+        return GetAllVersionsSchemaResponse(getSchemaResponses=live)
 
-    @router.get(f"{S}/versions", summary="Every version of the topic's schema", responses=READ)
+    @router.get(
+        f"{S}/versions",
+        summary="Every live version of the topic's schema; an empty list when it has none (Folio)",
+        responses=errors.responses(412),
+    )
     async def get_versions(
         tenant: Tenant, namespace: Namespace, topic: TopicPart
     ) -> GetAllVersionsSchemaResponse:
-        return await all_versions(tenant, namespace, topic)
+        return GetAllVersionsSchemaResponse(getSchemaResponses=await all_versions(tenant, namespace, topic))
 
     @router.post(
         f"{S}/schema",

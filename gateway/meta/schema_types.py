@@ -248,6 +248,24 @@ def decode_payload(schema: SchemaInfo, payload: bytes) -> Any:
         raise SchemaMismatch(f"not a {kind.value} payload: {exc}") from exc
 
 
+def display_value(schema: SchemaInfo, payload: bytes) -> Any:
+    """What ``payload`` holds under ``schema``, as JSON for display (a JSON or Avro record
+    as an object, a number, a boolean, text); None for BYTES or a payload that does not fit."""
+    if schema.type is SchemaType.BYTES:
+        return None
+    try:
+        value = decode_payload(schema, payload)
+    except SchemaMismatch:
+        return None
+    return orjson.loads(orjson.dumps(value, default=_bytes_as_base64))
+
+
+def _bytes_as_base64(value: object) -> str:
+    if isinstance(value, bytes | bytearray):
+        return base64.b64encode(value).decode()
+    raise TypeError(f"{type(value).__name__} is not JSON")
+
+
 def info_json(schema: SchemaInfo) -> dict[str, Any]:
     """Pulsar's ``SchemaInfo`` JSON as REST producers send it (``schema`` is base64)."""
     return {

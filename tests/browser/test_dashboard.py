@@ -3,7 +3,8 @@
 Shows: every page (``/`` and the pages under ``/ui/``) loads, by its links,
 without console errors, page errors or any 5xx answer; a topic created, a
 message produced, peeked and live-tailed from the UI; REST-published messages
-reach the live tail within 1 s and a burst is counted in full; a cursor reset
+reach the live tail within 1 s and a burst is counted in full; a topic's schema
+versions shown and its Avro messages decoded on the page; a cursor reset
 from the UI changes the backlog; a namespace's policies shown, its persistence
 quorums set (an invalid set refused on the page) and reset from the UI; dark
 mode follows the system and the toggle; a page whose gateway is killed moves
@@ -13,6 +14,7 @@ left. Screenshots go to .folio/artifacts/.
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 import threading
@@ -152,6 +154,30 @@ def test_create_produce_peek_and_tail_from_the_ui(dash_cluster: DashCluster, pag
     expect(row.locator('[data-testid="peek-payload"]')).to_have_text('{\n  "hello": "folio",\n  "n": 1\n}')
     page.locator('[data-testid="peek-view"]').select_option("hex")
     expect(row.locator('[data-testid="peek-payload"]')).to_contain_text("7b 22 68 65 6c 6c 6f 22")
+    assert_clean(dash_cluster, errors_of(page))
+
+
+def test_topic_schema_and_decoded_messages_on_the_topic_page(dash_cluster: DashCluster, page: Page) -> None:
+    """A topic with an AVRO schema: the page lists its versions and shows a version's
+    definition, and the message list decodes the Avro payloads by their schema version."""
+    base = dash_cluster.urls[0]
+    topic = f"schema-{uuid4().hex[:6]}"
+    create_topic(base, topic)
+    definition = {"type": "record", "name": "Reading", "fields": [{"name": "celsius", "type": "int"}]}
+    info = {"type": "AVRO", "schema": base64.b64encode(json.dumps(definition).encode()).decode()}
+    body = {"valueSchema": json.dumps(info), "messages": [{"payload": '{"celsius": 21}'}]}
+    stored = httpx.post(f"{base}/topics/persistent/{NS}/{topic}", json=body, timeout=10)
+    assert stored.status_code == 200 and stored.json()["schemaVersion"] == 0, stored.text
+
+    page.goto(topic_url(base, topic))
+    versions = page.locator('[data-testid="schema-versions"] tr.schema-row')
+    expect(versions).to_have_count(1)
+    expect(versions.first).to_contain_text("AVRO")
+    expect(page.locator('[data-testid="schema-definition"]')).to_contain_text('"name": "Reading"')
+    row = page.locator(".peek-row").first
+    expect(row.locator('[data-testid="peek-payload"]')).to_have_count(1)
+    page.locator('[data-testid="peek-view"]').select_option("decoded")
+    expect(row.locator('[data-testid="peek-payload"]')).to_have_text('{\n  "celsius": 21\n}')
     assert_clean(dash_cluster, errors_of(page))
 
 

@@ -76,6 +76,8 @@ async def test_admin_schema_api(cluster: MessagingCluster, http: httpx.AsyncClie
     base = f"{cluster.urls[0]}/admin/v2/schemas/{NS}/{name}"
     other = f"{cluster.urls[1]}/admin/v2/schemas/{NS}/{name}"
     assert (await http.get(f"{base}/schema")).status_code == 404
+    assert (await http.get(f"{base}/schemas")).status_code == 404  # Pulsar's list: 404 when none
+    assert (await http.get(f"{base}/versions")).json() == {"getSchemaResponses": []}  # Folio's: empty
     v1 = {"type": "JSON", "schema": orjson.dumps(USER).decode(), "properties": {"a": "b"}}
     first = await http.post(f"{base}/schema", json=v1)
     assert first.status_code == 200 and first.json() == {"version": {"version": 0}}, first.text

@@ -8,6 +8,7 @@ import { createForm, listView } from "./lists.js";
 import { overviewPage } from "./overview.js";
 import { peekPanel, producePanel } from "./messages.js";
 import { policiesCard } from "./policies.js";
+import { schemaCard } from "./schema.js";
 import { tailPanel } from "./tail.js";
 import { topicPage } from "./topic.js";
 
@@ -23,5 +24,6 @@ Alpine.data("topicPage", topicPage);
 Alpine.data("producePanel", producePanel);
 Alpine.data("peekPanel", peekPanel);
 Alpine.data("tailPanel", tailPanel);
+Alpine.data("schemaCard", schemaCard);
 window.Alpine = Alpine;
 Alpine.start();

@@ -1,5 +1,5 @@
 // Produce (REST publish, as curl does) and browse messages (peek with paging),
-// with payloads shown as text, pretty JSON or hex.
+// with payloads shown as text, pretty JSON, hex, or decoded by the topic's schema.
 import { api, base64ToBytes, enc, explain, fmt, utf8ToBase64 } from "./core.js";
 
 const HEX_MAX = 4096;
@@ -25,6 +25,12 @@ export function renderPayload(bytes, view) {
   return text;
 }
 
+// A message written with a topic schema comes with its decoded value (JSON and Avro records).
+function renderDecoded(m) {
+  if (m.value === undefined) return m.schemaVersion == null ? "(no schema)" : `(does not fit schema version ${m.schemaVersion})`;
+  return JSON.stringify(m.value, null, 2);
+}
+
 function messageRow(m, i) {
   const bytes = base64ToBytes(m.payload);
   const props = Object.entries(m.properties || {}).map(([k, v]) => `${k}=${v}`);
@@ -32,8 +38,8 @@ function messageRow(m, i) {
     ? `${m.ledgerId}:${m.entryId}${typeof m.batchIndex === "number" && m.batchIndex >= 0 ? `:${m.batchIndex}` : ""}`
     : String(m.messageId ?? i);
   return {
-    id, key: m.key ?? "", props, published: fmt.time(m.publishTime),
-    render: (view) => renderPayload(bytes, view),
+    id, key: m.key ?? "", props, published: fmt.time(m.publishTime), schemaVersion: m.schemaVersion ?? null,
+    render: (view) => (view === "decoded" ? renderDecoded(m) : renderPayload(bytes, view)),
   };
 }
 
