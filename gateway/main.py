@@ -95,6 +95,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         default=None,
         help="host:port of a separate plain-HTTP /metrics listener (e.g. on an internal network)",
     )
+    quotas = parser.add_argument_group("quotas (0: none)")
+    quotas.add_argument("--max-tenants", type=int, default=1_000, help="tenants in the cluster (412 beyond)")
+    quotas.add_argument("--max-namespaces-per-tenant", type=int, default=1_000, help="412 beyond")
+    quotas.add_argument(
+        "--max-subscriptions-per-topic", type=int, default=10_000, help="durable subscriptions (429 beyond)"
+    )
     limits = parser.add_argument_group("request limits")
     defaults = http_limits.HeadLimits()
     limits.add_argument("--max-request-line-bytes", type=int, default=defaults.line_bytes, help="414 beyond")
@@ -155,6 +161,9 @@ async def serve(args: argparse.Namespace) -> int:
         webhooks_max=max(1, args.webhooks_max),
         webhook_connections=max(1, args.webhook_connections),
         security=security,
+        max_tenants=max(0, args.max_tenants),
+        max_namespaces_per_tenant=max(0, args.max_namespaces_per_tenant),
+        max_subscriptions_per_topic=max(0, args.max_subscriptions_per_topic),
     )
     gateway = Gateway(store, config)
     app = create_app(gateway)

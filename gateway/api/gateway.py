@@ -20,7 +20,7 @@ import base64
 import contextlib
 import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import httpx
 
@@ -70,6 +70,9 @@ class GatewayConfig:
     webhooks_max: int = WEBHOOKS_MAX
     webhook_connections: int = CONNECTIONS_MAX  # open connections of this gateway's pushers
     security: SecurityConfig = field(default_factory=SecurityConfig)  # open unless token rules
+    max_tenants: int = 1_000  # quotas (0: none)
+    max_namespaces_per_tenant: int = 1_000
+    max_subscriptions_per_topic: int = 10_000
 
 
 def topic_policies(policies: Policies) -> TopicPolicies:
@@ -128,7 +131,9 @@ class Gateway:
             SystemClock(),
             connection_config=ConnectionConfig(auth_secret=config.security.cluster_secret),
         )
-        self.namespaces = NamespaceStore(store)
+        self.namespaces = NamespaceStore(
+            store, max_tenants=config.max_tenants, max_namespaces_per_tenant=config.max_namespaces_per_tenant
+        )
         self.schemas = SchemaRegistry(store)
         self.registry = GatewayRegistry(
             store, self.session, config.gateway_id, config.http_url, load_provider=self.load_report
@@ -242,7 +247,10 @@ class Gateway:
             return NamespaceView(False)
         auto = policies.auto_topic_creation
         partitions = (auto.default_num_partitions or 1) if auto.topic_type == "partitioned" else 0
-        return NamespaceView(True, auto.allow, partitions, topic_policies(policies))
+        resolved = replace(
+            topic_policies(policies), max_subscriptions=self.config.max_subscriptions_per_topic
+        )
+        return NamespaceView(True, auto.allow, partitions, resolved)
 
     async def route(self, topic: TopicName, *, authoritative: bool = False) -> OwnerInfo:
         policies = await self.namespaces.policies(topic.namespace_name)

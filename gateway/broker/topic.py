@@ -37,6 +37,7 @@ from gateway.broker.broker_errors import (
     ConsumerBusy,
     ProducerBusy,
     SubscriptionNotFound,
+    TooManyRequests,
     TopicTerminated,
     TopicUnavailable,
 )
@@ -165,6 +166,9 @@ class Topic(PublishPath):
             return sub
         if not create:
             raise SubscriptionNotFound(f"subscription {name} does not exist on {self.name}")
+        limit = self.policies.max_subscriptions
+        if limit and len(self.subscriptions) >= limit:
+            raise TooManyRequests(f"topic {self.name} has {limit} subscriptions (maxSubscriptionsPerTopic)")
         mark_delete = EARLIEST if initial == "Earliest" else self.log.last_confirmed
         sub = Subscription(self, name, Cursor(mark_delete))
         created = await sub.stored.write(sub.state_json(), sub.cursor.revision)

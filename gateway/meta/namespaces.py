@@ -20,7 +20,14 @@ from collections.abc import Callable
 
 from coordination import keys
 from coordination.store import MetadataStore, update_with_retry
-from gateway.meta.errors import AlreadyExists, CorruptMetadata, InvalidPolicy, NotEmpty, NotFound
+from gateway.meta.errors import (
+    AlreadyExists,
+    CorruptMetadata,
+    InvalidPolicy,
+    NotEmpty,
+    NotFound,
+    PreconditionFailed,
+)
 from gateway.meta.policies import Policies, TenantInfo, check_quotas_within_retention
 from gateway.meta.policy_cache import PolicyCache
 from gateway.meta.topics import TopicMetadata
@@ -53,9 +60,20 @@ def _decode_policies(key: str, value: bytes) -> Policies:
 class NamespaceStore(TopicMetadata):
     """Tenants, namespaces, policies and topic metadata of one Folio cluster."""
 
-    def __init__(self, store: MetadataStore, *, wall_ms: Callable[[], int] = _wall_ms) -> None:
+    def __init__(
+        self,
+        store: MetadataStore,
+        *,
+        wall_ms: Callable[[], int] = _wall_ms,
+        max_tenants: int = 0,
+        max_namespaces_per_tenant: int = 0,
+    ) -> None:
         super().__init__(store, wall_ms=wall_ms)
         self._cache = PolicyCache(store)
+        # quotas (0: none); checked before a create, so gateways creating at the same
+        # moment may each pass once: a bound on abuse, not an exact count
+        self.max_tenants = max_tenants
+        self.max_namespaces_per_tenant = max_namespaces_per_tenant
 
     async def start(self) -> None:
         """Start the policy cache's watch (optional: without it every read goes to etcd)."""
@@ -85,6 +103,8 @@ class NamespaceStore(TopicMetadata):
 
     async def create_tenant(self, tenant: str, info: TenantInfo | None = None) -> None:
         check_tenant(tenant)
+        if self.max_tenants and len(await self.list_tenants()) >= self.max_tenants:
+            raise PreconditionFailed(f"the cluster has {self.max_tenants} tenants (maxTenants)")
         info = info or TenantInfo()
         value = TenantInfo(info.admin_roles, info.allowed_clusters).encode()
         if await self._store.compare_and_swap(keys.tenant(tenant), value, 0) is None:
@@ -167,6 +187,9 @@ class NamespaceStore(TopicMetadata):
         check_quotas_within_retention(policies or Policies())
         if await self._tenant(ns.tenant) is None:
             raise NotFound(f"Tenant {ns.tenant} does not exist")
+        limit = self.max_namespaces_per_tenant
+        if limit and len(await self._namespace_names(ns.tenant)) >= limit:
+            raise PreconditionFailed(f"tenant {ns.tenant} has {limit} namespaces (maxNamespacesPerTenant)")
         key = keys.namespace(ns.tenant, ns.namespace)
         value = (policies or Policies()).replace(deleted=False).encode()
         revision = await self._store.compare_and_swap(key, value, 0)

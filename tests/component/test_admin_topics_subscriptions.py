@@ -118,7 +118,12 @@ async def test_bad_requests(cluster: MessagingCluster, http: httpx.AsyncClient) 
     sub = f"{P}/bad/subscription/s"
     for body in ("soon", {"ledgerId": 1}, {"ledgerId": "x", "entryId": 0}, [1, 2]):
         expect(await http.post(f"{b}{sub}/resetcursor", json=body), 400)
-    expect(await http.post(f"{b}{sub}/resetcursor", content=b"{not json"), 400)
+    expect(
+        await http.post(
+            f"{b}{sub}/resetcursor", content=b"{not json", headers={"content-type": "application/json"}
+        ),
+        400,
+    )
     expect(await http.post(f"{a}{sub}/expireMessages", json={"entryId": 1}), 400)
     expect(await http.post(f"{a}{sub}/skip/-1"), 400)
     expect(await http.get(f"{a}{sub}/messages", params={"limit": 101}), 400)

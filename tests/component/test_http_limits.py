@@ -7,7 +7,9 @@ byte at a time and a connection that sends nothing get 408 after the timeout;
 while 60 such slow connections are open a normal request is served; beyond
 80 connections a request gets 503, and once the slow ones are timed out the
 gateway serves again. The refusals are counted on /metrics, served on the
-separate ``--metrics-address``.
+separate ``--metrics-address``. Quotas: a 4th tenant, a 3rd namespace of a tenant
+and a 3rd subscription of a topic are refused (412, 412, 429 - over REST and a
+WebSocket handshake) while existing ones and other tenants / topics are served.
 """
 
 from __future__ import annotations
@@ -20,7 +22,9 @@ from collections.abc import Awaitable, Callable
 import httpx
 import orjson
 import pytest
+import websockets
 from clusters import MessagingCluster
+from websockets.exceptions import InvalidStatus
 
 pytestmark = pytest.mark.component
 
@@ -46,7 +50,13 @@ async def test_head_limits(messaging_cluster: Callable[..., Awaitable[MessagingC
         probe.bind(("127.0.0.1", 0))
         metrics_port = probe.getsockname()[1]
     gateway = await cluster.add_gateway(
-        "--header-timeout", "2", "--max-connections", "80", "--metrics-address", f"127.0.0.1:{metrics_port}"
+        "--header-timeout",
+        "2",
+        "--max-connections",
+        "80",
+        "--metrics-address",
+        f"127.0.0.1:{metrics_port}",
+        *("--max-tenants", "3", "--max-namespaces-per-tenant", "2", "--max-subscriptions-per-topic", "2"),
     )
     host, port = gateway.address.rsplit(":", 1)
     address = (host, int(port))
@@ -98,3 +108,31 @@ async def test_head_limits(messaging_cluster: Callable[..., Awaitable[MessagingC
         assert 'folio_gateway_head_refused_total{reason="line_too_long"} 2.0' in text, text[-2000:]
         assert 'folio_gateway_head_refused_total{reason="head_timeout"}' in text
         assert "folio_gateway_" in text
+    await quotas_hold(gateway.http_url)
+
+
+async def quotas_hold(base: str) -> None:
+    """Tenants (public + 2), namespaces per tenant (2), subscriptions per topic (2)."""
+    async with httpx.AsyncClient(base_url=base, timeout=30) as http:
+        for tenant in ("q1", "q2"):
+            assert (await http.put(f"/admin/v2/tenants/{tenant}", json={})).status_code == 204
+        r = await http.put("/admin/v2/tenants/q3", json={})
+        assert r.status_code == 412 and "maxTenants" in r.json()["reason"], r.text
+        for ns in ("a", "b"):
+            assert (await http.put(f"/admin/v2/namespaces/q1/{ns}", json={})).status_code == 204
+        r = await http.put("/admin/v2/namespaces/q1/c", json={})
+        assert r.status_code == 412 and "maxNamespacesPerTenant" in r.json()["reason"], r.text
+        assert (await http.put("/admin/v2/namespaces/q2/a", json={})).status_code == 204  # per tenant
+        topic = "/admin/v2/persistent/public/default/quota"
+        for sub in ("s1", "s2"):
+            assert (await http.put(f"{topic}/subscription/{sub}")).status_code == 204
+        r = await http.put(f"{topic}/subscription/s3")
+        assert r.status_code == 429 and "maxSubscriptionsPerTopic" in r.json()["reason"], r.text
+        ws = base.replace("http://", "ws://")
+        with pytest.raises(InvalidStatus) as refused:
+            async with websockets.connect(f"{ws}/ws/v2/consumer/persistent/public/default/quota/s4"):
+                pass
+        assert refused.value.response.status_code == 429
+        async with websockets.connect(f"{ws}/ws/v2/consumer/persistent/public/default/quota/s1"):
+            pass  # an existing subscription is served
+        assert (await http.put(f"{topic}2/subscription/s3")).status_code == 204  # per topic
