@@ -16,8 +16,10 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import importlib
 import time
 from collections.abc import AsyncIterator
+from types import ModuleType
 
 import httpx
 import jwt
@@ -26,6 +28,7 @@ import pytest
 import pytest_asyncio
 import websockets
 from secure import SUPERUSER, SecureCluster, secure_cluster
+from test_generated_client import PACKAGE, generated  # noqa: F401 - a fixture
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 pytestmark = [pytest.mark.component, pytest.mark.asyncio(loop_scope="module")]
@@ -201,6 +204,21 @@ async def test_dead_letters_only_where_the_caller_may_produce(sec: SecureCluster
             f"/admin/v2/{A}/dlq/subscription/w/webhook", json=webhook, headers=sec.auth("cons")
         )
         assert r.status_code == 403, r.text
+
+
+async def test_generated_client_with_a_token(sec: SecureCluster, generated: ModuleType) -> None:  # noqa: F811
+    """The client generated from openapi/openapi.json carries a token (AuthenticatedClient)."""
+    client_module = importlib.import_module(f"{PACKAGE}.client")
+    models = importlib.import_module(f"{PACKAGE}.models")
+    produce = importlib.import_module(f"{PACKAGE}.api.produce.produce")
+    body = models.ProducerMessages(messages=[models.TextMessage(payload="from the generated client")])
+    kwargs = {"domain": models.ProduceDomain.PERSISTENT, "tenant": "ta", "namespace": "ns", "topic": "gen"}
+    authed = client_module.AuthenticatedClient(base_url=sec.urls[0], token=sec.token("prod"), timeout=30.0)
+    answer = await asyncio.to_thread(produce.sync_detailed, client=authed, body=body, **kwargs)
+    assert answer.status_code == 200, answer.content
+    anonymous = client_module.Client(base_url=sec.urls[0], timeout=30.0)
+    answer = await asyncio.to_thread(produce.sync_detailed, client=anonymous, body=body, **kwargs)
+    assert answer.status_code == 401
 
 
 async def test_sessions_per_role_and_failed_auth_throttle(sec: SecureCluster) -> None:
