@@ -101,6 +101,13 @@ FRAME_SCHEMAS: dict[str, Schema] = {
                 "description": "deliver after this delay (when > 0; wins)",
             },
             "sequenceId": {"type": "integer", "minimum": 0, "maximum": INT64_MAX},
+            "schemaVersion": {
+                "type": "integer",
+                "minimum": -(2**63),
+                "maximum": INT64_MAX,
+                "description": "a registered version of the topic's schema the payload was written with "
+                "(checked; < 0 = none)",
+            },
             "type": {"not": {"const": "batch"}},
         },
         "required": ["payload"],
@@ -133,7 +140,12 @@ FRAME_SCHEMAS: dict[str, Schema] = {
             "messageId": {**BASE64, "description": "base64 MessageIdData of the stored message"},
             "context": {"type": "string"},
             "errorCode": {"const": 0},
-            "schemaVersion": {"const": 0},
+            "schemaVersion": {
+                "type": "integer",
+                "minimum": 0,
+                "maximum": INT64_MAX,
+                "description": "the schema version the request named (0 when none)",
+            },
             "duplicate": {"const": True, "description": "Folio: deduplication recognised a repeat"},
         },
         "required": ["result", "messageId", "errorCode", "schemaVersion"],

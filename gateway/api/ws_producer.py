@@ -26,7 +26,9 @@ from gateway.api.metrics import publish_latency
 from gateway.api.ws_session import Outbound, deny
 from gateway.broker.topic import Topic
 from gateway.broker.topic_types import Outcome, PublishResult
-from gateway.protocol.errors import WS_UNKNOWN_ERROR, ProtocolError
+from gateway.meta.schema_registry import SchemaNotFound
+from gateway.meta.schema_types import SchemaInfo, SchemaMismatch, check_bytes
+from gateway.protocol.errors import WS_PAYLOAD_ENCODING_ERROR, WS_UNKNOWN_ERROR, ProtocolError
 from gateway.protocol.params import ProducerParams
 from gateway.protocol.ws_frames import (
     PublishRequest,
@@ -63,6 +65,9 @@ class ProducerSession:
         self.room = asyncio.Event()
         self.room.set()
         self.latency = publish_latency(gateway).websocket  # observed once per frame
+        self.schemas: dict[int, SchemaInfo | None] = {}  # versions frames named (None: no such version)
+        self.ready = asyncio.Event()
+        self.ready.set()
 
     def _closed_by_topic(self, code: str, reason: str) -> None:
         self.out.close(close_code(503), reason)
@@ -101,9 +106,10 @@ class ProducerSession:
         self.topic.publish_many(messages, settled)
 
     @staticmethod
-    def _reply(outcome: Outcome, context: str | None) -> dict[str, Any]:
+    def _reply(outcome: Outcome, request: PublishRequest) -> dict[str, Any]:
+        context = request.context
         if isinstance(outcome, PublishResult):
-            return publish_ok_dict(outcome.b64, context, outcome.duplicate)
+            return publish_ok_dict(outcome.b64, context, outcome.duplicate, request.schema_version or 0)
         retriable = bool(getattr(outcome, "retriable", False))
         return publish_error_dict(WS_UNKNOWN_ERROR, str(outcome) or "send failed", context, retriable)
 
@@ -114,11 +120,16 @@ class ProducerSession:
         except ProtocolError as exc:
             self.out.send(publish_error(exc.ws_code, exc.message, exc.context))
             return
+        requests = [parsed] if isinstance(parsed, PublishRequest) else parsed
+        context = parsed.context  # a batch frame's own context for a whole-frame error
+        named = any(r.schema_version is not None for r in requests)
+        if named and not self._schemas_fit(data, requests, context):
+            return
         if isinstance(parsed, PublishRequest):
-            context = parsed.context
+            request = parsed
 
             def reply_one(outcomes: list[Outcome]) -> None:
-                self.out.send(encode_frame(self._reply(outcomes[0], context)))
+                self.out.send(encode_frame(self._reply(outcomes[0], request)))
                 self.latency.observe(perf_counter() - started)
 
             self._publish([parsed], reply_one)
@@ -126,16 +137,59 @@ class ProducerSession:
         batch = parsed
 
         def reply_batch(outcomes: list[Outcome]) -> None:
-            results = [self._reply(o, r.context) for o, r in zip(outcomes, batch, strict=True)]
+            results = [self._reply(o, r) for o, r in zip(outcomes, batch, strict=True)]
             self.out.send(publish_batch_reply(results, batch.context))
             self.latency.observe(perf_counter() - started)
 
         self._publish(batch, reply_batch)
 
+    def _schemas_fit(self, data: str, requests: list[PublishRequest], context: str | None) -> bool:
+        """Whether every payload fits the schema version it names (else one ``send-error:7``
+        reply). A version not yet known here is fetched first: the frame waits, and no
+        later frame is read before it (publish order is kept)."""
+        missing = {v for r in requests if (v := r.schema_version) is not None and v not in self.schemas}
+        if missing:
+            self.ready.clear()
+            asyncio.get_running_loop().create_task(self._fetch_then(data, missing))
+            return False
+        for index, request in enumerate(requests):
+            version = request.schema_version
+            if version is None:
+                continue
+            info = self.schemas[version]
+            where = "payload" if len(requests) == 1 else f"messages[{index}].payload"
+            if info is None:
+                message = f"schemaVersion {version}: the topic's schema has no such version"
+                self.out.send(publish_error(WS_PAYLOAD_ENCODING_ERROR, message, context))
+                return False
+            try:
+                check_bytes(info, request.payload, where)
+            except SchemaMismatch as exc:
+                self.out.send(publish_error(WS_PAYLOAD_ENCODING_ERROR, str(exc), context))
+                return False
+        return True
+
+    async def _fetch_then(self, data: str, versions: set[int]) -> None:
+        try:
+            registry = self.gateway.schemas
+            for version in versions:
+                try:
+                    self.schemas[version] = (await registry.version(self.topic.name, version)).info
+                except SchemaNotFound:
+                    self.schemas[version] = None
+            self.on_frame(data)
+        except Exception as exc:  # etcd unavailable: the frame fails, the session goes on
+            failed = f"schema lookup failed: {exc}"
+            self.out.send(publish_error(WS_UNKNOWN_ERROR, failed, None, retriable=True))
+        finally:
+            self.ready.set()
+
     async def run(self) -> None:
         ws = self.websocket
         try:
             while not self.out.closed:
+                if not self.ready.is_set():  # a frame waits for its schema version
+                    await self.ready.wait()
                 if not self.room.is_set():
                     await self.room.wait()
                 message = await ws.receive()

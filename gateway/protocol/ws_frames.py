@@ -21,7 +21,10 @@ request's ``context`` whenever that was readable, so
 
 ``deliverAt`` and ``deliverAfterMs`` are applied when > 0; if both are given
 ``deliverAfterMs`` wins (upstream calls ``deliverAt`` then ``deliverAfter`` on
-the same builder). ``sequenceId`` (ignored upstream) is honoured for dedup.
+the same builder). ``sequenceId`` (ignored upstream) is honoured for dedup;
+``schemaVersion`` (in upstream's model, unused there) names the registered
+schema version the payload was written with - the producer session checks the
+payload against it and the reply's ``schemaVersion`` says it.
 
 Folio extras (opt-in; a client that never sends them sees upstream behaviour):
 - batched publish: ``{"type":"batch","context":"c","messages":[<publish>...]}``
@@ -200,7 +203,15 @@ def parse_publish_object(obj: JsonObject, now_ms: int, max_payload: int) -> Publ
         if "deliverAt" in obj or "deliverAfterMs" in obj
         else 0,
         sequence_id=get_int(obj, "sequenceId", 0, INT64_MAX, context) if "sequenceId" in obj else None,
+        schema_version=_schema_version(obj, context) if "schemaVersion" in obj else None,
     )
+
+
+def _schema_version(obj: JsonObject, context: str | None) -> int | None:
+    """``schemaVersion``: a registered version of the topic's schema the payload was
+    written with (>= 0); a negative value (Pulsar's -1) means none."""
+    version = get_int(obj, "schemaVersion", -(2**63), INT64_MAX, context)
+    return version if version is not None and version >= 0 else None
 
 
 def deliver_at(at_ms: int | None, after_ms: int | None, now_ms: int, context: str | None = None) -> int:
@@ -257,12 +268,14 @@ def _event_time(value: object, context: str | None) -> int:
 # ------------------------------------------------------------------ publish replies
 
 
-def publish_ok_dict(message_id_b64: str, context: str | None = None, duplicate: bool = False) -> JsonObject:
+def publish_ok_dict(
+    message_id_b64: str, context: str | None = None, duplicate: bool = False, schema_version: int = 0
+) -> JsonObject:
     reply: JsonObject = {"result": "ok", "messageId": message_id_b64}
     if context is not None:
         reply["context"] = context
     reply["errorCode"] = 0
-    reply["schemaVersion"] = 0
+    reply["schemaVersion"] = schema_version
     if duplicate:
         reply["duplicate"] = True
     return reply

@@ -10,7 +10,8 @@ One cluster for the module (etcd, 3 storage nodes, 2 gateways). What it shows:
 - the schema version a message was encoded with is in the log: peek
   (``X-Pulsar-schema-version``) shows it after the topic's owner is killed -9
   and another gateway serves the topic, reading the old entries back;
-- the versions themselves survive that kill (they live in etcd).
+- the versions themselves survive that kill (they live in etcd);
+- a WebSocket publish naming ``schemaVersion`` is checked against it and keeps it.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ import pytest
 import pytest_asyncio
 from clusters import MessagingCluster
 from failover_clients import owner_of
-from wsclient import module_cluster
+from wsclient import Producer, module_cluster
 
 pytestmark = [pytest.mark.component, pytest.mark.asyncio(loop_scope="module")]
 
@@ -203,6 +204,34 @@ async def test_producers_may_not_add_versions_when_auto_update_is_off(
         assert same.status_code == 200, same.text  # an existing version is still fine
     finally:
         assert (await http.delete(setting)).status_code == 204
+
+
+async def test_websocket_publish_names_its_schema_version(
+    cluster: MessagingCluster, http: httpx.AsyncClient
+) -> None:
+    """A WebSocket publish frame's ``schemaVersion`` (in Pulsar's model): the payload must
+    be that version's bytes; the reply says the version and the message keeps it."""
+    name = topic()
+    base = f"{cluster.urls[0]}/admin/v2/schemas/{NS}/{name}"
+    added = await http.post(f"{base}/schema", json={"type": "AVRO", "schema": orjson.dumps(USER).decode()})
+    assert added.json() == {"version": {"version": 0}}, added.text
+    avro = b"\x06ann\x3c"  # {"name": "ann", "age": 30}
+    producer = await Producer.connect(cluster.ws(1), name)
+    try:
+        ok = await producer.send(avro, schemaVersion=0)
+        assert (ok["result"], ok["schemaVersion"]) == ("ok", 0), ok
+        bad = await producer.send(b"\x06ann", schemaVersion=0)  # the age is missing
+        assert bad["result"] == "send-error:7" and bad["errorCode"] == 2 and "payload" in bad["errorMsg"], bad
+        unknown = await producer.send(avro, schemaVersion=5)
+        assert unknown["result"] == "send-error:7" and "no such version" in unknown["errorMsg"], unknown
+        plain = await producer.send(b"no schema named")  # as Pulsar's WebSocket producers publish
+        assert (plain["result"], plain["schemaVersion"]) == ("ok", 0), plain
+    finally:
+        await producer.close()
+    assert await stored_count(http, cluster.urls[0], name) == 2
+    first = await peek(http, cluster.urls[0], name, 1)
+    assert first.headers["X-Pulsar-schema-version"] == "0" and first.content == avro
+    assert "X-Pulsar-schema-version" not in (await peek(http, cluster.urls[0], name, 2)).headers
 
 
 async def test_versions_and_stamped_messages_survive_the_owner_being_killed(
