@@ -161,10 +161,10 @@ async def _run(config: RunConfig, cluster: FaultCluster, history: History) -> ch
     sampler.cancel()
     unacked = sum(len(p.unacked) for p in producers)
     config.say(f"workload stopped ({unacked} messages never acked); cold-restarting the gateways")
-    for i in range(len(cluster.gateways)):
-        await asyncio.to_thread(cluster.gateways[i].stop)
-    for i in range(len(cluster.gateways)):
-        await asyncio.to_thread(cluster.restart_gateway, i)
+    await asyncio.gather(*(asyncio.to_thread(g.stop) for g in cluster.gateways))
+    await asyncio.gather(
+        *(asyncio.to_thread(cluster.restart_gateway, i) for i in range(len(cluster.gateways)))
+    )
     gateways.urls[:] = cluster.urls
     acked = {
         (op["process"], op["seq"], op["topic"])
@@ -208,6 +208,7 @@ async def _sample_cursors(cluster: FaultCluster, history: History, stop: asyncio
     """Persisted mark-delete positions, read from etcd once a second (while it is up)."""
     assert cluster.etcd is not None
     store = await connect(cluster.etcd.endpoint)
+    seen: dict[str, list[int]] = {}  # recorded only when it changes (a long run's history stays small)
     try:
         while not stop.is_set():
             with contextlib.suppress(Exception):
@@ -215,6 +216,9 @@ async def _sample_cursors(cluster: FaultCluster, history: History, stop: asyncio
                     for kv in await store.list_prefix(keys.CURSORS):
                         topic_path, _, sub = kv.key[len(keys.CURSORS) :].rpartition("/")
                         mark = orjson.loads(kv.value)["cursor"]["markDelete"]
+                        if seen.get(kv.key) == mark:
+                            continue
+                        seen[kv.key] = mark
                         history.record(
                             "ok", "cursor", process="sampler", topic=topic_path, sub=sub, mark=mark
                         )

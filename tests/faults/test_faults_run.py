@@ -2,7 +2,7 @@
 
 - ``test_fault_run``: etcd, 3 storage nodes, the auditor and 2 gateways as
   processes; WebSocket and REST producers, consumers of all four subscription
-  types, a partitioned topic, dedup on in one namespace; 52 seeded faults of
+  types, a partitioned topic, dedup on in one namespace; 50 seeded faults of
   every kind (power loss included), then heal, cold-restart the gateways, read
   everything back. Prints the checkers' line and the unavailability per kind.
 - controls, kept with their assertion inverted: power loss with fsync off loses
@@ -27,7 +27,7 @@ from folio.faults.run import RunConfig, run
 pytestmark = pytest.mark.component
 
 CI_SEED = 17
-CI_FAULTS = 52
+CI_FAULTS = 50
 
 
 def show(name: str, result: Result) -> None:
@@ -44,7 +44,7 @@ async def test_fault_run(tmp_path: Path) -> None:
         root=tmp_path / "run",
         seed=CI_SEED,
         faults=CI_FAULTS,
-        interval=(2.0, 4.0),
+        interval=(1.5, 3.0),
         hold_scale=0.5,
         lease_ttl_s=3,
     )
