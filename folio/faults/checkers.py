@@ -19,6 +19,9 @@ Rules checked:
   first occurrences of acked values come in sequence order (redeliveries, and
   the duplicates an at-least-once retry stores, are allowed);
 - cursor regressions: a subscription's persisted mark-delete going back;
+- acks without quorum: a publish sent after a fault killed ``QUORUM_LOST_DOWN``
+  or more nodes and acked (not as a duplicate) before any of them was started
+  again - with 3 nodes and an ack quorum of 2 nothing can be durable then;
 - unavailability: per fault, the seconds from its start until every topic has
   answered ok to a publish sent after that start (the worst topic counts);
   ``after-final-heal`` measures the same from the ``healed`` op (every fault
@@ -38,6 +41,7 @@ Value = tuple[str, int]  # (producer, seq)
 IdKey = tuple[int, int, int]  # (ledger, entry, batch index)
 
 ORDERED_SUBSCRIPTIONS = ("Exclusive", "Failover")
+QUORUM_LOST_DOWN = 2  # of 3 nodes, ack quorum 2
 HEALED = "after-final-heal"  # liveness: from the end of the last fault until every topic publishes
 
 
@@ -68,6 +72,7 @@ class Result:
     duplicated_dedup: list[Value] = field(default_factory=list)
     order_violations: list[tuple[Hashable, int, int]] = field(default_factory=list)
     cursor_regressions: list[tuple[str, str, list[int], list[int]]] = field(default_factory=list)
+    acks_without_quorum: list[Value] = field(default_factory=list)
     recovered: int = 0  # sent, never acked, read anyway
     faults: Counter[str] = field(default_factory=Counter)
     crashes: Counter[str] = field(default_factory=Counter)
@@ -82,6 +87,7 @@ class Result:
             or self.duplicated_dedup
             or self.order_violations
             or self.cursor_regressions
+            or self.acks_without_quorum
         )
 
     def line(self) -> str:
@@ -89,6 +95,7 @@ class Result:
             f"acked={self.acked} lost={len(self.lost)} unexpected={len(self.unexpected)} "
             f"duplicated(dedup)={len(self.duplicated_dedup)} order_violations={len(self.order_violations)} "
             f"cursor_regressions={len(self.cursor_regressions)} inconsistent={len(self.inconsistent)} "
+            f"acks_without_quorum={len(self.acks_without_quorum)} "
             f"recovered={self.recovered} read={self.read} faults={sum(self.faults.values())}"
         )
 
@@ -97,7 +104,15 @@ class Result:
 
     def details(self, limit: int = 10) -> str:
         parts = []
-        for name in ("lost", "unexpected", "inconsistent", "duplicated_dedup", "order_violations"):
+        names = (
+            "lost",
+            "unexpected",
+            "inconsistent",
+            "duplicated_dedup",
+            "order_violations",
+            "acks_without_quorum",
+        )
+        for name in names:
             items = getattr(self, name)
             if items:
                 parts.append(f"{name}: {items[:limit]}")
@@ -153,6 +168,7 @@ def check(history: Iterable[Op], dedup_topics: Iterable[str] = ()) -> Result:
     result.order_violations = _order(reads, deliveries, set(acked))
     result.cursor_regressions = _cursor_regressions(ops)
     result.unavailability = _unavailability(ops)
+    result.acks_without_quorum = _acks_without_quorum(ops)
     return result
 
 
@@ -242,3 +258,30 @@ def _unavailability(ops: list[Op]) -> dict[str, Unavailability]:
             worst = max(worst, (min(after) if after else end) - t0)
         out.setdefault(kind, Unavailability(kind)).seconds.append(worst)
     return out
+
+
+def _acks_without_quorum(ops: list[Op]) -> list[Value]:
+    windows: list[tuple[float, float]] = []
+    start: float | None = None
+    for op in ops:
+        if op.get("f") != "fault":
+            continue
+        if op.get("phase") == "start":
+            start = op["t"]
+        elif op.get("phase") == "restart" and start is not None and op.get("down", 0) >= QUORUM_LOST_DOWN:
+            windows.append((start, op["t"]))
+    if not windows:
+        return []
+    invoked: dict[Value, float] = {}
+    bad: list[Value] = []
+    for op in ops:
+        if op.get("f") != "publish":
+            continue
+        value = (str(op["process"]), int(op["seq"]))
+        if op["type"] == "invoke":
+            invoked[value] = op["t"]
+        elif op["type"] == "ok" and not op.get("duplicate") and value in invoked:
+            sent, answered = invoked[value], op["t"]
+            if any(low <= sent and answered < high for low, high in windows):
+                bad.append(value)
+    return bad

@@ -7,7 +7,9 @@ previous start (or as soon as the previous is healed); kinds are drawn in
 shuffled rounds, so any run of ``len(FaultKind)`` faults has every kind; each
 start and heal goes to the history with its targets, so unavailability is
 measured per kind; after every heal, components that exited on their own are
-started again and the exit is recorded (``crash``).
+started again and the exit is recorded (``crash``). A node fault notes
+``restart`` (and how many nodes are ``down``) as it starts them again, so an
+ack while too many were dead stands out.
 """
 
 from __future__ import annotations
@@ -156,6 +158,9 @@ class Nemesis:
             for i in chosen:
                 cluster.nodes[i].kill9()
             await asyncio.sleep(fault.hold_s)
+            self.history.record(
+                "info", "fault", process="nemesis", kind=str(kind), phase="restart", down=len(chosen)
+            )
             await self._restart_nodes(chosen)
         elif kind in (
             FaultKind.POWER_LOSS_NODE,
@@ -170,6 +175,9 @@ class Nemesis:
                 dropped += cut.unsynced_bytes
             detail = {"unsynced_bytes_dropped": dropped, "torn": fault.torn}
             await asyncio.sleep(fault.hold_s)
+            self.history.record(
+                "info", "fault", process="nemesis", kind=str(kind), phase="restart", down=len(chosen)
+            )
             await self._restart_nodes(chosen)
         elif kind is FaultKind.PAUSE_NODE:
             pid = cluster.nodes[chosen[0]].pid

@@ -188,3 +188,19 @@ def test_after_the_final_heal_is_measured_apart_from_the_faults() -> None:
     result = check(ops)
     assert not result.faults
     assert result.unavailability["after-final-heal"].seconds == [pytest.approx(1.01)]
+
+
+def test_an_ack_while_two_of_three_nodes_were_dead_has_no_quorum() -> None:
+    ops = [
+        {"t": 10.0, "type": "info", "f": "fault", "kind": "kill-two-nodes", "phase": "start"},
+        {"t": 14.0, "type": "info", "f": "fault", "kind": "kill-two-nodes", "phase": "restart", "down": 2},
+    ]
+    ops += pub(9, "p", 0, "1:0:-1:-1")  # sent before the kill: may be acked late
+    ops += pub(11, "p", 1, "1:1:-1:-1")  # sent and acked while both were dead
+    ops += pub(13.995, "p", 2, "1:2:-1:-1")  # answered after the restart began
+    ops += pub(12, "p", 3, "-1:-1:-1:-1", duplicate=True)  # a duplicate writes nothing
+    reads = [read(20, "p", s, f"1:{s}:-1:-1") for s in range(3)]
+    result = check([*ops, *reads])
+    assert result.acks_without_quorum == [("p", 1)] and not result.safe
+    one_down = [{**op, "down": 1} if op.get("phase") == "restart" else op for op in ops]
+    assert check([*one_down, *reads]).acks_without_quorum == []

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from folio.faults.checkers import Result, check
+from folio.faults.checkers import HEALED, Result, check
 from folio.faults.controls import fencing_scenario
 from folio.faults.nemesis import FaultKind
 from folio.faults.run import RunConfig, run
@@ -28,6 +28,7 @@ pytestmark = pytest.mark.component
 
 CI_SEED = 17
 CI_FAULTS = 50
+AFTER_HEAL_BOUND_S = 30.0
 
 
 def show(name: str, result: Result) -> None:
@@ -38,7 +39,7 @@ def show(name: str, result: Result) -> None:
         print(details)
 
 
-@pytest.mark.timeout(480)
+@pytest.mark.timeout(900)  # about 5 min on a quiet box; a loaded one stretches every restart
 async def test_fault_run(tmp_path: Path) -> None:
     config = RunConfig(
         root=tmp_path / "run",
@@ -54,6 +55,9 @@ async def test_fault_run(tmp_path: Path) -> None:
     assert set(result.faults) == {str(k) for k in FaultKind}, result.faults
     assert result.acked > 0
     assert result.safe, f"history: {config.root / 'history.jsonl'}\n{result.details()}"
+    # liveness: once every fault is healed, every topic takes publishes again (generous bound)
+    healed = max(result.unavailability[HEALED].seconds)
+    assert healed < AFTER_HEAL_BOUND_S, f"publishing resumed {healed:.1f}s after the final heal"
 
 
 @pytest.mark.timeout(300)
