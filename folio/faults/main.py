@@ -42,7 +42,11 @@ def run_from_args(args: argparse.Namespace) -> int:
         lease_ttl_s=args.lease_ttl,
     )
     print(f"folio faults: seed {args.seed}, run directory {root}", flush=True)
-    result = asyncio.run(run(config))
+    try:
+        result = asyncio.run(run(config))
+    except asyncio.CancelledError:  # SIGINT/SIGTERM: every process it started is stopped
+        print(f"interrupted; history so far in {root / 'history.jsonl'}")
+        return 130
     print(result.line())
     print(result.unavailability_line())
     details = result.details()

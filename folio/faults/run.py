@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import signal
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -87,6 +88,11 @@ async def run(config: RunConfig) -> checkers.Result:
     cluster = FaultCluster(
         ClusterConfig(config.root, gateway_lease_ttl_s=config.lease_ttl_s, node_args=config.node_args)
     )
+    main = asyncio.current_task()
+    assert main is not None
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):  # stop everything it started, then exit
+        loop.add_signal_handler(sig, main.cancel)
     try:
         await asyncio.to_thread(cluster.start)
         return await _run(config, cluster, history)
