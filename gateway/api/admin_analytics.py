@@ -27,7 +27,6 @@ from coordination.election import current_leader
 from coordination.store import update_with_retry
 from gateway.api import errors
 from gateway.api.route_docs import Domain, Namespace, Tenant, TopicPart
-from gateway.meta.errors import NotFound
 from gateway.names import TopicName
 
 if TYPE_CHECKING:
@@ -79,13 +78,13 @@ class AnalyticsSummary(BaseModel):
 
 class TopicAnalytics(BaseModel):
     topic: str
-    runId: int
-    atMs: int
+    runId: int | None = Field(description="the run that wrote these results (null: no run covered it yet)")
+    atMs: int | None
     positions: dict[str, Any] = Field(description="per partition, the last [ledgerId, entryId] folded")
     read: dict[str, Any] = Field(
         description="what the last run read: entries, messages, from and to positions"
     )
-    results: dict[str, Any]
+    results: dict[str, Any] | None
 
 
 def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
@@ -142,13 +141,20 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
         "/topics/{domain}/{tenant}/{namespace}/{topic}",
         summary="A topic's statistics from the last run (a partitioned topic's: all partitions)",
         response_model=TopicAnalytics,
-        responses=errors.responses(404, 412),
+        responses=errors.responses(412),
     )
     async def get_topic(domain: Domain, tenant: Tenant, namespace: Namespace, topic: TopicPart) -> Any:
         name = TopicName.of(domain, tenant, namespace, topic)
         kv = await get_gateway().store.get(keys.analytics_topic(name.path))
-        if kv is None:
-            raise NotFound(f"No statistics for {name} yet: request a run (POST /admin/v2/analytics/run)")
+        if kv is None:  # no run has covered it yet: not an error (the dashboard asks before the first run)
+            empty: dict[str, Any] = {
+                "runId": None,
+                "atMs": None,
+                "positions": {},
+                "read": {},
+                "results": None,
+            }
+            return {"topic": str(name), **empty}
         stored = orjson.loads(kv.value)
         return {
             "topic": str(name),

@@ -20,7 +20,7 @@ from gateway.names import NamespaceName, TopicName, check_tenant
 UI = "/ui"
 STATIC = f"{UI}/static"
 
-NAV = (("overview", "Overview", "/"), ("tenants", "Tenants", f"{UI}/tenants"))
+NAV = (("overview", "Overview", "/"), ("tenants", "Tenants", f"{UI}/tenants"), ("sql", "SQL", f"{UI}/sql"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +44,10 @@ def _seg(value: str) -> str:
 
 def overview() -> Page:
     return Page("overview.html", "Overview", "overview")
+
+
+def sql() -> Page:
+    return Page("sql.html", "SQL over topics", "sql", (Crumb("SQL over topics"),))
 
 
 def tenants() -> Page:

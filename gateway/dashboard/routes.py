@@ -4,7 +4,7 @@ The templates and static files themselves live in the top-level ``web_ui``
 package; this router serves them.
 
 Owns: ``make_router(gateway_id)``: ``/`` (overview), ``/ui/tenants``,
-``/ui/tenants/{tenant}``, ``/ui/tenants/{tenant}/{namespace}``,
+``/ui/tenants/{tenant}``, ``/ui/tenants/{tenant}/{namespace}``, ``/ui/sql``,
 ``/ui/topics/persistent/{tenant}/{namespace}/{topic}``, ``/ui/static/…`` and
 ``/favicon.ico``. Rules: routes stay out of the OpenAPI document
 (``include_in_schema=False``) and out of the API's URL space (every page but
@@ -74,6 +74,10 @@ def make_router(gateway_id: str | Callable[[], str]) -> APIRouter:
     @router.get("/")
     async def dashboard_overview(request: Request) -> Response:
         return render(request, pages.overview)
+
+    @ui.get("/sql")
+    async def dashboard_sql(request: Request) -> Response:
+        return render(request, pages.sql)
 
     @ui.get("/tenants")
     async def dashboard_tenants(request: Request) -> Response:

@@ -73,6 +73,7 @@ def _table() -> dict[tuple[str, str], Rule]:
         ("GET", "/favicon.ico"): Rule(P),
         ("GET", "/ui/static/{path:path}"): Rule(P),
         ("GET", "/ui/tenants"): Rule(P),
+        ("GET", "/ui/sql"): Rule(P),
         ("GET", "/ui/tenants/{tenant}"): Rule(P),
         ("GET", "/ui/tenants/{tenant}/{namespace}"): Rule(P),
         ("GET", "/ui/topics/persistent/{tenant}/{namespace}/{topic}"): Rule(P),

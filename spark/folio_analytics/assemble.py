@@ -123,7 +123,8 @@ def topic_record(partitions: Mapping[int, dict[str, Any]], run_id: int, now_ms: 
     for lag in subs.values():
         rate = lag["consumeRate"]
         lag["drainSeconds"] = 0.0 if not lag["backlog"] else (lag["backlog"] / rate if rate else None)
-    warnings = sorted({w for r in partitions.values() for w in r["results"]["warnings"]})
+    warnings = skew_warnings(merged, [], merged.distinct.estimate())
+    warnings += sorted({w for r in partitions.values() for w in r["results"]["warnings"]} - set(warnings))
     results = topic_results(merged, now_ms, subs, {}, warnings)
     return {
         "runId": run_id,

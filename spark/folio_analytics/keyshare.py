@@ -19,7 +19,7 @@ from storage.formats.key_hash import key_slot
 Range = tuple[int, int]  # inclusive [start, end] slots
 
 HOT_KEY_SHARE = 0.10  # a key with at least this share of the messages ...
-HOT_KEY_FACTOR = 5.0  # ... and this many times the mean key's share is a hot key
+HOT_KEY_FACTOR = 3.0  # ... and this many times the mean key's share is a hot key
 UNFAIR_FACTOR = 1.5  # a consumer predicted this many times its fair share is overloaded
 
 

@@ -16,6 +16,10 @@ import os
 import signal
 import socket
 
+# Spark starts its JVM with fork+exec while etcd's gRPC threads run; gRPC's fork handlers
+# then break the child now and then (JAVA_GATEWAY_EXITED): this process needs none of them.
+os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
+
 from coordination.etcd_store import connect
 from folio_analytics.service import AnalyticsService
 

@@ -40,6 +40,7 @@ log = logging.getLogger("folio.analytics")
 
 DEFAULT_INTERVAL_S = 300  # as gateway.api.admin_analytics: scheduled runs every 5 minutes unless set
 POLL_S = 0.5
+SPARK_START_ATTEMPTS = 3
 
 
 class AnalyticsService:
@@ -69,7 +70,15 @@ class AnalyticsService:
         print(f"FOLIO-ANALYTICS READY id={self.service_id}", flush=True)
         await election.campaign()
         started = time.monotonic()
-        self.spark = await asyncio.to_thread(spark_session, self.master)
+        for attempt in range(1, SPARK_START_ATTEMPTS + 1):
+            try:
+                self.spark = await asyncio.to_thread(spark_session, self.master)
+                break
+            except Exception:
+                log.exception("Spark session did not start (attempt %d)", attempt)
+                if attempt == SPARK_START_ATTEMPTS:
+                    raise
+                await asyncio.sleep(2.0 * attempt)
         self.sql = SqlRunner(self.spark, self.store, self.read_options, self.clock)
         print(
             f"FOLIO-ANALYTICS LEADER id={self.service_id} spark={time.monotonic() - started:.1f}s", flush=True

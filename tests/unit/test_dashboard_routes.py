@@ -36,6 +36,7 @@ DASHBOARD_PATHS = {
     "/ui/tenants/{tenant}/{namespace}",
     "/ui/topics/persistent/{tenant}/{namespace}/{topic}",
     "/ui/static/{path:path}",
+    "/ui/sql",
 }
 PARAM = re.compile(r"\{[^}]*\}")
 

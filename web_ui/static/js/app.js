@@ -2,6 +2,7 @@
 // with Alpine, then starts it.
 import Alpine from "../vendor/alpine.esm.min.js";
 import { install as installAuth } from "./auth.js";
+import { analyticsCard, sparkStats } from "./analytics.js";
 import { install as installConn } from "./conn.js";
 import { install as installTheme } from "./themes.js";
 import { createForm, listView } from "./lists.js";
@@ -9,6 +10,7 @@ import { overviewPage } from "./overview.js";
 import { peekPanel, producePanel } from "./messages.js";
 import { policiesCard } from "./policies.js";
 import { schemaCard } from "./schema.js";
+import { sqlPage } from "./sql.js";
 import { tailPanel } from "./tail.js";
 import { topicPage } from "./topic.js";
 
@@ -25,5 +27,8 @@ Alpine.data("producePanel", producePanel);
 Alpine.data("peekPanel", peekPanel);
 Alpine.data("tailPanel", tailPanel);
 Alpine.data("schemaCard", schemaCard);
+Alpine.data("sparkStats", sparkStats);
+Alpine.data("analyticsCard", analyticsCard);
+Alpine.data("sqlPage", sqlPage);
 window.Alpine = Alpine;
 Alpine.start();
