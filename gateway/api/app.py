@@ -142,6 +142,7 @@ def create_app(gateway: Gateway, *, manage_lifecycle: bool = True) -> FastAPI:
 
     registry = registry_for(gateway)
     http_limits.register(registry)
+    middleware.register(registry)
     app.state.metrics_registry = registry
 
     @app.get("/metrics", include_in_schema=False)

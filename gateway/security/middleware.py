@@ -27,6 +27,7 @@ import logging
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
+from prometheus_client import CollectorRegistry, Counter
 from starlette.datastructures import Headers
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -40,6 +41,18 @@ from gateway.security.policy import Need, Verdict
 from gateway.security.tokens import AuthFailed, Identity, bearer
 
 log = logging.getLogger(__name__)
+
+REFUSED = Counter(
+    "folio_gateway_security_refused",
+    "Requests and WebSocket handshakes the security layer refused, by code",
+    ["code"],
+    registry=CollectorRegistry(),  # shown in each gateway's registry (``register``)
+)
+
+
+def register(registry: CollectorRegistry) -> None:
+    registry.register(REFUSED)
+
 
 IDENTITY = "folio.identity"
 EXPIRED_CLOSE = 4401
@@ -200,6 +213,7 @@ class SecurityMiddleware:
     async def _refuse(
         self, scope: Scope, receive: Receive, send: Send, status: int, reason: str, code: str
     ) -> None:
+        REFUSED.labels(code).inc()
         response = reason_response(status, reason, code)
         if scope["type"] == "websocket":
             message = await receive()  # websocket.connect

@@ -241,3 +241,6 @@ async def test_sessions_per_role_and_failed_auth_throttle(sec: SecureCluster) ->
         await asyncio.sleep(2.2)
         r = await http.get("/admin/v2/namespaces/ta/ns/topics", headers=good)
         assert r.status_code == 200, r.text
+        metrics = (await http.get("/metrics", headers=sec.auth(SUPERUSER))).text
+        for code in ("auth_throttled", "too_many_sessions", "unauthenticated", "forbidden"):
+            assert f'folio_gateway_security_refused_total{{code="{code}"}}' in metrics, code
