@@ -5,8 +5,8 @@ Owns: the wire side of the workload. Rules: a producer gives each message a
 fixed sequence number and a unique payload ``{"p","s","k"}`` and resends it,
 same number, until an ``ok`` comes (``invoke`` per attempt; ``ok`` / ``info``
 per answer: an error or a broken session is ambiguous, the message may be
-stored); a session that breaks moves to the next gateway. Consumers ack all
-they get and record each delivery. Every socket has a timeout: a paused
+stored); a session that breaks moves to the next gateway. Consumers (WebSocket,
+or HTTP long-poll fetch + ack) ack all they get and record each delivery. Every socket has a timeout: a paused
 gateway costs a client its session, never the run.
 """
 
@@ -318,6 +318,42 @@ class Consumer:
                 **decode(frame),
             )
             await ws.send(orjson.dumps({"messageId": frame["messageId"]}).decode())
+
+
+class HttpConsumer(Consumer):
+    """A consumer over plain HTTP: long-poll fetch, then ack the ids it got."""
+
+    async def run(self, stop: asyncio.Event) -> None:
+        path = f"{topic_path(self.namespace, self.topic)}/{self.sub}"
+        query = {
+            "subscriptionType": self.subtype,
+            "subscriptionInitialPosition": "Earliest",
+            "consumerName": self.name,
+            "max": "50",
+            "waitMs": "1000",
+        }
+        async with httpx.AsyncClient(timeout=REPLY_TIMEOUT_S) as http:
+            while not stop.is_set():
+                base = self.gateways.pick(self.attempt)
+                try:
+                    response = await http.get(f"{base}/consume/{path}", params=query)
+                    if response.status_code != 200:
+                        raise ConnectionError(f"fetch answered {response.status_code} {response.text[:150]}")
+                    frames = response.json().get("messages", [])
+                    for frame in frames:
+                        self.history.record(
+                            "ok", "deliver", process=self.name, topic=self.topic, sub=self.sub,
+                            subtype=self.subtype, session=self.attempt, **decode(frame),
+                        )  # fmt: skip
+                    if frames:
+                        ids = [frame["messageId"] for frame in frames]
+                        await http.post(f"{base}/consume/{path}/ack", params=query, json={"messageIds": ids})
+                except (httpx.HTTPError, ConnectionError, ValueError) as exc:
+                    self.history.record(
+                        "info", "session", process=self.name, base=base, error=repr(exc)[:200]
+                    )
+                    self.attempt += 1  # the next gateway
+                    await asyncio.sleep(RETRY_PAUSE_S)
 
 
 async def read_topics(

@@ -23,7 +23,15 @@ import orjson
 from coordination import keys
 from coordination.etcd_store import connect
 from folio.faults import checkers
-from folio.faults.clients import Consumer, Gateways, Producer, RestProducer, WsProducer, read_topics
+from folio.faults.clients import (
+    Consumer,
+    Gateways,
+    HttpConsumer,
+    Producer,
+    RestProducer,
+    WsProducer,
+    read_topics,
+)
 from folio.faults.cluster import ClusterConfig, FaultCluster
 from folio.faults.history import History
 from folio.faults.nemesis import FaultKind, Nemesis, schedule
@@ -42,6 +50,7 @@ class TopicPlan:
     subtype: str
     consumers: int
     partitions: int = 0
+    http_subtype: str = ""  # a second subscription ("http") read by an HTTP consumer
 
     @property
     def names(self) -> list[str]:
@@ -53,7 +62,7 @@ class TopicPlan:
 WORKLOAD = (
     TopicPlan(DEFAULT_NS, "excl", (("ws", 0),), "Exclusive", 1),
     TopicPlan(DEFAULT_NS, "failover", (("rest", 0),), "Failover", 2),
-    TopicPlan(DEFAULT_NS, "shared", (("ws", 0),), "Shared", 2),
+    TopicPlan(DEFAULT_NS, "shared", (("ws", 0),), "Shared", 2, http_subtype="Shared"),
     TopicPlan(DEFAULT_NS, "keyshared", (("ws", 8),), "Key_Shared", 2),
     TopicPlan(DEFAULT_NS, "part", (("rest", 8),), "Shared", 2, partitions=PARTITIONS),
     TopicPlan(DEDUP_NS, "dedup", (("ws", 4), ("rest", 0)), "Exclusive", 1),
@@ -119,6 +128,19 @@ async def _run(config: RunConfig, cluster: FaultCluster, history: History) -> ch
                     plan.subtype,
                     f"c-{plan.topic}-{c}",
                     n + c,
+                )
+            )
+        if plan.http_subtype:
+            consumers.append(
+                HttpConsumer(
+                    history,
+                    gateways,
+                    plan.namespace,
+                    plan.topic,
+                    "http",
+                    plan.http_subtype,
+                    f"h-{plan.topic}",
+                    n,
                 )
             )
         for p, (kind, key_count) in enumerate(plan.producers):
