@@ -30,12 +30,13 @@ java:
 
 setup: $(STAMP)
 
-# the conformance tests run Pulsar's documented Node.js clients with the `ws` package
+# the conformance tests run Pulsar's documented Node.js clients with the `ws` package,
+# and its REST example and the README walkthrough with curl
 NODE_STAMP := tests/conformance/node_modules/.installed-stamp
 $(NODE_STAMP): tests/conformance/package.json tests/conformance/package-lock.json
-	@command -v npm >/dev/null || { \
+	@command -v npm >/dev/null && command -v curl >/dev/null || { \
 	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
-	  $$SUDO apt-get update -q && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q nodejs npm; }
+	  $$SUDO apt-get update -q && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q nodejs npm curl; }
 	cd tests/conformance && npm ci --no-audit --no-fund
 	touch $(NODE_STAMP)
 
