@@ -234,6 +234,35 @@ async def test_websocket_publish_names_its_schema_version(
     assert "X-Pulsar-schema-version" not in (await peek(http, cluster.urls[0], name, 2)).headers
 
 
+async def test_versions_and_stamped_messages_survive_an_ownership_move(
+    cluster: MessagingCluster, http: httpx.AsyncClient
+) -> None:
+    """The topic is unloaded (ownership released; the load manager picks the next owner,
+    which may be the same gateway): the topic loaded again reads the stamped messages
+    back and takes new ones by the registered version. The kill -9 test below is the
+    move to another gateway."""
+    name = topic()
+    url = f"{cluster.urls[0]}/topics/persistent/{NS}/{name}"
+    body = {"valueSchema": value_schema("JSON", USER), "messages": [{"payload": '{"name":"a","age":1}'}]}
+    assert (await http.post(url, json=body)).status_code == 200
+    before = await owner_of(cluster.urls[0], name)
+    unloaded = await http.put(f"{cluster.urls[1]}/admin/v2/persistent/{NS}/{name}/unload")
+    assert unloaded.status_code == 204, unloaded.text
+    again = {"schemaVersion": 0, "messages": [{"payload": '{"name":"b","age":2}'}]}
+    deadline = time.monotonic() + 30
+    while True:
+        moved = await http.post(f"{cluster.urls[1]}/topics/persistent/{NS}/{name}", json=again)
+        if moved.status_code == 200 and moved.json()["messagePublishResults"][0]["errorCode"] == 0:
+            break
+        assert time.monotonic() < deadline, moved.text
+        await asyncio.sleep(0.3)
+    print(f"owner before the unload {before}, after {await owner_of(cluster.urls[0], name)}")
+    peeked = [await peek(http, cluster.urls[1], name, i) for i in (1, 2)]
+    assert [p.headers["X-Pulsar-schema-version"] for p in peeked] == ["0", "0"]
+    versions = (await http.get(f"{cluster.urls[1]}/admin/v2/schemas/{NS}/{name}/versions")).json()
+    assert [v["version"] for v in versions["getSchemaResponses"]] == [0]
+
+
 async def test_versions_and_stamped_messages_survive_the_owner_being_killed(
     cluster: MessagingCluster, http: httpx.AsyncClient
 ) -> None:
