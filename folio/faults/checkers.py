@@ -77,6 +77,8 @@ class Result:
     faults: Counter[str] = field(default_factory=Counter)
     crashes: Counter[str] = field(default_factory=Counter)
     unavailability: dict[str, Unavailability] = field(default_factory=dict)
+    step_down_s: list[float] = field(default_factory=list)  # a woken, paused owner until it exited
+    owners_still_running: int = 0  # woken owners that had not exited when the nemesis stopped watching
 
     @property
     def safe(self) -> bool:
@@ -100,7 +102,12 @@ class Result:
         )
 
     def unavailability_line(self) -> str:
-        return "unavailability " + " ".join(u.describe() for _, u in sorted(self.unavailability.items()))
+        line = "unavailability " + " ".join(u.describe() for _, u in sorted(self.unavailability.items()))
+        if self.step_down_s or self.owners_still_running:
+            worst = f"max {max(self.step_down_s):.1f}s" if self.step_down_s else "n/a"
+            line += f" | paused owners stepped down {worst} after waking (n={len(self.step_down_s)})"
+            line += f", still running {self.owners_still_running}"
+        return line
 
     def details(self, limit: int = 10) -> str:
         parts = []
@@ -146,6 +153,10 @@ def check(history: Iterable[Op], dedup_topics: Iterable[str] = ()) -> Result:
             deliveries.append(op)
         elif f == "fault" and op.get("phase") == "start":
             result.faults[str(op["kind"])] += 1
+        elif f == "fault" and op.get("phase") == "heal" and "stepped_down_s" in op:
+            result.step_down_s.append(float(op["stepped_down_s"]))
+        elif f == "fault" and op.get("phase") == "heal" and "still_running_after_s" in op:
+            result.owners_still_running += 1
         elif f == "crash":
             result.crashes[str(op["process"])] += 1
     result.acked = len(acked)

@@ -25,7 +25,7 @@ from folio.faults import powerloss
 from folio.faults.cluster import DISK_FULL_FREE, PLENTY_FREE, FaultCluster
 from folio.faults.history import History
 
-EXPECTED_EXIT_AFTER_PAUSE = 75  # a gateway that woke without its lease steps down (and is restarted)
+STEP_DOWN_WAIT_S = 10.0  # how long a woken owner is watched for its step-down (exit 75, then restarted)
 
 
 class FaultKind(enum.StrEnum):
@@ -197,9 +197,18 @@ class Nemesis:
             cluster.pause(gateway.pid)
             await asyncio.sleep(self.lease_ttl_s + fault.hold_s)
             cluster.resume(gateway.pid)
-            await asyncio.sleep(1.0)  # it wakes, finds its lease gone and steps down (exit 75)
-            if not gateway.running():
-                detail = {"exit": gateway.proc.returncode if gateway.proc else None}
+            woke = asyncio.get_running_loop().time()
+            # it wakes, finds its lease gone and steps down (exit 75): how long that takes
+            while gateway.running() and asyncio.get_running_loop().time() - woke < STEP_DOWN_WAIT_S:
+                await asyncio.sleep(0.1)
+            if gateway.running():
+                detail = {"still_running_after_s": STEP_DOWN_WAIT_S}
+            else:
+                stepped = round(asyncio.get_running_loop().time() - woke, 2)
+                detail = {
+                    "exit": gateway.proc.returncode if gateway.proc else None,
+                    "stepped_down_s": stepped,
+                }
                 await asyncio.to_thread(cluster.restart_gateway, owner)
         elif kind is FaultKind.KILL_ETCD:
             assert cluster.etcd is not None

@@ -204,3 +204,19 @@ def test_an_ack_while_two_of_three_nodes_were_dead_has_no_quorum() -> None:
     assert result.acks_without_quorum == [("p", 1)] and not result.safe
     one_down = [{**op, "down": 1} if op.get("phase") == "restart" else op for op in ops]
     assert check([*one_down, *reads]).acks_without_quorum == []
+
+
+def test_step_down_of_woken_owners_is_reported() -> None:
+    heal = {"t": 5.0, "type": "info", "f": "fault", "kind": "pause-owner-gateway", "phase": "heal"}
+    result = check(
+        [
+            {**heal, "stepped_down_s": 1.5},
+            {**heal, "stepped_down_s": 0.4},
+            {**heal, "still_running_after_s": 10},
+        ]
+    )
+    assert result.step_down_s == [1.5, 0.4] and result.owners_still_running == 1
+    assert (
+        "paused owners stepped down max 1.5s after waking (n=2), still running 1"
+        in result.unavailability_line()
+    )
