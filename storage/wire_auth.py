@@ -8,7 +8,9 @@ follow are storage/wire.py's, unchanged):
 - a node started with a cluster secret accepts a connection only after a proof
   that verifies, whose time is within ``WINDOW_MS`` of its own clock and whose
   nonce it has not seen within that window (a recorded proof cannot be replayed);
-- a node without a secret expects no proof (the wire protocol is unchanged).
+- a node without a secret expects no proof (the wire protocol is unchanged) and
+  skips one a client sends (its first 8 bytes, ``MAGIC``, read as a frame length
+  would be beyond any frame), so a client given the secret works with both.
 """
 
 from __future__ import annotations

@@ -50,6 +50,7 @@ class HttpConsumer(PullSink):
     closed: bool = False
     granted: int = 0  # credit given and not yet used
     streaming: bool = False  # an event stream's own (sse_consume.py)
+    owner: str | None = None  # the role that made it (tokens on): only it fetches and acks through it
 
     # ConsumerSink
     def deliver(self, deliveries: list[Delivery]) -> None:
@@ -93,19 +94,27 @@ class HttpConsumers:
         return consumer
 
     async def attach(
-        self, key: tuple[str, str, str], topic: Topic, params: ConsumerParams, *, stream: bool = False
+        self,
+        key: tuple[str, str, str],
+        topic: Topic,
+        params: ConsumerParams,
+        *,
+        stream: bool = False,
+        owner: str | None = None,
     ) -> HttpConsumer:
         """The HTTP consumer ``key`` (topic, subscription, consumer name) names,
         subscribed now (pull mode) if this gateway holds none. An event stream has
         its consumer to itself: 409 if the name is in use by a stream, or by
         anything when ``stream``."""
         consumer = self.get(key)
+        if consumer is not None and consumer.owner != owner:
+            raise ConsumerBusy(f"HTTP consumer {key[2]!r} of subscription {key[1]} belongs to another role")
         if consumer is not None and (stream or consumer.streaming):
             raise ConsumerBusy(
                 f"HTTP consumer {key[2]!r} of subscription {key[1]} is in use by another client"
             )
         if consumer is None:
-            consumer = HttpConsumer(topic)
+            consumer = HttpConsumer(topic, owner=owner)
             sub, consumer_id = await topic.subscribe(
                 key[1],
                 params.subscription_type,

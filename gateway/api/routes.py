@@ -71,6 +71,7 @@ from gateway.protocol.rest import (
     producer_acks,
 )
 from gateway.protocol.ws_frames import PublishRequest
+from gateway.security.middleware import role_of
 from storage.formats.entry_format import EntryMessage
 from storage.formats.errors import FormatError
 from storage.formats.key_routing import partition_of_key
@@ -402,7 +403,7 @@ def make_router(get_gateway: Any) -> APIRouter:
             if isinstance(where, str):
                 return await _forward(f"{where}{request.url.path}", request, b"")
             key = (str(name), subscription, params.consumer_name or "http")
-            consumer = await consumers.attach(key, where, params)
+            consumer = await consumers.attach(key, where, params, owner=role_of(request.scope))
             consumer.last_used_ms = consumers.now_ms()
             got = await consumer.fetch(max, waitMs)
             consumer.last_used_ms = consumers.now_ms()
@@ -422,6 +423,8 @@ def make_router(get_gateway: Any) -> APIRouter:
             if isinstance(where, str):
                 return await _forward(f"{where}{request.url.path}", request, body)
             consumer = consumers.get((str(name), subscription, query.get("consumerName", "http")))
+            if consumer is not None and consumer.owner != role_of(request.scope):
+                return reason_response(409, "this HTTP consumer belongs to another role", "consumer_busy")
             sub = where.subscriptions.get(subscription)
             if sub is None:
                 return reason_response(404, f"subscription {subscription} does not exist", "not_found")

@@ -54,6 +54,7 @@ from gateway.api.route_docs import (
 from gateway.broker.topic import Topic
 from gateway.errors import GatewayError
 from gateway.names import InvalidName, TopicName, check_subscription
+from gateway.security.middleware import role_of
 from storage.formats.errors import FormatError
 
 STREAM_FETCH = 100  # credit granted at a time
@@ -140,7 +141,7 @@ def add_stream_route(
             if isinstance(where, str):
                 return RedirectResponse(f"{where}{request.url.path}?{request.url.query}", status_code=307)
             key = (str(name), subscription, params.consumer_name or f"sse-{secrets.token_hex(6)}")
-            consumer = await consumers.attach(key, where, params, stream=True)
+            consumer = await consumers.attach(key, where, params, stream=True, owner=role_of(request.scope))
         except (GatewayError, FormatError, InvalidName) as exc:
             return error_response(exc)
         return StreamingResponse(

@@ -54,6 +54,12 @@ def register(registry: CollectorRegistry) -> None:
     registry.register(REFUSED)
 
 
+def role_of(scope: Scope) -> str | None:
+    """The authenticated caller's role (None in open mode or for a public route)."""
+    identity: Identity | None = scope.get(IDENTITY)
+    return identity.role if identity is not None else None
+
+
 IDENTITY = "folio.identity"
 EXPIRED_CLOSE = 4401
 CORS_MAX_AGE_S = 600

@@ -90,6 +90,12 @@ def test_secret_per_peer_bound_and_idle_timeout(
     assert call(busy, wire.Op.NODE_INFO, b"").status is Status.OK
     for s in held:
         s.close()
+    # a node without a secret skips the proof of a client that has one
+    open_node = new_node(nodes, tmp_path, etcd_endpoint, ns).start()
+    with proven(open_node) as client:
+        assert call(client, wire.Op.NODE_INFO, b"").status is Status.OK
+    with socket.create_connection(open_node.host_port, timeout=10) as client:
+        assert call(client, wire.Op.NODE_INFO, b"").status is Status.OK
     text = metrics_text(node)
     assert metric(text, "folio_node_auth_refused_total") >= 1  # the wrong secret (the rest went idle first)
     assert metric(text, "folio_node_idle_closed_total") >= 3

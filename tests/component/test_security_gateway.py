@@ -48,6 +48,10 @@ def message(text: str) -> dict[str, object]:
     return {"messages": [{"payload": base64.b64encode(text.encode()).decode()}]}
 
 
+def published(r: httpx.Response) -> None:
+    assert r.status_code == 200 and r.json()["messagePublishResults"][0]["errorCode"] == 0, r.text
+
+
 async def ws_status(url: str, headers: dict[str, str] | None = None) -> int:
     try:
         async with websockets.connect(url, open_timeout=15, additional_headers=headers):
@@ -83,10 +87,10 @@ async def test_grants_decide_publish_and_consume(sec: SecureCluster) -> None:
     async with httpx.AsyncClient(timeout=30) as http:
         for i, url in enumerate(sec.urls):  # one of the two forwards to the owner, which re-checks
             topic = f"{url}/topics/{A}/grants"
-            assert (await http.post(topic, json=message("x"), headers=sec.auth("prod"))).status_code == 200
+            published(await http.post(topic, json=message("x"), headers=sec.auth("prod")))
             assert (await http.post(topic, json=message("x"), headers=sec.auth("cons"))).status_code == 403
             assert (await http.post(topic, json=message("x"), headers=sec.auth("admin-b"))).status_code == 403
-            assert (await http.post(topic, json=message("x"), headers=sec.auth("admin-a"))).status_code == 200
+            published(await http.post(topic, json=message("x"), headers=sec.auth("admin-a")))
             ws = sec.ws(i)
             assert await ws_status(f"{ws}/ws/v2/consumer/{A}/grants/s?token={sec.token('cons')}") == 101
             assert await ws_status(f"{ws}/ws/v2/consumer/{A}/grants/s?token={sec.token('prod')}") == 403
@@ -219,6 +223,32 @@ async def test_generated_client_with_a_token(sec: SecureCluster, generated: Modu
     anonymous = client_module.Client(base_url=sec.urls[0], timeout=30.0)
     answer = await asyncio.to_thread(produce.sync_detailed, client=anonymous, body=body, **kwargs)
     assert answer.status_code == 401
+
+
+async def test_an_http_consumer_is_its_roles_own(sec: SecureCluster) -> None:
+    """Another role with consume on the namespace cannot fetch or ack through it."""
+    consume = f"/consume/{A}/owned/s"
+    start = {"subscriptionInitialPosition": "Earliest", "waitMs": "2000"}
+    mine = sec.auth("pc")
+    async with httpx.AsyncClient(base_url=sec.urls[1], timeout=30) as http:
+        r = await http.get(consume, params={**start, "consumerName": "mine", "waitMs": "0"}, headers=mine)
+        assert r.status_code == 200, r.text  # the topic and the subscription exist from here
+        r = await http.post(f"/topics/{A}/owned", json=message("x"), headers=mine)
+        assert r.json()["messagePublishResults"][0]["errorCode"] == 0, r.text
+        r = await http.get(consume, params={**start, "consumerName": "mine"}, headers=mine)
+        ids = [m["messageId"] for m in r.json()["messages"]]
+        assert ids, r.text
+        r = await http.get(consume, params={**start, "consumerName": "mine"}, headers=sec.auth("cons"))
+        assert r.status_code == 409 and "another role" in r.text
+        ack = {"messageIds": ids}
+        r = await http.post(
+            f"{consume}/ack", params={"consumerName": "mine"}, json=ack, headers=sec.auth("cons")
+        )
+        assert r.status_code == 409
+        r = await http.post(
+            f"{consume}/ack", params={"consumerName": "mine"}, json=ack, headers=sec.auth("pc")
+        )
+        assert r.status_code == 200 and r.json()["acked"] == len(ids), r.text
 
 
 async def test_sessions_per_role_and_failed_auth_throttle(sec: SecureCluster) -> None:
