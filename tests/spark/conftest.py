@@ -2,7 +2,8 @@
 
 - ``folio`` (session): real storage nodes (3) and gateways (2) as processes on the
   session etcd, in their own etcd namespace (tests/component/clusters.py);
-- ``spark`` (session): one ``local[2]`` SparkSession for every Spark test (a
+- ``spark`` (session): one ``local[2, 2]`` SparkSession (2 threads, a failed task
+  retried once, as on a cluster) for every Spark test (a
   session costs 8-14 s and ~1.6 GiB to start), with ``SPARK_LOCAL_IP=127.0.0.1``,
   workers on this interpreter, no UI, no progress bar, and the Python
   filter-pushdown flag on (a test turns it off to check results without it);
@@ -28,6 +29,10 @@ from clusters import LedgerCluster, MessagingCluster
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 os.environ["PYSPARK_PYTHON"] = sys.executable
 os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+# Python workers unpickle functions defined in these test modules by reference
+os.environ["PYTHONPATH"] = os.pathsep.join(
+    p for p in (str(Path(__file__).parent), os.environ.get("PYTHONPATH")) if p
+)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -71,7 +76,7 @@ def spark() -> Iterator[Any]:
     from pyspark.sql import SparkSession
 
     session = (
-        SparkSession.builder.master("local[2]")
+        SparkSession.builder.master("local[2, 2]")  # 2 threads; a failed task is tried twice
         .appName("folio-tests")
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")

@@ -59,3 +59,11 @@ def publish(
                 assert r["errorCode"] == 0, r
                 done.append(Sent(m.topic, m.key, m.value, m.properties, m.event_time_ms, r["messageId"]))
     return done
+
+
+def create_namespace(base_url: str, namespace: str, dedup: bool) -> None:
+    """``tenant/ns`` with deduplication on or off."""
+    reply = httpx.put(f"{base_url}/admin/v2/namespaces/{namespace}", timeout=30)
+    assert reply.status_code in (200, 204, 409), reply.text
+    reply = httpx.post(f"{base_url}/admin/v2/namespaces/{namespace}/deduplication", json=dedup, timeout=30)
+    assert reply.status_code == 204, reply.text
