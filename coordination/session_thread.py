@@ -15,7 +15,8 @@ uses. Rules:
   busy) must not hold ownership for ever: the loop stamps a heartbeat every
   ``HEARTBEAT_S``; when the stamp is older than ``stall_limit_ms`` the thread
   stops refreshing, and the lease runs out as if the process were gone.
-  A paused process (SIGSTOP) stops every thread, so it loses its lease as before.
+  A paused process (SIGSTOP) stops every thread, so it loses its lease as before;
+- a run of failed keepalives (etcd away) is logged once, at its first failure.
 """
 
 from __future__ import annotations
@@ -214,7 +215,8 @@ class ThreadLeaseSession(LeaseSession):
                 except LeaseLost:
                     self._state = policy_core.on_gone(self._state)
                 except CoordinationError as exc:
-                    log.info("lease %x keepalive failed: %r", self.lease_id, exc)
+                    if self._state.failed_at_ms is None:  # the first of a run of failures only
+                        log.info("lease %x keepalive failed: %r; retrying", self.lease_id, exc)
                     self._state = policy_core.on_failed(self._state, self.clock.now_ms())
             self._to_loop(self._settle_waiters)
 

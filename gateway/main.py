@@ -4,9 +4,10 @@ Owns: command-line parsing, connecting to etcd, and the uvicorn server's
 lifecycle. Prints ``FOLIO-GATEWAY READY http=http://H:P`` once it serves, so
 supervisors and tests know when to start. SIGTERM/SIGINT shut down cleanly:
 topics are closed (ledgers closed, cursors persisted), bundles released,
-sockets closed. A gateway whose etcd lease is lost exits with 75 (restart me):
-it owns nothing any more; `folio up` restarts it. A gateway started while etcd
-is missing waits for it (coordination.patience) before it serves.
+sockets closed. A gateway whose etcd lease is lost does not exit: it steps down
+(its topics dropped, clients told to reconnect), waits for etcd and rejoins
+(gateway.api.tenure). A gateway started while etcd is missing, or losing it
+halfway through starting, waits for it (coordination.patience) before it serves.
 """
 
 from __future__ import annotations
@@ -35,7 +36,6 @@ from gateway.broker.log_state import LogConfig
 from gateway.security import http_limits, settings
 from storage.runtime import tune_gc
 
-EXIT_LEASE_LOST = 75  # EX_TEMPFAIL: restart me
 # A dead gateway's bundles move once its lease expires: 3 s keeps takeover of its
 # topics under 5 s. Renewed every second on a thread of its own (session_thread),
 # lost locally 2.7 s after the last renewal that succeeded (lease.KeepalivePolicy).
@@ -212,32 +212,12 @@ async def serve(args: argparse.Namespace) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda _signum, _frame: None)
     announcer = asyncio.get_running_loop().create_task(announce())
-    lease_lost = False
-
-    async def watch_lease() -> None:
-        # A gateway whose etcd lease expired (paused, partitioned) owns nothing any more and
-        # its registration is gone: it stops, and its supervisor starts a fresh one.
-        nonlocal lease_lost
-        while not server.started:
-            await asyncio.sleep(0.05)
-        await gateway.session.lost.wait()
-        if not server.should_exit:
-            lease_lost = True
-            print(
-                f"FATAL gateway lease lost ({gateway.session.lost_reason}); exiting",
-                file=sys.stderr,
-                flush=True,
-            )
-            server.should_exit = True
-
-    watcher = asyncio.get_running_loop().create_task(watch_lease())
     try:
         await server.serve()
     finally:
         announcer.cancel()
-        watcher.cancel()
         await store.close()
-    return EXIT_LEASE_LOST if lease_lost else 0
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:

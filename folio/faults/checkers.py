@@ -77,8 +77,8 @@ class Result:
     faults: Counter[str] = field(default_factory=Counter)
     crashes: Counter[str] = field(default_factory=Counter)
     unavailability: dict[str, Unavailability] = field(default_factory=dict)
-    step_down_s: list[float] = field(default_factory=list)  # a woken, paused owner until it exited
-    owners_still_running: int = 0  # woken owners that had not exited when the nemesis stopped watching
+    step_down_s: list[float] = field(default_factory=list)  # a woken, paused owner until it stepped down
+    owners_still_running: int = 0  # woken owners that had not stepped down when the nemesis stopped watching
 
     @property
     def safe(self) -> bool:

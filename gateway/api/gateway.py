@@ -7,7 +7,8 @@ bounds of this gateway (sessions, payload size). Rules (DESIGN.md §6):
 - any gateway accepts any request; ``route(topic)`` says whether this gateway
   owns the topic's bundle (serve it) or which gateway does (forward/relay);
 - when a bundle is lost (lease lost, unload, release, deleted key) its topics,
-  loaded or still loading, are dropped at once; an unload request closes them
+  loaded or still loading, are dropped at once; a lost lease is stepped down
+  from and rejoined in this process (``tenure``); an unload request closes them
   gracefully first; a topic serves only under the ownership epoch (bundle key
   revision) it was loaded in (broker.service);
 - shutdown releases bundles after closing topics (ledgers closed, cursors
@@ -25,9 +26,9 @@ from dataclasses import dataclass, field, replace
 import httpx
 
 from coordination.clock import SystemClock, WallClock
-from coordination.patience import patiently
 from coordination.session_thread import lease_session
 from coordination.store import MetadataStore
+from gateway.api.tenure import Tenure
 from gateway.api.webhooks import CONNECTIONS_MAX, WEBHOOKS_MAX, Webhooks
 from gateway.broker.log_policy import Retention
 from gateway.broker.log_state import LogConfig, Quorums
@@ -125,7 +126,8 @@ class Gateway:
         self.store = store
         self.config = config
         self.clock = WallClock()  # publish times, delays, TTL: wall time
-        self.session = lease_session(store, config.lease_ttl_s)  # kept by its own thread
+        # kept by its own thread; replaced by a new one after a lost lease (tenure)
+        self.session = lease_session(store, config.lease_ttl_s)
         self.client = LedgerClient(
             store,
             SystemClock(),
@@ -161,6 +163,7 @@ class Gateway:
             webhooks_max=config.webhooks_max,
             connections=config.webhook_connections,
         )
+        self.tenure = Tenure(self)
         self.sessions = 0
         self.closing = False
         self._partitions: dict[str, tuple[int, float]] = {}  # topic path -> (count, valid until)
@@ -171,19 +174,17 @@ class Gateway:
     # ------------------------------------------------------------ lifecycle
 
     async def start(self) -> None:
-        await patiently(f"gateway {self.config.gateway_id}", self.session.start, log)
-        await self.namespaces.start()
-        await self.namespaces.ensure_defaults()
-        await self.registry.start()
-        await self.ownership.start()
+        """Join the cluster (every etcd step waits for etcd) and serve; a lost lease
+        later is stepped down from and rejoined by ``tenure``, in this process."""
         self.ownership.on_bundle_lost(self._bundle_lost)
         self.ownership.on_unload_requested(self._unload_bundle)
-        await self.load_manager.start()
+        await self.tenure.join()
         self.service.start()
         self.webhooks.start()
 
     async def close(self) -> None:
         self.closing = True
+        await self.tenure.close()
         with contextlib.suppress(Exception):
             await self.load_manager.close()
         await self.webhooks.close()  # before the topics: their pushers leave first

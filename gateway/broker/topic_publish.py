@@ -13,7 +13,9 @@ Rules (DESIGN.md §5):
   loop round later with whatever else arrived by then;
 - an entry's messages get ids (ledger, entry, partition, batch index), the
   batch index only when the entry holds more than one message; a failed add
-  answers each of its messages with a 503 (reconnect);
+  answers each of its messages with a 503 (reconnect), and so does an entry
+  stored after the topic stopped serving (its ownership epoch ended - the
+  gateway's lease past its local deadline): nothing is acknowledged late;
 - every message of a publish call is settled exactly once, and the call's
   future (and ``on_done``) resolves when the last one is.
 """
@@ -234,6 +236,17 @@ class PublishPath:
                 if dedup:
                     self.dedup.on_failed(token.producer)
                 settle(token.group, token.index, error)
+            self._pump()
+            return
+        if not self.host.serves(self):  # type: ignore[arg-type]
+            # stored, but this gateway's ownership (its lease) ended before it answered:
+            # never acknowledge past the lease's local deadline; the producer retries
+            # on the next owner, which recovers the entry (dedup then answers it)
+            late = TopicUnavailable(f"topic {self.name}: this gateway's ownership ended; reconnect")
+            for token in tokens:
+                if dedup:
+                    self.dedup.on_persisted(token.producer, token.sequence_id)
+                settle(token.group, token.index, late)
             self._pump()
             return
         position = entry_future.result()

@@ -128,6 +128,14 @@ class LoadManager:
             with contextlib.suppress(CoordinationError):
                 await self.election.resign()
 
+    async def rejoin(self, session: LeaseSession) -> None:
+        """Stand for election again under ``session`` (a new lease, after the old one
+        was lost: the candidacy and any leadership went with it)."""
+        await self.close()
+        self.session = session
+        self.election = Election(self.store, keys.LOAD_MANAGER, self.gateway_id, session)
+        await self.start()
+
     def _on_gateways_changed(self) -> None:
         self.kick()
 

@@ -144,6 +144,24 @@ class OwnershipManager:
         )
         return self
 
+    async def rejoin(self, session: LeaseSession) -> None:
+        """Own bundles again under ``session`` (a new lease, after the old one was lost).
+        Whatever was held under the old lease is lost first (its topics dropped); the
+        watched caches kept running meanwhile; an assignment to this gateway that is
+        waiting for it is taken up now."""
+        watch, self._lease_watch = self._lease_watch, None
+        if watch is not None:
+            watch.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await watch
+        self._lose_all()
+        self.session = session
+        self._lease_watch = asyncio.get_running_loop().create_task(
+            self._watch_lease(), name="ownership-lease"
+        )
+        for nb in list(self.view.assignments):
+            self._maybe_take_assignment(nb)
+
     async def close(self, release: bool = True) -> None:
         """Stop; with ``release`` first give up every bundle (clean shutdown)."""
         if release and not self.session.lost.is_set():
@@ -233,10 +251,16 @@ class OwnershipManager:
         """Who serves ``topic``. ``num_bundles``: the namespace's bundle count, or its
         bundle boundaries (policies ``bundles.boundaries``); used only when no held bundle
         covers the topic. ``authoritative``: the request was sent here by another
-        gateway's lookup, so acquire an unowned bundle here instead of choosing again."""
-        self._check_session()
+        gateway's lookup, so acquire an unowned bundle here instead of choosing again.
+        Without a valid lease it still answers another gateway that owns the topic (as
+        cached), so requests are relayed there; anything else is ``OwnershipSessionLost``."""
         ns = topic.namespace_name
         h = topic_hash(str(topic))
+        if self.session.lost.is_set():
+            held = self.view.owner_of_hash(ns, h)
+            if held is not None and held[1] != self.gateway_id and held[1] in self.registry.live():
+                return await self._info_of(*held)
+            raise OwnershipSessionLost(f"gateway {self.gateway_id}: {self.session.lost_reason}")
         mine = next((r for r in self._mine.get(ns, {}) if r.contains(h)), None)
         if mine is not None:
             return self._self_info(NamespaceBundle(ns, mine))
@@ -447,6 +471,9 @@ class OwnershipManager:
 
     async def _watch_lease(self) -> None:
         await self.session.lost.wait()
+        self._lose_all()
+
+    def _lose_all(self) -> None:
         for nb in sorted(NamespaceBundle(ns, r) for ns, rs in self._mine.items() for r in rs):
             self._lose(nb, LossReason.LEASE_LOST, None)
 

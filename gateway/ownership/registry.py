@@ -91,6 +91,18 @@ class GatewayRegistry:
             )
         return self
 
+    async def rejoin(self, session: LeaseSession) -> None:
+        """Register again under ``session`` (a new lease, after the old one was lost);
+        the cache of live gateways kept running meanwhile."""
+        reporter, self._reporter = self._reporter, None
+        if reporter is not None:
+            reporter.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await reporter
+        self.session = session
+        self._started = False
+        await self.start()
+
     async def close(self, deregister: bool = True) -> None:
         """Stop reporting and watching; with ``deregister`` delete the key now (if still ours)."""
         reporter, self._reporter = self._reporter, None

@@ -11,7 +11,7 @@ checks the history with checkers.py:
   dead owner are closed with 4503, not dropped;
 - F6 SIGSTOP the owner past its lease: the other gateway takes over (fencing
   the old ledger), and after SIGCONT the zombie acknowledges nothing it was
-  sent after the stop (today it exits as soon as it sees its lease lost); every
+  sent after the stop (it steps down as soon as it sees its lease lost); every
   ok reply's message id is in the log as read from the earliest position;
 - F1 kill -9 one storage node mid-stream: no send error at all (the ledger keeps
   writing to the two surviving members) and every acked message is consumed;
@@ -255,7 +255,7 @@ async def test_sigstopped_owner_is_fenced_and_acks_nothing_after_takeover(messag
     finally:
         await p1.close()
         receiver.cancel()
-    # (a gateway whose lease is lost exits on purpose: it may be gone by now)
+    # (a gateway whose lease is lost steps down, dropping the topic, and rejoins)
 
     after_stop = {seq for seq, t in sent_at.items() if t >= stopped_at}
     assert after_stop, "nothing was sent to the stopped owner"
