@@ -160,13 +160,34 @@ def backlog_of(cluster: DashCluster, topic: str, sub: str) -> int:
     return int(stats["subscriptions"][sub]["msgBacklog"])
 
 
-def eventually(check: Callable[[], bool], client: Running, timeout: float = 15.0) -> None:
+def eventually(
+    check: Callable[[], bool], client: Running, explain: Callable[[], str] = lambda: "", timeout: float = 15.0
+) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if check():
             return
         time.sleep(0.1)
-    raise AssertionError(f"not true within {timeout} s; client stdout {client.lines}, stderr {client.stop()}")
+    raise AssertionError(
+        f"not true within {timeout} s; client stdout {client.lines}, stderr {client.stop()}; {explain()}"
+    )
+
+
+def handshake_answer(cluster: DashCluster, topic: str, query: str) -> Callable[[], str]:
+    """For a failure message: what a consumer handshake on another subscription is answered
+    now (a refused handshake's status and reason, which the example programs do not print)."""
+
+    def answer() -> str:
+        url = f"ws://{address(cluster, 0)}/ws/v2/consumer/persistent/public/default/{topic}/probe{query}"
+        try:
+            websocket.create_connection(url, timeout=10).close()
+        except websocket.WebSocketBadStatusException as exc:
+            return f"a handshake now: {exc.status_code} {exc.resp_body!r}"
+        except Exception as exc:
+            return f"a handshake now: {exc!r}"
+        return "a handshake now: accepted"
+
+    return answer
 
 
 def produce(cluster: DashCluster, language: str, topic: str, count: int) -> None:
@@ -196,7 +217,9 @@ def test_documented_consumer_and_producer(
     query = f"?subscriptionType={subscription_type}"
     consumer = Running(program(f"consumer{suffix}", address(cluster, 0), topic, sub, query))
     try:
-        eventually(lambda: consumers_of(cluster, topic, sub) == 1, consumer)  # the default position is Latest
+        # the default position is Latest: produce once the consumer is attached
+        attached = handshake_answer(cluster, topic, query)
+        eventually(lambda: consumers_of(cluster, topic, sub) == 1, consumer, attached)
         produce(cluster, language, topic, 3)
         received = consumer.wait_for(r"^Received: .* - payload: (b'Hello World'|Hello World)$", 3)
         assert len(received) == 3, received
