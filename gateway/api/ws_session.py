@@ -39,6 +39,8 @@ async def deny(websocket: WebSocket, exc: BaseException, prefix: str = "") -> No
     info = body(exc)
     reason = f"{prefix}{info['reason']}"
     status = 400 if info["code"] == "invalid_name" else status_of(exc)
+    if status == 500:  # a defect, not a refusal: leave its traceback in the gateway's log
+        log.error("WebSocket upgrade of %s refused with 500: %s", websocket.url.path, reason, exc_info=exc)
     await websocket.send_denial_response(reason_response(status, reason, str(info["code"])))
 
 
