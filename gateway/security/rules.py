@@ -211,14 +211,27 @@ def _compile(template: str) -> re.Pattern[str]:
     return re.compile(pattern + re.escape(template[last:]) + "$")
 
 
-Index = dict[str, list[tuple[re.Pattern[str], str, Rule]]]
+Index = dict[str, dict[tuple[str, ...], list[tuple[re.Pattern[str], int, str, Rule]]]]
+_PREFIX = 3  # templates are bucketed by up to this many leading literal segments
+
+
+def _literal_prefix(template: str) -> tuple[str, ...]:
+    segments = [s for s in template.strip("/").split("/") if s]
+    prefix: list[str] = []
+    for segment in segments[:_PREFIX]:
+        if "{" in segment:
+            break
+        prefix.append(segment)
+    return tuple(prefix)
 
 
 def index(table: dict[tuple[str, str], Rule]) -> Index:
-    """The table compiled for ``match``, by method."""
+    """The table compiled for ``match``: by method, then by leading literal segments."""
     compiled: Index = {}
     for (method, template), rule in table.items():
-        compiled.setdefault(method, []).append((_compile(template), template, rule))
+        buckets = compiled.setdefault(method, {})
+        weight = len(_PARAM.sub("", template))  # literal characters: the more, the more specific
+        buckets.setdefault(_literal_prefix(template), []).append((_compile(template), weight, template, rule))
     return compiled
 
 
@@ -230,12 +243,15 @@ def match(method: str, path: str) -> tuple[str | None, Rule, dict[str, str]]:
     (template or None, rule, path parameters). Unnamed routes get ``DEFAULT``.
     Where several templates match, the one with most literal characters wins
     (as the app's own routing prefers ``…/unload`` to ``…/{topic}``)."""
+    buckets = _COMPILED.get("GET" if method == "HEAD" else method, {})
+    segments = [s for s in path.strip("/").split("/", _PREFIX)[:_PREFIX] if s]
     best: tuple[int, str, Rule, dict[str, str]] | None = None
-    for pattern, template, rule in _COMPILED.get("GET" if method == "HEAD" else method, ()):
-        m = pattern.match(path)
-        if m is not None:
-            weight = len(_PARAM.sub("", template))
-            if best is None or weight > best[0]:
+    for size in range(len(segments) + 1):
+        for pattern, weight, template, rule in buckets.get(tuple(segments[:size]), ()):
+            if best is not None and weight <= best[0]:
+                continue
+            m = pattern.match(path)
+            if m is not None:
                 best = (weight, template, rule, m.groupdict())
     if best is None:
         return None, DEFAULT, {}
