@@ -41,11 +41,14 @@ async def deny(websocket: WebSocket, exc: BaseException, prefix: str = "") -> No
     status = 400 if info["code"] == "invalid_name" else status_of(exc)
     if status == 500:  # a defect, not a refusal: leave its traceback in the gateway's log
         log.error("WebSocket upgrade of %s refused with 500: %s", websocket.url.path, reason, exc_info=exc)
-    await websocket.send_denial_response(reason_response(status, reason, str(info["code"])))
+    await deny_status(websocket, status, reason, str(info["code"]))
 
 
 async def deny_status(websocket: WebSocket, status: int, reason: str, code: str) -> None:
-    await websocket.send_denial_response(reason_response(status, reason, code))
+    """Refuse the upgrade; a client that already left (it gave up waiting, e.g. while
+    etcd was away) is not an error: there is nobody left to tell."""
+    with contextlib.suppress(OSError, WebSocketDisconnect):  # uvicorn's ClientDisconnected
+        await websocket.send_denial_response(reason_response(status, reason, code))
 
 
 def relay_url(http_url: str, path: str, query: dict[str, str]) -> str:

@@ -302,18 +302,19 @@ class OwnershipManager:
 
     async def _acquire(self, nb: NamespaceBundle) -> bool:
         key = owner_key(nb)
+        session = self.session  # the lease this acquire runs under, even if a rejoin swaps it
         try:
             revision = await self.store.compare_and_swap(
-                key, self.gateway_id.encode(), 0, lease=self.session.lease_id
+                key, self.gateway_id.encode(), 0, lease=session.lease_id
             )
             if revision is None:
                 current = await self.store.get(key)
-                if current is None or current.lease != self.session.lease_id:
+                if current is None or current.lease != session.lease_id:
                     return False
                 revision = current.mod_revision  # ours already (an acquire whose answer we lost)
         except LeaseLost as exc:
             raise OwnershipSessionLost(f"gateway {self.gateway_id} lost its lease: {exc}") from exc
-        if self.session.lost.is_set():
+        if session.lost.is_set() or session is not self.session:
             return False
         self._mine.setdefault(nb.namespace, {})[nb.range] = revision
         log.info("gateway %s acquired bundle %s", self.gateway_id, nb)
