@@ -23,6 +23,7 @@ from coordination.etcd_server import EmbeddedEtcd, EtcdStartError
 from folio.procs import AnalyticsProcess, AuditorProcess, GatewayProcess, NodeProcess
 from folio.restarts import RestartPolicy, Restarts
 from folio.secure_up import SecureSetup
+from storage.client.connection import SECRET_ENV
 
 DEFAULT_NODE_PORTS = (3181, 3182, 3183)
 DEFAULT_METRICS_PORTS = (8001, 8002, 8003)
@@ -106,6 +107,8 @@ class LocalCluster:
                 master=self.analytics_master,
                 log_path=self.root / "analytics.log",
             )
+            if self.secure:  # its Spark reads go straight to the storage nodes
+                self.analytics.env[SECRET_ENV] = str(security.cluster_key)
             self.analytics.start()
         self.children = self._children(SystemClock().now_ms())
 

@@ -20,11 +20,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import struct
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from storage import wire, wire_auth
@@ -36,6 +38,14 @@ log = logging.getLogger(__name__)
 ReplyCallback = Callable[[NodeId, Any, Status, bytes], None]  # (node, token, status, body)
 
 
+SECRET_ENV = "FOLIO_CLUSTER_SECRET_FILE"
+
+
+def secret_from_env() -> bytes | None:
+    path = os.environ.get(SECRET_ENV)
+    return Path(path).read_bytes() if path else None
+
+
 @dataclass(frozen=True, slots=True)
 class ConnectionConfig:
     in_flight_max: int = 16_384  # requests written and not yet answered
@@ -44,7 +54,9 @@ class ConnectionConfig:
     backoff_initial_ms: int = 50
     backoff_max_ms: int = 2_000
     request_timeout_ms: int = 10_000  # default for ``request``
-    auth_secret: bytes | None = None  # the cluster secret: prove it to the node (storage/wire_auth.py)
+    # the cluster secret: prove it to the node (storage/wire_auth.py); by default the file
+    # named by FOLIO_CLUSTER_SECRET_FILE, so tools and Spark jobs started with it work too
+    auth_secret: bytes | None = field(default_factory=secret_from_env)
 
 
 def _now_ms() -> int:

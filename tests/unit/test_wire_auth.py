@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
+from storage.client.connection import SECRET_ENV, ConnectionConfig
 from storage.wire_auth import PROOF_BYTES, WINDOW_MS, ProofChecker, proof
 
 pytestmark = pytest.mark.unit
@@ -31,3 +34,12 @@ def test_wrong_secret_stale_truncated_or_tampered_proofs_fail() -> None:
     good[10] ^= 1
     assert not checker.check(bytes(good), NOW)
     assert not checker.check(b"\x00" * PROOF_BYTES, NOW)
+
+
+def test_clients_take_the_secret_from_the_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "cluster.key").write_bytes(SECRET)
+    assert ConnectionConfig().auth_secret is None
+    monkeypatch.setenv(SECRET_ENV, str(tmp_path / "cluster.key"))
+    assert ConnectionConfig().auth_secret == SECRET  # Spark jobs and tools started with it prove it
