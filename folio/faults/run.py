@@ -161,7 +161,7 @@ async def _run(config: RunConfig, cluster: FaultCluster, history: History) -> ch
     tasks = [asyncio.create_task(c.run(stop_consuming)) for c in consumers]
     tasks += [asyncio.create_task(p.run(stop_producing, drained)) for p in producers]
     sampler = asyncio.create_task(_sample_cursors(cluster, history, stop_consuming))
-    await asyncio.sleep(3.0)
+    await _warm_up(history)
     count = config.faults if not config.duration_s else 1_000_000
     faults = schedule(config.seed, count, config.interval, config.kinds, config.hold_scale)
     nemesis = Nemesis(
@@ -212,6 +212,19 @@ async def _run(config: RunConfig, cluster: FaultCluster, history: History) -> ch
     await asyncio.gather(*(read_back(n, plan) for n, plan in enumerate(WORKLOAD)))
     history.flush()
     return checkers.check(history.ops, dedup_topics=[p.topic for p in WORKLOAD if p.namespace == DEDUP_NS])
+
+
+async def _warm_up(history: History, at_least_s: float = 3.0, at_most_s: float = 60.0) -> None:
+    """The nemesis starts once every topic has acked a publish (a loaded box may take a
+    while to open the first sessions), after ``at_least_s`` and at the latest ``at_most_s``."""
+    await asyncio.sleep(at_least_s)
+    want = {plan.topic for plan in WORKLOAD}
+    deadline = time.monotonic() + at_most_s
+    while time.monotonic() < deadline:
+        acked = {op["topic"] for op in history.ops if op["f"] == "publish" and op["type"] == "ok"}
+        if want <= acked:
+            return
+        await asyncio.sleep(0.5)
 
 
 async def _prepare(base: str) -> None:
