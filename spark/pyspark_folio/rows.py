@@ -5,8 +5,10 @@ exact Arrow form Spark expects of it) and ``RowsBuilder``, which decodes entries
 (storage.formats.entry_format) into columns and cuts them into RecordBatches.
 Rules: ``message_id`` is the base64 id a WebSocket consumer gets for the same
 message (storage.formats.message_id); ``batch_index`` is the message's index in
-its entry; times are UTC timestamps; ``schema_version`` is null (Folio keeps no
-schema registry); a task keeps only the messages its ``ReadRange`` bounds and
+its entry; times are UTC timestamps; ``schema_version`` is the topic schema
+version the message was written with, read from the entry itself
+(docs/decisions/0010-schema-registry.md), as Pulsar's 8 big-endian bytes of a
+long, null for a message written without a schema; a task keeps only the messages its ``ReadRange`` bounds and
 ``RowFilter`` select. A batch is cut at ``rows_max`` rows or ``bytes_max`` payload
 bytes, whichever comes first, so a task's memory is bounded whatever the ledger.
 """
@@ -78,6 +80,7 @@ class RowsBuilder:
         self._event: list[int | None] = []
         self._producers: list[str] = []
         self._sequences: list[int] = []
+        self._schemas: list[bytes | None] = []
         self._bytes = 0
 
     def __len__(self) -> int:
@@ -117,6 +120,8 @@ class RowsBuilder:
             self._event.append(None if event is None else event * _MS_TO_US)
             self._producers.append(message.producer_name)
             self._sequences.append(message.sequence_id)
+            version = message.schema_version
+            self._schemas.append(None if version is None else version.to_bytes(8, "big", signed=True))
             self._bytes += len(message.payload)
 
     def take(self) -> pa.RecordBatch:
@@ -137,7 +142,7 @@ class RowsBuilder:
             pa.array(self._event, ARROW_SCHEMA.field("event_time").type),
             pa.array(self._producers, pa.string()),
             pa.array(self._sequences, pa.int64()),
-            pa.nulls(n, pa.binary()),
+            pa.array(self._schemas, pa.binary()),
         ]
         self._reset()
         return pa.RecordBatch.from_arrays(list(columns), schema=ARROW_SCHEMA)

@@ -120,7 +120,7 @@ def test_rows_decode_entries_with_ids_as_websocket_consumers_see_them():
             EntryMessage(b"two", 2_000, "p", 2),
         ]
     )
-    entry1 = encode_entry([EntryMessage(b"three", 3_000, "q", 3)])
+    entry1 = encode_entry([EntryMessage(b"three", 3_000, "q", 3, schema_version=2)])
     read = ReadRange(LOG, 3, 0, 1, rows=RowFilter(publish_max_ms=2_500))
     out = list(batches(read, iter([(0, entry0), (1, entry1)]), RowsBuilder(read)))
     assert len(out) == 1 and out[0].schema == ARROW_SCHEMA
@@ -130,6 +130,9 @@ def test_rows_decode_entries_with_ids_as_websocket_consumers_see_them():
     assert MessageId.from_base64(rows[1]["message_id"]) == MessageId(3, 0, 1, 1)
     single = list(batches(ReadRange(LOG, 3, 1, 1), iter([(1, entry1)]), RowsBuilder(ReadRange(LOG, 3, 1, 1))))
     assert MessageId.from_base64(single[0].to_pylist()[0]["message_id"]) == MessageId(3, 1, 1)
+    # the schema version comes from the log itself (Pulsar's 8-byte form); none: null
+    assert [r["schema_version"] for r in rows] == [None, None]
+    assert single[0].to_pylist()[0]["schema_version"] == (2).to_bytes(8, "big")
 
 
 def test_rows_are_cut_into_bounded_batches():
