@@ -11,7 +11,9 @@ Owns: for each HTTP request and WebSocket handshake, in this order:
    authorization verdict (``Guard``): 401 / 403 as a JSON reason, or a refused
    WebSocket upgrade with the same status,
 5. for a token with an expiry: an open WebSocket is closed (4401) and an event
-   stream or long-poll ended when it expires,
+   stream or long-poll ended when it expires; a WebSocket or event stream whose
+   role loses its right (a grant revoked, an admin role removed) is closed (4403)
+   within ``RECHECK_S``,
 6. browser headers on every response (nosniff, CSP, frame-ancestors, no referrer).
 Rules: docs/decisions/0009-security-model.md. The caller's identity is left in
 ``scope["folio.identity"]`` for handlers that authorize further resources
@@ -24,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
@@ -37,7 +40,7 @@ from gateway.api.errors import reason_response
 from gateway.names import InvalidName, TopicName
 from gateway.security import rules
 from gateway.security.guard import Guard
-from gateway.security.policy import Need, Verdict
+from gateway.security.policy import Need, Verdict, is_superuser
 from gateway.security.tokens import AuthFailed, Identity, bearer
 
 log = logging.getLogger(__name__)
@@ -62,6 +65,8 @@ def role_of(scope: Scope) -> str | None:
 
 IDENTITY = "folio.identity"
 EXPIRED_CLOSE = 4401
+REVOKED_CLOSE = 4403
+RECHECK_S = 5.0  # a long-lived session's right is checked again this often
 CORS_MAX_AGE_S = 600
 CORS_HEADERS = "Authorization, Content-Type"
 CORS_METHODS = "GET, HEAD, POST, PUT, DELETE"
@@ -178,21 +183,28 @@ class SecurityMiddleware:
                 )
                 await self._refuse(scope, receive, send, 429, reason, "too_many_sessions")
                 return
+            recheck = None
+            if not is_superuser(identity, config.superusers):
+
+                async def recheck() -> bool:
+                    tenant, namespace = params.get("tenant"), params.get("namespace")
+                    verdict = await self.guard.authorize(rule.need, identity, tenant, namespace)
+                    return verdict is Verdict.ALLOW
+
             try:
-                await self._serve(scope, receive, send, identity)
+                await self._serve(scope, receive, send, Watch(self.guard, identity, recheck))
             finally:
                 self.guard.sessions.close(identity.role)
             return
-        await self._serve(scope, receive, send, identity)
+        await self._serve(scope, receive, send, Watch(self.guard, identity, None))
 
-    async def _serve(self, scope: Scope, receive: Receive, send: Send, identity: Identity | None) -> None:
-        websocket = scope["type"] == "websocket"
-        if identity is None or identity.expires_s is None:
+    async def _serve(self, scope: Scope, receive: Receive, send: Send, watch: Watch) -> None:
+        if not watch.active:
             await self.app(scope, receive, send)
-        elif websocket:
-            await self.app(scope, self._until_expiry(receive, send, identity.expires_s), send)
+        elif scope["type"] == "websocket":
+            await self.app(scope, self._watched_receive(receive, send, watch), send)
         else:
-            await self._respond_until_expiry(scope, receive, send, identity.expires_s)
+            await self._respond_watched(scope, receive, send, watch)
 
     async def _letters_allowed(
         self, identity: Identity | None, params: dict[str, str], query: dict[str, list[str]]
@@ -265,34 +277,34 @@ class SecurityMiddleware:
 
         return wrapped
 
-    def _until_expiry(self, receive: Receive, send: Send, expires_s: float) -> Receive:
-        """A WebSocket's ``receive`` that, once the token expires, closes the socket
-        with 4401 and reports a disconnect (every handler reads its socket in a loop)."""
-        guard = self.guard
+    def _watched_receive(self, receive: Receive, send: Send, watch: Watch) -> Receive:
+        """A WebSocket's ``receive`` that, once the token expires (4401) or the role lost
+        its right (4403), closes the socket and reports a disconnect (every handler
+        reads its socket in a loop)."""
         pending: asyncio.Future[Message] | None = None
-        expired = False
+        ended: int | None = None
 
         async def wrapped() -> Message:
-            nonlocal pending, expired
-            if not expired:
+            nonlocal pending, ended
+            while ended is None:
                 if pending is None:
                     pending = asyncio.ensure_future(receive())
-                done, _ = await asyncio.wait({pending}, timeout=max(0.0, expires_s - guard.now_s()))
+                done, _ = await asyncio.wait({pending}, timeout=watch.wait_s())
                 if done:
                     message, pending = pending.result(), None
                     return message
-                expired = True
-                with contextlib.suppress(Exception):
-                    await send({"type": "websocket.close", "code": EXPIRED_CLOSE, "reason": "token expired"})
-            return {"type": "websocket.disconnect", "code": EXPIRED_CLOSE}
+                end = await watch.check()
+                if end is not None:
+                    ended = end[0]
+                    with contextlib.suppress(Exception):
+                        await send({"type": "websocket.close", "code": end[0], "reason": end[1]})
+            return {"type": "websocket.disconnect", "code": ended}
 
         return wrapped
 
-    async def _respond_until_expiry(
-        self, scope: Scope, receive: Receive, send: Send, expires_s: float
-    ) -> None:
-        """Run an HTTP request, cut off when the token expires: an event stream or a
-        long-poll still open then is ended (cleanly, as if it had finished)."""
+    async def _respond_watched(self, scope: Scope, receive: Receive, send: Send, watch: Watch) -> None:
+        """Run an HTTP request, cut off when the token expires or the role loses its
+        right: an event stream or a long-poll still open then is ended (cleanly)."""
         state = {"started": False, "ended": False}
 
         async def tracked(message: Message) -> None:
@@ -303,17 +315,60 @@ class SecurityMiddleware:
             await send(message)
 
         task = asyncio.ensure_future(self.app(scope, receive, tracked))
-        done, _ = await asyncio.wait({task}, timeout=max(0.0, expires_s - self.guard.now_s()))
-        if done:
-            task.result()
-            return
+        while True:
+            done, _ = await asyncio.wait({task}, timeout=watch.wait_s())
+            if done:
+                task.result()
+                return
+            end = await watch.check()
+            if end is not None:
+                break
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
         if not state["started"]:
-            await reason_response(401, "token expired", "unauthenticated")(scope, receive, send)
+            status = end[0] - 4000
+            code = "unauthenticated" if status == 401 else "forbidden"
+            await reason_response(status, end[1], code)(scope, receive, send)
         elif not state["ended"]:
             await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+class Watch:
+    """When a long-lived request must end: its token's expiry (4401) and, every
+    ``RECHECK_S``, its role's right to what it opened, checked again (4403)."""
+
+    def __init__(
+        self, guard: Guard, identity: Identity | None, recheck: Callable[[], Awaitable[bool]] | None
+    ) -> None:
+        self._guard = guard
+        self._expires = identity.expires_s if identity is not None else None
+        self._recheck = recheck
+        self._next = guard.now_s() + RECHECK_S
+
+    @property
+    def active(self) -> bool:
+        return self._expires is not None or self._recheck is not None
+
+    def wait_s(self) -> float:
+        wake = self._next if self._recheck is not None else float("inf")
+        if self._expires is not None:
+            wake = min(wake, self._expires)
+        return max(0.0, wake - self._guard.now_s())
+
+    async def check(self) -> tuple[int, str] | None:
+        now = self._guard.now_s()
+        if self._expires is not None and now >= self._expires:
+            return EXPIRED_CLOSE, "token expired"
+        if self._recheck is not None and now >= self._next:
+            self._next = now + RECHECK_S
+            try:
+                allowed = await self._recheck()
+            except CoordinationError:
+                allowed = True  # the metadata store is away: keep serving, check again later
+            if not allowed:
+                return REVOKED_CLOSE, "not authorized any more"
+        return None
 
 
 def _has_body(headers: Headers) -> bool:

@@ -172,6 +172,27 @@ async def test_expiring_token_closes_websocket_and_event_stream(sec: SecureClust
     assert ended_after < lifetime + 5
 
 
+async def test_revoking_a_grant_closes_open_sessions(sec: SecureCluster) -> None:
+    su = sec.auth(SUPERUSER)
+    async with httpx.AsyncClient(base_url=sec.urls[0], timeout=30) as http:
+        r = await http.post("/admin/v2/namespaces/ta/ns/permissions/rev", json=["consume"], headers=su)
+        assert r.status_code == 204
+        url = f"{sec.ws(1)}/ws/v2/consumer/{A}/revoked/s?token={sec.token('rev')}"
+        async with websockets.connect(url, open_timeout=15) as socket:
+            assert (
+                await http.delete("/admin/v2/namespaces/ta/ns/permissions/rev", headers=su)
+            ).status_code == 204
+            start = time.monotonic()
+            with pytest.raises(ConnectionClosed) as info:
+                async with asyncio.timeout(20):
+                    while True:
+                        await socket.recv()
+            closed_after = time.monotonic() - start
+    assert info.value.rcvd is not None and info.value.rcvd.code == 4403
+    print(f"WebSocket closed 4403 {closed_after:.1f} s after the revoke (checked every 5 s)")
+    assert closed_after < 10
+
+
 async def test_tokens_never_in_logs(sec: SecureCluster) -> None:
     token = sec.token("pc")
     await ws_status(f"{sec.ws(0)}/ws/v2/consumer/{A}/logs/s?token={token}")
