@@ -156,9 +156,7 @@ class OwnershipManager:
                 await watch
         self._lose_all()
         self.session = session
-        self._lease_watch = asyncio.get_running_loop().create_task(
-            self._watch_lease(), name="ownership-lease"
-        )
+        await self.start()  # the caches start on the first join and keep running after
         for nb in list(self.view.assignments):
             self._maybe_take_assignment(nb)
 

@@ -86,3 +86,29 @@ async def test_a_lost_lease_is_stepped_down_from_and_rejoined() -> None:
         assert gateway.ownership.owned_bundles()
     finally:
         await gateway.close()
+
+
+async def test_without_a_lease_a_topic_another_gateway_owns_is_still_relayed() -> None:
+    data = MemoryStore(SystemClock())
+    a_store = data.view()
+    a = Gateway(a_store, GatewayConfig("a", "http://127.0.0.1:1", lease_ttl_s=1))
+    b = Gateway(data.view(), GatewayConfig("b", "http://127.0.0.1:2", lease_ttl_s=1))
+    try:
+        await a.start()
+        await b.start()
+        assert (await b.route(TOPIC, authoritative=True)).is_self
+        await until(lambda: a.ownership.owner_of(TOPIC) == "b" and "b" in a.registry.live(), 5, "a sees b")
+        a_store.set_available(False)
+        await until(a.session.lost.is_set, 5, "a's lease is lost")
+        relayed = await a.ownership.lookup(TOPIC)
+        assert (relayed.gateway_id, relayed.http_url, relayed.is_self) == ("b", "http://127.0.0.1:2", False)
+        unowned = next(
+            name
+            for name in (TopicName.parse(f"persistent://public/default/other-{i}") for i in range(100))
+            if a.ownership.owner_of(name) is None
+        )
+        with pytest.raises(OwnershipSessionLost):
+            await a.ownership.lookup(unowned)
+    finally:
+        await a.close()
+        await b.close()
