@@ -89,6 +89,16 @@ class GatewayCollector(Collector):
         yield GaugeMetricFamily(
             "folio_gateway_bundles_owned", "namespace bundles owned", len(gateway.ownership.owned_bundles())
         )
+        yield CounterMetricFamily(
+            "folio_gateway_lease_rejoins",
+            "etcd leases this gateway lost and replaced (stepped down, then rejoined) since it started",
+            gateway.tenure.rejoins,
+        )
+        yield GaugeMetricFamily(
+            "folio_gateway_lease_valid",
+            "1 while this gateway holds a valid etcd lease (0: stepped down, waiting to rejoin)",
+            1 if gateway.session.is_valid() else 0,
+        )
         yield GaugeMetricFamily(
             "folio_gateway_topics_recounting",
             "topics whose message counts are being recounted after a takeover (running or queued)",

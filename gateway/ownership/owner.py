@@ -26,7 +26,9 @@ Rules (DESIGN.md §6, pulsar-api.md §5):
   decision stands, fencing covers stragglers), then deletes the request.
 - A bundle is lost when the watched cache, at or past the revision of our key,
   no longer holds that key - or when the lease is lost, which loses every bundle
-  at once. ``on_bundle_lost`` callbacks then run (also after ``release``).
+  at once. ``on_bundle_lost`` callbacks then run (also after ``release``). The
+  gateway then takes part again under a new lease (``rejoin``), with new keys
+  and so newer epochs than anything it held before.
 """
 
 from __future__ import annotations

@@ -220,6 +220,10 @@ async def test_gateways_step_down_and_rejoin_across_a_10s_etcd_outage(
         owners_after = {topic: urls.index(await owner(http, urls[0], topic)) for topic in TOPICS}
         print(f"owners after: {owners_after}")
         registered_after = {kv.key: kv.lease for kv in await store.list_prefix(keys.GATEWAYS)}
+        for url in urls:  # the step-down and rejoin, as /metrics says it
+            text = (await http.get(f"{url}/metrics")).text
+            assert "\nfolio_gateway_lease_rejoins_total 1.0\n" in text, url
+            assert "\nfolio_gateway_lease_valid 1.0\n" in text, url
         codes = {i: await asyncio.wait_for(task, 5) for i, task in sessions.items()}
         print(f"consumers connected before the outage were closed with {codes}")
 
