@@ -1,0 +1,63 @@
+"""Fixtures of the analytics tests: one cluster and one analytics service per module.
+
+``stack`` (module): 3 storage nodes and 2 gateways as processes on the session
+etcd, in their own etcd namespace (tests/component/clusters.py), and one
+``folio analytics`` service process on Spark ``local[2]`` (its Spark session
+costs 10-20 s to start, so every test of a module shares it). Every process is
+stopped by PID at the end and the namespace deleted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "component"))
+
+from analytics_stack import Stack
+from clusters import LedgerCluster, MessagingCluster
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    here = Path(__file__).parent
+    for item in items:
+        if here in Path(str(item.fspath)).parents:
+            item.add_marker(pytest.mark.component)
+
+
+@pytest.fixture(scope="module")
+def stack(etcd_endpoint: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    root = tmp_path_factory.mktemp("analytics")
+    cluster = MessagingCluster(LedgerCluster(etcd_endpoint, f"/analytics-test-{os.getpid()}", root))
+    stack = Stack(cluster, root)
+
+    async def start() -> None:
+        await cluster.ledgers.add_nodes(3)
+        for _ in range(2):
+            await cluster.add_gateway()
+
+    try:
+        asyncio.run(start())
+        stack.start_service("svc-a")
+        yield stack
+    finally:
+        for service in stack.services:
+            service.stop()
+        for gateway in cluster.gateways:
+            gateway.stop()
+        for node in cluster.ledgers.nodes:
+            node.stop()
+
+        async def clean() -> None:
+            store = await cluster.ledgers.store()
+            try:
+                await store.delete_prefix("")
+            finally:
+                await store.close()
+
+        asyncio.run(clean())

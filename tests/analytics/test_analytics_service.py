@@ -1,0 +1,218 @@
+"""The analytics service on a real cluster, Spark local[2]: runs, increments, queueing,
+SQL and fail-over, all through the gateways' admin API (tests/analytics/conftest.py).
+
+Module runtime: one Spark start per service (two services) plus a few seconds per run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import Counter
+from typing import Any
+
+import httpx
+import pytest
+from analytics_stack import Stack
+
+from coordination import keys
+
+NS = "public/default"
+NOW_MS = int(time.time() * 1000)
+RUN_TIMEOUT_S = 180.0
+
+pytestmark = pytest.mark.timeout(900)
+
+
+def publish(url: str, topic: str, rows: list[tuple[str | None, str, str]], partitions: int = 0) -> int:
+    """REST-publish ``(key, payload, producer)`` rows; the payload bytes published."""
+    by_producer: dict[str, list[dict[str, Any]]] = {}
+    for key, payload, producer in rows:
+        message: dict[str, Any] = {"payload": payload, "eventTime": NOW_MS - 1500}
+        if key is not None:
+            message["key"] = key
+        by_producer.setdefault(producer, []).append(message)
+    with httpx.Client(timeout=60) as http:
+        for producer, messages in by_producer.items():
+            for low in range(0, len(messages), 200):
+                body = {"producerName": producer, "messages": messages[low : low + 200]}
+                reply = http.post(f"{url}/topics/persistent/{NS}/{topic}", json=body)
+                assert reply.status_code == 200, reply.text
+                assert all(r["errorCode"] == 0 for r in reply.json()["messagePublishResults"])
+    return sum(len(p.encode()) for _, p, _ in rows)
+
+
+def rows_for(count: int, start: int = 0) -> list[tuple[str | None, str, str]]:
+    out = []
+    for i in range(start, start + count):
+        key = "hot" if i % 5 < 2 else (None if i % 17 == 0 else f"k{i % 9}")
+        out.append((key, "x" * (10 + i % 300), f"producer-{i % 2}"))
+    return out
+
+
+def run_now(url: str) -> dict[str, Any]:
+    """Request a run and wait for it to finish; the run record then."""
+    with httpx.Client(timeout=30) as http:
+        requested = http.post(f"{url}/admin/v2/analytics/run")
+        assert requested.status_code == 202, requested.text
+        target = requested.json()["runId"] + 1
+        deadline = time.monotonic() + RUN_TIMEOUT_S
+        while time.monotonic() < deadline:
+            record = http.get(f"{url}/admin/v2/analytics/run").json()
+            if record["runId"] >= target and record["state"] == "idle":
+                assert record["error"] is None, record
+                return record
+            time.sleep(0.2)
+    raise AssertionError(f"run {target} did not finish: {record}")
+
+
+def results(url: str, topic: str) -> dict[str, Any]:
+    reply = httpx.get(f"{url}/admin/v2/analytics/topics/persistent/{NS}/{topic}", timeout=30)
+    assert reply.status_code == 200, reply.text
+    return reply.json()
+
+
+def expected_keys(rows: list[tuple[str | None, str, str]]) -> dict[str, int]:
+    return dict(Counter(k for k, _, _ in rows if k is not None))
+
+
+def test_statistics_equal_what_was_published(stack: Stack) -> None:
+    url = stack.url
+    assert (
+        httpx.put(f"{url}/admin/v2/persistent/{NS}/orders/partitions", json=2, timeout=30).status_code == 204
+    )
+    sub = httpx.put(f"{url}/admin/v2/persistent/{NS}/events/subscription/audit", json="earliest", timeout=30)
+    assert sub.status_code == 204, sub.text
+    rows = rows_for(600)
+    size = publish(url, "orders", rows)
+    event_rows = rows_for(200)
+    event_size = publish(url, "events", event_rows)
+    record = run_now(url)
+    assert record["last"]["messagesRead"] >= 800, record
+
+    orders = results(url, "orders")
+    got = orders["results"]
+    assert (got["messages"], got["bytes"]) == (600, size)
+    assert {k["key"]: k["messages"] for k in got["topKeys"]} == expected_keys(rows)
+    assert got["topKeysError"] == 0 and got["distinctKeys"] == len(expected_keys(rows))
+    assert got["keylessMessages"] == sum(1 for k, _, _ in rows if k is None)
+    assert (got["sizes"]["min"], got["sizes"]["max"]) == (10, 309)
+    assert {p["name"]: p["messages"] for p in got["producers"]} == {"producer-0": 300, "producer-1": 300}
+    assert got["lag"]["count"] == 600 and got["lag"]["min"] >= 1500
+    assert any("hot key 'hot'" in w for w in got["warnings"]), got["warnings"]
+    assert sum(r["messages"] for r in orders["read"].values()) == 600 and set(orders["read"]) == {"0", "1"}
+
+    events = results(url, "events")["results"]
+    assert (events["messages"], events["bytes"]) == (200, event_size)
+    audit = events["subscriptions"]["audit"]
+    assert (audit["backlog"], audit["backlogBytes"]) == (200, event_size)
+    assert audit["ageMs"] >= 0 and audit["type"] in ("", "Exclusive", "Shared", "Failover", "Key_Shared")
+
+    summary = httpx.get(f"{url}/admin/v2/analytics/summary", timeout=30).json()["summary"]
+    assert summary["messages"] >= 800
+    assert any(row["topic"] == f"persistent://{NS}/orders" for row in summary["largest"])
+    assert any(row["subscription"] == "audit" for row in summary["behind"])
+
+
+def test_second_run_reads_only_new_entries_and_equals_a_full_run(stack: Stack) -> None:
+    url = stack.url
+    before = results(url, "orders")
+    more = rows_for(100, start=600)
+    publish(url, "orders", more)
+    run_now(url)
+    after = results(url, "orders")
+    read = after["read"]
+    assert sum(r["messages"] for r in read.values()) == 100, read  # only the new messages were read
+    for partition, got in read.items():
+        if got["messages"]:
+            assert tuple(got["from"]) > tuple(before["positions"][partition]), (got, before["positions"])
+    incremental = after["results"]
+    assert incremental["messages"] == 700
+
+    async def forget() -> None:  # drop the stored state: the next run reads everything again
+        store = await stack.cluster.ledgers.store()
+        for index in (0, 1):
+            await store.delete(keys.analytics_topic(f"persistent/{NS}/orders-partition-{index}"))
+
+    asyncio.run(forget())
+    run_now(url)
+    full = results(url, "orders")
+    assert sum(r["messages"] for r in full["read"].values()) == 700
+    same = ("messages", "bytes", "sizes", "topKeys", "distinctKeys", "producers", "lag", "ratePerMinute")
+    assert {k: full["results"][k] for k in same} == {k: incremental[k] for k in same}
+
+
+def test_a_request_during_a_run_is_queued_once(stack: Stack) -> None:
+    url = stack.url
+    with httpx.Client(timeout=30) as http:
+        first = http.post(f"{url}/admin/v2/analytics/run").json()
+        deadline = time.monotonic() + RUN_TIMEOUT_S
+        seen_progress = set()
+        while True:
+            record = http.get(f"{url}/admin/v2/analytics/run").json()
+            if record["state"] == "running" and record["runId"] == first["runId"] + 1:
+                break
+            assert time.monotonic() < deadline, record
+            time.sleep(0.05)
+        second = http.post(f"{url}/admin/v2/analytics/run").json()
+        third = http.post(f"{url}/admin/v2/analytics/run").json()
+        assert (second["outcome"], third["outcome"]) == ("queued", "alreadyQueued")
+        while True:
+            record = http.get(f"{url}/admin/v2/analytics/run").json()
+            seen_progress.add((record["progress"]["phase"], record["progress"]["done"]))
+            if record["state"] == "idle" and not record["queued"] and record["runId"] >= first["runId"] + 2:
+                break
+            assert time.monotonic() < deadline, record
+            time.sleep(0.1)
+        time.sleep(2.0)
+        final = http.get(f"{url}/admin/v2/analytics/run").json()
+    assert final["runId"] == first["runId"] + 2, final  # the two requests during the run made one run
+    assert ("done", final["progress"]["total"]) in seen_progress or final["progress"]["phase"] == "done"
+
+
+def test_sql_over_topics_and_its_bounds(stack: Stack) -> None:
+    url = stack.url
+    base = f"{url}/admin/v2/analytics/sql"
+    with httpx.Client(timeout=120) as http:
+        query = (
+            f'SELECT key, count(*) AS n FROM "{NS}/orders" WHERE key IS NOT NULL GROUP BY key ORDER BY key'
+        )
+        reply = http.post(base, json={"query": query})
+        assert reply.status_code == 200, reply.text
+        answer = reply.json()
+        assert [c["name"] for c in answer["columns"]] == ["key", "n"]
+        expected = expected_keys(rows_for(700))
+        assert {k: n for k, n in answer["rows"]} == expected
+        csv = http.get(f"{base}/{answer['id']}/csv")
+        assert csv.status_code == 200 and csv.text.splitlines()[0] == "key,n"
+        assert len(csv.text.splitlines()) == len(expected) + 1
+        assert answer["id"] in [q["id"] for q in http.get(base).json()]
+
+        cut = http.post(base, json={"query": f'SELECT * FROM "{NS}/orders"', "maxRows": 3}).json()
+        assert cut["truncated"] and len(cut["rows"]) == 3
+
+        bad = http.post(base, json={"query": "SELEC nothing"})
+        assert bad.status_code == 400 and bad.json()["reason"].startswith("query failed"), bad.text
+        big = http.post(base, json={"query": f'SELECT value FROM "{NS}/orders"', "maxBytes": 100})
+        assert big.status_code == 400 and "over the query's bound of 100 bytes" in big.json()["reason"]
+        slow = f'SELECT count(*) FROM "{NS}/orders" a CROSS JOIN range(4000000000) b'
+        began = time.monotonic()
+        stopped = http.post(base, json={"query": slow, "timeoutSeconds": 2})
+        print(f"time-bound query answered after {time.monotonic() - began:.1f} s")
+        assert stopped.status_code == 400 and "time bound of 2 s" in stopped.json()["reason"], stopped.text
+
+
+def test_a_killed_service_is_replaced_and_continues_from_stored_positions(stack: Stack) -> None:
+    url = stack.url
+    standby = stack.start_service("svc-b", wait_leader=False)
+    assert not standby.leader.wait(3.0)  # svc-a leads; svc-b waits
+    before = results(url, "orders")
+    publish(url, "orders", rows_for(50, start=700))
+    stack.services[0].kill9()
+    began = time.monotonic()
+    assert standby.leader.wait(240), standby.log_tail()
+    print(f"standby elected with Spark up after {time.monotonic() - began:.1f} s")
+    run_now(url)
+    after = results(url, "orders")
+    assert sum(r["messages"] for r in after["read"].values()) == 50, after["read"]
+    assert after["results"]["messages"] == before["results"]["messages"] + 50
