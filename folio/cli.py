@@ -117,6 +117,17 @@ def _parser() -> argparse.ArgumentParser:
         " syscalls (exact attribution; the measured figures are lower)",
     )
     gw.add_argument("--json", action="store_true", help="also print one JSON line per row")
+    stats = bench_sub.add_parser(
+        "analytics", help="statistics runs: full over N messages on T topics, then incremental after M more"
+    )
+    stats.add_argument("--messages", type=int, default=1_000_000)
+    stats.add_argument("--topics", type=int, default=4)
+    stats.add_argument("--more", type=int, default=10_000, help="messages published before the second run")
+    stats.add_argument("--size", type=int, default=100, help="payload bytes")
+    stats.add_argument("--keys", type=int, default=1000, help="distinct keys")
+    stats.add_argument("--master", default="local[*]", help="Spark master of the analytics service")
+    stats.add_argument("--data", default=".folio-bench-analytics", help="the local cluster's directory")
+    stats.add_argument("--keep", action="store_true", help="keep the local cluster's logs and data")
     takeover = bench_sub.add_parser(
         "takeover", help="kill -9 the gateway owning N topics: seconds until each is served again"
     )
@@ -203,6 +214,10 @@ def main(argv: list[str] | None = None) -> int:
         from folio.bench_gateway import run_bench as run_gateway_bench
 
         return run_gateway_bench(args)
+    if args.command == "bench" and args.bench == "analytics":
+        from folio.bench_analytics import run_bench as run_analytics_bench
+
+        return run_analytics_bench(args)
     if args.command == "bench" and args.bench == "takeover":
         from folio.bench_takeover import run_bench as run_takeover_bench
 

@@ -154,6 +154,7 @@ class AnalyticsService:
         await self._update(lambda r: None if r.progress == step else run_core.progress(r, run_id, step))
 
     async def _statistics(self, run_id: int) -> dict[str, Any]:
+        began = time.monotonic()
         logs = await store_io.list_logs(self.store)
         stored: dict[str, Profile] = {}
         previous: dict[str, dict[str, Any]] = {}
@@ -170,6 +171,7 @@ class AnalyticsService:
             starts[ref.path] = profile.last
             previous[ref.path] = record["results"].get("subscriptions", {})
         await self._progress(run_id, "reading", 0, 0)
+        listed = time.monotonic()
         group = f"folio-analytics-run-{run_id}"
         reading = asyncio.create_task(
             asyncio.to_thread(read_new, self.spark, self.read_options, logs, starts, group)
@@ -181,8 +183,12 @@ class AnalyticsService:
             if total:
                 await self._progress(run_id, "reading", done, total)
         result = reading.result()
+        read = time.monotonic()
         await self._write(run_id, logs, stored, previous, result.partials, result.read)
         return {
+            "listMs": round((listed - began) * 1000),
+            "readMs": round((read - listed) * 1000),
+            "writeMs": round((time.monotonic() - read) * 1000),
             "partitions": len(logs),
             "topics": len({ref.topic for ref in logs}),
             "messagesRead": sum(r["messages"] for r in result.read.values()),

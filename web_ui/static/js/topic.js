@@ -44,6 +44,9 @@ function subRows(subs, hooks) {
     consumers: (pick(s, "consumers") || []).map((c, i) => ({
       key: `${i}:${pick(c, "consumerName")}`,
       name: pick(c, "consumerName") || `consumer ${i + 1}`,
+      // Failover: which consumer receives; Key_Shared: the hash ranges each one owns
+      role: pick(s, "type") === "Failover" ? (pick(s, "activeConsumerName") === pick(c, "consumerName") ? "active" : "standby") : "",
+      ranges: (pick(c, "keyHashRanges") || []).join(" "),
       detail: [pick(c, "address"), `unacked ${fmt.num(pick(c, "unackedMessages"))}`,
         `permits ${fmt.num(pick(c, "availablePermits"))}`, `${fmt.rate(pick(c, "msgRateOut"))} msg/s`]
         .filter(Boolean).join(" · "),
