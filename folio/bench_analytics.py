@@ -127,6 +127,7 @@ def run_bench(args: argparse.Namespace) -> int:
         )
         pid = cluster.analytics.pid
         rows = [("full", run_once(urls[0], pid))]
+        print(f"full run: {rows[0][1]}", flush=True)
         seconds = asyncio.run(publish(urls, topics, args.more, args.size, args.keys, args.messages))
         print(f"published {args.more:,} more in {seconds:.1f} s")
         rows.append(("incremental", run_once(urls[0], pid)))

@@ -143,7 +143,10 @@ class AnalyticsService:
             figures = await self._statistics(run_id)
         except Exception as exc:  # a failed run is reported, the service goes on
             log.exception("statistics run %d failed", run_id)
-            error = f"{type(exc).__name__}: {str(exc)[:500]}"
+            text = str(exc)  # a Python worker's traceback: its end says what failed
+            error = (
+                f"{type(exc).__name__}: {text[:300]}{' … ' + text[-700:] if len(text) > 1000 else text[300:]}"
+            )
             await self._update(lambda r: run_core.finish(r, run_id, self.clock.now_ms(), {}, error))
             return
         figures["durationMs"] = round((time.monotonic() - began) * 1000)

@@ -27,6 +27,7 @@ from coordination.store import MetadataStore
 from folio_analytics.sql_core import Limits, QueryError, rewrite, to_cells
 
 POLL_S = 0.2
+CANCEL_EVERY_S = 0.5
 
 
 class SqlRunner:
@@ -72,7 +73,7 @@ class SqlRunner:
         self._count += 1
         group = f"folio-sql-{self._count}"
         context = self.spark.sparkContext
-        timer = threading.Timer(limits.timeout_s, context.cancelJobGroup, args=(group,))
+        timer = _Deadline(limits.timeout_s, lambda: context.cancelJobGroup(group))
         try:
             for view, topic in views.items():
                 frame = (
@@ -84,12 +85,12 @@ class SqlRunner:
             frame = self.spark.sql(text)
             rows = frame.limit(limits.max_rows + 1).collect()
         except PySparkException as exc:
-            if timer.finished.is_set():
+            if timer.fired:
                 raise QueryError(f"query stopped at its time bound of {limits.timeout_s} s") from exc
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise QueryError(f"query failed: {first[:1000]}") from exc
         except Exception as exc:  # py4j errors of a cancelled job are not PySparkExceptions
-            if timer.finished.is_set():
+            if timer.fired:
                 raise QueryError(f"query stopped at its time bound of {limits.timeout_s} s") from exc
             raise QueryError(f"query failed: {str(exc).strip()[:1000]}") from exc
         finally:
@@ -98,6 +99,8 @@ class SqlRunner:
             for view in views:
                 with contextlib.suppress(Exception):
                     self.spark.catalog.dropTempView(view)
+        if timer.fired:  # planning outlasted the bound and the job ended before a cancel reached it
+            raise QueryError(f"query stopped at its time bound of {limits.timeout_s} s")
         truncated = len(rows) > limits.max_rows
         raw = orjson.dumps([to_cells(r) for r in rows[: limits.max_rows]], default=str)
         size = len(raw)
@@ -109,3 +112,28 @@ class SqlRunner:
         columns = [{"name": f.name, "type": f.dataType.simpleString()} for f in frame.schema.fields]
         cells = orjson.loads(raw)
         return {"columns": columns, "rows": cells, "truncated": truncated, "rowCount": len(cells)}
+
+
+class _Deadline(threading.Thread):
+    """Calls ``cancel`` at ``seconds`` and every ``CANCEL_EVERY_S`` after, until ``cancel()``
+    of this deadline: a job submitted after the first cancel (planning a Python data
+    source takes a while) is cancelled too."""
+
+    def __init__(self, seconds: float, cancel: Any) -> None:
+        super().__init__(daemon=True)
+        self.seconds = seconds
+        self.action = cancel
+        self.done = threading.Event()
+        self.fired = False
+
+    def run(self) -> None:
+        if self.done.wait(self.seconds):
+            return
+        self.fired = True
+        while not self.done.is_set():
+            with contextlib.suppress(Exception):
+                self.action()
+            self.done.wait(CANCEL_EVERY_S)
+
+    def cancel(self) -> None:
+        self.done.set()

@@ -170,6 +170,23 @@ def test_a_request_during_a_run_is_queued_once(stack: Stack) -> None:
     assert ("done", final["progress"]["total"]) in seen_progress or final["progress"]["phase"] == "done"
 
 
+def ask(http: httpx.Client, base: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    """POST a query; on 202 (still running when the request's wait ended) poll it. The
+    status a request waiting long enough gets (200, or 400 with the reason), and the body."""
+    reply = http.post(base, json=body)
+    if reply.status_code != 202:
+        return reply.status_code, reply.json()
+    deadline = time.monotonic() + RUN_TIMEOUT_S
+    while time.monotonic() < deadline:
+        record = http.get(f"{base}/{reply.json()['id']}").json()
+        if record["state"] == "done":
+            return 200, record
+        if record["state"] == "error":
+            return 400, {"reason": record["error"], "code": "query_failed"}
+        time.sleep(0.3)
+    raise AssertionError(f"query did not finish: {record}")
+
+
 def test_sql_over_topics_and_its_bounds(stack: Stack) -> None:
     url = stack.url
     base = f"{url}/admin/v2/analytics/sql"
@@ -177,9 +194,8 @@ def test_sql_over_topics_and_its_bounds(stack: Stack) -> None:
         query = (
             f'SELECT key, count(*) AS n FROM "{NS}/orders" WHERE key IS NOT NULL GROUP BY key ORDER BY key'
         )
-        reply = http.post(base, json={"query": query})
-        assert reply.status_code == 200, reply.text
-        answer = reply.json()
+        status, answer = ask(http, base, {"query": query})
+        assert status == 200, answer
         assert [c["name"] for c in answer["columns"]] == ["key", "n"]
         expected = expected_keys(rows_for(700))
         assert {k: n for k, n in answer["rows"]} == expected
@@ -188,18 +204,18 @@ def test_sql_over_topics_and_its_bounds(stack: Stack) -> None:
         assert len(csv.text.splitlines()) == len(expected) + 1
         assert answer["id"] in [q["id"] for q in http.get(base).json()]
 
-        cut = http.post(base, json={"query": f'SELECT * FROM "{NS}/orders"', "maxRows": 3}).json()
+        cut = ask(http, base, {"query": f'SELECT * FROM "{NS}/orders"', "maxRows": 3})[1]
         assert cut["truncated"] and len(cut["rows"]) == 3
 
-        bad = http.post(base, json={"query": "SELEC nothing"})
-        assert bad.status_code == 400 and bad.json()["reason"].startswith("query failed"), bad.text
-        big = http.post(base, json={"query": f'SELECT value FROM "{NS}/orders"', "maxBytes": 100})
-        assert big.status_code == 400 and "over the query's bound of 100 bytes" in big.json()["reason"]
+        status, bad = ask(http, base, {"query": "SELEC nothing"})
+        assert status == 400 and bad["reason"].startswith("query failed"), bad
+        status, big = ask(http, base, {"query": f'SELECT value FROM "{NS}/orders"', "maxBytes": 100})
+        assert status == 400 and "over the query's bound of 100 bytes" in big["reason"], big
         slow = f'SELECT count(*) FROM "{NS}/orders" a CROSS JOIN range(4000000000) b'
         began = time.monotonic()
-        stopped = http.post(base, json={"query": slow, "timeoutSeconds": 2})
+        status, stopped = ask(http, base, {"query": slow, "timeoutSeconds": 2})
         print(f"time-bound query answered after {time.monotonic() - began:.1f} s")
-        assert stopped.status_code == 400 and "time bound of 2 s" in stopped.json()["reason"], stopped.text
+        assert status == 400 and "time bound of 2 s" in stopped["reason"], stopped
 
 
 def test_a_killed_service_is_replaced_and_continues_from_stored_positions(stack: Stack) -> None:
