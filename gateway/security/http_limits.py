@@ -40,6 +40,7 @@ def register(registry: CollectorRegistry) -> None:
         registry.register(REFUSED)
 
 
+LINGER_S = 1.0
 _REASONS = {408: "Request Timeout", 414: "URI Too Long", 431: "Request Header Fields Too Large"}
 
 
@@ -90,9 +91,15 @@ def protocol_class(limits: HeadLimits) -> type[HttpToolsProtocol]:
                 f"HTTP/1.1 {status} {_REASONS[status]}\r\ncontent-type: application/json\r\n"
                 f"content-length: {len(body)}\r\nconnection: close\r\n\r\n"
             )
-            if not self.transport.is_closing():
-                self.transport.write(head.encode() + body)
-                self.transport.close()
+            transport = self.transport
+            if not transport.is_closing():
+                transport.write(head.encode() + body)
+                # lingering close: end our side, discard what still arrives, close a moment
+                # later, so the peer reads the answer instead of a reset (unread input at
+                # close makes the kernel send RST)
+                if transport.can_write_eof():
+                    transport.write_eof()
+                self.loop.call_later(LINGER_S, transport.close)
 
         def data_received(self, data: bytes) -> None:
             if self._refused:
