@@ -27,6 +27,7 @@ from folio.supervisor import LocalCluster
 
 BATCH = 500  # messages per REST request
 IN_FLIGHT = 8
+RETRIES = 50
 
 
 def tree_rss_bytes(pid: int) -> int:
@@ -67,10 +68,13 @@ async def publish(urls: list[str], topics: list[str], count: int, size: int, key
                 "producerName": "bench",
                 "messages": [{"payload": payload, "key": f"key-{(low + j) % keys}"} for j in range(n)],
             }
-            async with gate:
-                reply = await http.post(
-                    f"{urls[i % len(urls)]}/topics/persistent/public/default/{topic}", json=body
-                )
+            for attempt in range(RETRIES):  # a topic moving between gateways answers 503 a moment
+                async with gate:
+                    url = urls[(i + attempt) % len(urls)]
+                    reply = await http.post(f"{url}/topics/persistent/public/default/{topic}", json=body)
+                if reply.status_code not in (429, 503):
+                    break
+                await asyncio.sleep(0.2)
             reply.raise_for_status()
 
         await asyncio.gather(*(one(i, low) for i, low in enumerate(range(start, start + count, BATCH))))
