@@ -148,7 +148,7 @@ class Producer:
 class WsProducer(Producer):
     async def session(self, base: str, stop: asyncio.Event, drained: asyncio.Event) -> None:
         url = f"{base.replace('http', 'ws', 1)}/ws/v2/producer/{topic_path(self.namespace, self.topic)}"
-        url += f"?producerName={self.name}&sendTimeoutMillis=30000"
+        url += f"?producerName={self.name}&sendTimeoutMillis=30000&markDuplicates=true"
         ws = await websockets.connect(url, open_timeout=OPEN_TIMEOUT_S, close_timeout=1, ping_interval=None)
         try:
             await self._pump(ws, stop, drained)
@@ -215,7 +215,7 @@ class RestProducer(Producer):
     """One message per POST (``/topics/...``), resent until ok."""
 
     async def session(self, base: str, stop: asyncio.Event, drained: asyncio.Event) -> None:
-        url = f"{base}/topics/{topic_path(self.namespace, self.topic)}"
+        url = f"{base}/topics/{topic_path(self.namespace, self.topic)}?markDuplicates=true"
         async with httpx.AsyncClient(timeout=REPLY_TIMEOUT_S) as http:
             while not drained.is_set() and not (stop.is_set() and not self.unacked):
                 seq = self.unacked[0] if self.unacked else self.fresh(stop)

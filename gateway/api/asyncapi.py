@@ -78,6 +78,10 @@ PRODUCER_QUERY: Schema = {
             "description": "accepted and ignored: no server-side crypto; "
             "client-encrypted payloads are stored as given",
         },
+        "markDuplicates": _bool(
+            'Folio: a reply to a repeat that deduplication dropped adds `"duplicate": true` '
+            "(without it the reply is Pulsar's: result ok, message id -1:-1)"
+        ),
         "token": _TOKEN,
     },
 }

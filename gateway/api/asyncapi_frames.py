@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gateway.api.schemas import BASE64_PATTERN, ISO_PATTERN, MESSAGE_ID_STRING_PATTERN
+from gateway.api.schemas import BASE64_PATTERN, ISO_PATTERN, LONG_TEXT_PATTERN, MESSAGE_ID_STRING_PATTERN
 from gateway.broker.dispatch.base import HASH_SLOTS
 from gateway.protocol.fields import PROPERTIES_MAX
 from gateway.protocol.params import (
@@ -45,6 +45,13 @@ _PROPERTIES: Schema = {
     "description": "application properties (string -> string)",
 }
 NAME: Schema = {"type": "string", "minLength": 1, "maxLength": NAME_CHARS_MAX}
+
+
+def _long(integer: Schema, description: str) -> Schema:
+    """A Java ``long`` field: a JSON integer, or a string holding a decimal integer
+    (Jackson reads ``"1000"`` as 1000; the range is checked after parsing)."""
+    text = {"type": "string", "pattern": LONG_TEXT_PATTERN}
+    return {"description": f"{description}; a decimal string too", "anyOf": [integer, text]}
 
 
 def _ids_command(kind: str, description: str) -> Schema:
@@ -94,20 +101,19 @@ FRAME_SCHEMAS: dict[str, Schema] = {
                 "pattern": ISO_PATTERN,
                 "description": "ISO-8601 with offset (documented for years 1971..9998, days 01..28)",
             },
-            "deliverAt": {"type": "integer", "description": "deliver at this epoch ms (when > 0)"},
-            "deliverAfterMs": {
-                "type": "integer",
-                "maximum": DELIVER_AFTER_MAX_MS,
-                "description": "deliver after this delay (when > 0; wins)",
-            },
-            "sequenceId": {"type": "integer", "minimum": 0, "maximum": INT64_MAX},
-            "schemaVersion": {
-                "type": "integer",
-                "minimum": -(2**63),
-                "maximum": INT64_MAX,
-                "description": "a registered version of the topic's schema the payload was written with "
+            "deliverAt": _long({"type": "integer"}, "deliver at this epoch ms (when > 0)"),
+            "deliverAfterMs": _long(
+                {"type": "integer", "maximum": DELIVER_AFTER_MAX_MS},
+                "deliver after this delay (when > 0; wins)",
+            ),
+            "sequenceId": _long(
+                {"type": "integer", "minimum": 0, "maximum": INT64_MAX}, "producer sequence id (dedup)"
+            ),
+            "schemaVersion": _long(
+                {"type": "integer", "minimum": -(2**63), "maximum": INT64_MAX},
+                "a registered version of the topic's schema the payload was written with "
                 "(checked; < 0 = none)",
-            },
+            ),
             "type": {"not": {"const": "batch"}},
         },
         "required": ["payload"],
@@ -146,7 +152,11 @@ FRAME_SCHEMAS: dict[str, Schema] = {
                 "maximum": INT64_MAX,
                 "description": "the schema version the request named (0 when none)",
             },
-            "duplicate": {"const": True, "description": "Folio: deduplication recognised a repeat"},
+            "duplicate": {
+                "const": True,
+                "description": "Folio, only for a producer opened with markDuplicates=true: deduplication "
+                "recognised a repeat (the reply Pulsar sends has no such field)",
+            },
         },
         "required": ["result", "messageId", "errorCode", "schemaVersion"],
         "additionalProperties": False,

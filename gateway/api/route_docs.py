@@ -59,6 +59,14 @@ Cluster = Annotated[
 Authoritative = Annotated[
     bool, Query(description="set by a gateway forwarding to the owner: do not redirect again")
 ]
+MarkDuplicates = Annotated[
+    bool,
+    Query(
+        alias="markDuplicates",
+        description='Folio: a message deduplication dropped is answered with `"duplicate": true` '
+        "(without it the reply is Pulsar's: errorCode 0 and message id -1:-1)",
+    ),
+]
 SubscriptionTypeQuery = Annotated[
     Literal["Exclusive", "Shared", "Failover", "Key_Shared"],
     Query(description="type of the subscription (HTTP consumers default to Shared)"),

@@ -35,6 +35,7 @@ from gateway.api.route_docs import (
     ConsumerNameQuery,
     Domain,
     InitialPositionQuery,
+    MarkDuplicates,
     Max,
     NackDelayQuery,
     Namespace,
@@ -57,6 +58,7 @@ from gateway.names import PARTITIONS_MAX, InvalidName, TopicName, check_subscrip
 from gateway.protocol.errors import BadRequest
 from gateway.protocol.params import (
     parse_consumer_params,
+    parse_mark_duplicates,
     parse_producer_params,
     parse_reader_params,
 )
@@ -241,7 +243,7 @@ def make_router(get_gateway: Any) -> APIRouter:
     # ------------------------------------------------------------ REST producer
 
     async def _publish_local(
-        topic: Topic, producer: str, requests: list[PublishRequest]
+        topic: Topic, producer: str, requests: list[PublishRequest], mark_duplicates: bool
     ) -> list[dict[str, Any]]:
         now = gw().clock.now_ms()
         dedup = topic.policies.dedup
@@ -253,7 +255,7 @@ def make_router(get_gateway: Any) -> APIRouter:
             messages.append(entry_message(request, producer, sequence, now))
         outcomes = await topic.publish_many(messages)
         return [
-            ack_ok(o.message_id, o.duplicate)
+            ack_ok(o.message_id, o.duplicate and mark_duplicates)
             if isinstance(o, PublishResult)
             else ack_error(topic.partition, str(o), o.retriable)
             for o in outcomes
@@ -267,6 +269,7 @@ def make_router(get_gateway: Any) -> APIRouter:
         gateway = gw()
         query = dict(request.query_params)
         try:
+            mark = parse_mark_duplicates(query)
             body = await read_body(request, gateway.config.max_request_bytes)
             now = gateway.clock.now_ms()
             limit = gateway.config.max_message_bytes
@@ -283,13 +286,15 @@ def make_router(get_gateway: Any) -> APIRouter:
                 producer, requests = raw_producer or "RestProducer", [raw]
             partitions = await gateway.partitions(name)
             if partitions > 0:
-                response = await _produce_partitioned(name, partitions, producer, requests, schema_version)
+                response = await _produce_partitioned(
+                    name, partitions, producer, requests, schema_version, mark
+                )
                 publish_latency(gateway).rest.observe(perf_counter() - started)
                 return response
             where = await local_topic(name, query)
             if isinstance(where, str):
                 return await _forward(f"{where}{request.url.path}", request, body)
-            results = await _publish_local(where, producer, requests)
+            results = await _publish_local(where, producer, requests, mark)
             publish_latency(gateway).rest.observe(perf_counter() - started)
         except (GatewayError, FormatError, InvalidName) as exc:
             return error_response(exc)
@@ -302,7 +307,12 @@ def make_router(get_gateway: Any) -> APIRouter:
         return Response(producer_acks(results, schema_version), media_type=JSON)
 
     async def _produce_partitioned(
-        name: TopicName, partitions: int, producer: str, requests: list[PublishRequest], schema_version: int
+        name: TopicName,
+        partitions: int,
+        producer: str,
+        requests: list[PublishRequest],
+        schema_version: int,
+        mark_duplicates: bool,
     ) -> Response:
         gateway = gw()
         groups: dict[int, list[tuple[int, PublishRequest]]] = {}
@@ -321,15 +331,14 @@ def make_router(get_gateway: Any) -> APIRouter:
                     "producerName": producer,
                     "messages": [rest_message(r) for _, r in items],
                 }
-                upstream = await gateway.http.post(
-                    f"{where}/topics/{part.path}", json=body, params={"authoritative": "true"}
-                )
+                params = {"authoritative": "true", "markDuplicates": str(mark_duplicates).lower()}
+                upstream = await gateway.http.post(f"{where}/topics/{part.path}", json=body, params=params)
                 got = upstream.json().get("messagePublishResults", [])
                 part_results = (
                     got if len(got) == len(items) else [ack_error(index, "forward failed", True)] * len(items)
                 )
             else:
-                part_results = await _publish_local(where, producer, [r for _, r in items])
+                part_results = await _publish_local(where, producer, [r for _, r in items], mark_duplicates)
             for (i, _), result in zip(items, part_results, strict=True):
                 results[i] = {**result, "schemaVersion": schema_version} if schema_version else result
         return Response(producer_acks(results, schema_version), media_type=JSON)
@@ -342,6 +351,7 @@ def make_router(get_gateway: Any) -> APIRouter:
         topic: TopicPart,
         request: Request,
         authoritative: Authoritative = False,
+        mark_duplicates: MarkDuplicates = False,
     ) -> Response:
         """Publish to a topic (all partitions of a partitioned one). The JSON reply has one
         result per message (HTTP 200 even when some failed); a raw-body publish answers one
@@ -363,6 +373,7 @@ def make_router(get_gateway: Any) -> APIRouter:
         partition: Annotated[int, Path(ge=0, le=PARTITIONS_MAX - 1)],
         request: Request,
         authoritative: Authoritative = False,
+        mark_duplicates: MarkDuplicates = False,
     ) -> Response:
         try:
             base = TopicName.of(domain, tenant, namespace, topic)

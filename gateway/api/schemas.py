@@ -44,6 +44,8 @@ PARTITIONED_TOPIC_PATTERN = f"^{_NOT_RESERVED}(?!.*-partition-(?:0|[1-9][0-9]*)$
 PARTITIONED_BASE_PATTERN = f"^(?!.*-partition-){_NOT_RESERVED}{NAME_PATTERN[1:]}"
 MESSAGE_ID_STRING_PATTERN = r"^-?[0-9]{1,18}:-?[0-9]{1,18}(?::(?:-1|[0-9]{1,9})(?::(?:-1|[0-9]{1,9}))?)?$"
 EPOCH_MS_PATTERN = r"^[0-9]{1,14}$"
+LONG_TEXT_PATTERN = r"^[+-]?[0-9]{1,19}$"  # a Java long as a JSON string (Jackson reads it)
+LongText = Annotated[str, Field(pattern=LONG_TEXT_PATTERN)]
 # ISO-8601 with offset as the parsers read it, years 1971..9998 (always within 0..EPOCH_MS_MAX
 # whatever the offset) and days 01..28 (always a real date): what any value of it means is certain.
 ISO_PATTERN = (
@@ -102,17 +104,16 @@ class _MessageFields(BaseModel):
         None,
         description="event time: epoch ms (number or numeric string) or ISO-8601 with offset",
     )
-    deliverAt: int | None = Field(
-        None, ge=-(2**63), le=INT64_MAX, description="deliver at this epoch ms (applied when > 0)"
+    deliverAt: Annotated[int, Field(ge=-(2**63), le=INT64_MAX)] | LongText | None = Field(
+        None, description="deliver at this epoch ms (applied when > 0); a decimal string too"
     )
-    deliverAfterMs: int | None = Field(
+    deliverAfterMs: Annotated[int, Field(ge=-(2**63), le=DELIVER_AFTER_MAX_MS)] | LongText | None = Field(
         None,
-        ge=-(2**63),
-        le=DELIVER_AFTER_MAX_MS,
-        description="deliver this many ms after publishing (applied when > 0; wins over deliverAt)",
+        description="deliver this many ms after publishing (applied when > 0; wins over deliverAt); "
+        "a decimal string too",
     )
-    sequenceId: int | None = Field(
-        None, ge=0, le=INT64_MAX, description="producer sequence id for deduplication (absent: assigned)"
+    sequenceId: Annotated[int, Field(ge=0, le=INT64_MAX)] | LongText | None = Field(
+        None, description="producer sequence id for deduplication (absent: assigned); a decimal string too"
     )
     replicationClusters: Any = Field(None, description="accepted and ignored (a list of cluster names)")
     disableReplication: Any = Field(None, description="accepted and ignored (a boolean)")
@@ -144,10 +145,8 @@ class ProducerMessages(BaseModel):
         pattern=PRINTABLE_NAME_PATTERN,
         description="printable, not blank; default `RestProducer`",
     )
-    schemaVersion: int | None = Field(
+    schemaVersion: Annotated[int, Field(ge=-(2**63), le=INT64_MAX)] | LongText | None = Field(
         None,
-        ge=-(2**63),
-        le=INT64_MAX,
         description="a registered version of the topic's schema to encode the payloads with "
         "(wins over valueSchema; < 0 = none); 404 if the topic has no such version",
     )
@@ -174,7 +173,9 @@ class ProducerAck(BaseModel):
     errorCode: int = Field(description="0 stored, 1 failed but retriable, 2 failed", ge=0, le=2)
     errorMsg: str | None = Field(None, description="why the message failed")
     schemaVersion: int = Field(0, description="the schema version the payload was encoded with")
-    duplicate: bool | None = Field(None, description="true when deduplication recognised a repeat")
+    duplicate: bool | None = Field(
+        None, description="Folio, only with markDuplicates=true: deduplication recognised a repeat"
+    )
 
 
 class ProducerAcks(BaseModel):

@@ -5,7 +5,9 @@ replies out. Rules: replies carry the request's ``context`` and come in
 completion order (in order per entry); a frame that fails to parse gets a
 ``send-error:N`` reply and the session stays open; a per-message ``sequenceId``
 is honoured (else the next one is assigned), so retries can be deduplicated;
-at most ``PENDING_MAX`` messages (and ``pending_bytes_per_session`` bytes) are
+a repeat dedup dropped is answered as Pulsar does (ok, id -1:-1), with
+``"duplicate": true`` only for ``markDuplicates=true`` (``publish_reply``); at
+most ``PENDING_MAX`` messages (and ``pending_bytes_per_session`` bytes) are
 in flight per session - beyond that the socket is simply not read (TCP
 backpressure) until replies drain; a topic that moves closes the session with
 4503 so the client reconnects (to any gateway).
@@ -44,6 +46,17 @@ if TYPE_CHECKING:
     from gateway.api.gateway import Gateway
 
 PENDING_MAX = 10_000
+
+
+def publish_reply(outcome: Outcome, request: PublishRequest, mark_duplicates: bool) -> dict[str, Any]:
+    """The reply to one published message. A repeat dedup dropped is answered as Pulsar
+    answers it (ok, id -1:-1); ``"duplicate": true`` only with ``markDuplicates=true``."""
+    context = request.context
+    if isinstance(outcome, PublishResult):
+        duplicate = outcome.duplicate and mark_duplicates
+        return publish_ok_dict(outcome.b64, context, duplicate, request.schema_version or 0)
+    retriable = bool(getattr(outcome, "retriable", False))
+    return publish_error_dict(WS_UNKNOWN_ERROR, str(outcome) or "send failed", context, retriable)
 
 
 class ProducerSession:
@@ -105,13 +118,8 @@ class ProducerSession:
 
         self.topic.publish_many(messages, settled)
 
-    @staticmethod
-    def _reply(outcome: Outcome, request: PublishRequest) -> dict[str, Any]:
-        context = request.context
-        if isinstance(outcome, PublishResult):
-            return publish_ok_dict(outcome.b64, context, outcome.duplicate, request.schema_version or 0)
-        retriable = bool(getattr(outcome, "retriable", False))
-        return publish_error_dict(WS_UNKNOWN_ERROR, str(outcome) or "send failed", context, retriable)
+    def _reply(self, outcome: Outcome, request: PublishRequest) -> dict[str, Any]:
+        return publish_reply(outcome, request, self.params.mark_duplicates)
 
     def on_frame(self, data: str) -> None:
         started = perf_counter()

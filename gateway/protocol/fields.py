@@ -8,7 +8,11 @@ message-id parsing. Rules:
 - types are strict (no Jackson-style coercion): a string field must be a JSON
   string, an integer field a JSON integer - or a whole-number float such as
   ``3178.0`` (JSON Schema's integers, which Jackson reads too), within 2^53 so
-  the float spells it exactly; never a fraction or a boolean - and a
+  the float spells it exactly; never a fraction or a boolean. The one
+  coercion kept is Jackson's for a Java ``long`` (``get_long``: publish
+  fields such as ``sequenceId``, ``deliverAt``, ``deliverAfterMs``): a JSON
+  string holding a decimal integer (``"1000"``, sign allowed, no spaces) is
+  read as that integer, since Pulsar clients send them so - and a
   ``properties`` field an object of strings; violations are ws_code 3. Strings
   must be valid Unicode (orjson lets ``"\\ud800"`` through; it could not be
   echoed or stored), so lone surrogates are refused too.
@@ -25,6 +29,7 @@ The REST parsers reuse these and turn a ``FrameError`` into ``BadRequest``.
 from __future__ import annotations
 
 import binascii
+import re
 from collections.abc import Mapping
 
 import orjson
@@ -42,6 +47,7 @@ from storage.formats.message_id import INT64_MAX, MessageId
 PROPERTIES_MAX = 1024  # properties per message
 ID_CHARS_SHOWN = 80  # how much of a bad value an error message repeats
 WHOLE_FLOAT_MAX = 2**53  # beyond this a float does not spell its integer exactly
+_DECIMAL = re.compile(r"[+-]?[0-9]{1,19}")  # Long.parseLong's text (range checked after)
 
 JsonObject = dict[str, object]
 
@@ -108,6 +114,29 @@ def get_int(
         raise FrameError(
             WS_FAILED_TO_DESERIALIZE, f"{name} must be an integer, got {_json_type(raw)}", context
         )
+    if not low <= value <= high:
+        raise FrameError(WS_FAILED_TO_DESERIALIZE, f"{name} {value} is outside [{low}, {high}]", context)
+    return value
+
+
+def get_long(
+    obj: Mapping[str, object],
+    name: str,
+    low: int = -(2**63),
+    high: int = INT64_MAX,
+    context: str | None = None,
+) -> int | None:
+    """``get_int`` that also reads a JSON string holding a decimal integer (``"1000"``),
+    as Jackson does for a ``long``; any other string is ``FrameError(3)``."""
+    raw = obj.get(name)
+    if type(raw) is not str:
+        return get_int(obj, name, low, high, context)
+    if not _DECIMAL.fullmatch(raw):
+        shown = raw if len(raw) <= ID_CHARS_SHOWN else raw[:ID_CHARS_SHOWN] + "..."
+        raise FrameError(
+            WS_FAILED_TO_DESERIALIZE, f"{name} must be an integer, got the string {shown!r}", context
+        )
+    value = int(raw)
     if not low <= value <= high:
         raise FrameError(WS_FAILED_TO_DESERIALIZE, f"{name} {value} is outside [{low}, {high}]", context)
     return value

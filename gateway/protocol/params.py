@@ -19,9 +19,9 @@ key reader, and a payload the client encrypted itself is stored as the opaque
 bytes it is), batching/compression/routing parameters are validated and
 otherwise only recorded (the gateway batches entries itself and stores
 payloads uncompressed), ``keySharedMode``/``stickyRanges``/
-``batchDelivery``/``notices``/``startMessageIdInclusive`` are Folio extras, each
-off unless asked for, so a Pulsar client that never names them gets only the
-frames Pulsar sends.
+``batchDelivery``/``notices``/``startMessageIdInclusive``/``markDuplicates`` are
+Folio extras, each off unless asked for, so a Pulsar client that never names
+them gets only the frames and fields Pulsar sends.
 """
 
 from __future__ import annotations
@@ -78,6 +78,7 @@ class ProducerParams:
     message_routing_mode: RoutingMode = "SinglePartition"
     compression_type: CompressionType = "NONE"  # validated and recorded only
     hashing_scheme: HashingScheme = "JavaStringHash"
+    mark_duplicates: bool = False  # Folio: ``"duplicate":true`` in replies to a deduplicated repeat
     token: str | None = None
 
     @classmethod
@@ -155,8 +156,16 @@ def parse_producer_params(query: Mapping[str, str]) -> ProducerParams:
         ),
         compression_type=_enum(query, "compressionType", COMPRESSION_TYPES),
         hashing_scheme=_enum(query, "hashingScheme", HASHING_SCHEMES),
+        mark_duplicates=parse_mark_duplicates(query),
         token=query.get("token"),
     )
+
+
+def parse_mark_duplicates(query: Mapping[str, str]) -> bool:
+    """``markDuplicates`` (WebSocket producer and REST publish): whether a reply to a
+    repeat that dedup dropped says ``"duplicate":true``. Off by default: Pulsar answers
+    a duplicate with a plain ok and message id -1:-1, nothing more."""
+    return _bool(query, "markDuplicates", False)
 
 
 def parse_consumer_params(query: Mapping[str, str]) -> ConsumerParams:

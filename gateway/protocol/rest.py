@@ -24,6 +24,10 @@ Deliberate fixes of upstream quirks (§2.1, §7 row 14), so WS and REST agree:
   ``eventTime``); ``deliverAfterMs`` is relative to the publish time (upstream
   added it to ``eventTime``); both given: ``deliverAfterMs`` wins, as WS.
 - ``sequenceId`` absent means "assign one" (upstream stamped 0 on every message).
+- ``sequenceId``, ``deliverAt``, ``deliverAfterMs`` and ``schemaVersion`` may
+  be JSON strings holding a decimal integer, as Jackson reads a ``long``.
+- a message dedup dropped is answered ``errorCode`` 0 with id ``-1:-1:P``;
+  ``"duplicate":true`` is added only with the query ``markDuplicates=true``.
 
 Raw-body publish uses the header names of Pulsar's peek responses:
 ``X-Pulsar-partition-key``, ``X-Pulsar-PROPERTY-<name>``,
@@ -54,7 +58,7 @@ from gateway.protocol.fields import (
     JsonObject,
     as_int,
     decode_base64_payload,
-    get_int,
+    get_long,
     get_message_ids,
     get_properties,
     get_str,
@@ -114,7 +118,7 @@ def parse_producer_messages(data: str | bytes, now_ms: int, max_payload: int) ->
             raise BadRequest(f"{schema} must be a string holding a JSON SchemaInfo")
         schemas[schema] = value
     try:
-        version = get_int(obj, "schemaVersion", -(2**63), INT64_MAX)  # < 0: none (Pulsar's -1)
+        version = get_long(obj, "schemaVersion", -(2**63), INT64_MAX)  # < 0: none (Pulsar's -1)
     except FrameError as exc:
         raise BadRequest(exc.message) from exc
     items = obj.get("messages")
@@ -169,8 +173,8 @@ def _message(obj: JsonObject, now_ms: int, max_payload: int) -> PublishRequest:
         properties=get_properties(obj),
         key=get_str(obj, "key"),
         event_time_ms=_event_time(obj.get("eventTime")),
-        deliver_at_ms=deliver_at(get_int(obj, "deliverAt"), get_int(obj, "deliverAfterMs"), now_ms),
-        sequence_id=get_int(obj, "sequenceId", 0, INT64_MAX),
+        deliver_at_ms=deliver_at(get_long(obj, "deliverAt"), get_long(obj, "deliverAfterMs"), now_ms),
+        sequence_id=get_long(obj, "sequenceId", 0, INT64_MAX),
     )
 
 

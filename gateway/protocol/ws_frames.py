@@ -21,7 +21,10 @@ request's ``context`` whenever that was readable, so
 
 ``deliverAt`` and ``deliverAfterMs`` are applied when > 0; if both are given
 ``deliverAfterMs`` wins (upstream calls ``deliverAt`` then ``deliverAfter`` on
-the same builder). ``sequenceId`` (ignored upstream) is honoured for dedup;
+the same builder). These and ``sequenceId``/``schemaVersion`` are Java
+``long`` fields upstream, so a JSON string holding a decimal integer
+(``"1000"``) is read as it, as Jackson does; other strings are
+``send-error:3``. ``sequenceId`` (ignored upstream) is honoured for dedup;
 ``schemaVersion`` (in upstream's model, unused there) names the registered
 schema version the payload was written with - the producer session checks the
 payload against it and the reply's ``schemaVersion`` says it.
@@ -34,7 +37,9 @@ Folio extras (opt-in; a client that never sends them sees upstream behaviour):
   valid batch is answered by ONE ``publish_batch_reply``:
   ``{"type":"batch","context":"c","results":[<publish reply>...]}``, results in
   message order, each exactly a single-publish reply without ``context``.
-- ``"duplicate":true`` in a publish reply when dedup recognised a repeat.
+- ``"duplicate":true`` in a publish reply when dedup recognised a repeat, only
+  for a producer opened with ``markDuplicates=true`` (Pulsar's reply to a
+  duplicate is a plain ok with message id -1:-1).
 - batched delivery (consumer ``batchDelivery=true``):
   ``{"type":"messages","messages":[<message frame>...]}``.
 - session notices: ``{"type":"active","active":true|false}`` when a Failover
@@ -63,7 +68,7 @@ from gateway.protocol.errors import (
 from gateway.protocol.fields import (
     JsonObject,
     decode_base64_payload,
-    get_int,
+    get_long,
     get_properties,
     get_str,
     is_text,
@@ -195,14 +200,14 @@ def parse_publish_object(obj: JsonObject, now_ms: int, max_payload: int) -> Publ
         key=get_str(obj, "key", context) if "key" in obj else None,
         event_time_ms=_event_time(obj["eventTime"], context) if "eventTime" in obj else 0,
         deliver_at_ms=deliver_at(
-            get_int(obj, "deliverAt", context=context),
-            get_int(obj, "deliverAfterMs", context=context),
+            get_long(obj, "deliverAt", context=context),
+            get_long(obj, "deliverAfterMs", context=context),
             now_ms,
             context,
         )
         if "deliverAt" in obj or "deliverAfterMs" in obj
         else 0,
-        sequence_id=get_int(obj, "sequenceId", 0, INT64_MAX, context) if "sequenceId" in obj else None,
+        sequence_id=get_long(obj, "sequenceId", 0, INT64_MAX, context) if "sequenceId" in obj else None,
         schema_version=_schema_version(obj, context) if "schemaVersion" in obj else None,
     )
 
@@ -210,7 +215,7 @@ def parse_publish_object(obj: JsonObject, now_ms: int, max_payload: int) -> Publ
 def _schema_version(obj: JsonObject, context: str | None) -> int | None:
     """``schemaVersion``: a registered version of the topic's schema the payload was
     written with (>= 0); a negative value (Pulsar's -1) means none."""
-    version = get_int(obj, "schemaVersion", -(2**63), INT64_MAX, context)
+    version = get_long(obj, "schemaVersion", -(2**63), INT64_MAX, context)
     return version if version is not None and version >= 0 else None
 
 

@@ -116,7 +116,7 @@ class _Sender:
     def flush(self, target: str) -> None:
         messages = self._buffers.pop(target, [])
         self._bytes.pop(target, None)
-        url = f"{self._gateway}/topics/{path_of(target)}"
+        url = f"{self._gateway}/topics/{path_of(target)}?markDuplicates=true"  # counts duplicates
         for attempt in range(ATTEMPTS_MAX):
             if not messages:
                 return

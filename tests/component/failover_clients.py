@@ -125,7 +125,10 @@ class AtLeastOnceProducer:
                     return
             base = self.bases[self.attempt % len(self.bases)]
             self.attempt += 1
-            url = f"{base}/ws/v2/producer/{TOPIC_PATH}/{self.topic}?producerName={self.name}&{self.query}"
+            url = (
+                f"{base}/ws/v2/producer/{TOPIC_PATH}/{self.topic}"
+                f"?producerName={self.name}&markDuplicates=true&{self.query}"
+            )
             try:
                 ws = await websockets.connect(url, open_timeout=5, close_timeout=1, ping_interval=None)
             except (OSError, InvalidHandshake, TimeoutError) as exc:

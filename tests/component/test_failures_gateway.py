@@ -329,7 +329,7 @@ async def stored_pairs(base: str, topic: str) -> list[tuple[str, int]]:
 async def resend(base: str, topic: str, name: str, seqs: list[int]) -> list[dict[str, Any]]:
     """Re-send ``seqs`` of producer ``name`` (same payload and sequence id), one at a time."""
     async with websockets.connect(
-        f"{base}/ws/v2/producer/{TOPIC_PATH}/{topic}?producerName={name}", open_timeout=10
+        f"{base}/ws/v2/producer/{TOPIC_PATH}/{topic}?producerName={name}&markDuplicates=true", open_timeout=10
     ) as ws:
         out = []
         for seq in seqs:

@@ -2,9 +2,11 @@
 
 Shows (pulsar-api.md §1.5.2, §1.8, §4.9, §4.10; DESIGN.md §4):
 - with deduplication enabled on the namespace (admin API), a publish that
-  repeats a producer's sequence id (or goes below it) is answered
-  ``"duplicate": true`` with message id -1:-1 and stored once - also after
-  the producer reconnects, and over REST;
+  repeats a producer's sequence id (or goes below it) is answered with
+  message id -1:-1 and stored once - also after the producer reconnects, and
+  over REST; ``"duplicate": true`` is added only for ``markDuplicates=true``,
+  a plain Pulsar client gets exactly Pulsar's reply keys (and may send
+  ``sequenceId`` as a decimal string, as Jackson reads a ``long``);
 - ``deliverAfterMs`` / ``deliverAt`` hold a message back on Shared and
   Key_Shared until the time has come (later messages pass it), while an
   Exclusive subscription gets it at once.
@@ -21,6 +23,8 @@ import pytest
 import pytest_asyncio
 from clusters import MessagingCluster
 from wsclient import Collector, Producer, consumer_url, decode_id, module_cluster, unb64
+
+from storage.formats.message_id import duplicate_id
 
 pytestmark = [pytest.mark.component, pytest.mark.asyncio(loop_scope="module")]
 
@@ -56,7 +60,7 @@ async def test_repeated_sequence_id_is_a_duplicate(cluster: MessagingCluster) ->
             cluster.ws(1), topic, "s", "subscriptionType=Shared&subscriptionInitialPosition=Earliest"
         )
     )
-    producer = await Producer.connect(cluster.ws(0), topic, "producerName=dedup-p")
+    producer = await Producer.connect(cluster.ws(0), topic, "producerName=dedup-p&markDuplicates=true")
     first = await producer.send("one", sequenceId=5)
     assert first["result"] == "ok" and not first.get("duplicate")
     again = await producer.send("one-again", sequenceId=5)
@@ -71,7 +75,7 @@ async def test_repeated_sequence_id_is_a_duplicate(cluster: MessagingCluster) ->
     assert decode_id(second["messageId"]).ledger_id >= 0
     await producer.close()
     # the producer reconnects (same name) and retries: still a duplicate
-    retry = await Producer.connect(cluster.ws(1), topic, "producerName=dedup-p")
+    retry = await Producer.connect(cluster.ws(1), topic, "producerName=dedup-p&markDuplicates=true")
     replay = await retry.send("two-retry", sequenceId=6)
     assert replay.get("duplicate") is True
     # without an explicit sequence id the next one after the last stored is used
@@ -90,9 +94,36 @@ async def test_repeated_sequence_id_is_a_duplicate(cluster: MessagingCluster) ->
     await consumer.close()
 
 
+async def test_plain_pulsar_client_gets_pulsar_duplicate_reply(cluster: MessagingCluster) -> None:
+    """No Folio query parameter: a repeat is answered exactly as Pulsar answers it."""
+    topic = "dedup-plain"
+    producer = await Producer.connect(cluster.ws(0), topic, "producerName=plain-p")
+    first = await producer.send("p1", sequenceId="7")  # a decimal string, as Jackson accepts
+    again = await producer.send("p1-again", sequenceId=7)
+    await producer.close()
+    pulsar_keys = {"result", "messageId", "context", "errorCode", "schemaVersion"}
+    assert first["result"] == "ok" and set(first) == pulsar_keys, first
+    assert set(again) == pulsar_keys, again
+    assert again["result"] == "ok" and again["errorCode"] == 0
+    assert again["messageId"] == duplicate_id().to_base64(), again
+    url = f"{cluster.urls[1]}/topics/persistent/public/default/{topic}"
+    body = {"producerName": "plain-p", "messages": [{"payload": "p1-rest", "sequenceId": 7}]}
+    async with httpx.AsyncClient(timeout=10) as http:
+        rest = (await http.post(url, json=body)).json()["messagePublishResults"][0]
+    assert set(rest) == {"messageId", "errorCode", "schemaVersion"}, rest
+    assert rest["errorCode"] == 0 and rest["messageId"].startswith("-1:-1"), rest
+    reader = await Collector.connect(
+        f"{cluster.ws(1)}/ws/v2/reader/persistent/public/default/{topic}?messageId=earliest"
+    )
+    await reader.wait_messages(1)
+    assert await reader.nothing_for(0.6)
+    assert texts(reader) == ["p1"]
+    await reader.close()
+
+
 async def test_rest_publish_with_sequence_id_is_deduplicated(cluster: MessagingCluster) -> None:
     topic = "dedup-rest"
-    url = f"{cluster.urls[1]}/topics/persistent/public/default/{topic}"
+    url = f"{cluster.urls[1]}/topics/persistent/public/default/{topic}?markDuplicates=true"
     body = {"producerName": "rest-p", "messages": [{"payload": "r1", "sequenceId": 1}]}
     async with httpx.AsyncClient(timeout=10) as http:
         first = (await http.post(url, json=body)).json()["messagePublishResults"][0]

@@ -54,6 +54,7 @@ def test_producer_defaults() -> None:
     assert params.message_routing_mode == "SinglePartition"
     assert params.compression_type == "NONE"
     assert params.hashing_scheme == "JavaStringHash"
+    assert params.mark_duplicates is False  # Pulsar's reply to a duplicate has no "duplicate" field
     assert params.token is None
 
 
@@ -70,6 +71,7 @@ def test_producer_every_field() -> None:
             "messageRoutingMode": "RoundRobinPartition",
             "compressionType": "ZSTD",
             "hashingScheme": "Murmur3_32Hash",
+            "markDuplicates": "True",
             "token": "eyJ",
             "somethingUnknown": "ignored",
         }
@@ -85,6 +87,7 @@ def test_producer_every_field() -> None:
         message_routing_mode="RoundRobinPartition",
         compression_type="ZSTD",
         hashing_scheme="Murmur3_32Hash",
+        mark_duplicates=True,
         token="eyJ",
     )
 
@@ -113,6 +116,7 @@ def test_compression_types(compression: str) -> None:
         ({"sendTimeoutMillis": " 5"}, "Invalid sendTimeoutMillis  5"),
         ({"batchingMaxMessages": "0"}, "Invalid batchingMaxMessages 0"),
         ({"batchingEnabled": "yes"}, "Invalid batchingEnabled yes: expected true or false"),
+        ({"markDuplicates": "1"}, "Invalid markDuplicates 1: expected true or false"),
         ({"producerName": ""}, "Invalid producerName"),
         ({"producerName": "   "}, "Invalid producerName"),
         ({"producerName": "a\nb"}, "Invalid producerName"),

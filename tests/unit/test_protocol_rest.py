@@ -136,6 +136,24 @@ def test_whole_number_floats_are_integers() -> None:
     assert (third.deliver_at_ms, third.event_time_ms) == (NOW + 250, 1662512903260)
 
 
+def test_long_fields_accept_decimal_strings_as_jackson_does() -> None:
+    parsed = parse(
+        {
+            "schemaVersion": "-1",
+            "messages": [
+                {"payload": "", "sequenceId": "5", "deliverAfterMs": "250"},
+                {"payload": "", "deliverAt": str(NOW + 7)},
+            ],
+        }
+    )
+    first, second = parsed.messages
+    assert (first.sequence_id, first.deliver_at_ms, second.deliver_at_ms) == (5, NOW + 250, NOW + 7)
+    assert parsed.schema_version is None
+    assert bad({"messages": [{"payload": "", "sequenceId": "5x"}]}) == (
+        "messages[0]: sequenceId must be an integer, got the string '5x'"
+    )
+
+
 @pytest.mark.parametrize(
     ("field", "value", "message"),
     [
@@ -164,7 +182,7 @@ def test_fractions_and_inexact_floats_are_not_integers(field: str, value: object
         ({"producerName": " ", "messages": [{"payload": ""}]}, "producerName must be 1..256"),
         ({"valueSchema": {}, "messages": [{"payload": ""}]}, "valueSchema must be a string"),
         ({"keySchema": 5, "messages": [{"payload": ""}]}, "keySchema must be a string"),
-        ({"schemaVersion": "1", "messages": [{"payload": ""}]}, "schemaVersion must be"),
+        ({"schemaVersion": "v1", "messages": [{"payload": ""}]}, "schemaVersion must be"),
         ({"messages": [{"payload": ""}, 5]}, "messages[1]: must be an object"),
         ({"messages": [{}]}, 'messages[0]: payload is required (use "" for an empty message)'),
         ({"messages": [{"payload": 5}]}, "messages[0]: payload must be a string"),
@@ -195,7 +213,7 @@ def test_fractions_and_inexact_floats_are_not_integers(field: str, value: object
             "messages[0]: eventTime 10000000000000000 is outside",
         ),
         ({"messages": [{"payload": "", "sequenceId": -1}]}, "messages[0]: sequenceId -1 is outside"),
-        ({"messages": [{"payload": "", "deliverAt": "1"}]}, "messages[0]: deliverAt must be an integer"),
+        ({"messages": [{"payload": "", "deliverAt": "1 s"}]}, "messages[0]: deliverAt must be an integer"),
         ({"messages": [{"payload": "", "deliverAfterMs": 2**62}]}, "messages[0]: deliverAfterMs"),
     ],
 )

@@ -171,13 +171,20 @@ def test_bad_event_time_is_code_7(event_time: object) -> None:
         ('"properties":{"a":1}', "properties['a'] must be a string"),
         ('"properties":{"a":null}', "properties['a'] must be a string"),
         ('"eventTime":{"x":1}', "eventTime must be an ISO-8601 string"),
-        ('"deliverAt":"123"', "deliverAt must be an integer"),
+        ('"deliverAt":"12x"', "deliverAt must be an integer, got the string '12x'"),
+        ('"deliverAt":"1.5"', "deliverAt must be an integer, got the string"),
+        ('"deliverAfterMs":" 5"', "deliverAfterMs must be an integer, got the string"),
+        ('"deliverAfterMs":""', "deliverAfterMs must be an integer, got the string"),
+        ('"deliverAfterMs":"4611686018427387904"', "deliverAfterMs 4611686018427387904 is too large"),
         ('"deliverAt":1.5', "deliverAt must be an integer"),
         ('"deliverAt":true', "deliverAt must be an integer, got a boolean"),
         ('"deliverAfterMs":9223372036854775808', "deliverAfterMs 9223372036854775808 is outside"),
         ('"deliverAfterMs":4611686018427387904', "deliverAfterMs 4611686018427387904 is too large"),
         ('"sequenceId":-1', "sequenceId -1 is outside"),
-        ('"sequenceId":"1"', "sequenceId must be an integer"),
+        ('"sequenceId":"one"', "sequenceId must be an integer, got the string 'one'"),
+        ('"sequenceId":"-1"', "sequenceId -1 is outside"),
+        ('"sequenceId":"9223372036854775808"', "sequenceId 9223372036854775808 is outside"),
+        ('"sequenceId":"12345678901234567890"', "sequenceId must be an integer, got the string"),
         ('"sequenceId":18446744073709551616', "sequenceId must be an integer"),  # orjson: float beyond u64
     ],
 )
@@ -185,6 +192,19 @@ def test_wrong_types_are_code_3_with_context(fragment: str, name: str) -> None:
     exc = error('{"payload":"","context":"c",' + fragment + "}")
     assert (exc.ws_code, exc.context) == (3, "c")
     assert exc.message.startswith(name)
+
+
+def test_long_fields_accept_decimal_strings_as_jackson_does() -> None:
+    """Pulsar reads ``deliverAt``/``deliverAfterMs``/``sequenceId`` into Java longs with
+    Jackson, which takes ``"1000"`` as 1000: clients that send strings must work."""
+    request = single(frame(payload="", deliverAfterMs="1000", sequenceId="5", schemaVersion="-1"))
+    assert (request.deliver_at_ms, request.sequence_id, request.schema_version) == (NOW + 1000, 5, None)
+    assert single(frame(payload="", deliverAt=str(NOW + 7))).deliver_at_ms == NOW + 7
+    top = single(frame(payload="", deliverAt="+0", sequenceId="9223372036854775807"))
+    assert (top.deliver_at_ms, top.sequence_id) == (0, 2**63 - 1)
+    assert single(frame(payload="", schemaVersion="3")).schema_version == 3
+    batch = parse_publish(frame(type="batch", messages=[{"payload": "", "sequenceId": "8"}]), NOW, MAX)
+    assert not isinstance(batch, PublishRequest) and batch[0].sequence_id == 8
 
 
 @pytest.mark.parametrize("fragment", ['"key":"\\ud800"', '"properties":{"\\ud800":"v"}'])
