@@ -137,6 +137,16 @@ def _parser() -> argparse.ArgumentParser:
     )
     takeover.add_argument("--data", default=".folio-bench-takeover", help="the local cluster's directory")
     takeover.add_argument("--keep", action="store_true", help="keep the local cluster's logs and data")
+    spark_bench = bench_sub.add_parser(
+        "spark", help="the Spark connector vs WebSocket readers and publishers"
+    )
+    spark_bench.add_argument("--msgs", type=int, default=1_000_000, help="messages published and read")
+    spark_bench.add_argument("--size", type=int, default=100, help="payload bytes")
+    spark_bench.add_argument("--partitions", type=int, default=4, help="partitions of the topic")
+    spark_bench.add_argument("--data", default=".folio-bench-spark", help="the local cluster's directory")
+    spark_bench.add_argument(
+        "--ws-seconds", type=float, default=120.0, help="a WebSocket reader stops after this long"
+    )
     for name, text in (
         ("fanout", "N reading consumers relayed through the non-owner gateway: both gateways stay up?"),
         ("stuck", "N consumers that never read under REST bursts: owner RSS, 4429 closes"),
@@ -222,6 +232,10 @@ def main(argv: list[str] | None = None) -> int:
         from folio.bench_takeover import run_bench as run_takeover_bench
 
         return run_takeover_bench(args)
+    if args.command == "bench" and args.bench == "spark":
+        from folio.bench_spark import run_bench as run_spark_bench
+
+        return run_spark_bench(args)
     if args.command == "bench" and args.bench in ("fanout", "stuck"):
         from folio.bench_fanout import run_bench as run_load_bench
 

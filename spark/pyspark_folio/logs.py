@@ -18,6 +18,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from coordination import keys
+from coordination.errors import Unavailable
 from coordination.etcd_store import EtcdStore, connect
 from pyspark_folio.names import TopicPartition
 from pyspark_folio.options import Connection, ReadOptions
@@ -31,11 +32,22 @@ log = logging.getLogger(__name__)
 
 CHUNK_BYTES = 4 * 1024 * 1024  # entry bytes fetched per request round of a task
 LAC_TIMEOUT_MS = 5_000
+CONNECT_ATTEMPTS = 5
+CONNECT_RETRY_S = 1.0
 
 
 @asynccontextmanager
 async def open_client(connection: Connection) -> AsyncIterator[tuple[EtcdStore, LedgerClient]]:
-    store = await connect(connection.etcd, namespace=connection.etcd_namespace)
+    """A store and ledger client; connecting is retried (a loaded executor may see
+    etcd time out) up to CONNECT_ATTEMPTS times before the task fails."""
+    for attempt in range(CONNECT_ATTEMPTS):
+        try:
+            store = await connect(connection.etcd, namespace=connection.etcd_namespace)
+            break
+        except Unavailable:
+            if attempt == CONNECT_ATTEMPTS - 1:
+                raise
+            await asyncio.sleep(CONNECT_RETRY_S * (attempt + 1))
     client = LedgerClient(store)
     try:
         yield store, client

@@ -4,9 +4,10 @@ Owns: ``FolioBatchWriter``, ``FolioStreamWriter`` and ``publish_rows``, the task
 side both share. Rules:
 - rows are published through the gateways' REST batch publish
   (``POST /topics/<topic>``, up to ``batchMessages`` messages a request), each
-  task on one gateway (task index modulo the live gateways), one request at a
-  time, so the usual acks hold: a row counts only once its gateway answered
-  it stored;
+  task on one gateway (task index modulo the live gateways); a task sends one
+  request at a time per partition it writes to (the partitions in parallel), so
+  sequence ids reach each partition in order and the usual acks hold: a row
+  counts only once its gateway answered it stored;
 - each task is one producer per partition it writes to: the producer name is
   the writer's name plus the task's partition id; the sequence id of a row is
   its position in the task (plus, for a stream, the batch id << 32); a row goes
@@ -26,6 +27,7 @@ import asyncio
 import time
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -47,6 +49,7 @@ from storage.formats.key_routing import partition_of_key
 SEQUENCE_BATCH_SHIFT = 32  # a streaming row's sequence id: batch id << 32 | position in the task
 ATTEMPTS_MAX = 20
 RETRY_DELAY_S = 0.25
+LANE_QUEUED = 2  # requests of one target waiting or in flight (bounds a task's memory)
 
 
 @dataclass
@@ -94,7 +97,8 @@ def _partition_counts(connection: Connection, topics: set[str]) -> dict[str, int
 
 
 class _Sender:
-    """One task's publishing: buffers per target log, flushes them in order."""
+    """One task's publishing: buffers per target log; each target's requests go out
+    one at a time in order (its own thread), the targets in parallel."""
 
     def __init__(self, options: WriteOptions, gateway: str, producer: str) -> None:
         self._options = options
@@ -103,6 +107,8 @@ class _Sender:
         self._http = httpx.Client(timeout=60.0)
         self._buffers: dict[str, list[dict[str, Any]]] = {}
         self._bytes: dict[str, int] = {}
+        self._lanes: dict[str, ThreadPoolExecutor] = {}
+        self._pending: dict[str, list[Future[tuple[int, int]]]] = {}
         self.rows = 0
         self.duplicates = 0
 
@@ -114,12 +120,29 @@ class _Sender:
             self.flush(target)
 
     def flush(self, target: str) -> None:
+        """Hand the target's buffer to its lane; at most LANE_QUEUED requests wait."""
         messages = self._buffers.pop(target, [])
         self._bytes.pop(target, None)
+        if not messages:
+            return
+        lane = self._lanes.get(target)
+        if lane is None:
+            lane = self._lanes[target] = ThreadPoolExecutor(max_workers=1)
+        pending = self._pending.setdefault(target, [])
+        while len(pending) >= LANE_QUEUED:
+            self._count(pending.pop(0).result())
+        pending.append(lane.submit(self._send, target, messages))
+
+    def _count(self, done: tuple[int, int]) -> None:
+        self.rows += done[0]
+        self.duplicates += done[1]
+
+    def _send(self, target: str, messages: list[dict[str, Any]]) -> tuple[int, int]:
         url = f"{self._gateway}/topics/{path_of(target)}?markDuplicates=true"  # counts duplicates
+        stored = duplicates = 0
         for attempt in range(ATTEMPTS_MAX):
             if not messages:
-                return
+                return stored, duplicates
             if attempt:
                 time.sleep(RETRY_DELAY_S)
             try:
@@ -139,8 +162,8 @@ class _Sender:
             for message, result in zip(messages, results, strict=True):
                 code = result.get("errorCode", 0)
                 if code == 0:
-                    self.rows += 1
-                    self.duplicates += 1 if result.get("duplicate") else 0
+                    stored += 1
+                    duplicates += 1 if result.get("duplicate") else 0
                 elif code == 1:
                     again.append(message)
                 else:
@@ -148,13 +171,19 @@ class _Sender:
             messages = again
         if messages:
             raise PublishFailed(f"{url}: {len(messages)} messages not stored after {ATTEMPTS_MAX} attempts")
+        return stored, duplicates
 
     def finish(self) -> None:
-        """Publish what is buffered."""
+        """Publish what is buffered and wait for every answer (the first failure is raised)."""
         for target in list(self._buffers):
             self.flush(target)
+        for pending in self._pending.values():
+            while pending:
+                self._count(pending.pop(0).result())
 
     def close(self) -> None:
+        for lane in self._lanes.values():
+            lane.shutdown(wait=True, cancel_futures=True)
         self._http.close()
 
 
