@@ -56,7 +56,7 @@ from storage.types import LedgerMetadata, LedgerState, NodeId, Segment
 
 log = logging.getLogger(__name__)
 
-TIMER_INTERVAL_MS_MAX = 200  # the background task looks at the core at least this often
+TIMER_INTERVAL_MS_MAX = 200  # a writer with something to time looks at its core at least this often
 METADATA_RETRY_MS = 200  # etcd unavailable during an ensemble change: retry after this
 PROBE_TIMEOUT_MS = 1_000  # a failed node asked for its info before it is taken back
 _ADD = int(wire.Op.ADD)
@@ -117,6 +117,7 @@ class LedgerWriter:
         self._first_future_id = self._core.next_entry_id
         self._room = asyncio.Event()
         self._wakeup = asyncio.Event()
+        self._idle = False  # the background task waits without a timer (no deadline)
         self._changes: deque[FindNodes | WriteSegment] = deque()
         self._closing = False
         self._closed: LedgerMetadata | None = None
@@ -169,6 +170,7 @@ class LedgerWriter:
         self._futures.append(future)
         self._on_done.append(on_done)
         self._execute(effects)
+        self._poke()
         return future
 
     async def submit(self, payload: bytes) -> asyncio.Future[int]:
@@ -225,6 +227,13 @@ class LedgerWriter:
             effects = self._core.on_add_response(node, entry_id, status, self._clock.now_ms())
         if effects:
             self._execute(effects)
+        if status is not Status.OK:
+            self._poke()
+
+    def _poke(self) -> None:
+        """Wake an idle background task: an input may have given the core a deadline."""
+        if self._idle:
+            self._wakeup.set()
 
     def _complete(self, lac: int) -> None:
         futures, callbacks, settled = self._futures, self._on_done, self._settled
@@ -258,10 +267,16 @@ class LedgerWriter:
         core = self._core
         while core.error is None and self._closed is None:
             deadline = core.next_deadline_ms()
-            wait_ms = TIMER_INTERVAL_MS_MAX
-            if deadline is not None:
-                wait_ms = max(0, min(wait_ms, deadline - self._clock.now_ms()))
-            if not self._changes:
+            if not self._changes and deadline is None:
+                # idle (nothing outstanding, no change to retry): no timer at all, so an
+                # idle ledger costs nothing per tick; ``_poke`` wakes the task on input
+                self._idle = True
+                try:
+                    await self._wakeup.wait()
+                finally:
+                    self._idle = False
+            elif not self._changes and deadline is not None:
+                wait_ms = max(0, min(TIMER_INTERVAL_MS_MAX, deadline - self._clock.now_ms()))
                 # a timer that sets the event, not asyncio.wait_for: cancelling a
                 # task inside 3.11's wait_for could leave it stuck "cancelling"
                 timer = self._loop.call_later(wait_ms / 1000, self._wakeup.set)
