@@ -22,6 +22,8 @@ from folio.load_fanout import Watch, alive_of, mib, run_fanout, run_stuck
 
 async def _run(args: argparse.Namespace, urls: list[str], pids: list[int]) -> int:
     watch = Watch(pids, alive_of(pids)).start() if pids else None
+    for url, pid in zip(urls, pids, strict=False):
+        print(f"gateway {url}: pid {pid}")
     if args.bench == "fanout":
         res = await run_fanout(
             urls, consumers=args.consumers, rate=args.rate, seconds=args.seconds, payload=args.size

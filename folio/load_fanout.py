@@ -105,7 +105,9 @@ async def _connect_all(urls: list[str]) -> list[ClientConnection]:
 
     async def one(url: str) -> ClientConnection:
         async with gate:
-            return await websockets.connect(url, open_timeout=CONNECT_S, max_size=None, compression=None)
+            return await websockets.connect(
+                url, open_timeout=CONNECT_S, max_size=None, compression=None, ping_interval=None
+            )
 
     return list(await asyncio.gather(*(one(u) for u in urls)))
 
@@ -113,12 +115,12 @@ async def _connect_all(urls: list[str]) -> list[ClientConnection]:
 async def _owner_and_other(http_urls: Sequence[str], topic: str) -> tuple[str, str]:
     """Create and load ``topic`` (one REST message), then (owner http url, the other's)."""
     async with httpx.AsyncClient(timeout=CONNECT_S) as http:
-        body = {"messages": [{"payload": _seq_payload(0, 8)}]}
+        body = {"messages": [{"payload": _seq_payload(0, 8), "payloadEncoding": "base64"}]}
         response = await http.post(f"{http_urls[0]}/topics/{TOPIC_PATH}/{topic}", json=body)
         response.raise_for_status()
     _, owner = await lookup(http_urls[0], topic)
-    other = next(u for u in http_urls if u.rstrip("/") != owner.rstrip("/"))
-    return owner, other
+    others = [u for u in http_urls if u.rstrip("/") != owner.rstrip("/")]
+    return owner, others[0] if others else owner
 
 
 def _ws(http_url: str) -> str:
@@ -315,16 +317,20 @@ async def run_stuck(
         for round_ in range(bursts):
             first = round_ * burst + 1
             body = {
-                "messages": [{"payload": _seq_payload(seq, payload)} for seq in range(first, first + burst)]
+                "messages": [
+                    {"payload": _seq_payload(seq, payload), "payloadEncoding": "base64"}
+                    for seq in range(first, first + burst)
+                ]
             }
             response = await http.post(f"{owner}/topics/{TOPIC_PATH}/{topic}", json=body)
             response.raise_for_status()
-            published += sum(1 for r in response.json()["results"] if "messageId" in r)
+            results = response.json()["messagePublishResults"]
+            published += sum(1 for r in results if r.get("errorCode") == 0)
             await asyncio.sleep(pause_s)
     deadline = time.monotonic() + 30
     while len(tally.seqs) < published and time.monotonic() < deadline and not reading.done():
         await asyncio.sleep(0.1)
-    codes = await asyncio.gather(*(_close_code(ws, 0.5) for ws in stuck_conns))
+    codes = await asyncio.gather(*(_close_code(ws, 5.0) for ws in stuck_conns))
     closes = Counter(c if c is not None else 0 for c in codes)
     for ws in [*stuck_conns, reader]:
         with contextlib.suppress(Exception):

@@ -30,9 +30,11 @@ from coordination.etcd_store import connect
 from coordination.patience import patiently
 from gateway.api.app import create_app
 from gateway.api.gateway import Gateway, GatewayConfig
+from gateway.api.heap_trim import trim_heap_after_bursts
 from gateway.api.webhooks import CONNECTIONS_MAX, WEBHOOKS_MAX
 from gateway.broker.cache_budget import CACHE_BUDGET_BYTES, CacheBudget
 from gateway.broker.log_state import LogConfig
+from gateway.broker.pending_rules import BUDGET_BYTES, PAUSE_BYTES, PendingLimits
 from gateway.security import http_limits, settings
 from storage.runtime import tune_gc
 
@@ -79,6 +81,19 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         type=int,
         default=CONNECTIONS_MAX,
         help="open connections of this gateway's webhook pushers (POSTs beyond wait their turn)",
+    )
+    parser.add_argument(
+        "--consumer-pending-bytes",
+        type=int,
+        default=PAUSE_BYTES,
+        help="bytes delivered to one WebSocket consumer and not yet written to its socket:"
+        " its deliveries pause here, and it is closed as slow (4429) at 4 times this",
+    )
+    parser.add_argument(
+        "--delivery-budget-mb",
+        type=int,
+        default=BUDGET_BYTES >> 20,
+        help="all consumers of this gateway together, MiB: beyond it the largest holders are closed (4429)",
     )
     parser.add_argument("--log-level", default="warning")
     settings.add_arguments(parser)
@@ -164,6 +179,7 @@ async def serve(args: argparse.Namespace) -> int:
         max_tenants=max(0, args.max_tenants),
         max_namespaces_per_tenant=max(0, args.max_namespaces_per_tenant),
         max_subscriptions_per_topic=max(0, args.max_subscriptions_per_topic),
+        pending=PendingLimits(max(1, args.consumer_pending_bytes), max(1, args.delivery_budget_mb) << 20),
     )
     gateway = Gateway(store, config)
     app = create_app(gateway)
@@ -212,10 +228,14 @@ async def serve(args: argparse.Namespace) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda _signum, _frame: None)
     announcer = asyncio.get_running_loop().create_task(announce())
+    trimmer = asyncio.get_running_loop().create_task(
+        trim_heap_after_bursts(lambda: gateway.deliveries.rounds)
+    )
     try:
         await server.serve()
     finally:
         announcer.cancel()
+        trimmer.cancel()
         await store.close()
     return 0
 

@@ -28,10 +28,12 @@ import httpx
 from coordination.clock import SystemClock, WallClock
 from coordination.session_thread import lease_session
 from coordination.store import MetadataStore
+from gateway.api.delivery_budget import DeliveryBudget
 from gateway.api.tenure import Tenure
 from gateway.api.webhooks import CONNECTIONS_MAX, WEBHOOKS_MAX, Webhooks
 from gateway.broker.log_policy import Retention
 from gateway.broker.log_state import LogConfig, Quorums
+from gateway.broker.pending_rules import PendingLimits
 from gateway.broker.service import BrokerService, NamespaceView
 from gateway.broker.topic import Topic
 from gateway.broker.topic_types import TopicPolicies
@@ -65,6 +67,7 @@ class GatewayConfig:
     max_request_bytes: int = 16 * 1024 * 1024  # a REST body (JSON messages array or raw payload)
     sessions_max: int = 10_000  # WebSocket + HTTP-consume sessions
     pending_bytes_per_session: int = 16 * 1024 * 1024
+    pending: PendingLimits = field(default_factory=PendingLimits)  # bytes consumers may hold unsent
     log: LogConfig = field(default_factory=LogConfig)
     load_manager_interval_s: float = 5.0
     webhook_hosts: tuple[str, ...] = ()  # hosts (or host:port) webhooks may POST to; empty: any
@@ -137,6 +140,7 @@ class Gateway:
             store, max_tenants=config.max_tenants, max_namespaces_per_tenant=config.max_namespaces_per_tenant
         )
         self.schemas = SchemaRegistry(store)
+        self.deliveries = DeliveryBudget(config.pending)
         self.registry = GatewayRegistry(
             store, self.session, config.gateway_id, config.http_url, load_provider=self.load_report
         )

@@ -128,8 +128,33 @@ class GatewayCollector(Collector):
             "messages delivered again",
             sum(s.msg_redelivered for s in subs),
         )
+        yield from self._deliveries()
         yield from self._webhooks()
         yield from self._per_topic(topics)
+
+    def _deliveries(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+        budget = self.gateway.deliveries
+        yield GaugeMetricFamily(
+            "folio_gateway_delivery_pending_bytes",
+            "bytes delivered to WebSocket consumers and not yet written to their sockets",
+            budget.total,
+        )
+        yield GaugeMetricFamily(
+            "folio_gateway_delivery_budget_bytes", "the bound on all of them", budget.limits.budget_bytes
+        )
+        yield GaugeMetricFamily(
+            "folio_gateway_consumers_paused",
+            "consumers whose deliveries wait for them to take bytes",
+            budget.paused,
+        )
+        closes = CounterMetricFamily(
+            "folio_gateway_slow_consumer_closes",
+            "consumers closed as slow (4429): one far over its bytes limit, or the gateway over its budget",
+            labels=["reason"],
+        )
+        for reason, count in budget.closed_slow.items():
+            closes.add_metric([reason], count)
+        yield closes
 
     def _webhooks(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
         webhooks = self.gateway.webhooks

@@ -16,7 +16,11 @@ acks, cumulative acks, nacks, permits, seeks and unsubscribe. Rules:
 - acks of frames already waiting in a row are applied together (once the
   server has no more received frames queued, or before any other command),
   so a burst of one-ack frames costs one dispatch;
-- a reader is an Exclusive non-durable cursor; its frames only release credit.
+- a reader is an Exclusive non-durable cursor; its frames only release credit;
+- the session reports what it holds unsent to the gateway's delivery budget
+  after every delivery (delivery_budget.py): over its bytes limit its
+  deliveries pause, far over it or when the gateway's budget is full it is
+  closed as a slow consumer (4429).
 """
 
 from __future__ import annotations
@@ -102,6 +106,20 @@ class ConsumerSession:
         else:
             for frame in frames:
                 self.out.send(orjson.dumps(frame))
+        self.out.flush()
+        self.gateway.deliveries.sent(self)
+
+    # Throttled (the gateway's delivery budget) ------------------------------
+
+    def pending_bytes(self) -> int:
+        return self.out.pending_bytes()
+
+    def set_paused(self, paused: bool) -> None:
+        if self.sub is not None:
+            self.sub.set_writable(self.consumer_id, not paused)
+
+    def close_slow(self, reason: str) -> None:
+        self.out.close_slow(reason)
 
     def active_changed(self, active: bool) -> None:
         if self.notices:
@@ -262,6 +280,7 @@ class ConsumerSession:
                 if self.reader:
                     await self.topic.remove_reader(sub)
             await self.out.finish()
+            self.gateway.deliveries.forget(self)
 
 
 async def serve_consumer(

@@ -9,8 +9,13 @@ Owns: ``Outbound``, the only writer of a session's socket. Rules:
   (``ws_writer.FrameWriter``): the round's first frame goes out at once, the
   rest at the end of the round, in order;
 - only when a send suspends (the transport paused writing: a slow client) is
-  it resumed from its future's callback; later frames queue behind it, at most
-  ``OUTBOUND_FRAMES_MAX`` (then the session is closed with 4429);
+  it resumed from its future's callback; later frames queue behind it;
+  ``pending_bytes`` (queued + in the transport's buffer) is what a consumer
+  session reports to the gateway's delivery budget (delivery_budget.py), which
+  pauses its deliveries or closes it (``close_slow``: 4429, queued frames dropped);
+- a frame that has to wait is copied to its exact size first: orjson's output
+  keeps a buffer many times its length (12 KiB for a 1.4 KiB frame), which
+  a slow client's queue would otherwise pin;
 - frames sent before the handshake is accepted (``accept``) wait for it; the
   close frame goes after every frame queued before it; ``finish`` gives a stuck
   client ``FINISH_S`` seconds.
@@ -32,8 +37,8 @@ from gateway.api.ws_writer import FrameWriter
 
 log = logging.getLogger(__name__)
 
-OUTBOUND_FRAMES_MAX = 200_000  # frames queued for one client (deliveries are bounded by permits)
 FINISH_S = 5.0  # a closing session waits this long for its last frames to go out
+SLOW_CLOSE_S = 2.0  # a client closed as slow has this long to read up to the close frame
 _CLOSE = object()
 
 
@@ -46,6 +51,7 @@ class Outbound:
         self.closed = False  # takes no more frames
         self.close_code = 1000
         self.close_reason = ""
+        self.queued_bytes = 0  # bytes of the frames in ``pending``
         self._open = False  # frames wait until the handshake is accepted (``accept``)
         self._writer: FrameWriter | None = None  # one socket write for many frames (uvicorn)
         self._in_round = False  # a frame went out this loop round: later ones wait for its end
@@ -62,19 +68,47 @@ class Outbound:
     def send(self, frame: bytes) -> None:
         if self.closed:
             return
-        if len(self.pending) >= OUTBOUND_FRAMES_MAX:
-            self.close(close_code(429), "client does not read fast enough")
-            return
+        if self._stalled is not None or self._in_round or not self._open:
+            frame = memoryview(frame).tobytes()  # it waits: orjson's output holds ~8x its length
         self.pending.append(frame)
+        self.queued_bytes += len(frame)
         if self._stalled is None and not self._in_round:
             self._pump()
             if self._writer is not None:
                 self._in_round = True
                 asyncio.get_running_loop().call_soon(self._end_round)
 
+    def pending_bytes(self) -> int:
+        """Bytes taken and not yet written to the socket: queued here or in the transport."""
+        return self.queued_bytes + (self._writer.buffered() if self._writer is not None else 0)
+
+    def close_slow(self, reason: str) -> None:
+        """Close a client that does not keep up (4429): the frames it has not been sent are
+        dropped (their messages are unacked and go to it or others again), only the close
+        frame follows what the transport already holds."""
+        if self.closed:
+            return
+        self.pending.clear()
+        self.queued_bytes = 0
+        self.close(close_code(429), reason)
+        asyncio.get_running_loop().call_later(SLOW_CLOSE_S, self._drop_if_stuck)
+
+    def _drop_if_stuck(self) -> None:
+        """A client closed as slow that has not read up to the close frame in ``SLOW_CLOSE_S``
+        loses its connection (what the transport still holds is dropped)."""
+        if not self._stopped.is_set() and self._writer is not None:
+            self._writer.abort()
+
     def received_waiting(self) -> int:
         """Frames received and not yet read (0 when the server does not say)."""
         return self._writer.received_waiting() if self._writer is not None else 0
+
+    def flush(self) -> None:
+        """Write what waits for the end of this round now (one socket write): a delivery's
+        frames go out as one burst, instead of waiting in memory while the same loop round
+        serves every other consumer of a hot topic."""
+        if self._stalled is None and self.pending:
+            self._pump()
 
     def _end_round(self) -> None:
         self._in_round = False
@@ -100,6 +134,7 @@ class Outbound:
                 frames: list[bytes] = []
                 while pending and pending[0] is not _CLOSE:
                     frames.append(pending.popleft())  # type: ignore[arg-type]  # only _CLOSE is not bytes
+                self.queued_bytes -= sum(map(len, frames))
                 try:
                     writer.write(frames)
                 except Exception:  # InvalidState: the connection is closing
@@ -110,6 +145,7 @@ class Outbound:
                 self._step(self._close_socket())
             else:
                 assert isinstance(item, bytes)
+                self.queued_bytes -= len(item)
                 self._step(ws.send_text(item.decode()))
 
     def _step(self, coro: Coroutine[Any, Any, None]) -> None:
@@ -153,6 +189,7 @@ class Outbound:
     def _fail(self) -> None:
         self.closed = True
         self.pending.clear()
+        self.queued_bytes = 0
         self._stopped.set()
 
     async def finish(self) -> None:
@@ -170,4 +207,5 @@ class Outbound:
         if stalled is not None:
             stalled.close()
         self.pending.clear()
+        self.queued_bytes = 0
         self._stopped.set()

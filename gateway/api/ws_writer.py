@@ -55,6 +55,17 @@ class FrameWriter:
         """Frames (ASGI receive events) already received and not yet read by the app."""
         return self._protocol.queue.qsize()
 
+    def buffered(self) -> int:
+        """Bytes written and still in the transport's buffer (not yet taken by the kernel)."""
+        try:
+            return int(self._protocol.transport.get_write_buffer_size())
+        except (AttributeError, RuntimeError):  # closed transport
+            return 0
+
+    def abort(self) -> None:
+        """Drop the connection now, and whatever its transport still holds."""
+        self._protocol.transport.abort()
+
     def write(self, frames: list[bytes]) -> None:
         """Write ``frames`` (UTF-8 text) in order with one socket write. Raises the
         library's ``InvalidState`` if the connection is closing."""

@@ -36,6 +36,8 @@ from storage.formats.positions import NO_BATCH, MessagePosition, Position
 
 SUBSCRIPTION_TYPES = ("Exclusive", "Shared", "Failover", "Key_Shared")
 
+READ_BYTES_MAX = 64 * 1024  # bytes of entries one dispatch round takes (fan-out: x consumers)
+
 
 @dataclass(slots=True, unsafe_hash=True)  # immutable by convention, not frozen: one per delivery
 class Delivery:
@@ -128,16 +130,21 @@ def resolve_deliveries(
 
 
 def read_messages(
-    entries: list[tuple[Position, bytes]], decoded: DecodedEntries, cursor: Cursor, keyed: bool, budget: int
+    entries: list[tuple[Position, bytes]],
+    decoded: DecodedEntries,
+    cursor: Cursor,
+    keyed: bool,
+    budget: int,
+    bytes_max: int = READ_BYTES_MAX,
 ) -> tuple[list[Message], Position, int]:
     """The dispatcher's input from entries read in log order: their messages not acked
     yet (``keyed``: with the Key_Shared hash slot), stopping after the entry that
-    reaches ``budget`` messages; the last entry taken; and the average number of
-    messages in the entries taken (acked or not). The cursor learns each entry's
-    message count."""
+    reaches ``budget`` messages or ``bytes_max`` bytes of entries; the last entry
+    taken; and the average number of messages in the entries taken (acked or not).
+    The cursor learns each entry's message count."""
     messages: list[Message] = []
     last = entries[0][0]
-    taken = in_taken = 0
+    taken = in_taken = size = 0
     new_position = tuple.__new__  # MessagePosition(...) without its Python-level __new__: half the cost
     for position, payload in entries:
         decoded_messages = decoded.messages(position, payload)
@@ -146,6 +153,7 @@ def read_messages(
         last = position
         taken += 1
         in_taken += count
+        size += len(payload)
         ledger_id, entry_id = position.ledger_id, position.entry_id
         acked = cursor.acked_mask(position)
         if acked < 0:
@@ -156,6 +164,6 @@ def read_messages(
             mp = new_position(MessagePosition, (ledger_id, entry_id, index if count > 1 else NO_BATCH))
             slot = sticky_slot(message.ordering_key, message.key) if keyed else 0
             messages.append(Message(mp, slot, message.deliver_at_ms))
-        if len(messages) >= budget:
+        if len(messages) >= budget or size >= bytes_max:
             break
     return messages, last, in_taken // taken

@@ -8,6 +8,8 @@ unacked total. Rules (pulsar-api.md §4.4 "Permits"/"Unacked limits", §7 row 3)
   #2731 stalled push consumers because only acks returned credit.
 - PULL consumer: credit only from explicit permits (``grant``), one per
   delivery; unused permits are capped at ``pull_permits_max``.
+- a consumer whose sink holds its pending-bytes limit (``set_writable``) gets
+  no credit until it is back under it (gateway/broker/pending_rules.py);
 - a consumer is blocked once its unacked count reaches
   ``unacked_per_consumer_max`` and unblocked when it drops to half; the same
   for the subscription with ``unacked_per_subscription_max`` (0 disables).
@@ -41,6 +43,7 @@ class _Consumer:
     permits: int = 0  # pull mode only
     unacked: int = 0
     blocked: bool = False
+    writable: bool = True  # False: the consumer holds its pending-bytes limit (pending_rules.py)
 
 
 class FlowControl:
@@ -70,6 +73,13 @@ class FlowControl:
         return consumer_id in self._consumers
 
     # ------------------------------------------------------------ inputs
+
+    def set_writable(self, consumer_id: int, writable: bool) -> None:
+        """The consumer's sink holds its pending-bytes limit (False) or is back under it:
+        no credit while it is not writable, whatever its permits."""
+        consumer = self._consumers.get(consumer_id)
+        if consumer is not None:
+            consumer.writable = writable
 
     def grant(self, consumer_id: int, n: int) -> int:
         """Explicit permits (pull mode); returns how many were accepted. Push
@@ -110,7 +120,7 @@ class FlowControl:
     def available(self, consumer_id: int) -> int:
         """How many more messages may be delivered to the consumer right now."""
         consumer = self._consumers.get(consumer_id)
-        if consumer is None or consumer.blocked or self._subscription_blocked:
+        if consumer is None or consumer.blocked or not consumer.writable or self._subscription_blocked:
             return 0
         if consumer.mode is FlowMode.PUSH:
             credit = consumer.queue_size - consumer.unacked
@@ -161,6 +171,8 @@ class FlowControl:
             return "subscription unacked limit"
         if consumer.blocked:
             return "consumer unacked limit"
+        if not consumer.writable:
+            return "consumer pending-bytes limit"
         if consumer.mode is FlowMode.PULL:
             return "no permits"
         return "receiver queue full"

@@ -212,6 +212,11 @@ class Subscription:
         if self._dispatcher is not None and ConsumerId(consumer_id) in self.consumers:
             self._apply_now(self._dispatcher.on_permits(ConsumerId(consumer_id), n, self._now()))
 
+    def set_writable(self, consumer_id: int, writable: bool) -> None:
+        """The consumer's sink is over its pending-bytes limit (False) or back under it."""
+        if self._dispatcher is not None and ConsumerId(consumer_id) in self.consumers:
+            self._apply_now(self._dispatcher.on_writable(ConsumerId(consumer_id), writable, self._now()))
+
     @staticmethod
     def _valid(position: MessagePosition) -> bool:
         """A cheap sanity check: the cursor itself ignores entries it never read, and

@@ -205,6 +205,10 @@ class Dispatcher(Protocol):
 
     def on_permits(self, consumer_id: ConsumerId, n: int, now_ms: int) -> list[Effect]: ...
 
+    def on_writable(self, consumer_id: ConsumerId, writable: bool, now_ms: int) -> list[Effect]:
+        """The consumer's sink is over its pending-bytes limit (False) or back under it."""
+        ...
+
     def on_messages(self, messages: Sequence[Message], now_ms: int) -> list[Effect]:
         """Messages as read from the log, in log order (the dispatchers rely on it)."""
         ...

@@ -96,6 +96,10 @@ class MultiConsumerDispatcher(ABC):
         self._flow.grant(consumer_id, n)
         return self._settle(now_ms)
 
+    def on_writable(self, consumer_id: ConsumerId, writable: bool, now_ms: int) -> list[Effect]:
+        self._flow.set_writable(consumer_id, writable)
+        return self._settle(now_ms) if writable else []
+
     def on_messages(self, messages: Sequence[Message], now_ms: int) -> list[Effect]:
         effects: list[Effect] = []
         delayed_on = self._config.delayed_delivery_enabled

@@ -82,6 +82,10 @@ class _SingleActiveDispatcher:
         self._flow.grant(consumer_id, n)
         return self._pump(now_ms)
 
+    def on_writable(self, consumer_id: ConsumerId, writable: bool, now_ms: int) -> list[Effect]:
+        self._flow.set_writable(consumer_id, writable)
+        return self._pump(now_ms) if writable else []
+
     def on_messages(self, messages: Sequence[Message], now_ms: int) -> list[Effect]:
         if self._redelivered and messages:
             first = messages[0].position  # counts of messages the cursor skipped (acked) are stale

@@ -1,0 +1,110 @@
+"""Bytes, not frames, bound what consumers pin in a gateway (real gateway processes).
+
+1,000 WebSocket consumers that never read on a hot topic under bursts of 300 x
+1 KiB (``folio bench stuck`` at its default size) and one that reads: the
+owner stays up and under a stated RSS bound (what remains is the bookkeeping
+of 1,000,000 unacked deliveries), the reading one gets every message. Over a
+small delivery budget, stuck consumers are closed as slow (4429; a client
+that never reads sees its connection dropped once it is closed). One consumer with
+receiverQueueSize=100000 taking 1 MiB messages slowly: the owner's RSS grows
+by what the caches hold, not by what the consumer's permits would allow.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+from collections.abc import Awaitable, Callable
+
+import httpx
+import orjson
+import pytest
+import websockets
+from clusters import MessagingCluster
+
+from folio.load_fanout import Watch, alive_of, consumer_url, mib, rss_bytes, run_stuck
+
+pytestmark = pytest.mark.component
+
+STUCK_RSS_BOUND = 800 << 20  # 1,000 consumers x 1,000 unacked each; was 2.6-3.6 GiB, then lease loss
+BIG_RSS_GROWTH_BOUND = 160 << 20  # entry cache (64 MiB) + read-ahead (16 MiB) + one consumer's 4 MiB
+
+
+def _metric(text: str, name: str) -> float:
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(name))
+
+
+async def test_1000_consumers_that_never_read_cost_bounded_memory_and_get_closed(
+    messaging_cluster: Callable[..., Awaitable[MessagingCluster]],
+) -> None:
+    cluster = await messaging_cluster(gateways=1, nodes=3)
+    pids = [g.pid for g in cluster.gateways]
+    watch = Watch(pids, alive_of(pids)).start()
+    result = await run_stuck(cluster.urls, stuck=1000, bursts=5)
+    await watch.stop()
+    async with httpx.AsyncClient(timeout=30) as http:
+        metrics = (await http.get(f"{cluster.urls[0]}/metrics")).text
+    closed = _metric(metrics, "folio_gateway_slow_consumer_closes_total")
+    rss = watch.rss_max[pids[0]]
+    print(
+        f"stuck: published={result.published} client closes={dict(result.closes)} "
+        f"gateway slow closes={closed:.0f} "
+        f"reader got {result.reader_got} (close {result.reader_close}); owner RSS max {mib(rss)}"
+        f" (start {mib(watch.rss_start[pids[0]])}, bound {mib(STUCK_RSS_BOUND)})"
+    )
+    assert not watch.died, "the gateway died"
+    assert rss < STUCK_RSS_BOUND
+    assert result.reader_got >= result.published == 1500
+    assert result.reader_close is None or result.reader_close == 1000
+
+
+async def test_over_its_delivery_budget_a_gateway_closes_the_stuck_consumers_4429(
+    messaging_cluster: Callable[..., Awaitable[MessagingCluster]],
+) -> None:
+    cluster = await messaging_cluster(gateways=0, nodes=3)
+    await cluster.add_gateway("--delivery-budget-mb", "8", "--consumer-pending-bytes", str(256 << 10))
+    result = await run_stuck(cluster.urls, stuck=50, bursts=3, burst=100, payload=16 << 10, queue=5000)
+    async with httpx.AsyncClient(timeout=30) as http:
+        metrics = (await http.get(f"{cluster.urls[0]}/metrics")).text
+    closed = _metric(metrics, "folio_gateway_slow_consumer_closes_total")
+    held = _metric(metrics, "folio_gateway_delivery_pending_bytes")
+    print(
+        f"budget 8 MiB, 50 stuck x 300 x 16 KiB: gateway slow closes={closed:.0f}, client closes="
+        f"{dict(result.closes)}, reader got {result.reader_got}/{result.published}, held now {held:.0f}"
+    )
+    assert closed >= 10
+    assert sum(n for code, n in result.closes.items() if code in (4429, 1006)) >= 10
+    assert result.reader_got >= result.published == 300
+    assert result.reader_close is None or result.reader_close == 1000
+
+
+async def test_a_huge_receiver_queue_is_bounded_by_bytes(
+    messaging_cluster: Callable[..., Awaitable[MessagingCluster]],
+) -> None:
+    cluster = await messaging_cluster(gateways=1, nodes=3)
+    url = cluster.urls[0]
+    pid = cluster.gateways[0].pid
+    topic = "bigqueue"
+    payload = base64.b64encode(b"m" * (1 << 20)).decode()
+    async with httpx.AsyncClient(timeout=60) as http:
+        for _ in range(30):  # 150 messages of 1 MiB, a backlog
+            body = {"messages": [{"payload": payload, "payloadEncoding": "base64"}] * 5}
+            response = await http.post(f"{url}/topics/persistent/public/default/{topic}", json=body)
+            response.raise_for_status()
+    await asyncio.sleep(1)
+    before = rss_bytes(pid)
+    watch = Watch([pid], alive_of([pid])).start()
+    ws_url = consumer_url(url.replace("http://", "ws://"), topic, "slow", 100_000)
+    got = 0
+    async with websockets.connect(ws_url, max_size=None, max_queue=1) as ws:
+        while got < 150:  # a slow reader: ~20 messages/s
+            msg = orjson.loads(await asyncio.wait_for(ws.recv(), 30))
+            await ws.send(orjson.dumps({"messageId": msg["messageId"]}).decode())
+            got += 1
+            await asyncio.sleep(0.05)
+    await watch.stop()
+    growth = watch.rss_max[pid] - before
+    top = mib(watch.rss_max[pid])
+    print(f"receiverQueueSize=100000, 150 x 1 MiB read slowly: owner RSS {mib(before)} -> max {top}")
+    assert not watch.died
+    assert growth < BIG_RSS_GROWTH_BOUND, f"RSS grew {mib(growth)}"
