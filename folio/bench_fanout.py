@@ -56,7 +56,7 @@ def run_bench(args: argparse.Namespace) -> int:
     if args.url:
         return uvloop.run(_run(args, args.url.split(","), []))
     root = Path(args.data).resolve()
-    cluster = start_cluster(root)
+    cluster = start_cluster(root, ("--sessions-per-role", str(args.consumers + 100)))
     try:
         urls = [g.http_url for g in cluster.gateways]
         pids = [g.pid for g in cluster.gateways]

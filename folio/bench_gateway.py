@@ -265,7 +265,7 @@ async def run_workloads(
     return rows
 
 
-def start_cluster(root: Path) -> LocalCluster:
+def start_cluster(root: Path, gateway_args: tuple[str, ...] = ()) -> LocalCluster:
     shutil.rmtree(root, ignore_errors=True)
     ports = free_ports(10)
     cluster = LocalCluster(
@@ -275,6 +275,7 @@ def start_cluster(root: Path) -> LocalCluster:
         etcd_client_port=ports[6],
         etcd_peer_port=ports[7],
         gateway_ports=(ports[8], ports[9]),
+        gateway_args=gateway_args,
     )
     try:
         cluster.start()

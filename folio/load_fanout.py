@@ -325,11 +325,13 @@ async def run_stuck(
             response = await http.post(f"{owner}/topics/{TOPIC_PATH}/{topic}", json=body)
             response.raise_for_status()
             results = response.json()["messagePublishResults"]
+            say(f"burst {round_ + 1}/{bursts} published")
             published += sum(1 for r in results if r.get("errorCode") == 0)
             await asyncio.sleep(pause_s)
     deadline = time.monotonic() + 30
     while len(tally.seqs) < published and time.monotonic() < deadline and not reading.done():
         await asyncio.sleep(0.1)
+    say(f"reader got {len(tally.seqs)} of {published}; reading what the stuck consumers were sent")
     codes = await asyncio.gather(*(_close_code(ws, 5.0) for ws in stuck_conns))
     closes = Counter(c if c is not None else 0 for c in codes)
     for ws in [*stuck_conns, reader]:

@@ -59,6 +59,7 @@ class LocalCluster:
     restart_policy: RestartPolicy = field(default_factory=RestartPolicy)
     children: list[Child] = field(default_factory=list)
     secure: bool = False  # bearer tokens on the gateways (keys under <root>/security)
+    gateway_args: tuple[str, ...] = ()  # more flags for every gateway (benchmarks)
     analytics_master: str | None = "local[*]"  # Spark master of the analytics service; None: none
     analytics: AnalyticsProcess | None = None
 
@@ -96,7 +97,7 @@ class LocalCluster:
                 self.etcd.endpoint,
                 port=port,
                 log_path=self.root / f"gateway-{port}.log",
-                extra_args=security.gateway_args() if self.secure else (),
+                extra_args=(*(security.gateway_args() if self.secure else ()), *self.gateway_args),
             )
             gateway.start()
             self.gateways.append(gateway)

@@ -9,7 +9,9 @@ broker (its frames queue, bounded) and shutdown never hangs; a relay is
 transparent: the owner's handshake status and every frame in both directions
 pass through unchanged, and so does its close code - except when the owner
 vanishes without a close frame (1006): the client is then closed with 4503
-("reconnect"), never left hanging.
+("reconnect"), never left hanging. The relay pings the owner every
+``RELAY_PING_S``; an owner that does not answer within ``RELAY_PING_TIMEOUT_S``
+(paused, partitioned) counts as vanished.
 """
 
 from __future__ import annotations
@@ -30,6 +32,10 @@ from gateway.api.ws_outbound import Outbound
 log = logging.getLogger(__name__)
 
 __all__ = ["Outbound", "deny", "deny_status", "relay", "relay_url"]
+
+RELAY_PING_S = 5.0  # the relay pings the owner gateway this often...
+RELAY_PING_TIMEOUT_S = 5.0  # ...and gives it up (client closed 4503) when no pong comes this soon
+RELAY_CLOSE_S = 2.0  # waiting for the owner's close frame
 
 
 async def deny(websocket: WebSocket, exc: BaseException, prefix: str = "") -> None:
@@ -65,7 +71,9 @@ async def relay(websocket: WebSocket, url: str) -> None:
             url,
             max_size=None,
             open_timeout=10,
-            ping_interval=None,
+            ping_interval=RELAY_PING_S,
+            ping_timeout=RELAY_PING_TIMEOUT_S,
+            close_timeout=RELAY_CLOSE_S,
             additional_headers={"Authorization": credentials} if credentials else None,
         )
     except InvalidStatus as exc:

@@ -24,6 +24,8 @@ from folio.load_fanout import Watch, alive_of, mib, run_fanout
 
 pytestmark = pytest.mark.component
 
+MANY_SESSIONS = ("--sessions-per-role", "2000")  # 1,000 anonymous consumers and more
+
 TTL_S = 2  # lost 1.8 s after the last refresh was sent
 
 
@@ -65,7 +67,9 @@ async def test_a_hung_event_loop_stops_the_renewals(etcd_endpoint: str) -> None:
 async def test_1000_relayed_consumers_at_10000_deliveries_per_s_keep_both_gateways(
     messaging_cluster: Callable[..., Awaitable[MessagingCluster]],
 ) -> None:
-    cluster = await messaging_cluster(gateways=2, nodes=3)
+    cluster = await messaging_cluster(gateways=0, nodes=3)
+    for _ in range(2):
+        await cluster.add_gateway(*MANY_SESSIONS)
     pids = [g.pid for g in cluster.gateways]
     watch = Watch(pids, alive_of(pids)).start()
     seconds = float(os.environ.get("FOLIO_FANOUT_SECONDS", "15"))

@@ -26,6 +26,8 @@ from folio.load_fanout import Watch, alive_of, consumer_url, mib, rss_bytes, run
 
 pytestmark = pytest.mark.component
 
+MANY_SESSIONS = ("--sessions-per-role", "2000")  # 1,000 anonymous consumers and more
+
 STUCK_RSS_BOUND = 800 << 20  # 1,000 consumers x 1,000 unacked each; was 2.6-3.6 GiB, then lease loss
 BIG_RSS_GROWTH_BOUND = 160 << 20  # entry cache (64 MiB) + read-ahead (16 MiB) + one consumer's 4 MiB
 
@@ -37,7 +39,8 @@ def _metric(text: str, name: str) -> float:
 async def test_1000_consumers_that_never_read_cost_bounded_memory_and_get_closed(
     messaging_cluster: Callable[..., Awaitable[MessagingCluster]],
 ) -> None:
-    cluster = await messaging_cluster(gateways=1, nodes=3)
+    cluster = await messaging_cluster(gateways=0, nodes=3)
+    await cluster.add_gateway(*MANY_SESSIONS)
     pids = [g.pid for g in cluster.gateways]
     watch = Watch(pids, alive_of(pids)).start()
     result = await run_stuck(cluster.urls, stuck=1000, bursts=5)
@@ -62,7 +65,9 @@ async def test_over_its_delivery_budget_a_gateway_closes_the_stuck_consumers_442
     messaging_cluster: Callable[..., Awaitable[MessagingCluster]],
 ) -> None:
     cluster = await messaging_cluster(gateways=0, nodes=3)
-    await cluster.add_gateway("--delivery-budget-mb", "8", "--consumer-pending-bytes", str(256 << 10))
+    await cluster.add_gateway(
+        "--delivery-budget-mb", "8", "--consumer-pending-bytes", str(256 << 10), *MANY_SESSIONS
+    )
     result = await run_stuck(cluster.urls, stuck=50, bursts=3, burst=100, payload=16 << 10, queue=5000)
     async with httpx.AsyncClient(timeout=30) as http:
         metrics = (await http.get(f"{cluster.urls[0]}/metrics")).text
