@@ -24,7 +24,8 @@ from folio.load_fanout import Watch, alive_of, mib, run_fanout
 
 pytestmark = pytest.mark.component
 
-MANY_SESSIONS = ("--sessions-per-role", "2000")  # 1,000 anonymous consumers and more
+MANY_SESSIONS = ("--sessions-per-role", "2000", "--load-manager-interval", "3600")  # 1,000 anonymous
+# consumers and more; no bundle moved by load while a test measures
 
 TTL_S = 2  # lost 1.8 s after the last refresh was sent
 
