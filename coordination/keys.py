@@ -125,7 +125,7 @@ def bundle_unload(tenant_name: str, ns: str, bundle_range: str) -> str:
     return f"{BUNDLE_UNLOAD}{tenant_name}/{ns}/{bundle_range}"
 
 
-# ---------------------------------------------------------------- analytics (docs/decisions/0010)
+# ---------------------------------------------------------------- analytics (docs/decisions/0012)
 ANALYTICS = f"{ROOT}/analytics/"
 ANALYTICS_RUN = f"{ANALYTICS}run"  # JSON run record (coordination.analytics_run): requests, progress
 ANALYTICS_SETTINGS = f"{ANALYTICS}settings"  # JSON cluster settings {"intervalSeconds"}

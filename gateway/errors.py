@@ -1,7 +1,7 @@
 """Typed errors of the gateway package.
 
 Owns: ``GatewayError``, the one base of every error the gateway raises on
-purpose, and the subclasses its pure cores need. Rule (style.md §3c): each
+purpose, and the subclasses its pure cores need. Rule (docs/architecture.md §11): each
 error has a stable ``code`` string and a class attribute ``retriable``; the
 translation to HTTP status and WebSocket close codes happens at the edge only
 (added later, in this module, as one mapping keyed by ``code``).

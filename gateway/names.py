@@ -2,7 +2,7 @@
 
 Owns: parsing and validating ``persistent://tenant/namespace/topic`` names and
 their REST/WebSocket path forms, partition names (``<topic>-partition-<n>``)
-and the encoding of a name as an etcd key segment. Rule (DESIGN.md §4): names
+and the encoding of a name as an etcd key segment. Rule (docs/architecture.md §4): names
 are validated (characters, lengths) and are never turned into file paths; a
 name that fails validation is a ``InvalidName`` (HTTP 400/412 at the edge).
 """

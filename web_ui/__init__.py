@@ -1,4 +1,4 @@
-"""The admin dashboard's browser side: page templates and static files (DESIGN.md §8).
+"""The admin dashboard's browser side: page templates and static files (docs/architecture.md §8).
 
 Owns: ``templates/`` (Jinja page shells) and ``static/`` (the small browser
 modules, stylesheet and vendored uPlot + Alpine with their licenses). Rule: this

@@ -3,7 +3,7 @@
 Owns: parsing Pulsar's ``MessageId`` and ``ResetCursorData`` JSON bodies into
 positions (``CursorTarget``), the JSON form of a message id, the ``X-Pulsar-*``
 headers of a peeked message and the JSON item of Folio's message browse.
-Rules (reference/pulsar-api.md §1.8, §3.2): ``ResetCursorData`` is
+Rules (docs/compatibility.md §1.8, §3.2): ``ResetCursorData`` is
 ``{ledgerId, entryId, partitionIndex?, batchIndex?, isExcluded?, excluded?,
 properties?}`` (ids Java longs, indexes Java ints, the flags booleans -
 ``isExcluded`` wins over Jackson's ``excluded`` - and ``properties`` ignored) or

@@ -6,7 +6,7 @@ app's handlers), ``on_owner`` (serve a topic-scoped call on the topic's owner:
 here, or forwarded once), path-to-name helpers, JSON answers, the JSON body
 reader of every admin route (``read_json``) and the URL convertors of path
 segments that must not swallow a literal route (``{topic:topic}``,
-``{bundle:bundle}``). Rules (DESIGN.md §6-7): statuses come from
+``{bundle:bundle}``). Rules (docs/architecture.md §6-7): statuses come from
 ``gateway.api.errors`` only; an admin read never auto-creates a topic (404
 instead); a body is JSON whatever its content type (curl's default form type
 included), an empty body is no body, a JSON ``null`` body is refused (400), and

@@ -2,7 +2,7 @@
 
 Owns: the HTTP shape of ``…/subscription/{sub}/position/{n}``, ``…/ledger/{l}/entry/{e}``,
 ``…/examinemessage``, ``…/lastMessageId``, ``…/messageid/{timestamp}`` (Pulsar's,
-reference/pulsar-api.md §3.2) and Folio's paged JSON browse
+docs/compatibility.md §3.2) and Folio's paged JSON browse
 ``…/subscription/{sub}/messages`` and ``…/{topic}/messages`` (PIP-332). Rules:
 - Folio batches many messages into one entry internally (users never batched
   them), so every position here counts *messages*; a message of a batch entry

@@ -1,7 +1,7 @@
 """Admin REST v2: tenants, namespaces, namespace policies, topic creation and partitions.
 
 Owns: the HTTP shape of ``/admin/v2/tenants…`` and ``/admin/v2/namespaces/…``
-(reference/pulsar-api.md §3.1), over a ``NamespaceStore``: policies, permissions,
+(docs/compatibility.md §3.1), over a ``NamespaceStore``: policies, permissions,
 bundles and unload.
 Rule: the router is self-contained: its route class (``gateway.api.errors``) turns
 every typed error (by ``code``) and every request-validation error into the one

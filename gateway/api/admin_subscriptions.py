@@ -3,7 +3,7 @@
 Owns: the HTTP shape of ``…/{topic}/subscriptions``, ``…/{topic}/subscription/{sub}``
 (+ ``skip/{n}``, ``skip_all``, ``expireMessages[/{seconds}]``,
 ``resetcursor[/{timestamp}]``) and ``…/{topic}/all_subscription/expireMessages/{seconds}``
-(reference/pulsar-api.md §3.2, §4.8). Rules:
+(docs/compatibility.md §3.2, §4.8). Rules:
 - served by the topic's owner (forwarded once from any gateway); on a
   partitioned topic every partition does it;
 - counts are *messages* (Folio batches messages into entries itself; a skip of

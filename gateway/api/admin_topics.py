@@ -3,7 +3,7 @@
 Owns: the HTTP shape of ``/admin/v2/persistent/{tenant}/{namespace}`` (list,
 partitioned list) and ``…/{topic}`` (create, delete, partitions, stats,
 partitioned-stats, internalStats, partitioned-internalStats, stats/history,
-terminate, unload) - reference/pulsar-api.md §3.2-3.4 - and mounts the
+terminate, unload) - docs/compatibility.md §3.2-3.4 - and mounts the
 subscription and message routers. Rules:
 - any gateway answers: a topic's call is served by its owner or forwarded
   there once (``admin_common.on_owner``); partitioned calls fan out to each

@@ -2,7 +2,7 @@
 
 Owns: the HTTP shape of ``…/{topic}/subscription/{sub}/webhook`` (PUT, GET,
 DELETE) and ``…/{topic}/webhooks`` (GET: all of a topic's, by subscription).
-Rules (ADR 0006, pulsar-api.md §7 row 12):
+Rules (ADR 0006, docs/compatibility.md §7 row 12):
 - served by the topic's owner (forwarded once from any gateway); on a
   partitioned topic every partition has its own (PUT/DELETE do all, GET lists
   them by partition);

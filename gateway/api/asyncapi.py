@@ -154,7 +154,7 @@ CLOSE_CODES = {
 }
 
 _DESCRIPTION = (
-    "Pulsar-compatible WebSocket v2 API of a Folio gateway (pulsar-api.md §1). Every frame is a text "
+    "Pulsar-compatible WebSocket v2 API of a Folio gateway (docs/compatibility.md §1). Every frame is a text "
     "frame holding one JSON object. A refused handshake is answered with an HTTP status and an "
     "`ErrorBody` JSON (`{reason, code}`): 400 bad query parameter or name, 404 unknown namespace/topic, "
     "409 producer/consumer busy, 503 unavailable. Sessions are closed with codes in the valid private "
@@ -233,21 +233,21 @@ def _channel(
 CHANNELS: dict[str, dict[str, Any]] = {
     "producer": _channel(
         "/ws/v2/producer/{domain}/{tenant}/{namespace}/{topic}",
-        "Publish messages (pulsar-api.md §1.5). A frame that cannot be parsed gets a `send-error:N` "
+        "Publish messages (docs/compatibility.md §1.5). A frame that cannot be parsed gets a `send-error:N` "
         "reply and the session stays open.",
         _PRODUCER_IN + _PRODUCER_OUT,
         PRODUCER_QUERY,
     ),
     "consumer": _channel(
         "/ws/v2/consumer/{domain}/{tenant}/{namespace}/{topic}/{subscription}",
-        "Consume a subscription (pulsar-api.md §1.6). A command that cannot be parsed closes the "
+        "Consume a subscription (docs/compatibility.md §1.6). A command that cannot be parsed closes the "
         "session with 4003.",
         [*CONSUMER_COMMANDS, *_CONSUMER_OUT],
         CONSUMER_QUERY,
     ),
     "reader": _channel(
         "/ws/v2/reader/{domain}/{tenant}/{namespace}/{topic}",
-        "Read a topic from a position without a durable subscription (pulsar-api.md §1.7). Frames "
+        "Read a topic from a position without a durable subscription (docs/compatibility.md §1.7). Frames "
         "from the client only release flow-control credit, except `isEndOfTopic`.",
         [*CONSUMER_COMMANDS, *_READER_OUT],
         READER_QUERY,

@@ -4,7 +4,7 @@ Owns: ``FRAME_SCHEMAS`` (name -> JSON Schema, draft-07 compatible, ``$ref``
 into ``#/components/schemas/``). Rule: each schema
 states what the real parsers and encoders do - ``gateway.protocol.ws_frames``
 (publish requests, replies, message frames, notices),
-``gateway.protocol.ws_commands`` (consumer/reader commands), pulsar-api.md
+``gateway.protocol.ws_commands`` (consumer/reader commands), docs/compatibility.md
 §1.5-1.7 - so a
 frame the gateway refuses is refused by its schema too, and every frame the
 gateway sends validates. Tests check both directions against the real code.
@@ -77,7 +77,7 @@ def _ids_command(kind: str, description: str) -> Schema:
 FRAME_SCHEMAS: dict[str, Schema] = {
     # ---------------------------------------------------------------- shared
     "MessageIdRef": {
-        "description": "a delivered `messageId` (base64 MessageIdData, pulsar-api.md §1.8) or "
+        "description": "a delivered `messageId` (base64 MessageIdData, docs/compatibility.md §1.8) or "
         "`ledger:entry[:partition[:batchIndex]]`",
         "anyOf": [
             {**BASE64, "minLength": 4},
@@ -87,7 +87,7 @@ FRAME_SCHEMAS: dict[str, Schema] = {
     # ---------------------------------------------------------------- producer, client -> gateway
     "PublishRequest": {
         "type": "object",
-        "description": "Publish one message (pulsar-api.md §1.5.1). Unknown fields are ignored.",
+        "description": "Publish one message (docs/compatibility.md §1.5.1). Unknown fields are ignored.",
         "properties": {
             "payload": {**BASE64, "description": "base64 of the message bytes (required)"},
             "properties": _PROPERTIES,
@@ -136,7 +136,7 @@ FRAME_SCHEMAS: dict[str, Schema] = {
     },
     # ---------------------------------------------------------------- producer, gateway -> client
     "PublishReply": {
-        "description": "The reply to one publish (pulsar-api.md §1.5.2); replies come in completion order.",
+        "description": "The reply to one publish (docs/compatibility.md §1.5.2); replies come in completion order.",
         "oneOf": [ref("PublishOk"), ref("PublishError")],
     },
     "PublishOk": {
@@ -189,7 +189,7 @@ FRAME_SCHEMAS: dict[str, Schema] = {
     # ---------------------------------------------------------------- consumer/reader, gateway -> client
     "ConsumerMessage": {
         "type": "object",
-        "description": "A delivered message (pulsar-api.md §1.6.1).",
+        "description": "A delivered message (docs/compatibility.md §1.6.1).",
         "properties": {
             "messageId": {**BASE64, "description": "base64 MessageIdData; ack with it"},
             "payload": {**BASE64, "description": "base64 of the message bytes"},
@@ -259,7 +259,7 @@ FRAME_SCHEMAS: dict[str, Schema] = {
     # ---------------------------------------------------------------- consumer/reader, client -> gateway
     "Ack": {
         "type": "object",
-        "description": "Acknowledge (pulsar-api.md §1.6.3): any frame whose `type` is absent or unknown is "
+        "description": "Acknowledge (docs/compatibility.md §1.6.3): any frame whose `type` is absent or unknown is "
         'an ack. `"ackType":"cumulative"` makes it cumulative (Folio). On a reader: flow control only.',
         "properties": {
             "type": {"type": "string", "not": {"enum": [*KNOWN_TYPES, "reconsumeLater"]}},
@@ -288,7 +288,7 @@ FRAME_SCHEMAS: dict[str, Schema] = {
         "required": ["type", "messageId"],
     },
     "NegativeAcknowledge": _ids_command(
-        "negativeAcknowledge", "Redeliver after `negativeAckRedeliveryDelay` (pulsar-api.md §1.6.3)."
+        "negativeAcknowledge", "Redeliver after `negativeAckRedeliveryDelay` (docs/compatibility.md §1.6.3)."
     ),
     "Permit": {
         "type": "object",

@@ -1,7 +1,7 @@
 """The one place where typed errors become HTTP statuses and WebSocket close codes.
 
 Owns: ``STATUS_BY_CODE`` (error ``code`` -> HTTP status) and ``close_code``
-(HTTP status -> WebSocket close code). Rules (DESIGN.md §7, pulsar-api.md
+(HTTP status -> WebSocket close code). Rules (docs/architecture.md §7, docs/compatibility.md
 §1.3-1.4): 400 bad input, 404 unknown, 409 conflicts, 412 invalid names
 (admin), 413 too large, 429/503 backpressure and moved topics, 503 for a
 gateway that cannot reach another (``PEER_FAILURES``: forward, relay and

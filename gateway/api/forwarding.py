@@ -2,7 +2,7 @@
 
 Owns: ``local_topic`` (the loaded topic if this gateway owns it, else the
 owner's URL), ``forward`` (replay a request on the owner, answer with its
-answer) and ``get_json`` (a fan-out call to another gateway). Rules (DESIGN.md
+answer) and ``get_json`` (a fan-out call to another gateway). Rules (docs/architecture.md
 §6): any gateway accepts any request; the owner of the topic's bundle serves
 it; a non-owner forwards once, with ``authoritative=true`` so the owner never
 bounces it again; response headers that pass through a forward are the

@@ -3,7 +3,7 @@
 Owns: the etcd connection and lease session, the ledger client, the namespace
 store, bundle ownership (registry, ownership manager, load manager), the
 broker service, the HTTP client used to forward to other gateways, and the
-bounds of this gateway (sessions, payload size). Rules (DESIGN.md §6):
+bounds of this gateway (sessions, payload size). Rules (docs/architecture.md §6):
 - any gateway accepts any request; ``route(topic)`` says whether this gateway
   owns the topic's bundle (serve it) or which gateway does (forward/relay);
 - when a bundle is lost (lease lost, unload, release, deleted key) its topics,

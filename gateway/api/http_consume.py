@@ -2,7 +2,7 @@
 
 Owns: the HTTP consumers this gateway holds, keyed by (topic, subscription,
 consumer name), each a pull-mode consumer of its subscription with a bounded
-buffer of delivered messages. Rules (DESIGN.md §7, pulsar-api.md §7 row 12):
+buffer of delivered messages. Rules (docs/architecture.md §7, docs/compatibility.md §7 row 12):
 - ``fetch(max, wait)`` grants credit for what the buffer lacks, waits up to
   ``wait`` for at least one message and returns up to ``max``; what it returns
   stays unacked at this consumer until acked, nacked or the consumer expires;

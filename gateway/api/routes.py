@@ -1,7 +1,7 @@
 """Messaging routes: WebSocket v2, REST producer, raw publish, HTTP consume, lookup, health.
 
 Owns: the URL surface users publish and consume through, and where each
-request is served. Rules (DESIGN.md §6-7, pulsar-api.md §1-2, §5.2):
+request is served. Rules (docs/architecture.md §6-7, docs/compatibility.md §1-2, §5.2):
 - any gateway accepts any request; the owner of the topic's bundle serves it;
   a non-owner relays WebSocket sessions and forwards REST calls to the owner
   (with ``authoritative=true`` so the owner never bounces it again);

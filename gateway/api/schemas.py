@@ -6,7 +6,7 @@ Owns: the documented shapes of the REST producer (``ProducerMessages`` in,
 path/query parameter schemas shared by those routes. Rule: these models are
 never used to parse requests - ``gateway.protocol.rest`` stays the one fast
 parser and the one source of the rules - so each field here states that
-parser's rule (pulsar-api.md §2.1, §2.3, §1.6.1) as exactly as JSON Schema
+parser's rule (docs/compatibility.md §2.1, §2.3, §1.6.1) as exactly as JSON Schema
 can; payloads and ids that are base64 say so with ``contentEncoding: base64``.
 ``REQUEST_MODELS`` (with the admin bodies of ``gateway.api.admin_schemas``) are
 added to the document's components by ``gateway.api.openapi`` (FastAPI only

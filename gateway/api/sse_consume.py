@@ -3,7 +3,7 @@
 Owns: the ``/consume/.../{subscription}/stream`` route and each stream: an HTTP
 consumer of ``http_consume`` (pull mode, the same consumer table, so
 ``POST .../ack?consumerName=<name>`` acks what a stream delivered). Rules
-(pulsar-api.md §7 row 12: users asked for HTTP consume with SSE; a browser's
+(docs/compatibility.md §7 row 12: users asked for HTTP consume with SSE; a browser's
 ``EventSource`` and ``curl -N`` read it as it is):
 - the first event (``event: consumer``) names the consumer to ack as (given by
   ``consumerName`` or generated, ``sse-<hex>``; a stream has its consumer to

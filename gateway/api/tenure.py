@@ -3,7 +3,7 @@
 Owns: the sequence that puts a gateway process into the cluster under an etcd
 lease - grant the lease, register its membership, take part in bundle ownership
 and in the load-manager election - and runs it again, in the same process, each
-time that lease is lost. Rules (DESIGN.md §6):
+time that lease is lost. Rules (docs/architecture.md §6):
 
 - every etcd step is retried with patience (``coordination.patience``): a gateway
   started while etcd is away, or meeting an outage halfway through starting,

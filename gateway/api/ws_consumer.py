@@ -1,4 +1,4 @@
-"""WebSocket v2 consumer and reader endpoints (pulsar-api.md §1.6-1.7), served by the owner.
+"""WebSocket v2 consumer and reader endpoints (docs/compatibility.md §1.6-1.7), served by the owner.
 
 Owns: one consumer (or reader) session: it is the subscription's sink for
 this consumer (deliveries become JSON frames) and turns client commands into

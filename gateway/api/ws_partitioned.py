@@ -3,7 +3,7 @@
 Owns: the fan-out of a producer, consumer or reader session on a partitioned
 topic (``<topic>`` with N partitions) to per-partition sessions on the
 gateways owning ``<topic>-partition-i`` (this gateway included, over
-loopback). Rules (pulsar-api.md §1.5, §4.3, §5.2):
+loopback). Rules (docs/compatibility.md §1.5, §4.3, §5.2):
 - producer routing: a message with a key goes to partition
   ``hash(key) mod N`` (``hashingScheme``: JavaStringHash (default) or
   Murmur3_32Hash); without a key, ``SinglePartition`` (default) sends every

@@ -1,4 +1,4 @@
-"""WebSocket v2 producer endpoint (pulsar-api.md §1.5), served by the topic's owner.
+"""WebSocket v2 producer endpoint (docs/compatibility.md §1.5), served by the topic's owner.
 
 Owns: one producer session: handshake checks, sequence ids, publish frames in,
 replies out. Rules: replies carry the request's ``context`` and come in

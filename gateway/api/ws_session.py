@@ -2,7 +2,7 @@
 
 Owns: handshake refusal with an HTTP status and JSON reason, the outbound
 frame writer (``Outbound``), closing with a valid close code, and the relay of
-a whole session to the gateway that owns the topic. Rules (DESIGN.md §6-7):
+a whole session to the gateway that owns the topic. Rules (docs/architecture.md §6-7):
 every handler reads the socket in its own loop and writes only through its
 ``Outbound``, which never blocks the caller: a slow client never blocks the
 broker (its frames queue, bounded) and shutdown never hangs; a relay is

@@ -1,7 +1,7 @@
 """Typed errors of the broker shells (topics, subscriptions, producers).
 
 Owns: the errors a client can cause or meet on the messaging path. Rule
-(style.md §3c): stable ``code`` strings; ``gateway/api/errors.py`` maps them to
+(docs/architecture.md §11): stable ``code`` strings; ``gateway/api/errors.py`` maps them to
 HTTP status and WebSocket close codes in one table.
 """
 

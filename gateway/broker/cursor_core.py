@@ -7,7 +7,7 @@ subscription has read and not yet fully acked; its bounded ``snapshot`` and
 ``Cursor.restore``. What it needs to know about the topic's log comes in as
 a ``log_layout.LogView`` argument (``LedgerLayout`` is the plain one).
 
-Rules (reference/pulsar-api.md §4.6-4.8, DESIGN §4):
+Rules (docs/compatibility.md §4.6-4.8, docs/architecture.md §4):
 - Individual ack of an entry, or of its last unacked batch index, makes the
   entry acked; the mark-delete position then moves to the highest P such that
   every entry <= P is acked (holes that fill collapse into it). A partly acked

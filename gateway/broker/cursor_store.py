@@ -1,7 +1,7 @@
 """The etcd copy of one durable subscription's cursor.
 
 Owns: the cursor key's etcd revision and which cursor revision that key holds.
-Rule (docs/decisions/0005, DESIGN.md §5): every write is a compare-and-swap on
+Rule (docs/decisions/0005, docs/architecture.md §5): every write is a compare-and-swap on
 the revision this gateway last wrote or read (0: the key must not exist yet),
 and so is the delete; a lost comparison means another gateway wrote the key -
 it owns the topic now - and nothing is written over its cursor.

@@ -1,7 +1,7 @@
 """Flow control for one subscription: permits and unacked limits (pure).
 
 Owns: per-consumer delivery credit and unacked counts, and the subscription's
-unacked total. Rules (pulsar-api.md §4.4 "Permits"/"Unacked limits", §7 row 3):
+unacked total. Rules (docs/compatibility.md §4.4 "Permits"/"Unacked limits", §7 row 3):
 - PUSH consumer (``receiverQueueSize`` q): at most q messages outstanding, i.e.
   delivered and neither acked nor taken back. Credit returns on ack AND when
   the dispatcher takes a message back (nack, ack timeout, redelivery) - Pulsar

@@ -2,7 +2,7 @@
 
 Owns: publishing a copy of a consumed message to its subscription's
 dead-letter topic (``<topic>-<sub>-DLQ``) or retry topic (``<topic>-<sub>-RETRY``).
-Rules (pulsar-api.md §4.4): the copy keeps payload, key and properties and
+Rules (docs/compatibility.md §4.4): the copy keeps payload, key and properties and
 adds ``REAL_TOPIC`` and ``ORIGIN_MESSAGE_ID``; a retry copy carries
 ``RECONSUMETIMES`` and ``DELAY_TIME`` and is delivered after the delay; past
 ``maxRedeliverCount`` reconsumes it goes to the dead-letter topic; the original
@@ -65,7 +65,7 @@ async def reconsume_later(
     delay_ms: int,
     max_retries: int,
 ) -> None:
-    """Retry-letter topic (pulsar-api.md §4.4): ack the message and publish a copy to
+    """Retry-letter topic (docs/compatibility.md §4.4): ack the message and publish a copy to
     ``<topic>-<sub>-RETRY`` delivered after ``delay_ms``; past ``max_retries`` (> 0)
     reconsumes, the copy goes to the dead-letter topic instead."""
     messages = await topic.decoded.load_messages(position.entry)

@@ -1,7 +1,7 @@
 """Managed-log policy decisions: when to roll a ledger and which ledgers to trim (pure).
 
 Owns: ``RolloverPolicy`` and the decisions ``should_roll``, ``new_ledger_due``
-and ``ledgers_to_trim``. Rules (pulsar-api.md §4.11, §5.3):
+and ``ledgers_to_trim``. Rules (docs/compatibility.md §4.11, §5.3):
 - roll the open ledger once it holds ``entries_max`` entries or ``bytes_max``
   bytes, or has been open ``age_max_ms`` (and is not empty);
 - a log whose writer lost its write quorum (``QuorumLost``: too few writable

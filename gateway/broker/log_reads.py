@@ -2,7 +2,7 @@
 
 Owns: ``LedgerReaders``, the bounded set of open readers of a log's ledgers
 (least recently used closed first) with the log's read-ahead, and
-``read_entries``. Rules (DESIGN.md §4): a read never goes past the last
+``read_entries``. Rules (docs/architecture.md §4): a read never goes past the last
 confirmed entry (the layout's end) nor crosses into the next ledger in one
 call; recent entries come from the cache, older ones from the read-ahead or
 else the storage nodes, fetched a read-ahead's worth at a time

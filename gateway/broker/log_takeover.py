@@ -7,7 +7,7 @@ ledgers whose message total the ledger list does not record, feeds each
 entry's message count (from the entry header) to the log's ``MessageCounts``,
 then records the total in the list.
 
-Rules (DESIGN.md §3, §4; docs/decisions/0004): a ledger that is not CLOSED is
+Rules (docs/architecture.md §3, §4; docs/decisions/0004): a ledger that is not CLOSED is
 opened with recovery, which fences its old writer at the storage nodes; an
 empty one is dropped. Users count messages, and Folio packs many messages into
 one entry. An owner that closes a ledger writes its total into the list; an

@@ -2,7 +2,7 @@
 
 Owns: the topic's ledger list (``coordination.keys.managed_log``), its one open
 ledger writer, the entry cache of recent entries and the readers of older
-ledgers. Rules (DESIGN.md §4, §6; pulsar-api.md §5.3, BookKeeper's "ledgers to
+ledgers. Rules (docs/architecture.md §4, §6; docs/compatibility.md §5.3, BookKeeper's "ledgers to
 log" recipe):
 - ``open`` recovers (fences and closes) every ledger in the list that is not
   closed, drops empty ones, creates a new ledger (its id above every id in the

@@ -5,7 +5,7 @@ entry appended while this gateway owned the topic, and the total of ledgers
 known only from the ledger list - and ``CountedView``, which answers the
 message-level questions of backlog, skip and peek over a ``LedgerLayout``.
 
-Rules: Folio batches many messages into one entry (DESIGN §4), but users
+Rules: Folio batches many messages into one entry (docs/architecture.md §4), but users
 count messages, so stats and admin operations do too. Counts are exact for
 entries this gateway appended and for whole ledgers whose total the ledger
 list records; for other ledgers (recovered after a crash) a part of a ledger

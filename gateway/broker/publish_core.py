@@ -3,7 +3,7 @@
 Owns: ``PublishBatcher`` (which published messages go into the next ledger
 entry, and when that entry is cut) and ``Dedup`` (per-producer sequence ids).
 Rules:
-- batching (DESIGN.md §4): an entry is cut when no add is in flight (the
+- batching (docs/architecture.md §4): an entry is cut when no add is in flight (the
   previous one completed); while the adds in flight are all light (at most
   ``light_messages`` messages each: the topic is lightly loaded) and fewer than
   ``light_inflight``, also at once; otherwise - with adds in flight - once the
@@ -15,7 +15,7 @@ Rules:
   pipelined instead of many small ones.
   The queue of waiting messages is bounded in messages and bytes; ``offer``
   refuses beyond it (backpressure, HTTP 429).
-- dedup (pulsar-api.md §4.9, fix of pulsar #5218): per producer name the highest
+- dedup (docs/compatibility.md §4.9, fix of pulsar #5218): per producer name the highest
   sequence id *persisted* and *pushed*. A message at or below persisted is a
   duplicate (not stored, answered as such); one at or below pushed but above
   persisted is still in flight: the answer is a retriable error, never a silent

@@ -2,7 +2,7 @@
 
 Owns: ``ReadAhead``, the entries of a log fetched from the storage nodes, kept
 for the reads that follow, and how many entries the next fetch asks for.
-Rules (DESIGN.md §4: catching-up consumers read ahead from the storage nodes;
+Rules (docs/architecture.md §4: catching-up consumers read ahead from the storage nodes;
 Pulsar's managed ledger keeps the entries it read in its cache the same way):
 - a read that misses the caches fetches about ``fetch_bytes`` of entries (one
   range-read reply), judged by the average size of the entries of the last

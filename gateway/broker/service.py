@@ -3,7 +3,7 @@
 Owns: the map of loaded topics (one load at a time per topic), the policies
 each topic acts on (refreshed from the namespace store; the quorums of its
 managed log's next ledger among them), and publishing to a
-topic by name wherever it is owned (dead-letter topics). Rules (DESIGN.md
+topic by name wherever it is owned (dead-letter topics). Rules (docs/architecture.md
 §4, §6): a topic is loaded only by its bundle's owner (the API layer checks
 ownership before calling in); loading opens the managed log with recovery,
 which fences any previous owner; a topic whose ownership is lost is dropped

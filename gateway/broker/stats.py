@@ -5,7 +5,7 @@ sliding window), ``iso_ms``, the builders of Pulsar's ``PublisherStats``,
 ``ConsumerStats``, ``SubscriptionStats`` and ``TopicStats`` dicts, and
 ``aggregate`` (partitioned-stats: the partitions' stats summed).
 
-Rules (reference/pulsar-api.md §3.3): field names exactly as Pulsar's; the hot
+Rules (docs/compatibility.md §3.3): field names exactly as Pulsar's; the hot
 paths only add to plain integer counters; rates are computed here, at read
 time, from samples the topic's maintenance loop takes (``RateMeter.sample``),
 so a stats call costs nothing on the publish or dispatch path. A meter with no

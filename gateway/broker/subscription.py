@@ -2,7 +2,7 @@
 
 Owns: a subscription's cursor (ack state), its dispatcher (who gets what), its
 read position, its consumers' sinks, and the persistence of the cursor to
-etcd. Rules (DESIGN.md §4-5, dispatch/base.py contract):
+etcd. Rules (docs/architecture.md §4-5, dispatch/base.py contract):
 - one task (``_run``) reads the log at the read position as far as the
   dispatcher's ``read_budget`` allows (overshooting by at most one entry),
   skipping acked messages, and carries out the dispatcher's effects in order;

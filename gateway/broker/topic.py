@@ -3,7 +3,7 @@
 Owns: the topic's managed log, its producers (names unique per topic), the
 decoded-entry cache, and its subscriptions and readers; the publish path
 (batcher, dedup, settling) is its base class ``topic_publish.PublishPath``.
-Rules (DESIGN.md §4-6):
+Rules (docs/architecture.md §4-6):
 - with dedup on, (producer, sequence id) at or below the persisted maximum is
   answered as a duplicate and not stored; the state is snapshotted to etcd and
   rebuilt from the snapshot plus the log tail when the topic is loaded;

@@ -3,7 +3,7 @@
 Owns: walking a topic's messages forwards (optionally skipping what a cursor
 acknowledged) and backwards, finding one message by id or by publish time,
 creating a subscription at a position, and deleting a topic's storage.
-Rules (reference/pulsar-api.md §3.2): Folio batches many messages into one
+Rules (docs/compatibility.md §3.2): Folio batches many messages into one
 entry, so positions given to users count *messages*, never entries: "the
 n-th message" is the n-th message, whether or not it shares an entry; a
 message of a batch entry is named ``ledger:entry:batchIndex``. Reads never

@@ -3,7 +3,7 @@
 Owns: ``PublishPath``, the part of ``Topic`` that takes messages in and answers
 them once stored - the publish batcher and dedup state (``publish_core``),
 the lone-message pump, and the settling of each publish call's outcomes.
-Rules (DESIGN.md §5):
+Rules (docs/architecture.md §5):
 - a publish is refused whole while the topic is closing, fenced, terminated or
   over its backlog quota; otherwise its messages are queued in order, all at
   once when they fit and dedup is off, else one by one (each refused with a

@@ -4,7 +4,7 @@ Owns: reading a ``Topic``'s counters, meters, cursors and ledger list into the
 pure builders of ``gateway.broker.stats`` (``topic_stats``) and Pulsar's
 internal-stats shape (``internal_stats``: managed log, ledgers with Folio's
 ``state``/``ensembles``/``messages`` additions, cursors). Rules
-(reference/pulsar-api.md §3.3-3.4, §4.8): ``msgBacklog`` counts messages after
+(docs/compatibility.md §3.3-3.4, §4.8): ``msgBacklog`` counts messages after
 mark-delete that are not acknowledged; ``individuallyDeletedMessages`` is
 Guava range notation; nothing here writes state.
 """

@@ -1,7 +1,7 @@
 """A topic's upkeep: dedup state persistence, TTL expiry, backlog quota, trimming.
 
 Owns: the periodic and load-time work of a ``Topic`` that is not on the
-publish or delivery path. Rules (pulsar-api.md §4.9, §4.11):
+publish or delivery path. Rules (docs/compatibility.md §4.9, §4.11):
 - dedup state is a snapshot in etcd (producer -> highest persisted sequence id,
   plus the log position it covers), written by compare-and-swap every
   ``DEDUP_SNAPSHOT_ENTRIES`` entries and on clean close; a new owner restores
@@ -84,7 +84,7 @@ async def maintain_once(topic: Topic) -> None:
 
 
 def backlog_bytes(topic: Topic) -> int:
-    """Estimated bytes after the slowest durable cursor (pulsar-api.md §4.11)."""
+    """Estimated bytes after the slowest durable cursor (docs/compatibility.md §4.11)."""
     slowest = topic.slowest_mark_delete()
     layout = topic.log.layout
     total = layout.total_entries

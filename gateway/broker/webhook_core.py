@@ -3,7 +3,7 @@
 Owns: ``Backoff`` (when the next POST of a pusher may go after failures),
 ``take_batch`` (which delivered messages one POST carries), ``attempt_outcome``
 (what an HTTP answer means) and ``plan`` (which pushers a gateway starts and
-stops, given the webhooks stored and those it runs). Rules (pulsar-api.md §7
+stops, given the webhooks stored and those it runs). Rules (docs/compatibility.md §7
 row 12; as Google Pub/Sub push subscriptions):
 - a 2xx answer acknowledges every message of the POST; anything else (another
   status, a timeout, no connection) is a failure;

@@ -1,4 +1,4 @@
-"""The admin dashboard every gateway serves at ``/`` and under ``/ui/`` (DESIGN.md §8).
+"""The admin dashboard every gateway serves at ``/`` and under ``/ui/`` (docs/architecture.md §8).
 
 Owns: the gateway's side of the dashboard: the page catalogue (``pages``) and
 the router (``routes.make_router``) that renders the page shells and serves the

@@ -1,6 +1,6 @@
 """Typed errors of the metadata layer (tenants, namespaces, policies, topic existence).
 
-Owns: the errors ``gateway.meta`` raises on purpose. Rule (style.md §3c): each has
+Owns: the errors ``gateway.meta`` raises on purpose. Rule (docs/architecture.md §11): each has
 a stable ``code`` and ``retriable``; the HTTP status is chosen at the edge from the
 code (``gateway/api/admin_namespaces.py``): invalid_argument/invalid_policy 400,
 not_found 404, conflict 409, precondition_failed 412, corrupt_metadata 500.

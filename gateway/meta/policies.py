@@ -3,7 +3,7 @@
 Owns: ``Policies`` (the namespace policy document stored at ``keys.namespace``),
 its parts (``Bundles``, ``Retention``, ``BacklogQuota``, ``AutoTopicCreation``;
 ``Persistence`` in ``gateway.meta.persistence``),
-``TenantInfo``, bundle boundaries (reference/pulsar-api.md §5.1) and the parsers
+``TenantInfo``, bundle boundaries (docs/compatibility.md §5.1) and the parsers
 that turn request bodies into these values.
 Rule: JSON field names are Pulsar's (``retention_policies``, ``deduplicationEnabled``,
 ``autoTopicCreationOverride``, ...); a known field with a wrong type or an

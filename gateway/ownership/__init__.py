@@ -1,4 +1,4 @@
-"""Bundle ownership for gateways (DESIGN.md §6, pulsar-api.md §5).
+"""Bundle ownership for gateways (docs/architecture.md §6, docs/compatibility.md §5).
 
 Owns: namespace bundles and the topic -> bundle hash (``bundles``), the records
 kept in etcd (``records``), gateway registration (``registry``), ownership,

@@ -3,7 +3,7 @@
 Owns: the bundle boundaries of a namespace, ``BundleRange`` (one hash range and
 its Pulsar name ``0x%08x_0x%08x``), ``NamespaceBundle`` (a range inside a
 namespace, the unit a gateway owns) and the topic -> bundle mapping.
-Rule (pulsar-api.md §5.1): the hash space ``[0, 0xffffffff]`` is cut into N
+Rule (docs/compatibility.md §5.1): the hash space ``[0, 0xffffffff]`` is cut into N
 ranges of step ``2**32 // N``, the last boundary being ``0xffffffff``; ranges
 are ``[lo, hi)`` except the last, which is ``[lo, 0xffffffff]``. A topic's hash
 is CRC-32 (IEEE, ``zlib.crc32``) of its full name ``persistent://t/ns/topic``

@@ -4,7 +4,7 @@ Owns: this gateway's ownership keys ``keys.bundle(t, ns, range)`` (value: the
 gateway id, held under the gateway's lease), the local table of bundles it owns
 (with each key's ``mod_revision``), and watched caches of every ownership key,
 every assignment and every unload request (``WatchedPrefix``).
-Rules (DESIGN.md §6, pulsar-api.md §5):
+Rules (docs/architecture.md §6, docs/compatibility.md §5):
 
 - A bundle is acquired only by create-if-absent (CAS on revision 0) under this
   gateway's lease, so two gateways can never both hold its key. Ownership is

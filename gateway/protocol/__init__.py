@@ -2,7 +2,7 @@
 
 Owns: parsing what clients send (handshake query parameters, WebSocket text
 frames, REST bodies and headers) into typed values, and building what the
-gateway sends back, byte for byte as pulsar-api.md §1-2 describe, plus the
+gateway sends back, byte for byte as docs/compatibility.md §1-2 describe, plus the
 documented Folio extras. Rule: no I/O, no clock (callers pass ``now_ms``),
 JSON through orjson; every malformed input raises a ``ProtocolError``
 subclass (``gateway.protocol.errors``) with a message that says what is wrong.

@@ -2,7 +2,7 @@
 
 Owns: ``ProtocolError`` and its subclasses, raised by the parsers of
 ``gateway.protocol`` when a client sends something malformed, plus the table
-of Pulsar ``WebSocketError`` codes. Rule (pulsar-api.md §1.3, style.md §3c):
+of Pulsar ``WebSocketError`` codes. Rule (docs/compatibility.md §1.3, docs/architecture.md §11):
 every error carries a stable ``code``, ``retriable = False`` and the Pulsar
 WebSocket error code ``ws_code`` (1..8) the edge uses for ``send-error:<n>``
 replies or close reasons; the mapping to HTTP status / close codes stays at

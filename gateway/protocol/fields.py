@@ -4,7 +4,7 @@ Owns: JSON loading (``load_object``), the field getters shared by the
 WebSocket frame parsers and the REST body parsers, base64 payload decoding and
 message-id parsing. Rules:
 - JSON is parsed with orjson; a syntax error or a top level that is not an
-  object is ``FrameError`` ws_code 3 (pulsar-api.md §1.5.2, §1.6.3).
+  object is ``FrameError`` ws_code 3 (docs/compatibility.md §1.5.2, §1.6.3).
 - types are strict (no Jackson-style coercion): a string field must be a JSON
   string, an integer field a JSON integer - or a whole-number float such as
   ``3178.0`` (JSON Schema's integers, which Jackson reads too), within 2^53 so

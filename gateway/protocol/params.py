@@ -2,7 +2,7 @@
 
 Owns: ``ProducerParams``, ``ConsumerParams``, ``ReaderParams`` and their
 parsers from the handshake's query ``Mapping[str, str]``. Rules
-(pulsar-api.md §1.5, §1.6, §1.7, §1.4):
+(docs/compatibility.md §1.5, §1.6, §1.7, §1.4):
 - parameter names, defaults and enum values as upstream; enums are
   case-sensitive (Java ``Enum.valueOf``); a bad value raises ``InvalidParams``
   whose message starts ``"Invalid query params: "`` and names the parameter and

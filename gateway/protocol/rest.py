@@ -3,7 +3,7 @@
 Owns: the PIP-64 ``ProducerMessages`` body (``parse_producer_messages``) and
 its ``ProducerAcks`` reply (``producer_acks``, ``ack_ok``, ``ack_error``), the
 raw-body publish headers (``parse_raw_headers``) and the HTTP consume shapes
-(``fetch_response``, ``parse_ack_body``). Rules (pulsar-api.md §2.1, §2.3):
+(``fetch_response``, ``parse_ack_body``). Rules (docs/compatibility.md §2.1, §2.3):
 field names, defaults and the reply shape as upstream - ``messageId`` is the
 string ``L:E:P`` (``L:E:P:B`` for a message inside a batch entry), errors carry
 ``errorCode`` 1 (retriable) or 2 and ``errorMsg``. Any malformed input raises

@@ -1,7 +1,7 @@
 """Timestamp strings of the WebSocket API (pure).
 
 Owns: ``format_iso`` (epoch ms -> text) and ``parse_iso`` (text -> epoch ms).
-Rule (pulsar-api.md §1.9): Java's ``ISO_OFFSET_DATE_TIME``. Folio always
+Rule (docs/compatibility.md §1.9): Java's ``ISO_OFFSET_DATE_TIME``. Folio always
 formats in UTC (upstream uses the server's default zone; any zone is valid
 ISO-8601, UTC makes output independent of the host): ``2022-09-07T01:08:23.26Z``,
 seconds always printed, the fraction with as few digits as needed and omitted

@@ -1,6 +1,6 @@
 """Commands a WebSocket consumer or reader sends to the gateway (pure).
 
-Owns: the ``Command`` union and ``parse_command``. Rules (pulsar-api.md
+Owns: the ``Command`` union and ``parse_command``. Rules (docs/compatibility.md
 §1.6.3, §7 rows 1 and 4): dispatch on ``type``; a frame whose ``type`` is
 absent, null or not a known value is an individual ack (upstream behaviour).
 Bad JSON, a wrong field type, a missing or undecodable id, or a bad

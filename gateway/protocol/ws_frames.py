@@ -7,7 +7,7 @@ message frames pushed to consumers and readers (``message_frame``,
 ``active_notice``, ``ranges_notice``) and ``encode_frame``. Consumer commands
 live in ``ws_commands`` and are re-exported here.
 
-Rules (pulsar-api.md §1.5.1, §1.5.2, §1.6.1): field names and reply shapes
+Rules (docs/compatibility.md §1.5.1, §1.5.2, §1.6.1): field names and reply shapes
 byte for byte as upstream - replies carry ``errorCode`` (0 on success; on a
 failure 1 retriable or 2, the meaning Pulsar's REST producer gives it, where
 upstream's WebSocket proxy left a contradicting 0) and ``schemaVersion``, and

@@ -1,4 +1,4 @@
-"""Topic statistics computed by Spark from the log (DESIGN.md §9).
+"""Topic statistics computed by Spark from the log (docs/architecture.md §9).
 
 Owns: the pure statistics core (``grid``, ``sketches``, ``profile``,
 ``keyshare``, ``backlog``, ``results``) and the ``folio analytics`` service

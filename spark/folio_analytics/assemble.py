@@ -6,7 +6,7 @@ rate), ``partition_record`` (one log's record: results, folded state,
 positions, what this run read), ``topic_record`` (a partitioned topic's
 partitions summed) and ``needs_full_read`` (retention trimmed a ledger the
 stored state indexes). Rule: time comes in as ``now_ms``; every record keeps
-the bounds of ``results`` (docs/decisions/0010).
+the bounds of ``results`` (docs/decisions/0012).
 """
 
 from __future__ import annotations

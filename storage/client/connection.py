@@ -2,7 +2,7 @@
 
 Owns: the socket to a node, request ids, the table of requests awaiting a
 reply, write coalescing, reconnect with backoff, and the in-flight bound.
-Rules (DESIGN §3 "Wire protocol"): many requests in flight per connection;
+Rules (docs/architecture.md §3 "Wire protocol"): many requests in flight per connection;
 the first request of an event-loop round is written at once (no loop round
 of latency), the rest of that round in one batch at its end (no drain per
 request);

@@ -3,7 +3,7 @@
 Owns: the choice of E nodes for a new ledger and of a replacement for a failed
 ensemble member (a node from outside the ensemble first; the failed member
 itself once it answers again, when there is no other).
-Rule (DESIGN §3 "Placement"): only live, writable nodes; most free space
+Rule (docs/architecture.md §3 "Placement"): only live, writable nodes; most free space
 first, then least load; a seeded ``random.Random`` breaks ties, so equal nodes
 share the load and a simulation replays exactly. Free space and load are
 compared in coarse buckets so that noise (a few MiB, a few ops/s) does not pin

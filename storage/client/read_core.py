@@ -1,7 +1,7 @@
 """Read routing: which replica to ask, when to ask another, what is readable (pure).
 
 Owns: the decisions of reading one entry, one LAC poll, and how a range splits
-into requests. Rules (pulsar-api.md §6.2, §6.5, DESIGN §3):
+into requests. Rules (docs/compatibility.md §6.2, §6.5, docs/architecture.md §3):
 - ask the members of the entry's write set in write-set order; if the current
   one has not answered after ``speculative_ms`` also ask the next (speculative
   read); on an error, a bad checksum or "no such entry" go to the next at once;

@@ -2,7 +2,7 @@
 
 Owns: one recovery run: the IN_RECOVERY CAS, carrying out the core's fence /
 read / recovery-add effects over the node connections, and the closing CAS.
-Rules (pulsar-api.md §6.4): mark IN_RECOVERY first (an OPEN ledger's writer
+Rules (docs/compatibility.md §6.4): mark IN_RECOVERY first (an OPEN ledger's writer
 then can no longer change its ensemble); a ledger already CLOSED needs no
 recovery; an IN_RECOVERY one is recovered again (a previous recoverer may
 have died); the close converges: if another recoverer closed it first, its

@@ -1,7 +1,7 @@
 """Open-with-recovery: fence, find the end, write the tail back, close (pure).
 
 Owns: the decisions of one recovery of one ledger, after the caller has CAS-set
-it IN_RECOVERY. Rules (pulsar-api.md §6.4, BookKeeper ``LedgerRecoveryOp``):
+it IN_RECOVERY. Rules (docs/compatibility.md §6.4, BookKeeper ``LedgerRecoveryOp``):
 1. fence the ledger on every node of the **last** segment; fencing counts as
    done once every write set has ``Qw - Qa + 1`` definite answers (OK or "no
    such ledger"); if that can no longer happen, recovery fails (retriable);

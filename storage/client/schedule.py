@@ -3,7 +3,7 @@
 Owns: which ensemble indexes hold entry *e* (round-robin from ``e mod E``),
 when an entry has reached its ack quorum, and the coverage question asked by
 fencing and recovery. Rule (BookKeeper ``RoundRobinDistributionSchedule`` /
-``QuorumCoverageSet``, pulsar-api.md §6.2-6.4): an add is acked once Qa
+``QuorumCoverageSet``, docs/compatibility.md §6.2-6.4): an add is acked once Qa
 distinct members of its write set made it durable; a fence (or "this entry is
 absent") is conclusive once, for every write set, at least ``Qw - Qa + 1`` of
 its members answered, because then no write set can still gather Qa acks for

@@ -1,7 +1,7 @@
 """The ledger writer's state machine: pending adds, in-order completion, LAC,
 ensemble change and fencing (pure).
 
-Owns: everything one open ledger's writer decides. Rules (pulsar-api.md
+Owns: everything one open ledger's writer decides. Rules (docs/compatibility.md
 §6.2-6.4, BookKeeper ``LedgerHandle`` / ``PendingAddOp``):
 - entry ids are 0,1,2,... in append order; entry e goes to its write set (Qw
   members of the last segment's ensemble starting at e mod E) and needs Qa

@@ -14,7 +14,7 @@ its awaits. Appends complete strictly in entry order (``CompleteAdds``).
 Backpressure: at most ``WriterConfig.outstanding_adds_max`` adds /
 ``outstanding_bytes_max`` bytes unconfirmed; ``append_nowait`` raises
 ``WriterFull`` beyond that, ``submit``/``append`` wait for room.
-Closing (pulsar-api.md §6.4): CAS OPEN -> CLOSED with the LAC; IN_RECOVERY
+Closing (docs/compatibility.md §6.4): CAS OPEN -> CLOSED with the LAC; IN_RECOVERY
 means someone fenced us (Fenced); CLOSED with the same last entry is success.
 """
 
@@ -74,7 +74,7 @@ class WriterFull(StorageError):
 def close_writer(
     current: LedgerMetadata, last_entry_id: int, length: int, missing: frozenset[NodeId] = frozenset()
 ) -> LedgerMetadata | None:
-    """Modify step of the writer's closing CAS (pulsar-api.md §6.4). ``missing``:
+    """Modify step of the writer's closing CAS (docs/compatibility.md §6.4). ``missing``:
     members of the last segment the writer went on without (recorded on it)."""
     if current.state is LedgerState.OPEN:
         segments = current.segments

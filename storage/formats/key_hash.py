@@ -8,7 +8,7 @@ gateway maps a key to the same slot as a Pulsar broker would; the Spark
 statistics use the same functions to predict what each Key_Shared consumer
 would receive.
 
-Rule: reference/pulsar-api.md §4.5. Sticky key = the ordering key if the
+Rule: docs/compatibility.md §4.5. Sticky key = the ordering key if the
 message has one, else its partition key, else the literal bytes ``NONE_KEY``.
 Hash = Murmur3 x86 32-bit, seed 0 (the ``mmh3`` package), masked with
 ``0x7FFFFFFF``; the slot is that hash modulo ``HASH_RANGE_SIZE`` (65536).

@@ -6,7 +6,7 @@ the WebSocket API, and the ``L:E:P`` / ``L:E:P:B`` string forms used by REST
 and admin - plus the sentinels ``EARLIEST_ID``, ``LATEST_ID`` and the id
 answered for a deduplicated publish (``duplicate_id``).
 
-Rule: reference/pulsar-api.md §1.8, byte for byte, as the Java client's
+Rule: docs/compatibility.md §1.8, byte for byte, as the Java client's
 ``MessageIdImpl``/``BatchMessageIdImpl.toByteArray`` writes it: fields in
 ascending number order; ledgerId (1) and entryId (2) always; partition (3) only
 when >= 0; batch_index (4) only for batch ids; batch_size (6) always (0 for a

@@ -9,7 +9,7 @@ synced on the loop thread instead: that blocks the loop for one short fdatasync
 (~0.2 ms here) but saves the thread hand-off (~45 us of CPU and as much latency
 per sync, measured); larger groups keep the thread, so the sync overlaps reading
 the next group (syncing 128 KiB entries inline cost W1 1 KiB ~15 %, measured).
-Rule (DESIGN §3 durability contract): a record's ``on_durable`` callback runs
+Rule (docs/architecture.md §3 durability contract): a record's ``on_durable`` callback runs
 only after an fdatasync covering it returned; an fdatasync failure is fatal.
 ``on_durable`` also gets each record's location in the journal (``file id << 32 |
 offset of the record``): the index points there, the entry is not copied elsewhere.

@@ -4,7 +4,7 @@ Owns: the queue of journal records waiting to be written, written-but-unsynced
 records, and the one sync in flight. No I/O, no clock: time comes in as
 ``now_ms`` and decisions go out as effects the shell executes in order.
 
-Rules (BookKeeper journal settings, pulsar-api.md §6.6):
+Rules (BookKeeper journal settings, docs/compatibility.md §6.6):
 - a group is closed (``Write`` of its records, in arrival order) when the oldest
   waiting record has waited ``max_group_wait_ms`` (journalMaxGroupWaitMSec=2),
   when ``buffered_bytes_threshold`` bytes wait (journalBufferedWritesThreshold),

@@ -1,7 +1,7 @@
 """Read side of a node: READ, READ_RANGE and READ_LAC (with long-poll waiters).
 
 Owns: the bounded set of read-LAC long-poll waiters and the read handlers.
-Rules (pulsar-api.md §6.2):
+Rules (docs/compatibility.md §6.2):
 - only durable entries are visible (the entry store indexes nothing else);
 - entries are pread from the journal files on the read pool (recent ones come
   from the page cache);

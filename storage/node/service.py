@@ -4,7 +4,7 @@ Owns: start-up (checkpoint + index files + journal replay), the add/fence write
 path, checkpoints (index files of sealed journal files, then the mark and ledger
 states) and reclaiming journal files of deleted ledgers. Everything runs on the event-loop thread: the
 loop is the one owner of this state (no locks); threads only do file I/O.
-Rules (DESIGN §3):
+Rules (docs/architecture.md §3):
 - an add is answered only after its journal record is fdatasynced; only then
   does it count (LAC, last entry, entry store, readers);
 - a fence sets the in-memory flag at once (later normal adds are refused) and

@@ -3,7 +3,7 @@
 Owns: the record types of a test history (``Sent`` - one logical message a
 test producer published, with every ``ok`` reply it got across retries;
 ``Delivered`` - one message frame a test consumer received) and the checks
-run over them (reliability.md §5.2):
+run over them (docs/testing.md §3):
 - C1 acknowledged durability: every acked message is delivered at least once
   (``lost``); ``recovered`` counts unacked messages that showed up anyway;
 - C2 no phantom reads: every delivered value was published (``unexpected``);

@@ -2,7 +2,7 @@
 
 Pure: given the payloads the writer had confirmed (entry id -> payload) and the
 payloads read back in order (entry 0, 1, ...), count lost, duplicated,
-out-of-order and corrupted entries (reliability.md §5.2 C1, C3, C4).
+out-of-order and corrupted entries (docs/testing.md §3 (lost, one id two payloads, order)).
 Payloads start with an 8-byte big-endian sequence number so a stray or
 repeated entry can be told from a corrupted one.
 """

@@ -1,4 +1,4 @@
-"""Bad input over WebSocket against real gateways (reliability.md §5.3; pulsar-api.md §1.3-1.8).
+"""Bad input over WebSocket against real gateways (docs/testing.md §4; docs/compatibility.md §1.3-1.8).
 
 One cluster for the module (etcd, 3 storage nodes, 2 gateways). Shows:
 - WS producer: malformed JSON -> ``send-error:3`` and the session stays open;

@@ -1,4 +1,4 @@
-"""Bad input over REST against real gateways (reliability.md §5.3; pulsar-api.md §2).
+"""Bad input over REST against real gateways (docs/testing.md §4; docs/compatibility.md §2).
 
 One cluster for the module (etcd, 3 storage nodes, 2 gateways). Shows:
 malformed JSON bodies -> 400 with ``{"reason"}`` (nesting bomb, BOM, NaN,

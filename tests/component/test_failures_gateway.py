@@ -1,4 +1,4 @@
-"""Failure tests with real processes: etcd, 3 storage nodes, 2 gateways (reliability.md §5.1).
+"""Failure tests with real processes: etcd, 3 storage nodes, 2 gateways (docs/testing.md §2).
 
 Each test runs a workload of reconnecting clients (wsclient.AtLeastOnceProducer:
 resend every message whose ``ok`` was not received; wsclient.ReconnectingConsumer:

@@ -2,7 +2,7 @@
 
 Three real nodes (E=3, Qw=3, Qa=2) and real etcd. Client A appends pipelined
 entries without pause; client B opens the ledger with recovery. Expected
-(pulsar-api.md §6.4-6.5): A's appends end with ``Fenced`` (nothing else), the
+(docs/compatibility.md §6.4-6.5): A's appends end with ``Fenced`` (nothing else), the
 closed ledger's last entry is >= every entry confirmed to A, every confirmed
 entry reads back intact; after a node restart (kill -9 and SIGTERM, same data
 dir) the fence still holds: a normal add from the old writer is refused.

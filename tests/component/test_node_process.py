@@ -1,5 +1,5 @@
 """Real storage-node processes on a real etcd: durability, fencing, fatal fsync,
-bad input, read-only mode and bounds (DESIGN §3; reliability.md F3/F9/F14)."""
+bad input, read-only mode and bounds (docs/architecture.md §3; docs/testing.md §2)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Deduplication and delayed delivery with real clients on real gateways.
 
-Shows (pulsar-api.md §1.5.2, §1.8, §4.9, §4.10; DESIGN.md §4):
+Shows (docs/compatibility.md §1.5.2, §1.8, §4.9, §4.10; docs/architecture.md §4):
 - with deduplication enabled on the namespace (admin API), a publish that
   repeats a producer's sequence id (or goes below it) is answered with
   message id -1:-1 and stored once - also after the producer reconnects, and

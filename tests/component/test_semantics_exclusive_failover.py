@@ -1,6 +1,6 @@
 """Exclusive and Failover semantics with real WebSocket consumers on real gateways.
 
-Shows (pulsar-api.md §4.2-4.3, §4.6; DESIGN.md §5):
+Shows (docs/compatibility.md §4.2-4.3, §4.6; docs/architecture.md §5):
 - Exclusive: a second consumer is refused with HTTP 409 on the handshake (and
   may connect once the first has left); a cumulative ack moves the cursor, so
   a reconnecting consumer gets exactly the messages after the acked id;

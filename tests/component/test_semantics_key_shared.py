@@ -1,6 +1,6 @@
 """Key_Shared semantics with real WebSocket consumers on real gateways.
 
-Shows (pulsar-api.md §4.5; DESIGN.md §5):
+Shows (docs/compatibility.md §4.5; docs/architecture.md §5):
 - a per-key order checker over every delivery (not a sample): several
   producers publish keyed messages while consumers join and leave; for every
   key the first deliveries, across all consumers, are in log (publish) order,

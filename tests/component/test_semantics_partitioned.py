@@ -1,6 +1,6 @@
 """Partitioned topics with real clients on real gateways.
 
-Shows (pulsar-api.md §1.5, §2.2, §3.2; DESIGN.md §4): a topic created with 3
+Shows (docs/compatibility.md §1.5, §2.2, §3.2; docs/architecture.md §4): a topic created with 3
 partitions through the admin API; a REST publish routes a keyed message to
 partition ``(String.hashCode(key) & 0x7FFFFFFF) mod N`` (the Java client's
 default ``JavaStringHash`` router - same key, same partition) and spreads

@@ -1,6 +1,6 @@
 """Readers, seek and HTTP consume with real clients on real gateways.
 
-Shows (pulsar-api.md §1.7, §4.7; DESIGN.md §4, §7):
+Shows (docs/compatibility.md §1.7, §4.7; docs/architecture.md §4, §7):
 - readers start at ``earliest``, ``latest`` or after a given message id
   (exclusive; ``startMessageIdInclusive=true`` includes it), also inside a
   batch entry, and never create a durable subscription (no cursor in etcd);

@@ -1,6 +1,6 @@
 """Shared subscription semantics with real WebSocket consumers on real gateways.
 
-Shows (pulsar-api.md §4.4; DESIGN.md §5):
+Shows (docs/compatibility.md §4.4; docs/architecture.md §5):
 - messages are spread round-robin over the consumers, each to exactly one;
 - a consumer that disconnects hands its unacked messages to the others
   (``redeliveryCount`` >= 1) and nothing is lost;

@@ -1,6 +1,6 @@
 """Message TTL and retention with real clients on real gateways.
 
-Shows (pulsar-api.md §4.11; DESIGN.md §4): with ``messageTTL`` set on the
+Shows (docs/compatibility.md §4.11; docs/architecture.md §4): with ``messageTTL`` set on the
 namespace (admin API), unacknowledged messages older than the TTL are
 expired from every subscription on the topic's maintenance tick: the
 subscription's persisted mark-delete moves past them (backlog 0) and a
@@ -129,7 +129,7 @@ async def read_all(cluster: MessagingCluster, namespace: str) -> list[str]:
 
 
 async def test_retention_keeps_consumed_ledgers_and_none_trims_them(cluster: MessagingCluster) -> None:
-    """Namespace retention (pulsar-api.md §4.11) with real processes: once every
+    """Namespace retention (docs/compatibility.md §4.11) with real processes: once every
     subscription has acked everything, ledgers outside retention are deleted
     (a reader from the earliest message finds only the open ledger's messages),
     and ledgers inside it stay readable. The kept namespace is checked after the

@@ -191,7 +191,7 @@ async def test_partitioned_base_name_is_refused_not_created(cluster: MessagingCl
 
 
 async def test_a_quiet_stream_sends_a_keep_alive_comment_every_15_s(cluster: MessagingCluster) -> None:
-    """Proxies close idle connections (pulsar-api §7 row 7): a stream with nothing to say
+    """Proxies close idle connections (docs/compatibility.md §7): a stream with nothing to say
     writes a comment line after 15 s of silence, and only then (16 s in all)."""
     url = f"{cluster.urls[0]}{BASE}/sse-quiet/idle/stream"
     async with (

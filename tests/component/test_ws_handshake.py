@@ -1,4 +1,4 @@
-"""Conformance: WebSocket handshake statuses for each kind of error (pulsar-api.md §1.4)."""
+"""Conformance: WebSocket handshake statuses for each kind of error (docs/compatibility.md §1.4)."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 Owns: what the test knows to be true independently of the cores under test:
 what the writer appended and was told is confirmed, which node replied to a
 fence and when, which bytes each node stored for an entry id, and what readers
-returned. Rules checked (style.md §3d, reliability.md §5.2 C1/C3, pulsar-api.md §6.5):
+returned. Rules checked (docs/architecture.md §11, docs/testing.md §3, docs/compatibility.md §6.5):
 - the writer's LAC and every node's LAC never decrease (a node's across restarts);
 - a node that replied OK to a fence never accepts or acks a normal add of that
   ledger again (the fence is durable and survives restarts);

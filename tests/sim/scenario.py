@@ -2,7 +2,7 @@
 
 Owns: turning a seed into a ``Scenario`` (cluster shape, workload, fault plan,
 timing) and running it in a fresh world with the checkers wired to every step.
-Phases of a run (pulsar-api.md §6.2-6.5):
+Phases of a run (docs/compatibility.md §6.2-6.5):
 1. nodes boot and register; the ledger is created OPEN on an ensemble chosen by
    the real ``placement``; the writer appends ``entries`` with up to ``window``
    adds in flight (ensemble changes follow from crashes, resets and time-outs);

@@ -4,7 +4,7 @@ Owns: one node's request handling in the simulation: the real ``JournalCore``
 (group commit: Write / Sync / Ack effects) and ``LedgerStates`` (fencing, LAC,
 add vs recovery-add), a journal of real ``journal_io`` records (u32 length |
 u32 crc32c | type | body) in SimDisk files, and an index of durable entries.
-Rules (DESIGN §3 durability contract, pulsar-api.md §6.2/6.4):
+Rules (docs/architecture.md §3 durability contract, docs/compatibility.md §6.2/6.4):
 - an add is answered only after the Sync covering its journal record completed;
   only then does it become readable and count for the node's LAC;
 - a fence sets the in-memory flag at once (later normal adds are refused), is

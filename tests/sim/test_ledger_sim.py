@@ -2,8 +2,8 @@
 
 Each seed builds a fresh world (world.py) around the real pure cores (writer,
 recovery, reads, placement, journal group commit, ledger state) and checks the
-invariants of checkers.py after every step and at the end (style.md §3d,
-reliability.md §5). Control runs (reliability.md §5.5) remove one safety
+invariants of checkers.py after every step and at the end (docs/architecture.md §11,
+docs/testing.md). Control runs (docs/testing.md §6) remove one safety
 mechanism and must be caught, which proves the checks can fail.
 
 Replay one seed:  FOLIO_SIM_SEED=<n> .venv/bin/python -m pytest tests/sim -q

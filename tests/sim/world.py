@@ -2,7 +2,7 @@
 
 Owns: simulated time, the event queue, message paths between endpoints, the
 simulated disks, and the way simulated clients reach the (real) ``MemoryStore``.
-Rules (style.md §2.7 / §3d, reliability.md §3.3):
+Rules (docs/architecture.md §11, docs/testing.md §2):
 - one seeded ``random.Random`` per component, derived from the seed by name, and
   no wall clock anywhere: a seed replays exactly;
 - ``SimClock`` only moves when nothing is runnable at the current instant, and

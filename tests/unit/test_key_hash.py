@@ -1,4 +1,4 @@
-"""Key_Shared hash: the test vectors of pulsar-api.md §4.5 and the sticky-key rule."""
+"""Key_Shared hash: the test vectors of docs/compatibility.md §4.5 and the sticky-key rule."""
 
 from __future__ import annotations
 

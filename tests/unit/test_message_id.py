@@ -1,4 +1,4 @@
-"""MessageIdData encoding: every worked example of pulsar-api.md §1.8 byte for byte,
+"""MessageIdData encoding: every worked example of docs/compatibility.md §1.8 byte for byte,
 round trips, tolerant decoding and typed errors for garbage."""
 
 from __future__ import annotations

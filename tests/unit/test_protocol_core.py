@@ -1,5 +1,5 @@
-"""The protocol package's error tree follows style.md §3c: stable codes,
-WebSocketError codes of pulsar-api.md §1.3 (its purity is checked in test_pure_cores.py)."""
+"""The protocol package's error tree follows docs/architecture.md §11: stable codes,
+WebSocketError codes of docs/compatibility.md §1.3 (its purity is checked in test_pure_cores.py)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Handshake query parameters (pulsar-api.md §1.5, §1.6, §1.7, §1.4): names,
+"""Handshake query parameters (docs/compatibility.md §1.5, §1.6, §1.7, §1.4): names,
 defaults, every field both ways, and 400-style errors with the exact prefix."""
 
 from __future__ import annotations

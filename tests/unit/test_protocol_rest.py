@@ -1,4 +1,4 @@
-"""REST producer body and reply (pulsar-api.md §2.1, §2.3), raw-body publish
+"""REST producer body and reply (docs/compatibility.md §2.1, §2.3), raw-body publish
 headers and the HTTP consume shapes: defaults, every field, exact reply bytes,
 quirks fixed as documented, and clear 400 errors."""
 

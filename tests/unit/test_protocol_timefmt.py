@@ -1,4 +1,4 @@
-"""ISO-8601 timestamps of the WebSocket API (pulsar-api.md §1.9): Java
+"""ISO-8601 timestamps of the WebSocket API (docs/compatibility.md §1.9): Java
 ISO_OFFSET_DATE_TIME output in UTC, parsing with a required offset."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Consumer/reader frames (pulsar-api.md §1.6.1, §1.6.3, §1.8): delivered
+"""Consumer/reader frames (docs/compatibility.md §1.6.1, §1.6.3, §1.8): delivered
 message shape byte for byte, every command both ways, unknown type -> ack,
 id forms and garbage, limits, and the Folio notices."""
 

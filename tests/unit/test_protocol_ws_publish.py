@@ -1,4 +1,4 @@
-"""Producer frames (pulsar-api.md §1.5.1-1.5.2): every request field, typed
+"""Producer frames (docs/compatibility.md §1.5.1-1.5.2): every request field, typed
 errors with the right ``send-error`` code and echoed context, payload limits,
 Folio batch frames, and the reply shapes byte for byte."""
 

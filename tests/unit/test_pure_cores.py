@@ -1,4 +1,4 @@
-"""The pure cores import nothing I/O-shaped (DESIGN §11): no asyncio, os,
+"""The pure cores import nothing I/O-shaped (docs/architecture.md §11): no asyncio, os,
 socket, threading, time, etcd client or web framework. A core that needs time
 takes ``now_ms``; one that needs I/O returns an effect for its shell."""
 

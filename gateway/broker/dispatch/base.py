@@ -4,7 +4,7 @@ Owns: the vocabulary every dispatcher speaks - consumer identity and settings
 (``ConsumerInfo``), the messages it is handed (``Message``), the effects it
 returns (``Deliver``, ``Reject``, ``ActiveChanged``, ``DeadLetter``,
 ``RewindTo``, ``RangesChanged``), its bounds (``DispatcherConfig``) and the
-``Dispatcher`` protocol. Rule (DESIGN.md §5, style.md §3a): a dispatcher
+``Dispatcher`` protocol. Rule (docs/architecture.md §5, §11): a dispatcher
 decides which consumer gets which message given permits, acks and failures;
 it does no I/O, takes time as ``now_ms`` and says what to do as effects,
 which the subscription actor carries out in the order returned.
@@ -148,7 +148,7 @@ class RewindTo:
 
 @dataclass(frozen=True, slots=True)
 class RangesChanged:
-    """Key_Shared: ``consumer_id`` now owns ``ranges`` (pulsar-api.md §7 row 17)."""
+    """Key_Shared: ``consumer_id`` now owns ``ranges`` (docs/compatibility.md §7 row 17)."""
 
     consumer_id: ConsumerId
     ranges: tuple[HashRange, ...]

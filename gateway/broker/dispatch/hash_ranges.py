@@ -1,7 +1,7 @@
 """Key_Shared hash-range selectors: which consumer owns a hash slot (pure).
 
 Owns: the slot -> consumer map of a Key_Shared subscription. Rules
-(pulsar-api.md §4.5 "Selectors"):
+(docs/compatibility.md §4.5 "Selectors"):
 - AUTO_SPLIT (``HashRangeAutoSplitStickyKeyConsumerSelector``): ranges are
   kept as sorted "upper keys"; the first consumer owns upper key 65536 (all
   slots). A new consumer splits the *largest* range (the lowest one on a tie):

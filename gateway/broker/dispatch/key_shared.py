@@ -1,7 +1,7 @@
 """The Key_Shared subscription dispatcher with per-hash draining (pure).
 
 Owns: which consumer gets each message of a Key_Shared subscription. Rules
-(pulsar-api.md §4.5, PIP-379; §7 rows 15-17 are what it fixes):
+(docs/compatibility.md §4.5, PIP-379; §7 rows 15-17 are what it fixes):
 - a message goes to the owner of its hash slot (``hash_ranges``); the first
   consumer fixes the mode (AUTO_SPLIT or STICKY), later ones must match;
 - invariant: a slot is pending-unacked on at most one consumer at a time.

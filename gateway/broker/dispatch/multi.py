@@ -3,7 +3,7 @@ dead-lettering, delayed delivery and bounded look-ahead (pure).
 
 Owns: the ``Dispatcher`` inputs for subscriptions with many receiving
 consumers; subclasses decide who gets a message (``_offer``, ``_requeue``,
-``_dispatch``). Rules (pulsar-api.md §4.4, §4.10):
+``_dispatch``). Rules (docs/compatibility.md §4.4, §4.10):
 - a consumer's pending messages come back (redelivery count + 1) when it
   leaves, when a nack's delay has passed, or on ack timeout; credit is
   released at that point, or at nack time (pulsar #2731);

@@ -6,7 +6,7 @@ recognised and acks can cancel a queued redelivery:
   Pulsar's replay set, which has priority over new reads;
 - ``DelayedIndex`` (Shared, Key_Shared): messages whose ``deliver_at_ms`` is in
   the future, released in time order (Pulsar's in-memory
-  ``DelayedDeliveryTracker``, pulsar-api.md §4.10; released when due, never
+  ``DelayedDeliveryTracker``, docs/compatibility.md §4.10; released when due, never
   early, so no tick imprecision);
 - ``HeldBySlot`` (Key_Shared): messages waiting per hash slot, in log order
   per slot, so a slot's messages leave in order.

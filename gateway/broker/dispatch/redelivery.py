@@ -2,7 +2,7 @@
 
 Owns: for Shared and Key_Shared, which consumer each delivered message is
 pending on, how often it was delivered before, and when it is due back.
-Rules (pulsar-api.md §4.4):
+Rules (docs/compatibility.md §4.4):
 - a message is pending on exactly one consumer until it is acked (by anyone:
   Pulsar looks the ack owner up), nacked-and-due, timed out, or its consumer
   leaves;

@@ -1,7 +1,7 @@
 """The Shared subscription dispatcher (pure).
 
 Owns: which consumer gets each message of a Shared subscription. Rules
-(pulsar-api.md §4.4, DESIGN.md §5):
+(docs/compatibility.md §4.4, docs/architecture.md §5):
 - round-robin among consumers that have credit, preferring the highest
   priority group (lowest ``priority_level``); a lower group receives only when
   every consumer of the higher ones is out of credit; each turn gives one

@@ -1,8 +1,8 @@
 """Exclusive and Failover dispatchers: one active consumer, log order (pure).
 
 Owns: which consumer of an Exclusive or Failover subscription receives
-messages, and when the log must be re-read. Rules (pulsar-api.md §4.2-4.3,
-DESIGN.md §5):
+messages, and when the log must be re-read. Rules (docs/compatibility.md §4.2-4.3,
+docs/architecture.md §5):
 - Exclusive: one consumer; a second is rejected with ``ConsumerBusy``.
 - Failover: candidates are the consumers of the best (lowest) priority level,
   sorted by name (then join order); the active one is
@@ -11,7 +11,7 @@ DESIGN.md §5):
   (murmur3(name + i)), so single-partition topics spread over consumers.
   Every consumer is told whether it is active (``ActiveChanged``).
 - Messages go to the active consumer in log order, within its credit; no
-  delayed delivery (pulsar-api.md §4.10) and no dead-lettering.
+  delayed delivery (docs/compatibility.md §4.10) and no dead-lettering.
 - Redelivery keeps order: it is always a rewind (``RewindTo``) to the first
   unacked message, after which the log is re-read. It happens when the
   active consumer changes (after ``failover_delay_ms`` if the old one is
