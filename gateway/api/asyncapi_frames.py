@@ -136,7 +136,8 @@ FRAME_SCHEMAS: dict[str, Schema] = {
     },
     # ---------------------------------------------------------------- producer, gateway -> client
     "PublishReply": {
-        "description": "The reply to one publish (docs/compatibility.md §1.5.2); replies come in completion order.",
+        "description": "The reply to one publish (docs/compatibility.md §1.5.2); "
+        "replies come in completion order.",
         "oneOf": [ref("PublishOk"), ref("PublishError")],
     },
     "PublishOk": {
@@ -259,7 +260,8 @@ FRAME_SCHEMAS: dict[str, Schema] = {
     # ---------------------------------------------------------------- consumer/reader, client -> gateway
     "Ack": {
         "type": "object",
-        "description": "Acknowledge (docs/compatibility.md §1.6.3): any frame whose `type` is absent or unknown is "
+        "description": "Acknowledge (docs/compatibility.md §1.6.3): any frame whose `type` "
+        "is absent or unknown is "
         'an ack. `"ackType":"cumulative"` makes it cumulative (Folio). On a reader: flow control only.',
         "properties": {
             "type": {"type": "string", "not": {"enum": [*KNOWN_TYPES, "reconsumeLater"]}},
