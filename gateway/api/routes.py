@@ -327,10 +327,12 @@ def make_router(get_gateway: Any) -> APIRouter:
             part = name.partition(index)
             where = await local_topic(part, {})
             if isinstance(where, str):
-                body = {
+                body: dict[str, Any] = {
                     "producerName": producer,
                     "messages": [rest_message(r) for _, r in items],
                 }
+                if schema_version or any(r.schema_version is not None for _, r in items):
+                    body["schemaVersion"] = schema_version  # the payloads are its bytes; keep it stamped
                 params = {"authoritative": "true", "markDuplicates": str(mark_duplicates).lower()}
                 upstream = await gateway.http.post(f"{where}/topics/{part.path}", json=body, params=params)
                 got = upstream.json().get("messagePublishResults", [])

@@ -6,7 +6,8 @@ plans from etcd metadata and the open ledgers' LAC once, in ``partitions()``
 (plan.py); a task opens its own etcd store and ledger client, reads its range
 from the storage nodes in byte-bounded chunks and yields Arrow RecordBatches
 (rows.py), so its memory is bounded by a chunk plus a batch. A ledger that is
-gone by the time a task reads it is data loss: the task fails, or with
+gone by the time a task reads it is data loss (decode=true: the
+topic's schema versions are read once per task too): the task fails, or with
 ``failOnDataLoss=false`` logs it and returns what it has.
 """
 
@@ -19,12 +20,14 @@ from collections.abc import Iterator
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, Filter, InputPartition
 
+from pyspark_folio.decode import DecodeSpec, PayloadDecoder
 from pyspark_folio.logs import open_client, read_entries, snapshot_logs
 from pyspark_folio.options import Connection, ReadOptions
 from pyspark_folio.plan import ReadRange, RowFilter, plan_ranges, resolve_end, resolve_start
 from pyspark_folio.positions import spec_for
 from pyspark_folio.pushdown import Pushed, push_filters
 from pyspark_folio.rows import RowsBuilder
+from pyspark_folio.schemas import read_topic_schema
 from storage.errors import NoSuchEntry, NoSuchLedger
 
 log = logging.getLogger(__name__)
@@ -37,8 +40,9 @@ def time_filter(options: ReadOptions) -> RowFilter:
 class FolioBatchReader(DataSourceReader):
     """Reads without filter pushdown (Spark applies every filter)."""
 
-    def __init__(self, options: ReadOptions) -> None:
+    def __init__(self, options: ReadOptions, decode: DecodeSpec | None = None) -> None:
         self._options = options
+        self._decode = decode
         self._pushed = Pushed(rows=time_filter(options))
 
     def partitions(self) -> list[InputPartition]:
@@ -67,7 +71,9 @@ class FolioBatchReader(DataSourceReader):
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if not isinstance(partition, ReadRange):
             return  # nothing planned: Spark runs one InputPartition(None)
-        yield from read_range(self._options.connection, partition, self._options.fail_on_data_loss)
+        yield from read_range(
+            self._options.connection, partition, self._options.fail_on_data_loss, self._decode
+        )
 
 
 class FolioPushdownReader(FolioBatchReader):
@@ -79,13 +85,20 @@ class FolioPushdownReader(FolioBatchReader):
         yield from rejected
 
 
-def read_range(connection: Connection, read: ReadRange, fail_on_data_loss: bool) -> Iterator[pa.RecordBatch]:
-    """The messages of ``read`` as RecordBatches (runs in a Spark task)."""
+def read_range(
+    connection: Connection, read: ReadRange, fail_on_data_loss: bool, decode: DecodeSpec | None = None
+) -> Iterator[pa.RecordBatch]:
+    """The messages of ``read`` as RecordBatches (runs in a Spark task); with
+    ``decode``, the topic's schema versions are read from etcd once per task."""
     loop = asyncio.new_event_loop()
-    builder = RowsBuilder(read)
     context = open_client(connection)
     try:
-        _, client = loop.run_until_complete(context.__aenter__())
+        store, client = loop.run_until_complete(context.__aenter__())
+        decoder = None
+        if decode is not None:
+            topic_schema = loop.run_until_complete(read_topic_schema(store, read.log.topic))
+            decoder = PayloadDecoder(decode, topic_schema)
+        builder = RowsBuilder(read, decoder=decoder)
         chunks = read_entries(client, read.ledger_id, read.first_entry, read.last_entry)
         while True:
             try:

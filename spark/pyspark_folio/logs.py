@@ -60,8 +60,8 @@ async def _partitioned_bases(store: EtcdStore) -> frozenset[str]:
     return frozenset(kv.key[len(keys.PARTITIONED) :] for kv in await store.list_prefix(keys.PARTITIONED))
 
 
-async def snapshot_logs(store: EtcdStore, client: LedgerClient, options: ReadOptions) -> list[LogSnapshot]:
-    """The selected logs (sorted by name) with their readable ledgers now."""
+async def selected_logs(store: EtcdStore, options: ReadOptions) -> list[tuple[TopicPartition, bytes]]:
+    """The selected logs and their etcd records, sorted by name (ValueError for a named topic not found)."""
     bases = await _partitioned_bases(store)
     chosen: list[tuple[TopicPartition, bytes]] = []
     for kv in await store.list_prefix(keys.MANAGED_LOGS):
@@ -73,7 +73,13 @@ async def snapshot_logs(store: EtcdStore, client: LedgerClient, options: ReadOpt
         missing = sorted(options.topics - found)
         if missing:
             raise ValueError(f"topics not found: {', '.join(missing)}")
-    snapshots = await asyncio.gather(*(_snapshot(client, tp, value) for tp, value in sorted(chosen)))
+    return sorted(chosen)
+
+
+async def snapshot_logs(store: EtcdStore, client: LedgerClient, options: ReadOptions) -> list[LogSnapshot]:
+    """The selected logs (sorted by name) with their readable ledgers now."""
+    chosen = await selected_logs(store, options)
+    snapshots = await asyncio.gather(*(_snapshot(client, tp, value) for tp, value in chosen))
     return list(snapshots)
 
 

@@ -5,7 +5,8 @@ case-insensitive option map. Rules: ``etcd`` is required (``host:port[,...]``);
 exactly one of ``topic``, ``topics`` (comma-separated) and ``topicsPattern``
 (a regex matched in full against topic names, as Kafka's subscribePattern)
 selects what is read; offsets default to ``earliest``..``latest`` for batch reads
-and ``latest`` for a new stream; times are epoch milliseconds. A bad value is a
+and ``latest`` for a new stream; ``decode`` (default false) adds the
+payload as a typed struct column; times are epoch milliseconds. A bad value is a
 ``ValueError`` naming the option.
 """
 
@@ -70,6 +71,7 @@ class ReadOptions:
     max_messages_per_trigger: int | None = None
     entries_per_range: int = ENTRIES_PER_RANGE
     bytes_per_range: int = BYTES_PER_RANGE
+    decode: bool = False  # add the payload as a typed struct column (decode.py)
 
     @classmethod
     def parse(cls, options: Mapping[str, str], streaming: bool = False) -> ReadOptions:
@@ -114,6 +116,7 @@ class ReadOptions:
             max_messages,
             entries,
             byte_bound,
+            _flag(options, "decode", False),
         )
 
     def selects(self, topic: str, name: str) -> bool:

@@ -8,7 +8,8 @@ message (storage.formats.message_id); ``batch_index`` is the message's index in
 its entry; times are UTC timestamps; ``schema_version`` is the topic schema
 version the message was written with, read from the entry itself
 (docs/decisions/0010-schema-registry.md), as Pulsar's 8 big-endian bytes of a
-long, null for a message written without a schema; a task keeps only the messages its ``ReadRange`` bounds and
+long, null for a message written without a schema; with decode=true a
+``decoded`` struct column follows (decode.py); a task keeps only the messages its ``ReadRange`` bounds and
 ``RowFilter`` select. A batch is cut at ``rows_max`` rows or ``bytes_max`` payload
 bytes, whichever comes first, so a task's memory is bounded whatever the ledger.
 """
@@ -31,6 +32,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from pyspark_folio.decode import DECODED, DecodeSpec, PayloadDecoder
 from pyspark_folio.plan import ReadRange
 from storage.formats.entry_format import decode_entry
 from storage.formats.message_id import NO_BATCH_TAIL, batch_tail, entry_prefix
@@ -59,11 +61,28 @@ BYTES_MAX = 16 * 1024 * 1024
 _MS_TO_US = 1000
 
 
+def schema_for(decode: DecodeSpec | None) -> StructType:
+    """The read's columns: ``SCHEMA``, plus ``decoded`` with decode=true."""
+    if decode is None:
+        return SCHEMA
+    return StructType([*SCHEMA.fields, StructField(DECODED, decode.struct, True)])
+
+
 class RowsBuilder:
     """Columns of the messages of one range, handed out as RecordBatches."""
 
-    def __init__(self, read: ReadRange, rows_max: int = ROWS_MAX, bytes_max: int = BYTES_MAX) -> None:
+    def __init__(
+        self,
+        read: ReadRange,
+        rows_max: int = ROWS_MAX,
+        bytes_max: int = BYTES_MAX,
+        decoder: PayloadDecoder | None = None,
+    ) -> None:
         self._read = read
+        self._decoder = decoder
+        self._arrow = (
+            ARROW_SCHEMA if decoder is None else to_arrow_schema(schema_for(decoder.spec), timezone="UTC")
+        )
         self._rows_max = rows_max
         self._bytes_max = bytes_max
         self._partition_for_id = max(read.log.partition, -1)
@@ -81,6 +100,7 @@ class RowsBuilder:
         self._producers: list[str] = []
         self._sequences: list[int] = []
         self._schemas: list[bytes | None] = []
+        self._decoded: list[dict[str, object] | None] = []
         self._bytes = 0
 
     def __len__(self) -> int:
@@ -122,6 +142,8 @@ class RowsBuilder:
             self._sequences.append(message.sequence_id)
             version = message.schema_version
             self._schemas.append(None if version is None else version.to_bytes(8, "big", signed=True))
+            if self._decoder is not None:
+                self._decoded.append(self._decoder.decode(version, message.payload))
             self._bytes += len(message.payload)
 
     def take(self) -> pa.RecordBatch:
@@ -144,8 +166,10 @@ class RowsBuilder:
             pa.array(self._sequences, pa.int64()),
             pa.array(self._schemas, pa.binary()),
         ]
+        if self._decoder is not None:
+            columns = [*columns, pa.array(self._decoded, self._arrow.field(DECODED).type)]
         self._reset()
-        return pa.RecordBatch.from_arrays(list(columns), schema=ARROW_SCHEMA)
+        return pa.RecordBatch.from_arrays(list(columns), schema=self._arrow)
 
 
 def batches(

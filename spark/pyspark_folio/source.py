@@ -2,8 +2,9 @@
 
 Owns: ``FolioDataSource`` - its name, its fixed schema (rows.py) and the
 readers and writers it hands to Spark, each built from options parsed once on
-the driver (options.py). Rules: filter pushdown is offered only when the session allows it (see
-``pushdown_enabled``); nothing here does I/O; planning runs in the
+the driver (options.py). Rules: with decode=true the schema gains a ``decoded`` column planned from
+the topics' schemas in etcd (schemas.py); filter pushdown is offered only when the session allows it (see
+``pushdown_enabled``); nothing here does I/O but that schema read; planning runs in the
 readers' ``partitions``, reading and publishing in Spark tasks.
 """
 
@@ -21,8 +22,9 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from pyspark_folio.decode import DECODED, DecodeSpec
 from pyspark_folio.options import ReadOptions, WriteOptions
-from pyspark_folio.rows import SCHEMA
+from pyspark_folio.rows import SCHEMA, schema_for
 
 FRAMES_LOOKED_AT = 6
 
@@ -55,20 +57,27 @@ class FolioDataSource(DataSource):
         return "folio"
 
     def schema(self) -> StructType:
-        return SCHEMA
+        options = self.options
+        if options.get("decode", "").strip().lower() not in ("true", "1", "yes"):
+            return SCHEMA
+        from pyspark_folio.schemas import plan_decode
+
+        return schema_for(plan_decode(ReadOptions.parse(options)))
 
     def reader(self, schema: StructType) -> DataSourceReader:
         from pyspark_folio.batch import FolioBatchReader, FolioPushdownReader
 
         options = ReadOptions.parse(self.options)
+        decode = _decode_spec(options, schema)
         if pushdown_enabled(self.options.get("pushdown")):
-            return FolioPushdownReader(options)
-        return FolioBatchReader(options)
+            return FolioPushdownReader(options, decode)
+        return FolioBatchReader(options, decode)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         from pyspark_folio.stream import FolioStreamReader
 
-        return FolioStreamReader(ReadOptions.parse(self.options, streaming=True))
+        options = ReadOptions.parse(self.options, streaming=True)
+        return FolioStreamReader(options, _decode_spec(options, schema))
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         from pyspark_folio.writer import FolioBatchWriter
@@ -79,3 +88,16 @@ class FolioDataSource(DataSource):
         from pyspark_folio.writer import FolioStreamWriter
 
         return FolioStreamWriter(WriteOptions.parse(self.options), schema, overwrite)
+
+
+def _decode_spec(options: ReadOptions, schema: StructType) -> DecodeSpec | None:
+    """decode=true: the schema planned again for the readers, which must still be the
+    one Spark analysed the query with (a version added in between is an error)."""
+    if not options.decode:
+        return None
+    from pyspark_folio.schemas import plan_decode
+
+    spec = plan_decode(options)
+    if DECODED not in schema.fieldNames() or schema[DECODED].dataType != spec.struct:
+        raise ValueError("decode=true: the topic's schema changed since the query was analysed; run it again")
+    return spec

@@ -33,6 +33,7 @@ from pyspark.sql.streaming.datasource import (
 )
 
 from pyspark_folio.batch import read_range, time_filter
+from pyspark_folio.decode import DecodeSpec
 from pyspark_folio.logs import open_client, read_entries, snapshot_logs
 from pyspark_folio.options import ReadOptions
 from pyspark_folio.plan import LogSnapshot, ReadRange, plan_ranges, resolve_start
@@ -42,8 +43,9 @@ from storage.formats.entry_format import entry_message_count
 
 
 class FolioStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
-    def __init__(self, options: ReadOptions) -> None:
+    def __init__(self, options: ReadOptions, decode: DecodeSpec | None = None) -> None:
         self._options = options
+        self._decode = decode
         self._available_now: dict[str, Pos] | None = None
 
     # ------------------------------------------------------------ offsets (driver)
@@ -134,7 +136,9 @@ class FolioStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if not isinstance(partition, ReadRange):
             return  # nothing planned: Spark runs one InputPartition(None)
-        yield from read_range(self._options.connection, partition, self._options.fail_on_data_loss)
+        yield from read_range(
+            self._options.connection, partition, self._options.fail_on_data_loss, self._decode
+        )
 
     def commit(self, end: dict[str, str]) -> None:
         """Nothing to do: Folio keeps no state for a stream (the checkpoint has it)."""
