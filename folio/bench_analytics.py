@@ -22,8 +22,7 @@ from typing import Any
 
 import httpx
 
-from folio.bench_ledger import free_ports
-from folio.supervisor import LocalCluster
+from folio.supervisor import on_free_ports
 
 BATCH = 500  # messages per REST request
 IN_FLIGHT = 8
@@ -103,17 +102,7 @@ def run_once(url: str, service_pid: int, timeout_s: float = 3600.0) -> dict[str,
 
 def run_bench(args: argparse.Namespace) -> int:
     root = Path(args.data).resolve()
-    shutil.rmtree(root, ignore_errors=True)
-    ports = free_ports(10)
-    cluster = LocalCluster(
-        root=root,
-        node_ports=tuple(ports[0:3]),
-        metrics_ports=tuple(ports[3:6]),
-        etcd_client_port=ports[6],
-        etcd_peer_port=ports[7],
-        gateway_ports=(ports[8], ports[9]),
-        analytics_master=args.master,
-    )
+    cluster = on_free_ports(root, analytics_master=args.master)
     topics = [f"bench-analytics-{i}" for i in range(args.topics)]
     try:
         cluster.start()

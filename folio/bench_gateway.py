@@ -54,8 +54,7 @@ from folio.bench_gateway_load import (
 from folio.bench_gateway_report import Row, format_row, format_table, latency_columns, merge_reps, peer_rows
 from folio.bench_gateway_tools import Profiler, print_profiles, py_spy, run_peers
 from folio.bench_gateway_w2 import W2Pace, W2Result, run_w2
-from folio.bench_ledger import free_ports
-from folio.supervisor import LocalCluster
+from folio.supervisor import LocalCluster, on_free_ports
 from storage.runtime import tune_gc
 
 SCRATCH = ".folio-bench-gw"
@@ -266,17 +265,7 @@ async def run_workloads(
 
 
 def start_cluster(root: Path, gateway_args: tuple[str, ...] = ()) -> LocalCluster:
-    shutil.rmtree(root, ignore_errors=True)
-    ports = free_ports(10)
-    cluster = LocalCluster(
-        root=root,
-        node_ports=tuple(ports[0:3]),
-        metrics_ports=tuple(ports[3:6]),
-        etcd_client_port=ports[6],
-        etcd_peer_port=ports[7],
-        gateway_ports=(ports[8], ports[9]),
-        gateway_args=gateway_args,
-    )
+    cluster = on_free_ports(root, gateway_args=gateway_args)
     try:
         cluster.start()
     except BaseException:

@@ -14,7 +14,6 @@ import collections
 import functools
 import os
 import shutil
-import socket
 import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -25,7 +24,7 @@ import uvloop
 from coordination.etcd_store import connect
 from folio.bench_disk import DiskCeiling, measure
 from folio.bench_stats import percentile
-from folio.supervisor import LocalCluster
+from folio.supervisor import LocalCluster, on_free_ports
 from storage.client.api import LedgerClient
 from storage.client.writer import LedgerWriter
 from storage.runtime import tune_gc
@@ -44,17 +43,6 @@ class Phase:
     p50_ms: float
     p99_ms: float
     ensemble_changes: int
-
-
-def free_ports(count: int) -> list[int]:
-    sockets = [socket.socket() for _ in range(count)]
-    try:
-        for s in sockets:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()
 
 
 async def saturate(writer: LedgerWriter, size: int, seconds: float, inflight: int) -> Phase:
@@ -157,15 +145,7 @@ def run_bench(args: argparse.Namespace) -> int:
     cluster: LocalCluster | None = None
     etcd = args.etcd
     if not etcd:
-        shutil.rmtree(root, ignore_errors=True)
-        ports = free_ports(8)
-        cluster = LocalCluster(
-            root=root,
-            node_ports=tuple(ports[0:3]),
-            metrics_ports=tuple(ports[3:6]),
-            etcd_client_port=ports[6],
-            etcd_peer_port=ports[7],
-        )
+        cluster = on_free_ports(root, gateways=0)
         cluster.start()
         etcd = cluster.etcd.endpoint if cluster.etcd else ""
     try:

@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import shutil
 import sys
 import time
 from collections.abc import Callable
@@ -31,8 +30,7 @@ import httpx
 
 from folio.bench_cpu import CLOCK_TICKS, CpuMonitor, machine_busy
 from folio.bench_gateway_load import consume, publish
-from folio.bench_ledger import free_ports
-from folio.supervisor import LocalCluster
+from folio.supervisor import LocalCluster, on_free_ports
 
 TOPIC = "spark-bench"
 
@@ -116,17 +114,7 @@ def _session() -> tuple[Any, float]:
 
 def run_bench(args: argparse.Namespace) -> int:
     root = Path(args.data)
-    shutil.rmtree(root, ignore_errors=True)
-    ports = free_ports(10)
-    cluster = LocalCluster(
-        root=root,
-        node_ports=tuple(ports[0:3]),
-        metrics_ports=tuple(ports[3:6]),
-        etcd_client_port=ports[6],
-        etcd_peer_port=ports[7],
-        gateway_ports=(ports[8], ports[9]),
-        analytics_master=None,
-    )
+    cluster = on_free_ports(root)
     print(f"machine busy before the run: {machine_busy():.0f}% of {os.cpu_count()} cores (100 = one core)")
     cluster.start()
     try:

@@ -15,24 +15,13 @@ from pathlib import Path
 
 import uvloop
 
-from folio.bench_ledger import free_ports
-from folio.supervisor import LocalCluster
+from folio.supervisor import on_free_ports
 from folio.takeover import create_topics, measure_takeover, topic_path
 
 
 def run_bench(args: argparse.Namespace) -> int:
     root = Path(args.data).resolve()
-    shutil.rmtree(root, ignore_errors=True)
-    ports = free_ports(10)
-    cluster = LocalCluster(
-        root=root,
-        node_ports=tuple(ports[0:3]),
-        metrics_ports=tuple(ports[3:6]),
-        etcd_client_port=ports[6],
-        etcd_peer_port=ports[7],
-        gateway_ports=(ports[8], ports[9]),
-        analytics_master=None,
-    )
+    cluster = on_free_ports(root)
     try:
         cluster.start()
         assert cluster.etcd is not None

@@ -11,7 +11,9 @@ restarted child waits for etcd by itself if etcd is the one coming back.
 
 from __future__ import annotations
 
+import shutil
 import signal
+import socket
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -256,3 +258,38 @@ def run_until_signalled(cluster: LocalCluster) -> int:
         cluster.stop()
         print("stopped.", flush=True)
     return 0
+
+
+def free_ports(count: int) -> list[int]:
+    """``count`` distinct loopback ports that were free a moment ago."""
+    sockets = [socket.socket() for _ in range(count)]
+    try:
+        for s in sockets:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
+
+
+def on_free_ports(
+    root: Path,
+    gateways: int = 2,
+    gateway_args: tuple[str, ...] = (),
+    analytics_master: str | None = None,
+) -> LocalCluster:
+    """A local cluster for a benchmark, not yet started: ``root`` wiped, every
+    process (etcd, 3 storage nodes, ``gateways`` gateways) on free loopback ports,
+    no analytics service unless a Spark master is named."""
+    shutil.rmtree(root, ignore_errors=True)
+    ports = free_ports(8 + gateways)
+    return LocalCluster(
+        root=root,
+        node_ports=tuple(ports[0:3]),
+        metrics_ports=tuple(ports[3:6]),
+        etcd_client_port=ports[6],
+        etcd_peer_port=ports[7],
+        gateway_ports=tuple(ports[8:]),
+        gateway_args=gateway_args,
+        analytics_master=analytics_master,
+    )
