@@ -9,7 +9,6 @@ stopped by PID at the end and the namespace deleted.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import sys
 from collections.abc import Iterator
@@ -20,7 +19,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "component"))
 
 from analytics_stack import Stack
-from clusters import LedgerCluster, MessagingCluster
+from clusters import running_cluster
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -33,31 +32,11 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 @pytest.fixture(scope="module")
 def stack(etcd_endpoint: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     root = tmp_path_factory.mktemp("analytics")
-    cluster = MessagingCluster(LedgerCluster(etcd_endpoint, f"/analytics-test-{os.getpid()}", root))
-    stack = Stack(cluster, root)
-
-    async def start() -> None:
-        await cluster.ledgers.add_nodes(3)
-        for _ in range(2):
-            await cluster.add_gateway()
-
-    try:
-        asyncio.run(start())
-        stack.start_service("svc-a")
-        yield stack
-    finally:
-        for service in stack.services:
-            service.stop()
-        for gateway in cluster.gateways:
-            gateway.stop()
-        for node in cluster.ledgers.nodes:
-            node.stop()
-
-        async def clean() -> None:
-            store = await cluster.ledgers.store()
-            try:
-                await store.delete_prefix("")
-            finally:
-                await store.close()
-
-        asyncio.run(clean())
+    with running_cluster(etcd_endpoint, f"/analytics-test-{os.getpid()}", root) as cluster:
+        stack = Stack(cluster, root)
+        try:
+            stack.start_service("svc-a")
+            yield stack
+        finally:
+            for service in stack.services:
+                service.stop()

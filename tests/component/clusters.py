@@ -1,7 +1,9 @@
 """The clusters component tests run: real storage-node and gateway processes.
 
-Owns: ``LedgerCluster`` (an etcd namespace + storage nodes) and
-``MessagingCluster`` (that + gateways). A plain module (not conftest) so tests
+Owns: ``LedgerCluster`` (an etcd namespace + storage nodes),
+``MessagingCluster`` (that + gateways) and ``running_cluster`` (one started for
+a whole module or session, every process stopped by PID and the namespace
+deleted at the end). A plain module (not conftest) so tests
 can import the classes by a name no other test directory uses; the fixtures
 that build them live in conftest.py.
 """
@@ -9,7 +11,9 @@ that build them live in conftest.py.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -100,3 +104,33 @@ class MessagingCluster:
         gateway = self.gateways[index]
         await asyncio.to_thread(gateway.start)
         return gateway
+
+
+@contextlib.contextmanager
+def running_cluster(
+    endpoint: str, namespace: str, root: Path, gateways: int = 2
+) -> Iterator[MessagingCluster]:
+    """3 storage nodes and ``gateways`` gateways on ``endpoint`` under ``namespace``."""
+    cluster = MessagingCluster(LedgerCluster(endpoint, namespace, root))
+
+    async def start() -> None:
+        await cluster.ledgers.add_nodes(3)
+        for _ in range(gateways):
+            await cluster.add_gateway()
+
+    async def clean() -> None:
+        store = await cluster.ledgers.store()
+        try:
+            await store.delete_prefix("")
+        finally:
+            await store.close()
+
+    try:
+        asyncio.run(start())
+        yield cluster
+    finally:
+        for gateway in cluster.gateways:
+            gateway.stop()
+        for node in cluster.ledgers.nodes:
+            node.stop()
+        asyncio.run(clean())

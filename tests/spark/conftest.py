@@ -13,7 +13,6 @@ Every process is stopped by PID at the end.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import sys
 from collections.abc import Iterator
@@ -24,7 +23,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "component"))
 
-from clusters import LedgerCluster, MessagingCluster
+from clusters import MessagingCluster, running_cluster
 
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 os.environ["PYSPARK_PYTHON"] = sys.executable
@@ -45,30 +44,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 @pytest.fixture(scope="session")
 def folio(etcd_endpoint: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[MessagingCluster]:
     root = tmp_path_factory.mktemp("folio-spark")
-    cluster = MessagingCluster(LedgerCluster(etcd_endpoint, f"/spark-test-{os.getpid()}", root))
-
-    async def start() -> None:
-        await cluster.ledgers.add_nodes(3)
-        for _ in range(2):
-            await cluster.add_gateway()
-
-    try:
-        asyncio.run(start())
+    with running_cluster(etcd_endpoint, f"/spark-test-{os.getpid()}", root) as cluster:
         yield cluster
-    finally:
-        for gateway in cluster.gateways:
-            gateway.stop()
-        for node in cluster.ledgers.nodes:
-            node.stop()
-
-        async def clean() -> None:
-            store = await cluster.ledgers.store()
-            try:
-                await store.delete_prefix("")
-            finally:
-                await store.close()
-
-        asyncio.run(clean())
 
 
 @pytest.fixture(scope="session")
