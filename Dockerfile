@@ -1,14 +1,19 @@
 # One image for every Folio process: storage node, auditor, gateway, local cluster.
 #   docker build -t folio .
-#   docker compose up            (see compose.yaml: etcd + 3 storage nodes + auditor + 2 gateways)
+#   docker compose up            (see compose.yaml: keys, etcd + 3 storage nodes + auditor + 2 gateways
+#                                 + the Spark analytics service)
 FROM python:3.11-slim AS base
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1
+# Java 17 for the analytics service's Spark driver and the Spark connector
+RUN apt-get update && apt-get install -y --no-install-recommends openjdk-17-jre-headless \
+    && rm -rf /var/lib/apt/lists/*
 WORKDIR /opt/folio
 COPY pyproject.toml README.md ./
 COPY coordination ./coordination
 COPY storage ./storage
 COPY gateway ./gateway
 COPY web_ui ./web_ui
+COPY spark ./spark
 COPY folio ./folio
 RUN pip install . && useradd --system --home /var/lib/folio folio && mkdir -p /var/lib/folio \
     && chown folio /var/lib/folio
