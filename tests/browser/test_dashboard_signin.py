@@ -54,10 +54,16 @@ def gateway_url(etcd_endpoint: str, tmp_path_factory: pytest.TempPathFactory) ->
         cluster.stop()
 
 
-def sign_in(page: Page, url: str, value: str) -> None:
+def sign_in(page: Page, url: str, value: str, accepted: bool = True) -> None:
+    """Sign in from the overview; an accepted token reloads the page, awaited here so
+    that the test's next navigation does not race the reload."""
     page.goto(f"{url}/")
     page.get_by_test_id("token-input").fill(value)
-    page.get_by_test_id("sign-in").click()
+    if not accepted:
+        page.get_by_test_id("sign-in").click()
+        return
+    with page.expect_navigation():
+        page.get_by_test_id("sign-in").click()
 
 
 def test_sign_in_and_see_only_what_the_role_can_do(browser: Browser, gateway_url: str) -> None:
@@ -65,7 +71,7 @@ def test_sign_in_and_see_only_what_the_role_can_do(browser: Browser, gateway_url
     page = context.new_page()
     page.goto(f"{gateway_url}/")
     expect(page.get_by_test_id("token-input")).to_be_visible()
-    sign_in(page, gateway_url, "not-a-token")
+    sign_in(page, gateway_url, "not-a-token", accepted=False)
     expect(page.get_by_text("that token was not accepted")).to_be_visible()
 
     sign_in(page, gateway_url, token("reader"))
