@@ -27,7 +27,7 @@ from starlette.responses import Response
 
 from gateway.api.errors import ErrorMappingRoute, reason_response
 from gateway.api.forwarding import forward, local_topic
-from gateway.api.paging import TOTAL_HEADER
+from gateway.api.paging import TOTAL_HEADER, PageParams
 from gateway.broker.topic import Topic
 from gateway.meta.errors import InvalidArgument
 from gateway.names import TopicName, check_subscription
@@ -69,6 +69,13 @@ def json_response(data: Any, status: int = 200, total: int | None = None) -> Res
 
 def no_content() -> Response:
     return Response(status_code=204)
+
+
+def paged(response: Response, paging: PageParams, items: list[str]) -> list[str]:
+    """A page of ``items`` per ``paging``; the number that matched goes in ``X-Total-Count``."""
+    selected, total = paging.apply(items)
+    response.headers[TOTAL_HEADER] = str(total)
+    return selected
 
 
 def topic_name(tenant: str, namespace: str, topic: str) -> TopicName:
