@@ -1,7 +1,7 @@
 """Managed-log policy decisions: when to roll a ledger and which ledgers to trim (pure).
 
-Owns: ``RolloverPolicy`` and the decisions ``should_roll``, ``new_ledger_due``
-and ``ledgers_to_trim``. Rules (docs/compatibility.md §4.11, §5.3):
+Owns: ``RolloverPolicy`` and the decisions ``should_roll``, ``new_ledger_due``,
+``route_append`` and ``ledgers_to_trim``. Rules (docs/compatibility.md §4.11, §5.3):
 - roll the open ledger once it holds ``entries_max`` entries or ``bytes_max``
   bytes, or has been open ``age_max_ms`` (and is not empty);
 - a log whose writer lost its write quorum (``QuorumLost``: too few writable
@@ -21,6 +21,7 @@ and ``ledgers_to_trim``. Rules (docs/compatibility.md §4.11, §5.3):
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -61,6 +62,32 @@ def new_ledger_due(last_failed_ms: int | None, now_ms: int, retry_ms: int = ROLL
     """May a log without a writable ledger try to create one now? ``last_failed_ms``:
     when the last attempt failed (None: none failed yet)."""
     return last_failed_ms is None or now_ms - last_failed_ms >= retry_ms
+
+
+class AppendRoute(enum.Enum):
+    """Where an append goes (the log is neither fenced, closed nor terminated)."""
+
+    WRITE = "write"  # to the open ledger's writer
+    WAIT = "wait"  # for the roll under way (or the first writer)
+    ROLL = "roll"  # no writable ledger and a new one is due: wait, and roll now
+    REFUSE = "refuse"  # no writable ledger and no new one due yet: a retriable error
+
+
+def route_append(
+    rolling: bool,
+    has_writer: bool,
+    unwritable: bool,
+    writer_error: StorageError | None,
+    last_failed_ms: int | None,
+    now_ms: int,
+) -> AppendRoute:
+    """The route of one append. ``unwritable``: a roll closed the old ledger but
+    found too few writable nodes for the next; ``writer_error``: the open writer's."""
+    if rolling or not has_writer:
+        return AppendRoute.WAIT
+    if unwritable or writer_lost_quorum(writer_error):
+        return AppendRoute.ROLL if new_ledger_due(last_failed_ms, now_ms) else AppendRoute.REFUSE
+    return AppendRoute.WRITE
 
 
 def ledgers_to_trim(

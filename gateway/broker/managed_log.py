@@ -14,12 +14,10 @@ log" recipe):
   later write of the list by CAS keeps the epoch read with it.
 - appends complete in order; an add that comes back fenced makes the whole log
   fenced at once (``on_fenced``): the owner must drop the topic.
-- rollover (log_policy.should_roll): wait for the open ledger's adds, close it,
-  create the next one, CAS the list; appends made meanwhile wait in order.
-- a writer that lost its write quorum, or a roll that closed the old ledger but
-  found too few writable nodes for the next, leaves the log without a writable
-  ledger: it rolls as soon as nodes allow (log_policy.new_ledger_due); until
-  then appends fail with a retriable error.
+- rollover, and the log left without a writable ledger when its writer lost
+  its write quorum, are ``log_roll.Roller``'s: appends go where
+  ``log_policy.route_append`` says (to the writer, wait for the roll, or a
+  retriable error); the roll changes the ledger list here (``switch_ledger``).
 - trim deletes whole closed ledgers that every durable cursor passed and that
   retention no longer keeps (log_policy.ledgers_to_trim), list first, data after.
 - reads never go past the last confirmed entry; recent entries come from the
@@ -43,17 +41,11 @@ from typing import Any
 
 from coordination import keys
 from coordination.clock import Clock
-from coordination.errors import CoordinationError
 from coordination.store import MetadataStore
 from gateway.broker.log_layout import LedgerLayout
-from gateway.broker.log_policy import (
-    Retention,
-    ledgers_to_trim,
-    new_ledger_due,
-    should_roll,
-    writer_lost_quorum,
-)
+from gateway.broker.log_policy import AppendRoute, Retention, ledgers_to_trim
 from gateway.broker.log_reads import LedgerReaders, read_cached, read_entries
+from gateway.broker.log_roll import Roller
 from gateway.broker.log_state import (
     EntryCache,
     LogClosed,
@@ -103,11 +95,8 @@ class ManagedLog:
         self._layout: LedgerLayout | None = None
         self._cache = EntryCache(config.cache_bytes_max, config.cache_budget)
         self._readers = LedgerReaders(client, clock, config.cache_budget)
-        self._rolling: asyncio.Task[None] | None = None
-        self._unwritable = False  # the writer lost its quorum, or a roll closed it: roll when due
-        self._roll_failed_ms: int | None = None  # when the last attempt to open a new ledger failed
+        self._roller = Roller(self, config.rollover, clock)
         self._recount = Recount()  # ledgers closed by recovery are counted again (log_takeover)
-        self._waiting: list[tuple[bytes, int, asyncio.Future[Position]]] = []
         self._new_entries = asyncio.Event()
         self._lock = asyncio.Lock()  # list updates (roll, trim) one at a time
         self.fenced = False
@@ -211,6 +200,10 @@ class ManagedLog:
         return await self._client.metadata.read(ledger_id)
 
     @property
+    def writer_opened_ms(self) -> int:
+        return self._writer_opened_ms
+
+    @property
     def cache(self) -> EntryCache:
         return self._cache
 
@@ -221,7 +214,7 @@ class ManagedLog:
     @property
     def pending_appends(self) -> int:
         writer = self._writer
-        return len(self._waiting) + (writer.outstanding if writer else 0)
+        return len(self._roller.waiting) + (writer.outstanding if writer else 0)
 
     async def wait_for_entries(self, after: Position, timeout_s: float | None = None) -> bool:
         """Wait until an entry after ``after`` is confirmed (True) or the timeout."""
@@ -248,22 +241,22 @@ class ManagedLog:
             future.set_exception(LogFenced(f"topic {self.topic_path} is fenced"))
         elif self.closed or self.terminated:
             future.set_exception(LogClosed(f"topic {self.topic_path} is closed or terminated"))
-        elif self._rolling is not None or self._writer is None:
-            self._waiting.append((payload, messages, future))
-        elif self._unwritable or writer_lost_quorum(self._writer.error):
-            if new_ledger_due(self._roll_failed_ms, self._clock.now_ms()):
-                self._waiting.append((payload, messages, future))
-                self._start_roll()
-            else:
-                future.set_exception(LogError(f"topic {self.topic_path}: too few writable storage nodes"))
         else:
-            self._append_to_writer(self._writer, payload, messages, future, on_done)
-            return future
+            route = self._roller.route(self._writer, self._clock.now_ms())
+            if route is AppendRoute.WRITE and self._writer is not None:
+                self.write_to(self._writer, payload, messages, future, on_done)
+                return future
+            if route is AppendRoute.REFUSE:
+                future.set_exception(LogError(f"topic {self.topic_path}: too few writable storage nodes"))
+            else:
+                self._roller.waiting.append((payload, messages, future))
+                if route is AppendRoute.ROLL:
+                    self._roller.start()
         if on_done is not None:
             future.add_done_callback(on_done)
         return future
 
-    def _append_to_writer(
+    def write_to(
         self,
         writer: LedgerWriter,
         payload: bytes,
@@ -284,11 +277,10 @@ class ManagedLog:
             exc = entry_future.exception()
             if exc is not None:
                 if isinstance(exc, Fenced):
-                    self._on_fenced(exc)
+                    self.fence(exc)
                     exc = LogFenced(str(exc))
-                elif writer_lost_quorum(writer.error) and not self._unwritable:
-                    self._unwritable = True  # close it at its LAC and roll, at once
-                    self._start_roll()
+                else:
+                    self._roller.on_add_failed(writer)
                 if not future.done():
                     future.set_exception(exc)
                     if on_done is not None:
@@ -309,12 +301,12 @@ class ManagedLog:
                 future.set_result(position)
                 if on_done is not None:
                     on_done(future)
-            self._maybe_roll()
+            self._roller.on_added()
 
         try:
             writer.append_nowait(payload, done)
         except Fenced as exc:
-            self._on_fenced(exc)
+            self.fence(exc)
             future.set_exception(LogFenced(str(exc)))
         except StorageError as exc:
             future.set_exception(LogError(f"append failed: {exc}"))
@@ -323,86 +315,46 @@ class ManagedLog:
         if on_done is not None:
             future.add_done_callback(on_done)
 
-    def _on_fenced(self, exc: Exception) -> None:
+    def fence(self, exc: Exception) -> None:
+        """Another gateway owns the topic now: fail everything waiting, tell the owner."""
         if self.fenced:
             return
         self.fenced = True
         log.warning("topic %s: writes fenced (%s); another gateway owns it now", self.topic_path, exc)
         self._new_entries.set()
-        for _, _, future in self._waiting:
-            if not future.done():
-                future.set_exception(LogFenced(str(exc)))
-        self._waiting.clear()
+        self._roller.fail_waiting(LogFenced(str(exc)))
         if self.on_fenced is not None:
             self.on_fenced()
 
-    # ------------------------------------------------------------ rollover
-
-    def _maybe_roll(self) -> None:
-        if self._rolling is not None or self.closed or self.fenced:
-            return
-        policy = self._config.rollover
-        now = self._clock.now_ms()
-        if should_roll(policy, self._current_entries, self._current_bytes, self._writer_opened_ms, now):
-            self._start_roll()
-
-    def _start_roll(self) -> None:
-        if self._rolling is None and not self.closed and not self.fenced:
-            self._rolling = asyncio.get_running_loop().create_task(
-                self._roll(), name=f"roll-{self.topic_path}"
-            )
+    # ------------------------------------------------------------ rollover (log_roll)
 
     async def roll(self) -> None:
         """Roll now (tests, admin); waits for it."""
-        if self._rolling is None and not self.closed and not self.fenced:
-            self._rolling = asyncio.get_running_loop().create_task(self._roll())
-        if self._rolling is not None:
-            await asyncio.shield(self._rolling)
+        await self._roller.roll()
 
-    async def _roll(self) -> None:
-        old = self._writer
-        assert old is not None
-        try:
-            async with self._lock:
-                metadata = await old.close()  # at its LAC, also after it lost its quorum
-                self._unwritable = True
-                closed_info = self._closed_info(old.ledger_id, metadata.last_entry_id + 1, metadata.length)
-                writer = await self._create_ledger(old.ledger_id)
-                new_list = [*self._ledgers[:-1]]
-                if closed_info.entries > 0:
-                    new_list.append(closed_info)
-                new_list.append(LedgerInfo(writer.ledger_id))
-                await self._write_list(new_list)
-                if closed_info.entries == 0:
-                    with contextlib.suppress(StorageError):
-                        await self._client.delete(old.ledger_id)
-                self._writer = writer
-                self._unwritable = False
-                self._roll_failed_ms = None
-                self._writer_opened_ms = self.created_ledger_ms = self._clock.now_ms()
-                self._current_entries = 0
-                self._current_bytes = 0
-                self._layout = None
-        except Fenced as exc:
-            self._on_fenced(exc)
-        except (StorageError, GatewayError, CoordinationError) as exc:
-            log.warning("topic %s: rollover failed: %s", self.topic_path, exc)
-            if isinstance(exc, LogFenced):
-                self._on_fenced(exc)
-            elif self._unwritable:
-                self._roll_failed_ms = self._clock.now_ms()
-        finally:
-            self._rolling = None
-        waiting, self._waiting = self._waiting, []
-        for payload, messages, future in waiting:
-            if future.done():
-                continue
-            if self.fenced or self._writer is None:
-                future.set_exception(LogFenced(f"topic {self.topic_path} is fenced"))
-            elif self._unwritable:
-                future.set_exception(LogError(f"topic {self.topic_path}: too few writable storage nodes"))
-            else:
-                self._append_to_writer(self._writer, payload, messages, future)
+    @property
+    def list_lock(self) -> asyncio.Lock:
+        """Held while the ledger list changes (roll, trim, totals, terminate, close)."""
+        return self._lock
+
+    async def switch_ledger(self, old: LedgerWriter, metadata: LedgerMetadata) -> None:
+        """Put the next ledger after ``old`` (closed, ``metadata``) into the list and
+        write to it (``list_lock`` held): ``old`` stays in the list unless empty."""
+        closed_info = self._closed_info(old.ledger_id, metadata.last_entry_id + 1, metadata.length)
+        writer = await self._create_ledger(old.ledger_id)
+        new_list = [*self._ledgers[:-1]]
+        if closed_info.entries > 0:
+            new_list.append(closed_info)
+        new_list.append(LedgerInfo(writer.ledger_id))
+        await self._write_list(new_list)
+        if closed_info.entries == 0:
+            with contextlib.suppress(StorageError):
+                await self._client.delete(old.ledger_id)
+        self._writer = writer
+        self._writer_opened_ms = self.created_ledger_ms = self._clock.now_ms()
+        self._current_entries = 0
+        self._current_bytes = 0
+        self._layout = None
 
     async def _create_ledger(self, id_above: int) -> LedgerWriter:
         """A new ledger whose id is above ``id_above`` (the log's ids increase, wherever
@@ -447,7 +399,7 @@ class ManagedLog:
                 try:
                     await self._write_list(list(self._ledgers))
                 except LogFenced as exc:
-                    self._on_fenced(exc)
+                    self.fence(exc)
                     raise
                 self.terminated = True
         writer = self._writer
@@ -506,13 +458,8 @@ class ManagedLog:
         self.closed = True
         self._new_entries.set()
         self._recount.stop()
-        if self._rolling is not None:
-            with contextlib.suppress(Exception):
-                await self._rolling
-        for _, _, future in self._waiting:
-            if not future.done():
-                future.set_exception(LogError(f"topic {self.topic_path} is closing"))
-        self._waiting.clear()
+        await self._roller.stop()
+        self._roller.fail_waiting(LogError(f"topic {self.topic_path} is closing"))
         writer = self._writer
         if writer is not None and not self.fenced:
             try:

@@ -6,10 +6,12 @@ import pytest
 
 from gateway.broker.log_policy import (
     ROLL_RETRY_MS,
+    AppendRoute,
     Retention,
     RolloverPolicy,
     ledgers_to_trim,
     new_ledger_due,
+    route_append,
     should_roll,
     writer_lost_quorum,
 )
@@ -64,3 +66,15 @@ def test_a_log_without_a_writable_ledger_tries_a_new_one_at_once_then_spaced() -
     assert new_ledger_due(None, 0)  # nothing failed yet: try at once
     assert not new_ledger_due(1_000, 1_000 + ROLL_RETRY_MS - 1)  # the last attempt failed just now
     assert new_ledger_due(1_000, 1_000 + ROLL_RETRY_MS)
+
+
+def test_an_append_waits_for_a_roll_writes_or_gets_a_retriable_error() -> None:
+    lost = QuorumLost("x")
+    assert route_append(False, True, False, None, None, NOW) is AppendRoute.WRITE
+    assert route_append(True, True, False, None, None, NOW) is AppendRoute.WAIT  # a roll is under way
+    assert route_append(False, False, False, None, None, NOW) is AppendRoute.WAIT  # no writer yet
+    assert route_append(False, True, False, lost, None, NOW) is AppendRoute.ROLL  # lost its quorum
+    assert route_append(False, True, True, None, None, NOW) is AppendRoute.ROLL
+    assert route_append(False, True, True, None, NOW - 1, NOW) is AppendRoute.REFUSE  # failed just now
+    assert route_append(False, True, True, None, NOW - ROLL_RETRY_MS, NOW) is AppendRoute.ROLL
+    assert route_append(True, True, True, lost, NOW, NOW) is AppendRoute.WAIT
