@@ -1,9 +1,9 @@
 """Bundle ownership of one gateway: lookup, acquire, release, unload, loss (asyncio shell).
 
 Owns: this gateway's ownership keys ``keys.bundle(t, ns, range)`` (value: the
-gateway id, held under the gateway's lease), the local table of bundles it owns
-(with each key's ``mod_revision``), and watched caches of every ownership key,
-every assignment and every unload request (``WatchedPrefix``).
+gateway id, held under the gateway's lease), and watched caches of every
+ownership key, every assignment and every unload request (``WatchedPrefix``);
+the table of the bundles it holds is ``held.HeldBundles``.
 Rules (docs/architecture.md §6, docs/compatibility.md §5):
 
 - A bundle is acquired only by create-if-absent (CAS on revision 0) under this
@@ -24,21 +24,19 @@ Rules (docs/architecture.md §6, docs/compatibility.md §5):
   runs the ``on_unload_requested`` hook (the broker closes the topics), then
   releases the key (even if the hook failed or timed out: the load manager's
   decision stands, fencing covers stragglers), then deletes the request.
-- A bundle is lost when the watched cache, at or past the revision of our key,
-  no longer holds that key - or when the lease is lost, which loses every bundle
-  at once. ``on_bundle_lost`` callbacks then run (also after ``release``). The
-  gateway then takes part again under a new lease (``rejoin``), with new keys
-  and so newer epochs than anything it held before.
+- A bundle is lost (``held.lost_bundles``) when the watched cache no longer
+  holds our key - or when the lease is lost, which loses every bundle at once.
+  The ``on_bundle_lost`` callbacks then run (``hooks``; also after
+  ``release``). The gateway then takes part again under a new lease
+  (``rejoin``), with new keys and so newer epochs than anything it held before.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import enum
-import inspect
 import logging
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from coordination import keys
@@ -58,6 +56,8 @@ from gateway.ownership.bundles import (
 )
 from gateway.ownership.cache import WatchedPrefix
 from gateway.ownership.errors import BundleUnavailable, NoGatewayAvailable, OwnershipSessionLost
+from gateway.ownership.held import HeldBundles, LossReason, lost_bundles
+from gateway.ownership.hooks import BundleCallback, BundleLostCallback, Hooks, UnloadHook
 from gateway.ownership.records import (
     GatewayInfo,
     assignment_key,
@@ -73,13 +73,6 @@ log = logging.getLogger(__name__)
 DEFAULT_UNLOAD_TIMEOUT_S = 30.0
 
 
-class LossReason(enum.Enum):
-    RELEASED = "released"  # release()/release_all() by this gateway
-    UNLOADED = "unloaded"  # released after an unload request
-    DELETED = "deleted"  # the key disappeared under us (deleted by someone else)
-    LEASE_LOST = "lease_lost"  # the gateway's lease is gone: every bundle at once
-
-
 @dataclass(frozen=True, slots=True)
 class OwnerInfo:
     """Where a bundle is served: the owner (or chosen owner) gateway."""
@@ -88,11 +81,6 @@ class OwnerInfo:
     http_url: str
     bundle: NamespaceBundle
     is_self: bool
-
-
-BundleLostCallback = Callable[[NamespaceBundle, LossReason], Awaitable[None] | None]
-BundleCallback = Callable[[NamespaceBundle], Awaitable[None] | None]
-UnloadHook = Callable[[NamespaceBundle], Awaitable[None]]
 
 
 class OwnershipManager:
@@ -117,16 +105,12 @@ class OwnershipManager:
         self.unload_timeout_s = unload_timeout_s
         self._own_registry = registry is None
         self.registry = registry or GatewayRegistry(store, session, gateway_id, http_url)
-        # bundles this gateway holds: namespace -> range -> mod_revision of our key
-        self._mine: dict[NamespaceName, dict[BundleRange, int]] = {}
+        self._mine = HeldBundles()
         self.view = OwnershipView()  # the three caches, decoded
         self._acquiring: dict[NamespaceBundle, asyncio.Task[bool]] = {}
         self._unloading: set[NamespaceBundle] = set()  # unload requests being carried out
         self._leaving: dict[NamespaceBundle, LossReason] = {}  # releases in flight
-        self._tasks: set[asyncio.Task[object]] = set()
-        self._lost_callbacks: list[BundleLostCallback] = []
-        self._acquired_callbacks: list[BundleCallback] = []
-        self._unload_hook: UnloadHook | None = None
+        self._hooks = Hooks(gateway_id)
         self._bundles = WatchedPrefix(store, keys.BUNDLES, self._on_owner_change)
         self._assigned = WatchedPrefix(store, keys.BUNDLE_ASSIGN, self._on_assignment_change)
         self._unload_requests = WatchedPrefix(store, keys.BUNDLE_UNLOAD, self._on_unload_change)
@@ -168,7 +152,7 @@ class OwnershipManager:
             with contextlib.suppress(CoordinationError):
                 await self.release_all()
         watch, self._lease_watch = self._lease_watch, None
-        tasks = [t for t in (watch, *self._tasks, *self._acquiring.values()) if t is not None]
+        tasks = [t for t in (watch, *self._hooks.tasks(), *self._acquiring.values()) if t is not None]
         for task in tasks:
             task.cancel()
         for task in tasks:
@@ -183,16 +167,16 @@ class OwnershipManager:
 
     def on_bundle_lost(self, callback: BundleLostCallback) -> None:
         """``callback(bundle, reason)`` after this gateway stops owning ``bundle``."""
-        self._lost_callbacks.append(callback)
+        self._hooks.lost.append(callback)
 
     def on_bundle_acquired(self, callback: BundleCallback) -> None:
         """``callback(bundle)`` after this gateway acquires ``bundle``."""
-        self._acquired_callbacks.append(callback)
+        self._hooks.acquired.append(callback)
 
     def on_unload_requested(self, hook: UnloadHook) -> None:
         """``await hook(bundle)`` runs before a requested unload releases ``bundle``
         (close its topics); it is given ``unload_timeout_s``."""
-        self._unload_hook = hook
+        self._hooks.unload = hook
 
     # -- queries (local, no etcd round trip) ----------------------------------------------
 
@@ -202,29 +186,23 @@ class OwnershipManager:
 
     def owned_bundle_of(self, topic: TopicName) -> NamespaceBundle | None:
         """The bundle of ours that contains ``topic`` (None: not ours), lease aside."""
-        ranges = self._mine.get(topic.namespace_name)
-        if not ranges:
-            return None
-        h = topic_hash(str(topic))
-        return next((NamespaceBundle(topic.namespace_name, r) for r in ranges if r.contains(h)), None)
+        found = self._mine.of_topic(topic)
+        return found[0] if found else None
 
     def epoch_of(self, topic: TopicName) -> int | None:
         """This gateway's ownership epoch for ``topic``: the mod_revision of our key for
         the bundle containing it (etcd revisions only grow, so a later owner's epoch is
         always higher); None when we do not own it or the lease is no longer valid."""
-        ranges = self._mine.get(topic.namespace_name)
-        if not ranges or not self.session.is_valid():
-            return None
-        h = topic_hash(str(topic))
-        return next((revision for r, revision in ranges.items() if r.contains(h)), None)
+        found = self._mine.of_topic(topic)
+        return found[1] if found and self.session.is_valid() else None
 
     def owns(self, bundle: NamespaceBundle) -> bool:
-        return self.session.is_valid() and bundle.range in self._mine.get(bundle.namespace, {})
+        return self.session.is_valid() and self._mine.holds(bundle)
 
     def owned_bundles(self) -> set[NamespaceBundle]:
         if self.session.lost.is_set():
             return set()
-        return {NamespaceBundle(ns, r) for ns, ranges in self._mine.items() for r in ranges}
+        return set(self._mine.all())
 
     def owner_of(self, topic: TopicName) -> str | None:
         """The owner of ``topic``'s bundle as the cache sees it (None: unowned)."""
@@ -261,9 +239,9 @@ class OwnershipManager:
             if held is not None and held[1] != self.gateway_id and held[1] in self.registry.live():
                 return await self._info_of(*held)
             raise OwnershipSessionLost(f"gateway {self.gateway_id}: {self.session.lost_reason}")
-        mine = next((r for r in self._mine.get(ns, {}) if r.contains(h)), None)
+        mine = self._mine.covering(ns, h)
         if mine is not None:
-            return self._self_info(NamespaceBundle(ns, mine))
+            return self._self_info(NamespaceBundle(ns, mine[0]))
         found = self.view.owner_of_hash(ns, h)
         if found is not None:
             bundle, cached = found
@@ -291,7 +269,7 @@ class OwnershipManager:
         """Acquire ``ns``/``bundle`` unless someone holds it; True if this gateway owns it now."""
         self._check_session()
         nb = NamespaceBundle(ns, bundle)
-        if nb.range in self._mine.get(ns, {}):
+        if self._mine.holds(nb):
             return True
         task = self._acquiring.get(nb)
         if task is None:
@@ -316,12 +294,12 @@ class OwnershipManager:
             raise OwnershipSessionLost(f"gateway {self.gateway_id} lost its lease: {exc}") from exc
         if session.lost.is_set() or session is not self.session:
             return False
-        self._mine.setdefault(nb.namespace, {})[nb.range] = revision
+        self._mine.add(nb, revision)
         log.info("gateway %s acquired bundle %s", self.gateway_id, nb)
-        self._fire(self._acquired_callbacks, nb)
+        self._hooks.fire_acquired(nb)
         assigned = self.view.assignments.get(nb)
         if assigned is not None and assigned[0].gateway_id == self.gateway_id:
-            self._spawn(self._delete_quietly(assignment_key(nb), assigned[1]))
+            self._hooks.spawn(self._delete_quietly(assignment_key(nb), assigned[1]))
         self._maybe_unload(nb)  # a request may have arrived before our CAS's answer
         return True
 
@@ -338,7 +316,7 @@ class OwnershipManager:
         return sum(done)
 
     async def _release(self, nb: NamespaceBundle, reason: LossReason) -> bool:
-        revision = self._mine.get(nb.namespace, {}).get(nb.range)
+        revision = self._mine.revision(nb)
         if revision is None:
             return False
         self._leaving[nb] = reason  # the watch may report the delete before the delete returns
@@ -383,7 +361,7 @@ class OwnershipManager:
             return None
         owner = decode_owner(kv.value)
         if owner == self.gateway_id and kv.lease == self.session.lease_id and not self.session.lost.is_set():
-            self._mine.setdefault(bundle.namespace, {}).setdefault(bundle.range, kv.mod_revision)
+            self._mine.add_if_absent(bundle, kv.mod_revision)
         return owner
 
     def _live_gateways(self) -> dict[str, GatewayInfo]:
@@ -408,15 +386,9 @@ class OwnershipManager:
     def _on_owner_change(self, key: str | None) -> None:
         entries = self._bundles.entries
         touched = self.view.update_owners(entries, key)
-        revision = self._bundles.revision
         check = self.owned_bundles() if key is None else [nb for nb in touched if self.owns(nb)]
-        for nb in check:
-            mine = self._mine.get(nb.namespace, {}).get(nb.range)
-            if mine is None or revision < mine:
-                continue  # the cache has not seen our write yet
-            entry = entries.get(owner_key(nb))
-            if entry is None or entry.mod_revision != mine:
-                self._lose(nb, self._leaving.get(nb, LossReason.DELETED), mine)
+        for nb, mine in lost_bundles(self._mine, check, entries, self._bundles.revision):
+            self._lose(nb, self._leaving.get(nb, LossReason.DELETED), mine)
         for nb in list(self.view.assignments) if key is None else touched:
             self._maybe_take_assignment(nb)
 
@@ -429,7 +401,7 @@ class OwnershipManager:
             return
         if nb in self._acquiring or self.view.owner(nb) is not None:
             return  # in progress, or someone (maybe us) holds it: wait for the key to go
-        self._spawn(self._take_assignment(nb))
+        self._hooks.spawn(self._take_assignment(nb))
 
     async def _take_assignment(self, nb: NamespaceBundle) -> None:
         try:
@@ -446,21 +418,14 @@ class OwnershipManager:
         if pending is None or nb in self._unloading:
             return
         request, request_revision = pending
-        mine = self._mine.get(nb.namespace, {}).get(nb.range)
+        mine = self._mine.revision(nb)
         if request.from_gateway == self.gateway_id and mine == request.owner_revision:
             self._unloading.add(nb)
-            self._spawn(self._unload(nb, request_revision))
+            self._hooks.spawn(self._unload(nb, request_revision))
 
     async def _unload(self, nb: NamespaceBundle, request_revision: int) -> None:
         try:
-            if self._unload_hook is not None:
-                try:
-                    async with asyncio.timeout(self.unload_timeout_s):
-                        await self._unload_hook(nb)
-                except Exception:
-                    log.exception(
-                        "gateway %s: unload hook for %s failed; releasing anyway", self.gateway_id, nb
-                    )
+            await self._hooks.before_unload(nb, self.unload_timeout_s)
             await self._release(nb, LossReason.UNLOADED)
             await self._delete_quietly(unload_key(nb), request_revision)
         except CoordinationError as exc:
@@ -475,37 +440,13 @@ class OwnershipManager:
         self._lose_all()
 
     def _lose_all(self) -> None:
-        for nb in sorted(NamespaceBundle(ns, r) for ns, rs in self._mine.items() for r in rs):
+        for nb in self._mine.all():
             self._lose(nb, LossReason.LEASE_LOST, None)
 
     def _lose(self, nb: NamespaceBundle, reason: LossReason, revision: int | None) -> None:
-        ranges = self._mine.get(nb.namespace, {})
-        if nb.range not in ranges or (revision is not None and ranges[nb.range] != revision):
-            return
-        del ranges[nb.range]
-        if not ranges:
-            self._mine.pop(nb.namespace, None)
-        log.info("gateway %s lost bundle %s (%s)", self.gateway_id, nb, reason.value)
-        self._fire(self._lost_callbacks, nb, reason)
-
-    def _fire(self, callbacks: Iterable[Callable[..., Awaitable[None] | None]], *args: object) -> None:
-        for callback in list(callbacks):
-            try:
-                result = callback(*args)
-                if inspect.isawaitable(result):
-                    self._spawn(result)
-            except Exception:
-                log.exception("ownership callback %r failed", callback)
-
-    def _spawn(self, awaitable: Awaitable[object]) -> None:
-        task = asyncio.ensure_future(awaitable)
-        self._tasks.add(task)
-        task.add_done_callback(self._task_done)
-
-    def _task_done(self, task: asyncio.Task[object]) -> None:
-        self._tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            log.error("ownership task failed", exc_info=task.exception())
+        if self._mine.remove(nb, revision):
+            log.info("gateway %s lost bundle %s (%s)", self.gateway_id, nb, reason.value)
+            self._hooks.fire_lost(nb, reason)
 
     async def _delete_quietly(self, key: str, revision: int) -> None:
         with contextlib.suppress(CoordinationError):
