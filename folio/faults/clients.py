@@ -12,6 +12,7 @@ gateway costs a client its session, never the run.
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import base64
 import contextlib
@@ -69,7 +70,7 @@ class Gateways:
         return self.urls[attempt % len(self.urls)]
 
 
-class Producer:
+class Producer(abc.ABC):
     """Publishes seq 0, 1, 2... to one topic at ``rate`` msg/s, ``window`` in flight."""
 
     def __init__(
@@ -141,8 +142,9 @@ class Producer:
                 self.history.record("info", "session", process=self.name, base=base, error=repr(exc)[:200])
             await asyncio.sleep(RETRY_PAUSE_S)
 
+    @abc.abstractmethod
     async def session(self, base: str, stop: asyncio.Event, drained: asyncio.Event) -> None:
-        raise NotImplementedError
+        """One connection to ``base``: publish fresh and unacked sequences until it ends."""
 
 
 class WsProducer(Producer):
