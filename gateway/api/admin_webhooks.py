@@ -47,6 +47,8 @@ from gateway.meta.errors import Conflict, NotFound
 from gateway.names import TopicName, check_subscription
 from gateway.protocol.errors import BadRequest
 from gateway.protocol.webhook_config import parse_webhook
+from gateway.security.middleware import IDENTITY
+from gateway.security.policy import Need
 from storage.formats.positions import EARLIEST
 
 if TYPE_CHECKING:
@@ -126,6 +128,8 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
                 raise BadRequest("deadLetterTopic: must not be the topic itself")
             if await gateway.partitions(letters):
                 raise BadRequest(f"deadLetterTopic: {letters} is partitioned; name a non-partitioned topic")
+            # it dead-letters there for the caller (the default one is checked in front)
+            await request.app.state.guard.require(Need.PRODUCE, request.scope.get(IDENTITY), letters)
         if count:
             return await on_partitions(gateway, request, name, count, value)
 

@@ -29,6 +29,7 @@ from gateway.api import (
     admin_cluster,
     admin_namespaces,
     admin_sql,
+    admin_topic_permissions,
     admin_topic_schemas,
     admin_topics,
     asyncapi,
@@ -86,6 +87,7 @@ def create_app(gateway: Gateway, *, manage_lifecycle: bool = True) -> FastAPI:
     ws_fastpath.install(app, messaging.ws_handlers)  # type: ignore[attr-defined]
     app.include_router(admin_namespaces.make_router(lambda: gateway.namespaces, gateway.unload_namespace))
     app.include_router(admin_topics.make_router(lambda: gateway))
+    app.include_router(admin_topic_permissions.make_router(lambda: gateway.namespaces))
     app.include_router(admin_topic_schemas.make_router(lambda: gateway))
     app.include_router(admin_cluster.make_router(lambda: gateway))
     app.include_router(admin_analytics.make_router(lambda: gateway))

@@ -41,6 +41,7 @@ STATUS_BY_CODE: dict[str, int] = {
     "invalid_argument": 400,
     "invalid_policy": 400,
     "not_found": 404,
+    "forbidden": 403,
     "conflict": 409,
     "already_exists": 409,
     "precondition_failed": 412,

@@ -265,7 +265,7 @@ class WebhookPusher(PullSink):
     async def _dead_letter(self, batch: list[Delivery]) -> bool:
         name = self.topic.name
         local = self.config.deadLetterTopic
-        target = str(name.sibling(local)) if local else f"{name}-{self.subscription}-DLQ"
+        target = str(name.sibling(local) if local else letters.letter_topics(name, self.subscription)[1])
         try:
             for delivery in batch:
                 await letters.dead_letter(

@@ -59,6 +59,7 @@ from gateway.protocol.ws_frames import (
     parse_command,
     ranges_notice,
 )
+from gateway.security.middleware import MAY_RETRY
 from storage.formats.positions import EARLIEST, LATEST, NO_BATCH, MessagePosition, Position
 
 if TYPE_CHECKING:
@@ -91,6 +92,7 @@ class ConsumerSession:
         self.delivered: dict[str, MessagePosition] = {}  # id as sent -> position, until acked
         self.acks: list[MessagePosition] = []  # fast acks of frames read in a row, not applied yet
         self.max_retries = 0  # maxRedeliverCount: reconsumeLater beyond it goes to the DLQ
+        self.may_retry = True  # the caller may produce to the retry topic (security layer)
 
     # ConsumerSink ---------------------------------------------------------
 
@@ -207,7 +209,11 @@ class ConsumerSession:
             self._seek(command)
         elif isinstance(command, ReconsumeLater):
             position = position_of(command.message_id, self.partition)
-            if position is not None and not self.reader:
+            if position is not None and not self.reader and not self.may_retry:
+                retry = letters.letter_topics(self.topic.name, sub.name)[0]
+                reason = f"not authorized to produce to the retry topic {retry}"
+                self.out.send(orjson.dumps({"type": "error", "code": "forbidden", "errorMsg": reason}))
+            elif position is not None and not self.reader:
                 task = letters.reconsume_later(
                     self.topic, sub, self.consumer_id, position, command.delay_ms, self.max_retries
                 )
@@ -305,6 +311,7 @@ async def serve_consumer(
         return
     session.sub, session.consumer_id = sub, consumer_id
     session.max_retries = params.max_redeliver_count
+    session.may_retry = websocket.scope.get(MAY_RETRY, True)
     await session.out.accept()
     gateway.sessions += 1
     try:

@@ -1,8 +1,11 @@
 """Dead-letter and retry-letter topics: copies of a message published elsewhere.
 
 Owns: publishing a copy of a consumed message to its subscription's
-dead-letter topic (``<topic>-<sub>-DLQ``) or retry topic (``<topic>-<sub>-RETRY``).
-Rules (docs/compatibility.md §4.4): the copy keeps payload, key and properties and
+dead-letter topic (``<topic>-<sub>-DLQ``) or retry topic (``<topic>-<sub>-RETRY``),
+and ``letter_topics``, their names. Rules (docs/compatibility.md §4.4): the
+names come from the consumed topic's own name (the partitioned topic's for a
+partition, so the security layer can authorize them before a consumer opens;
+never from a message property a producer could set); the copy keeps payload, key and properties and
 adds ``REAL_TOPIC`` and ``ORIGIN_MESSAGE_ID``; a retry copy carries
 ``RECONSUMETIMES`` and ``DELAY_TIME`` and is delivered after the delay; past
 ``maxRedeliverCount`` reconsumes it goes to the dead-letter topic; the original
@@ -14,6 +17,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
+from gateway.names import TopicName
 from storage.formats.entry_format import EntryMessage
 from storage.formats.message_id import MessageId
 from storage.formats.positions import NO_BATCH, MessagePosition
@@ -24,6 +28,19 @@ if TYPE_CHECKING:
     from gateway.broker.topic import Topic
 
 log = logging.getLogger(__name__)
+
+
+def letter_topics(topic: TopicName, subscription: str) -> tuple[TopicName, TopicName]:
+    """(retry topic, default dead-letter topic) of ``subscription`` on ``topic``:
+    ``<t>-<sub>-RETRY`` and ``<t>-<sub>-DLQ`` with ``t`` the topic's base name; on
+    the retry topic itself, that topic and the dead-letter topic of the original."""
+    base = topic.base
+    suffix = f"-{subscription}-RETRY"
+    real = base
+    if base.local.endswith(suffix) and len(base.local) > len(suffix):
+        real = TopicName(base.domain, base.tenant, base.namespace, base.local[: -len(suffix)])
+    retry = TopicName(real.domain, real.tenant, real.namespace, real.local + suffix)
+    return retry, TopicName(real.domain, real.tenant, real.namespace, f"{real.local}-{subscription}-DLQ")
 
 
 async def dead_letter(
@@ -72,17 +89,18 @@ async def reconsume_later(
     if messages is None:
         return
     message = messages[0 if position.batch_index == NO_BATCH else position.batch_index]
-    on_retry_topic = topic.name.local.endswith("-RETRY")
-    real = message.properties.get("REAL_TOPIC", str(topic.name)) if on_retry_topic else str(topic.name)
-    retries = int(message.properties.get("RECONSUMETIMES", "0")) + 1
+    retry, dlq = letter_topics(topic.name, sub.name)
+    try:
+        retries = int(message.properties.get("RECONSUMETIMES", "0")) + 1
+    except ValueError:
+        retries = 1
     if max_retries and retries > max_retries:
-        await dead_letter(topic, f"{real}-{sub.name}-DLQ", message, position, sub.name)
+        await dead_letter(topic, str(dlq), message, position, sub.name)
     else:
         extra = {"RECONSUMETIMES": str(retries), "DELAY_TIME": str(delay_ms)}
-        target = str(topic.name) if on_retry_topic else f"{real}-{sub.name}-RETRY"
         await dead_letter(
             topic,
-            target,
+            str(retry),
             message,
             position,
             sub.name,
@@ -101,7 +119,7 @@ async def dead_letter_effect(sub: Subscription, effect: DeadLetter) -> None:
     record = sub.consumers.get(effect.consumer_id)
     target = record.dead_letter_topic if record and record.dead_letter_topic else None
     if target is None:
-        target = f"{sub.topic.name}-{sub.name}-DLQ"
+        target = str(letter_topics(sub.topic.name, sub.name)[1])
     if messages is not None:
         index = 0 if position.batch_index == NO_BATCH else position.batch_index
         try:

@@ -31,7 +31,7 @@ from gateway.meta.errors import (
 from gateway.meta.policies import Policies, TenantInfo, check_quotas_within_retention
 from gateway.meta.policy_cache import PolicyCache
 from gateway.meta.topics import TopicMetadata
-from gateway.names import DOMAINS, NamespaceName, check_tenant
+from gateway.names import DOMAINS, NamespaceName, TopicName, check_tenant
 
 log = logging.getLogger(__name__)
 
@@ -265,6 +265,26 @@ class NamespaceStore(TopicMetadata):
                 for family in (keys.PARTITIONED, keys.MANAGED_LOGS, keys.CURSORS, keys.DEDUP):
                     await self._store.delete_prefix(family + path)
         await self._store.delete(key)
+
+    # ------------------------------------------------------------ a deleted topic's grants
+
+    async def delete_topic_metadata(self, topic: TopicName) -> bool:
+        existed = await super().delete_topic_metadata(topic)
+        if not topic.is_partition:
+            await self._drop_topic_grants(topic)
+        return existed
+
+    async def delete_partitioned(self, topic: TopicName) -> None:
+        await super().delete_partitioned(topic)
+        await self._drop_topic_grants(topic)
+
+    async def _drop_topic_grants(self, topic: TopicName) -> None:
+        """A topic created again under the same name starts without grants."""
+        try:
+            if str(topic) in (await self.policies(topic.namespace_name)).topic_permissions:
+                await self.update_policies(topic.namespace_name, lambda p: p.revoke_on_topic(str(topic)))
+        except NotFound:
+            pass
 
     async def _read_policies(self, ns: NamespaceName) -> Policies | None:
         key = keys.namespace(ns.tenant, ns.namespace)

@@ -45,6 +45,7 @@ BACKLOG_QUOTA_POLICIES = ("producer_request_hold", "producer_exception", "consum
 TOPIC_TYPES = ("non-partitioned", "partitioned")
 AUTH_ACTIONS = ("produce", "consume", "functions", "sources", "sinks", "packages")
 ROLES_MAX = 1000
+TOPIC_GRANTS_MAX = 1000  # topics of one namespace with grants of their own (the value stays small)
 
 
 # ---------------------------------------------------------------- scalar bodies
@@ -91,6 +92,23 @@ def _parse_auth(value: Any) -> dict[str, tuple[str, ...]]:
     if len(roles) > ROLES_MAX:
         raise InvalidPolicy(f"auth_policies.namespace_auth names more than {ROLES_MAX} roles")
     return {parse_role(str(role)): parse_actions(actions) for role, actions in roles.items()}
+
+
+def _parse_topic_auth(value: Any) -> dict[str, dict[str, tuple[str, ...]]]:
+    """``auth_policies.destination_auth``: full topic name -> role -> actions."""
+    if value is None:
+        return {}
+    raw = json_object(value, "auth_policies").get("destination_auth")
+    topics = {} if raw is None else json_object(raw, "auth_policies.destination_auth")
+    if len(topics) > TOPIC_GRANTS_MAX:
+        raise InvalidPolicy(f"auth_policies.destination_auth names more than {TOPIC_GRANTS_MAX} topics")
+    out: dict[str, dict[str, tuple[str, ...]]] = {}
+    for topic, roles in topics.items():
+        grants = json_object(roles, "auth_policies.destination_auth")
+        if len(grants) > ROLES_MAX:
+            raise InvalidPolicy(f"auth_policies.destination_auth names more than {ROLES_MAX} roles")
+        out[str(topic)] = {parse_role(str(role)): parse_actions(actions) for role, actions in grants.items()}
+    return out
 
 
 # ---------------------------------------------------------------- bundles
@@ -280,6 +298,8 @@ class Policies:
     max_producers_per_topic: int | None = None
     auto_topic_creation: AutoTopicCreation = AutoTopicCreation()
     permissions: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # role -> actions
+    # full name of a (partitioned or plain) topic -> role -> actions: Pulsar's destination_auth
+    topic_permissions: Mapping[str, Mapping[str, tuple[str, ...]]] = field(default_factory=dict)
     persistence: Persistence | None = None  # None: the gateway's LogConfig quorums
     schema_compatibility_strategy: Strategy = Strategy.UNDEFINED  # UNDEFINED: FULL (docs/decisions/0009)
     is_allow_auto_update_schema: bool = True  # may a producer add a schema version
@@ -301,6 +321,23 @@ class Policies:
     def revoke(self, role: str) -> Policies:
         return self.replace(permissions={r: a for r, a in self.permissions.items() if r != role})
 
+    def grant_on_topic(self, topic: str, role: str, actions: tuple[str, ...]) -> Policies:
+        roles = self.topic_permissions.get(topic, {})
+        if topic not in self.topic_permissions and len(self.topic_permissions) >= TOPIC_GRANTS_MAX:
+            raise PreconditionFailed(f"a namespace holds grants for at most {TOPIC_GRANTS_MAX} topics")
+        if role not in roles and len(roles) >= ROLES_MAX:
+            raise PreconditionFailed(f"a topic grants permissions to at most {ROLES_MAX} roles")
+        return self.replace(topic_permissions={**self.topic_permissions, topic: {**roles, role: actions}})
+
+    def revoke_on_topic(self, topic: str, role: str | None = None) -> Policies:
+        """Revoke ``role``'s grant on ``topic`` (every role's when None: the topic is deleted)."""
+        roles = {r: a for r, a in self.topic_permissions.get(topic, {}).items() if role not in (None, r)}
+        others = {t: r for t, r in self.topic_permissions.items() if t != topic}
+        return self.replace(topic_permissions={**others, topic: roles} if roles else others)
+
+    def topic_actions(self, topic: str, role: str) -> tuple[str, ...]:
+        return self.topic_permissions.get(topic, {}).get(role, ())
+
     def to_json(self) -> dict[str, Any]:
         return {
             "bundles": self.bundles.to_json(),
@@ -313,7 +350,10 @@ class Policies:
             "autoTopicCreationOverride": self.auto_topic_creation.to_json(),
             "auth_policies": {
                 "namespace_auth": {role: list(actions) for role, actions in sorted(self.permissions.items())},
-                "destination_auth": {},
+                "destination_auth": {
+                    topic: {role: list(actions) for role, actions in sorted(roles.items())}
+                    for topic, roles in sorted(self.topic_permissions.items())
+                },
                 "subscription_auth_roles": {},
             },
             "persistence": None if self.persistence is None else self.persistence.to_json(),
@@ -345,6 +385,7 @@ class Policies:
                 obj.get("autoTopicCreationOverride"), AutoTopicCreation.from_json, AutoTopicCreation()
             ),
             permissions=_parse_auth(obj.get("auth_policies")),
+            topic_permissions=_parse_topic_auth(obj.get("auth_policies")),
             persistence=_maybe(obj.get("persistence"), Persistence.from_json, None),
             schema_compatibility_strategy=parse_strategy(obj.get("schema_compatibility_strategy")),
             is_allow_auto_update_schema=(

@@ -4,9 +4,11 @@ Owns: ``SecurityConfig`` (token rules or open mode, superusers, allowed origins
 and hosts) and ``Guard``: authenticating a token at the injected clock's time,
 and reading what ``policy.decide`` needs (a tenant's admin roles, a role's
 grants in a namespace) from the namespace store, tenants cached for
-``TENANT_CACHE_S``. Rule: any failure to read (missing tenant or namespace,
-bad metadata) reads as "no grants", so it is a 403, never a 404 or 500 that
-would tell a caller what exists.
+``TENANT_CACHE_S``. A data need on a topic is met by the role's namespace
+grant or by its grant on the topic (on a partitioned topic for each of its
+partitions: the grant is looked up under the base name). Rule: any failure to
+read (missing tenant or namespace, bad metadata) reads as "no grants", so it is
+a 403, never a 404 or 500 that would tell a caller what exists.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from dataclasses import dataclass
 
 from gateway.errors import GatewayError
 from gateway.meta.namespaces import NamespaceStore
-from gateway.names import NamespaceName
+from gateway.names import NamespaceName, TopicName
 from gateway.security import tokens
 from gateway.security.policy import NEEDS_NAMESPACE, NEEDS_TENANT, Grants, Need, Verdict, decide, is_superuser
 from gateway.security.throttle import FailureLimiter, SessionCounts
@@ -45,6 +47,12 @@ class SecurityConfig:
     @property
     def open(self) -> bool:
         return self.tokens is None
+
+
+class Forbidden(GatewayError):
+    """A handler's own check of a further resource the request names (403)."""
+
+    code = "forbidden"
 
 
 class Guard:
@@ -97,17 +105,28 @@ class Guard:
         self._tenants[tenant] = (admins, now + TENANT_CACHE_S)
         return admins
 
-    async def _namespace_actions(self, tenant: str, namespace: str, role: str) -> tuple[str, ...]:
+    async def _namespace_actions(
+        self, tenant: str, namespace: str, role: str, topic: TopicName | None
+    ) -> tuple[str, ...]:
         try:
             policies = await self._namespaces().policies(NamespaceName.of(tenant, namespace))
         except GatewayError:  # InvalidName too
             return ()
-        return tuple(policies.permissions.get(role, ()))
+        actions = tuple(policies.permissions.get(role, ()))
+        if topic is not None and (topic.tenant, topic.namespace) == (tenant, namespace):
+            actions += policies.topic_actions(str(topic.base), role)
+        return actions
 
     async def authorize(
-        self, need: Need, identity: Identity | None, tenant: str | None, namespace: str | None
+        self,
+        need: Need,
+        identity: Identity | None,
+        tenant: str | None,
+        namespace: str | None,
+        topic: TopicName | None = None,
     ) -> Verdict:
-        """The verdict for ``identity`` on a resource of ``tenant``/``namespace``."""
+        """The verdict for ``identity`` on a resource of ``tenant``/``namespace``
+        (and of ``topic`` in it, whose own grants count too)."""
         superusers = self.config.superusers
         if identity is None or need not in NEEDS_TENANT or is_superuser(identity, superusers):
             return decide(need, identity, superusers, Grants())
@@ -116,8 +135,16 @@ class Guard:
         admins = await self._tenant_admins(tenant)
         actions: tuple[str, ...] = ()
         if identity.role not in admins and need in NEEDS_NAMESPACE and namespace is not None:
-            actions = await self._namespace_actions(tenant, namespace, identity.role)
+            actions = await self._namespace_actions(tenant, namespace, identity.role, topic)
         return decide(need, identity, superusers, Grants(admins, actions))
 
+    async def require(self, need: Need, identity: Identity | None, topic: TopicName) -> None:
+        """For a handler: ``Forbidden`` unless ``identity`` may ``need`` on ``topic``
+        (open mode allows everything)."""
+        if self.config.open:
+            return
+        if await self.authorize(need, identity, topic.tenant, topic.namespace, topic) is not Verdict.ALLOW:
+            raise Forbidden(f"not authorized to {need.value} on {topic}")
 
-__all__ = ["AuthFailed", "Guard", "SecurityConfig"]
+
+__all__ = ["AuthFailed", "Forbidden", "Guard", "SecurityConfig"]

@@ -37,6 +37,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from coordination.errors import CoordinationError
 from gateway.api.errors import reason_response
+from gateway.broker.letters import letter_topics
 from gateway.names import InvalidName, TopicName
 from gateway.security import rules
 from gateway.security.guard import Guard
@@ -64,6 +65,7 @@ def role_of(scope: Scope) -> str | None:
 
 
 IDENTITY = "folio.identity"
+MAY_RETRY = "folio.may_retry"  # a consumer's caller may produce to its retry topic
 EXPIRED_CLOSE = 4401
 REVOKED_CLOSE = 4403
 RECHECK_S = 5.0  # a long-lived session's right is checked again this often
@@ -151,16 +153,19 @@ class SecurityMiddleware:
                     if rule.need is not Need.PUBLIC:
                         await self._refuse(scope, receive, send, 401, str(exc), "unauthenticated")
                         return
+            topic = _topic_of(scope["path"], params)
             try:
                 verdict = await self.guard.authorize(
-                    rule.need, identity, params.get("tenant"), params.get("namespace")
+                    rule.need, identity, params.get("tenant"), params.get("namespace"), topic
                 )
-                if verdict is Verdict.ALLOW and rule.also is not None:
-                    verdict = await self.guard.authorize(
-                        rule.also, identity, params.get("tenant"), params.get("namespace")
-                    )
-                if verdict is Verdict.ALLOW and rule.letters:
-                    verdict = await self._letters_allowed(identity, params, query)
+                if verdict is Verdict.ALLOW and rule.letters and topic is not None:
+                    verdict = await self._letters_allowed(rule.letters, identity, topic, params, query)
+                    if websocket:  # reconsumeLater publishes to the retry topic
+                        retry = letter_topics(topic, params.get("subscription", ""))[0]
+                        allowed = await self.guard.authorize(
+                            Need.PRODUCE, identity, retry.tenant, retry.namespace, retry
+                        )
+                        scope[MAY_RETRY] = allowed is Verdict.ALLOW
             except CoordinationError:
                 await self._refuse(scope, receive, send, 503, "metadata store unavailable", "unavailable")
                 return
@@ -188,7 +193,9 @@ class SecurityMiddleware:
 
                 async def recheck() -> bool:
                     tenant, namespace = params.get("tenant"), params.get("namespace")
-                    verdict = await self.guard.authorize(rule.need, identity, tenant, namespace)
+                    verdict = await self.guard.authorize(
+                        rule.need, identity, tenant, namespace, _topic_of(scope["path"], params)
+                    )
                     return verdict is Verdict.ALLOW
 
             try:
@@ -207,23 +214,28 @@ class SecurityMiddleware:
             await self._respond_watched(scope, receive, send, watch)
 
     async def _letters_allowed(
-        self, identity: Identity | None, params: dict[str, str], query: dict[str, list[str]]
+        self,
+        letters: rules.Letters,
+        identity: Identity | None,
+        topic: TopicName,
+        params: dict[str, str],
+        query: dict[str, list[str]],
     ) -> Verdict:
-        """A consumer's dead letters go where its caller may produce (never with the
-        gateway's own authority): the named ``deadLetterTopic``, else the default one
-        in the topic's namespace once ``maxRedeliverCount`` is set."""
-        named = query.get("deadLetterTopic", [""])[0]
+        """A consumer's (or webhook's) dead letters go where its caller may produce (never
+        with the gateway's own authority): the consumer's named ``deadLetterTopic``, else
+        the default one (``letters.letter_topics``) once ``maxRedeliverCount`` is set; a
+        webhook's default one always (a named one is checked by its handler)."""
+        named = query.get("deadLetterTopic", [""])[0] if letters is rules.Letters.CONSUMER else ""
         if named:
             try:
                 target = TopicName.parse(named)
             except InvalidName:
                 return Verdict.ALLOW  # the handler answers 400 for the bad name
-            return await self.guard.authorize(Need.PRODUCE, identity, target.tenant, target.namespace)
+            return await self.guard.authorize(Need.PRODUCE, identity, target.tenant, target.namespace, target)
         count = (query.get("maxRedeliverCount") or ["0"])[0]
-        if count.strip() not in ("", "0"):
-            return await self.guard.authorize(
-                Need.PRODUCE, identity, params.get("tenant"), params.get("namespace")
-            )
+        if count.strip() not in ("", "0") or letters is rules.Letters.WEBHOOK:
+            dlq = letter_topics(topic, params.get("subscription", ""))[1]
+            return await self.guard.authorize(Need.PRODUCE, identity, dlq.tenant, dlq.namespace, dlq)
         return Verdict.ALLOW
 
     # ------------------------------------------------------------ answers
@@ -368,6 +380,21 @@ class Watch:
                 allowed = True  # the metadata store is away: keep serving, check again later
             if not allowed:
                 return REVOKED_CLOSE, "not authorized any more"
+        return None
+
+
+def _topic_of(path: str, params: dict[str, str]) -> TopicName | None:
+    """The topic a route names (its base's grants count), or None (no topic, or a bad
+    name: the handler answers that)."""
+    local = params.get("topic")
+    if local is None or "tenant" not in params or "namespace" not in params:
+        return None
+    domain = params.get("domain") or (
+        "non-persistent" if path.startswith("/admin/v2/non-persistent/") else "persistent"
+    )
+    try:
+        return TopicName.of(domain, params["tenant"], params["namespace"], local)
+    except InvalidName:
         return None
 
 

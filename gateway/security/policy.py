@@ -49,7 +49,7 @@ class Grants:
     """What the metadata says about one resource for one role."""
 
     tenant_admins: Collection[str] = ()
-    namespace_actions: Collection[str] = ()  # the role's actions in the namespace
+    namespace_actions: Collection[str] = ()  # the role's actions in the namespace (and on the topic)
 
 
 def is_superuser(identity: Identity, superusers: Collection[str]) -> bool:

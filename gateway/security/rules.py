@@ -10,17 +10,19 @@ Owns: ``RULES`` ((method, path template) -> ``Rule``) and ``match``. Rules
   stats of a topic need either (``LOOKUP``); creating, deleting, terminating,
   unloading topics, every namespace policy and grant need a tenant admin;
   tenants, brokers, storage nodes and cluster views need a superuser;
-- a webhook dead-letters into its own namespace with the gateway's hands, so
-  setting one needs ``produce`` there too (``also``); a consumer's dead-letter
-  topic (``deadLetterTopic``, or the default ``<topic>-<subscription>-DLQ``
-  once ``maxRedeliverCount`` is set) must be one the caller may produce to
-  (``letters``): the gateway never writes anywhere with its own authority;
+- letters (``Letters``): the gateway never writes anywhere with its own
+  authority. A consumer's dead-letter topic (``deadLetterTopic``, or the
+  default ``<topic>-<subscription>-DLQ`` once ``maxRedeliverCount`` is set)
+  must be one the caller may produce to, and its retry topic too before a
+  ``reconsumeLater`` is carried out; setting a webhook needs ``produce`` on its
+  default dead-letter topic (a named one is checked by the handler);
 - ``json_body``: the route parses a JSON body, so it accepts only
   ``Content-Type: application/json`` (a cross-site form cannot send that).
 """
 
 from __future__ import annotations
 
+import enum
 import re
 from dataclasses import dataclass
 
@@ -34,16 +36,23 @@ CONSUME = Need.CONSUME
 LOOKUP = Need.LOOKUP
 
 
+class Letters(enum.Enum):
+    """Who dead-letters for the caller, so the caller must be allowed to produce there."""
+
+    CONSUMER = "consumer"  # named deadLetterTopic, or the default once maxRedeliverCount is set
+    WEBHOOK = "webhook"  # the default dead-letter topic, always
+
+
 @dataclass(frozen=True, slots=True)
 class Rule:
     need: Need
     json_body: bool = False
-    also: Need | None = None  # a second right on the same namespace (webhooks dead-letter there)
-    letters: bool = False  # a consumer whose dead letters the caller must be allowed to produce
+    letters: Letters | None = None
 
 
 NS = "/admin/v2/namespaces/{tenant}/{namespace}"
 T = "/admin/v2/persistent/{tenant}/{namespace}/{topic}"
+NPT = "/admin/v2/non-persistent/{tenant}/{namespace}/{topic}"
 SUB = T + "/subscription/{subscription}"
 NS_POLICIES = (
     "autoTopicCreation",
@@ -118,6 +127,13 @@ def _table() -> dict[tuple[str, str], Rule]:
         ("POST", NS + "/permissions/{role}"): Rule(TA, json_body=True),
         ("DELETE", NS + "/permissions/{role}"): Rule(TA),
         ("PUT", NS + "/unload"): Rule(TA),
+        # a topic's own grants (persistent and non-persistent): tenant admins
+        ("GET", T + "/permissions"): Rule(TA),
+        ("POST", T + "/permissions/{role}"): Rule(TA, json_body=True),
+        ("DELETE", T + "/permissions/{role}"): Rule(TA),
+        ("GET", NPT + "/permissions"): Rule(TA),
+        ("POST", NPT + "/permissions/{role}"): Rule(TA, json_body=True),
+        ("DELETE", NPT + "/permissions/{role}"): Rule(TA),
         ("PUT", NS + "/{bundle:bundle}/unload"): Rule(TA),
         ("GET", NS + "/topics"): Rule(LOOKUP),
         ("GET", "/admin/v2/persistent/{tenant}/{namespace}"): Rule(LOOKUP),
@@ -158,9 +174,11 @@ def _table() -> dict[tuple[str, str], Rule]:
         ("POST", SUB + "/skip/{count}"): Rule(CONSUME),
         ("POST", SUB + "/skip_all"): Rule(CONSUME),
         ("GET", SUB + "/webhook"): Rule(CONSUME),
-        ("PUT", SUB + "/webhook"): Rule(CONSUME, json_body=True, also=PRODUCE),
+        ("PUT", SUB + "/webhook"): Rule(CONSUME, json_body=True, letters=Letters.WEBHOOK),
         ("DELETE", SUB + "/webhook"): Rule(CONSUME),
-        ("GET", "/consume/{domain}/{tenant}/{namespace}/{topic}/{subscription}"): Rule(CONSUME, letters=True),
+        ("GET", "/consume/{domain}/{tenant}/{namespace}/{topic}/{subscription}"): Rule(
+            CONSUME, letters=Letters.CONSUMER
+        ),
         ("POST", "/consume/{domain}/{tenant}/{namespace}/{topic}/{subscription}/ack"): Rule(
             CONSUME, json_body=True
         ),
@@ -168,10 +186,10 @@ def _table() -> dict[tuple[str, str], Rule]:
             CONSUME, json_body=True
         ),
         ("GET", "/consume/{domain}/{tenant}/{namespace}/{topic}/{subscription}/stream"): Rule(
-            CONSUME, letters=True
+            CONSUME, letters=Letters.CONSUMER
         ),
         ("GET", "/ws/v2/consumer/{domain}/{tenant}/{namespace}/{topic}/{subscription}"): Rule(
-            CONSUME, letters=True
+            CONSUME, letters=Letters.CONSUMER
         ),
         ("GET", "/ws/v2/reader/{domain}/{tenant}/{namespace}/{topic}"): Rule(CONSUME),
         # publishing: produce (the body is the payload, any content type)

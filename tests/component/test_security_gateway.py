@@ -295,3 +295,61 @@ async def test_sessions_per_role_and_failed_auth_throttle(sec: SecureCluster) ->
         metrics = (await http.get("/metrics", headers=sec.auth(SUPERUSER))).text
         for code in ("auth_throttled", "too_many_sessions", "unauthenticated", "forbidden"):
             assert f'folio_gateway_security_refused_total{{code="{code}"}}' in metrics, code
+
+
+async def test_topic_grants_on_every_path(sec: SecureCluster) -> None:
+    """A grant on one (partitioned) topic allows exactly that topic and its partitions on
+    every path (REST publish, WebSocket producer, consumer and reader, HTTP consume,
+    webhooks); dead-letter and retry topics need their own grant; revoking it closes
+    the open consumer (4403)."""
+    su, me = sec.auth(SUPERUSER), sec.auth("tg")
+    grants = f"/admin/v2/{A}/tg-p/permissions"
+    async with httpx.AsyncClient(base_url=sec.urls[0], timeout=30) as http:
+        assert (await http.put(f"/admin/v2/{A}/tg-p/partitions", json=2, headers=su)).status_code == 204
+        r = await http.post(f"{grants}/tg", json=["produce", "consume"], headers=su)
+        assert r.status_code == 204, r.text
+        r = await http.post(f"/admin/v2/{A}/tg-p-partition-0/permissions/tg", json=["consume"], headers=su)
+        assert r.status_code == 412, r.text  # grants are on the partitioned topic
+        assert (await http.post(f"{grants}/tg", json=["consume"], headers=me)).status_code == 403
+        shown = (await http.get(grants, headers=sec.auth("admin-a"))).json()
+        assert shown["tg"] == ["consume", "produce"] and shown["pc"] == ["consume", "produce"]
+        published(await http.post(f"/topics/{A}/tg-p", json=message("x"), headers=me))
+        published(await http.post(f"/topics/{A}/tg-p/partitions/1", json=message("y"), headers=me))
+        assert (await http.post(f"/topics/{A}/other", json=message("x"), headers=me)).status_code == 403
+        assert (await http.get(f"/admin/v2/{A}/tg-p/partitioned-stats", headers=me)).status_code == 200
+        assert (await http.delete(f"/admin/v2/{A}/tg-p/partitions", headers=me)).status_code == 403
+        r = await http.get(f"/consume/{A}/tg-p-partition-0/h", params={"wait": "0"}, headers=me)
+        assert r.status_code == 200, r.text
+        webhook = {"url": "https://example.invalid/hook"}
+        hook = f"/admin/v2/{A}/tg-p/subscription/w/webhook"
+        assert (await http.put(hook, json=webhook, headers=me)).status_code == 403  # tg-p-w-DLQ
+        ws, token = sec.ws(1), sec.token("tg")
+        assert await ws_status(f"{ws}/ws/v2/producer/{A}/tg-p?token={token}") == 101
+        assert await ws_status(f"{ws}/ws/v2/reader/{A}/tg-p-partition-1?token={token}") == 101
+        assert await ws_status(f"{ws}/ws/v2/producer/{A}/other?token={token}") == 403
+        assert await ws_status(f"{ws}/ws/v2/consumer/{B}/tg-p/s?token={token}") == 403
+        dead = f"{ws}/ws/v2/consumer/{A}/tg-p/s?subscriptionType=Shared&maxRedeliverCount=1&token={token}"
+        assert await ws_status(dead) == 403  # no produce on tg-p-s-DLQ
+        r = await http.post(f"/admin/v2/{A}/tg-p-s-DLQ/permissions/tg", json=["produce"], headers=su)
+        assert r.status_code == 204
+        assert await ws_status(dead) == 101
+        url = f"{ws}/ws/v2/consumer/{A}/tg-p/r?subscriptionInitialPosition=Earliest&token={token}"
+        async with websockets.connect(url, open_timeout=15) as socket:
+            first = orjson.loads(await asyncio.wait_for(socket.recv(), 15))
+            # the retry topic tg-p-r-RETRY is not granted: refused, nothing written
+            await socket.send(orjson.dumps({"type": "reconsumeLater", "messageId": first["messageId"]}))
+            refused = orjson.loads(await asyncio.wait_for(socket.recv(), 15))
+            while refused.get("type") != "error":
+                refused = orjson.loads(await asyncio.wait_for(socket.recv(), 15))
+            assert refused["code"] == "forbidden" and "tg-p-r-RETRY" in refused["errorMsg"]
+            assert (await http.delete(f"{grants}/tg", headers=su)).status_code == 204
+            start = time.monotonic()
+            with pytest.raises(ConnectionClosed) as info:
+                async with asyncio.timeout(20):
+                    while True:
+                        await socket.recv()
+            closed_after = time.monotonic() - start
+        assert info.value.rcvd is not None and info.value.rcvd.code == 4403
+        print(f"topic grant revoked: consumer closed 4403 after {closed_after:.1f} s")
+        assert (await http.delete(f"{grants}/tg", headers=su)).status_code == 412  # nothing left to revoke
+        assert (await http.post(f"/topics/{A}/tg-p", json=message("x"), headers=me)).status_code == 403

@@ -75,6 +75,8 @@ PARSERS: dict[tuple[str, str], Callable[[Any], Any]] = {
     ("POST", "/admin/v2/tenants/{tenant}"): TenantInfo.from_json,
     ("PUT", NS): Policies.from_json,
     ("POST", f"{NS}/permissions/{{role}}"): parse_actions,
+    ("POST", "/admin/v2/persistent/{tenant}/{namespace}/{topic}/permissions/{role}"): parse_actions,
+    ("POST", "/admin/v2/non-persistent/{tenant}/{namespace}/{topic}/permissions/{role}"): parse_actions,
     ("POST", f"{NS}/retention"): Retention.from_json,
     ("POST", f"{NS}/messageTTL"): parse_ttl_seconds,
     ("POST", f"{NS}/deduplication"): lambda v: parse_enabled(v, "deduplication"),

@@ -5,11 +5,13 @@ cannot escape: it must have a rule in ``gateway.security.rules`` (else the test
 fails) and an expectation here. Each cell sends one request through the real
 security middleware, the real ``Guard`` and the real rule table, over metadata
 in a store (tenants ``ta``/``tb`` with admin roles ``admin-a``/``admin-b``,
-grants on ``ta/ns``); behind the middleware a terminal app records that the
-request got through. Roles: anonymous, consume-only, produce-only,
-produce+consume, tenant admin of A, tenant admin of B, superuser. Resources:
-tenant A and B, a plain topic, a partitioned topic and one of its partitions,
-persistent and non-persistent. The control removes one check (skip_all asks
+grants on ``ta/ns``, topic grants on ``ta/ns``'s partitioned topic ``p``); behind
+the middleware a terminal app records that the request got through. Roles:
+anonymous, consume-only, produce-only, produce+consume, a role granted
+produce+consume on topic ``p`` only (and produce on its webhook's dead-letter
+topic), tenant admin of A, tenant admin of B, superuser. Resources: tenant A and
+B, a plain topic, a partitioned topic and one of its partitions, persistent and
+non-persistent. The control removes one check (skip_all asks
 only for LOOKUP) and must see exactly the cells that change.
 """
 
@@ -27,7 +29,7 @@ from coordination.clock import SystemClock
 from coordination.memory_store import MemoryStore
 from gateway.api.app import create_app
 from gateway.api.gateway import Gateway, GatewayConfig
-from gateway.meta.policies import TenantInfo
+from gateway.meta.policies import Policies, TenantInfo
 from gateway.names import NamespaceName
 from gateway.security import rules
 from gateway.security.guard import SecurityConfig
@@ -38,8 +40,13 @@ from gateway.security.tokens import Algorithm, TokenRules, mint
 pytestmark = pytest.mark.unit
 
 SECRET = b"k" * 32
-ROLES = ("anonymous", "cons", "prod", "pc", "admin-a", "admin-b", "admin")
+ROLES = ("anonymous", "cons", "prod", "pc", "topic", "admin-a", "admin-b", "admin")
 GRANTS = {"cons": ("consume",), "prod": ("produce",), "pc": ("produce", "consume")}
+# topic-level grants of role "topic", by full (base) topic name
+TOPIC_GRANTS = {
+    "persistent://ta/ns/p": ("produce", "consume"),
+    "persistent://ta/ns/p-sub-DLQ": ("produce",),  # where p's webhook dead-letters
+}
 
 # The expectation, written from Pulsar's model independently of the rule table.
 PUBLIC = re.compile(
@@ -78,7 +85,9 @@ def expected_need(method: str, template: str) -> str:
     return "tenant-admin"  # every other tenant-, namespace- or topic-admin action
 
 
-def allowed(role: str, need: str, tenant: str | None, method: str = "", template: str = "") -> bool:
+def allowed(
+    role: str, need: str, tenant: str | None, method: str = "", template: str = "", topic: str | None = None
+) -> bool:
     if need == "public":
         return True
     if role == "anonymous":
@@ -90,10 +99,15 @@ def allowed(role: str, need: str, tenant: str | None, method: str = "", template
     if role == f"admin-{tenant[-1]}":
         return True
     actions = GRANTS.get(role, ()) if tenant == "ta" else ()
+    if role == "topic" and topic is not None and "{topic" in template:
+        actions = TOPIC_GRANTS.get(topic.split("-partition-")[0], ())
     if need == "lookup":
         return bool(actions)
-    if method == "PUT" and template.endswith("/webhook"):  # it dead-letters into the namespace
-        return {"consume", "produce"} <= set(actions)
+    if method == "PUT" and template.endswith("/webhook"):  # it dead-letters to <topic>-<sub>-DLQ
+        letters = actions
+        if role == "topic" and topic is not None:
+            letters = TOPIC_GRANTS.get(topic.split("-partition-")[0] + "-sub-DLQ", ())
+        return "consume" in actions and "produce" in letters
     return need in actions
 
 
@@ -111,8 +125,8 @@ def routes(app: Any) -> Iterator[tuple[str, str]]:
             yield method, route.path
 
 
-def resources(template: str) -> Iterator[tuple[str | None, str]]:
-    """(tenant, concrete path) for each resource the template can name."""
+def resources(template: str) -> Iterator[tuple[str | None, str, str | None]]:
+    """(tenant, concrete path, full topic name or None) for each resource the template can name."""
     tenants = ("ta", "tb") if "{tenant}" in template else (None,)
     topics = ("t", "p", "p-partition-0") if re.search(r"\{topic(:topic)?\}", template) else ("",)
     domains = ("persistent", "non-persistent") if "{domain}" in template else ("persistent",)
@@ -138,7 +152,9 @@ def resources(template: str) -> Iterator[tuple[str | None, str]]:
                 }.items():
                     path = re.sub(r"\{" + name + r"(:\w+)?\}", value, path)
                 path = re.sub(r"\{\w+\}", "1", path)  # numbers: seconds, count, ledger, ...
-                yield tenant, path
+                admin_domain = "non-persistent" if "/non-persistent/" in template else "persistent"
+                full = f"{domain if '{domain}' in template else admin_domain}://{tenant}/ns/{topic}"
+                yield tenant, path, full if topic and tenant else None
 
 
 async def reached(scope: Any, receive: Any, send: Any) -> None:
@@ -181,7 +197,7 @@ async def run_matrix(gateway: Gateway, app: Any) -> tuple[int, list[str], list[s
         for method, template in sorted(set(routes(app))):
             need = expected_need(method, template)
             websocket = template.startswith("/ws/")
-            for tenant, path in resources(template):
+            for tenant, path, topic in resources(template):
                 for role in ROLES:
                     headers = {} if role == "anonymous" else {"Authorization": f"Bearer {tokens[role]}"}
                     if websocket:
@@ -192,9 +208,10 @@ async def run_matrix(gateway: Gateway, app: Any) -> tuple[int, list[str], list[s
                     assert status in (299, 401, 403), (method, path, role, status)
                     cells += 1
                     cell = f"{method} {path} as {role}: {status}"
-                    if status == 299 and not allowed(role, need, tenant, method, template):
+                    expected = allowed(role, need, tenant, method, template, topic)
+                    if status == 299 and not expected:
                         unexpected_allow.append(cell)
-                    elif status != 299 and allowed(role, need, tenant, method, template):
+                    elif status != 299 and expected:
                         unexpected_deny.append(cell)
     return cells, unexpected_allow, unexpected_deny
 
@@ -212,6 +229,10 @@ async def secured() -> tuple[Gateway, Any]:
         await store.create_namespace(NamespaceName(tenant, "ns"))
     for role, actions in GRANTS.items():
         await store.update_policies(NamespaceName("ta", "ns"), lambda p, r=role, a=actions: p.grant(r, a))
+    for topic, actions in TOPIC_GRANTS.items():
+        await store.update_policies(
+            NamespaceName("ta", "ns"), lambda p, t=topic, a=actions: p.grant_on_topic(t, "topic", a)
+        )
     return gateway, app
 
 
@@ -242,3 +263,14 @@ async def test_control_one_check_removed_is_reported(
     print(f"control: cells={cells} unexpected_allow={len(allow)} unexpected_deny={len(deny)}")
     assert allow and all("/skip_all as prod" in cell for cell in allow), allow
     assert not deny
+
+
+async def test_control_topic_grants_ignored_is_reported(
+    secured: tuple[Gateway, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(Policies, "topic_actions", lambda self, topic, role: ())
+    cells, allow, deny = await run_matrix(*secured)
+    print(f"control (no topic grants): cells={cells} unexpected_allow={len(allow)}", end=" ")
+    print(f"unexpected_deny={len(deny)}")
+    assert deny and all(" as topic:" in cell and "/p" in cell for cell in deny), deny[:5]
+    assert not allow
