@@ -1,6 +1,7 @@
 """The clusters component tests run: real storage-node and gateway processes.
 
-Owns: ``LedgerCluster`` (an etcd namespace + storage nodes),
+Owns: ``LedgerCluster`` (an etcd namespace + storage nodes; ``TightNode``, one
+whose free space the test sets),
 ``MessagingCluster`` (that + gateways) and ``running_cluster`` (one started for
 a whole module or session, every process stopped by PID and the namespace
 deleted at the end). A plain module (not conftest) so tests
@@ -22,6 +23,7 @@ from nodeproc import NodeProcess
 from coordination import keys
 from coordination.etcd_store import EtcdStore, connect
 from folio.procs import GatewayProcess
+from storage.types import NodeInfo
 
 NODE_START_TIMEOUT_S = 30.0
 
@@ -68,6 +70,62 @@ class LedgerCluster:
     async def registered(self) -> set[str]:
         store = self.stores[0] if self.stores else await self.store()
         return {kv.key[len(keys.NODES) :] for kv in await store.list_prefix(keys.NODES)}
+
+    async def add_tight_node(self, knob: Path) -> TightNode:
+        """Start a node whose free space is read from the file ``knob``; returns once it
+        is registered writable."""
+        await asyncio.to_thread(knob.write_text, str(PLENTY_FREE_BYTES))
+        node = NodeProcess(
+            self.root / "tight",
+            self.endpoint,
+            namespace=self.namespace,
+            extra_args=["--min-free-bytes", str(TIGHT_MIN_FREE_BYTES)],
+            env={"FOLIO_TEST_FREE_BYTES_FILE": str(knob)},
+        )
+        node.data_dir.mkdir(parents=True, exist_ok=True)
+        await asyncio.to_thread(node.start)
+        self.nodes.append(node)
+        tight = TightNode(self, node, knob)
+        await tight.wait_read_only(False)
+        return tight
+
+
+TIGHT_MIN_FREE_BYTES = 1_000_000
+PLENTY_FREE_BYTES = 10**12
+
+
+@dataclass
+class TightNode:
+    """A storage node whose free space the test sets (the ``FOLIO_TEST_FREE_BYTES_FILE``
+    knob): read-only below ``TIGHT_MIN_FREE_BYTES``, as its registration says."""
+
+    cluster: LedgerCluster
+    process: NodeProcess
+    knob: Path
+
+    @property
+    def address(self) -> str:
+        return self.process.address
+
+    async def fill(self) -> None:
+        """The disk fills up: wait until the node is registered read-only."""
+        await asyncio.to_thread(self.knob.write_text, str(TIGHT_MIN_FREE_BYTES - 1))
+        await self.wait_read_only(True)
+
+    async def free(self) -> None:
+        """Space again: wait until the node is registered writable."""
+        await asyncio.to_thread(self.knob.write_text, str(PLENTY_FREE_BYTES))
+        await self.wait_read_only(False)
+
+    async def wait_read_only(self, expected: bool) -> None:
+        cluster = self.cluster
+        store = cluster.stores[0] if cluster.stores else await cluster.store()
+        for _ in range(300):
+            kv = await store.get(keys.node(self.address))
+            if kv is not None and NodeInfo.from_json(kv.value).read_only is expected:
+                return
+            await asyncio.sleep(0.05)
+        raise AssertionError(f"{self.address} never became read_only={expected}")
 
 
 GATEWAY_LEASE_TTL_S = 3  # short, so failure tests see a dead owner's lease expire quickly

@@ -6,56 +6,23 @@ space through the test knob file and is given a threshold above it."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
 from clusters import LedgerCluster
-from nodeproc import NodeProcess
 
-from coordination import keys
 from storage.client.api import LedgerClient
 from storage.errors import NotEnoughNodes
-from storage.types import NodeInfo
 
 pytestmark = pytest.mark.component
-
-THRESHOLD = 1_000_000
-
-
-async def node_info(cluster: LedgerCluster, node_id: str) -> NodeInfo | None:
-    store = await cluster.store()
-    kv = await store.get(keys.node(node_id))
-    return NodeInfo.from_json(kv.value) if kv else None
-
-
-async def wait_read_only(cluster: LedgerCluster, node_id: str, expected: bool) -> None:
-    for _ in range(300):
-        info = await node_info(cluster, node_id)
-        if info is not None and info.read_only is expected:
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"{node_id} never became read_only={expected}")
 
 
 async def test_full_disk_turns_node_read_only_and_ledgers_avoid_it(
     ledger_cluster: Callable[[int], Awaitable[LedgerCluster]], tmp_path: Path
 ) -> None:
     cluster = await ledger_cluster(3)
-    knob = tmp_path / "free-bytes"
-    knob.write_text(str(10**12))
-    tight = NodeProcess(
-        cluster.root / "tight",
-        cluster.endpoint,
-        namespace=cluster.namespace,
-        extra_args=["--min-free-bytes", str(THRESHOLD)],
-        env={"FOLIO_TEST_FREE_BYTES_FILE": str(knob)},
-    )
-    tight.data_dir.mkdir(parents=True, exist_ok=True)
-    await asyncio.to_thread(tight.start)
-    cluster.nodes.append(tight)
-    await wait_read_only(cluster, tight.address, False)
+    tight = await cluster.add_tight_node(tmp_path / "free-bytes")
 
     store = await cluster.store()
     client = LedgerClient(store, seed=3)
@@ -72,8 +39,7 @@ async def test_full_disk_turns_node_read_only_and_ledgers_avoid_it(
         for i in range(50):
             await writer.append(b"before %d" % i)
 
-        knob.write_text(str(THRESHOLD - 1))  # the disk fills up
-        await wait_read_only(cluster, tight.address, True)
+        await tight.fill()  # the disk fills up
 
         # new ledgers avoid the read-only node ...
         for _ in range(20):
@@ -94,8 +60,7 @@ async def test_full_disk_turns_node_read_only_and_ledgers_avoid_it(
         assert payloads == [b"before %d" % i for i in range(50)] + [b"after %d" % i for i in range(50, 100)]
 
         # space comes back: the node is writable again and placement may use it
-        knob.write_text(str(10**12))
-        await wait_read_only(cluster, tight.address, False)
+        await tight.free()
         assert (await client.create(4, 3, 2)).metadata.segments[0].ensemble
     finally:
         await client.close()

@@ -24,30 +24,17 @@ from pathlib import Path
 
 import pytest
 from clusters import LedgerCluster
-from nodeproc import NodeProcess
 from prometheus_client import CollectorRegistry, generate_latest
 
-from coordination import keys
 from storage.auditor.auditor import Auditor
 from storage.auditor.metrics import AuditorCollector
 from storage.client.api import LedgerClient
 from storage.errors import Status
-from storage.types import LedgerMetadata, NodeInfo
+from storage.types import LedgerMetadata
 
 pytestmark = pytest.mark.component
 
-THRESHOLD = 1_000_000
 ENTRIES = 150
-
-
-async def wait_read_only(cluster: LedgerCluster, node_id: str, expected: bool) -> None:
-    store = await cluster.store()
-    for _ in range(300):
-        kv = await store.get(keys.node(node_id))
-        if kv is not None and NodeInfo.from_json(kv.value).read_only is expected:
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"{node_id} never became read_only={expected}")
 
 
 async def folio_status(cluster: LedgerCluster) -> int:
@@ -97,19 +84,7 @@ async def test_a_read_only_node_is_replaced_and_reported_until_copied(
     ledger_cluster: Callable[[int], Awaitable[LedgerCluster]], tmp_path: Path
 ) -> None:
     cluster = await ledger_cluster(2)
-    knob = tmp_path / "free-bytes"
-    knob.write_text(str(10**12))
-    tight = NodeProcess(
-        cluster.root / "tight",
-        cluster.endpoint,
-        namespace=cluster.namespace,
-        extra_args=["--min-free-bytes", str(THRESHOLD)],
-        env={"FOLIO_TEST_FREE_BYTES_FILE": str(knob)},
-    )
-    tight.data_dir.mkdir(parents=True, exist_ok=True)
-    await asyncio.to_thread(tight.start)
-    cluster.nodes.append(tight)
-    await wait_read_only(cluster, tight.address, False)
+    tight = await cluster.add_tight_node(tmp_path / "free-bytes")
 
     store = await cluster.store()
     client = LedgerClient(store, seed=5)
@@ -120,8 +95,7 @@ async def test_a_read_only_node_is_replaced_and_reported_until_copied(
         for i in range(50):
             assert await writer.append(b"e%d" % i) == i
 
-        knob.write_text(str(THRESHOLD - 1))  # the disk fills up
-        await wait_read_only(cluster, tight.address, True)
+        await tight.fill()  # the disk fills up
         for i in range(50, 100):  # refused by the read-only node: written on the other two
             assert await asyncio.wait_for(writer.append(b"e%d" % i), 30) == i
 
