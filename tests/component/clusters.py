@@ -2,9 +2,9 @@
 
 Owns: ``LedgerCluster`` (an etcd namespace + storage nodes; ``TightNode``, one
 whose free space the test sets),
-``MessagingCluster`` (that + gateways) and ``running_cluster`` (one started for
-a whole module or session, every process stopped by PID and the namespace
-deleted at the end). A plain module (not conftest) so tests
+``MessagingCluster`` (that + gateways) and ``started_cluster``/``running_cluster``
+(one started for a whole module or session, every process stopped by PID and
+the namespace deleted at the end). A plain module (not conftest) so tests
 can import the classes by a name no other test directory uses; the fixtures
 that build them live in conftest.py.
 """
@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -70,6 +70,19 @@ class LedgerCluster:
     async def registered(self) -> set[str]:
         store = self.stores[0] if self.stores else await self.store()
         return {kv.key[len(keys.NODES) :] for kv in await store.list_prefix(keys.NODES)}
+
+    async def forget(self) -> None:
+        """Delete the cluster's etcd namespace (over a store of its own)."""
+        store = await connect(self.endpoint, namespace=self.namespace)
+        try:
+            await store.delete_prefix("")
+        finally:
+            await store.close()
+
+    async def close_stores(self) -> None:
+        for store in self.stores:
+            with contextlib.suppress(Exception):
+                await store.close()
 
     async def add_tight_node(self, knob: Path) -> TightNode:
         """Start a node whose free space is read from the file ``knob``; returns once it
@@ -145,6 +158,18 @@ class MessagingCluster:
     def ws(self, index: int = 0) -> str:
         return self.gateways[index].http_url.replace("http://", "ws://", 1)
 
+    async def start(self, nodes: int, gateways: int, *gateway_args: str) -> None:
+        await self.ledgers.add_nodes(nodes)
+        for _ in range(gateways):
+            await self.add_gateway(*gateway_args)
+
+    def stop(self) -> None:
+        """Stop every gateway, then every storage node (by PID)."""
+        for gateway in self.gateways:
+            gateway.stop()
+        for node in self.ledgers.nodes:
+            node.stop()
+
     async def add_gateway(self, *extra: str) -> GatewayProcess:
         index = len(self.gateways)
         gateway = GatewayProcess(
@@ -164,31 +189,32 @@ class MessagingCluster:
         return gateway
 
 
+@contextlib.asynccontextmanager
+async def started_cluster(
+    endpoint: str, namespace: str, root: Path, *gateway_args: str, gateways: int = 2, nodes: int = 3
+) -> AsyncIterator[MessagingCluster]:
+    """``nodes`` storage nodes and ``gateways`` gateways (given ``gateway_args``) under
+    ``namespace``; on exit every process is stopped and the namespace deleted."""
+    cluster = MessagingCluster(LedgerCluster(endpoint, namespace, root))
+    try:
+        await cluster.start(nodes, gateways, *gateway_args)
+        yield cluster
+    finally:
+        cluster.stop()
+        with contextlib.suppress(Exception):
+            await cluster.ledgers.forget()
+        await cluster.ledgers.close_stores()
+
+
 @contextlib.contextmanager
 def running_cluster(
     endpoint: str, namespace: str, root: Path, gateways: int = 2
 ) -> Iterator[MessagingCluster]:
-    """3 storage nodes and ``gateways`` gateways on ``endpoint`` under ``namespace``."""
+    """``started_cluster`` for synchronous fixtures: each step runs in a loop of its own."""
     cluster = MessagingCluster(LedgerCluster(endpoint, namespace, root))
-
-    async def start() -> None:
-        await cluster.ledgers.add_nodes(3)
-        for _ in range(gateways):
-            await cluster.add_gateway()
-
-    async def clean() -> None:
-        store = await cluster.ledgers.store()
-        try:
-            await store.delete_prefix("")
-        finally:
-            await store.close()
-
     try:
-        asyncio.run(start())
+        asyncio.run(cluster.start(3, gateways))
         yield cluster
     finally:
-        for gateway in cluster.gateways:
-            gateway.stop()
-        for node in cluster.ledgers.nodes:
-            node.stop()
-        asyncio.run(clean())
+        cluster.stop()
+        asyncio.run(cluster.ledgers.forget())

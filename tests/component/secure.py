@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
-from clusters import LedgerCluster, MessagingCluster
+from clusters import MessagingCluster, started_cluster
 
 from gateway.security.tokens import Algorithm, mint
 
@@ -64,11 +64,7 @@ async def secure_cluster(etcd_endpoint: str, root: Path, *extra: str) -> AsyncIt
         *extra,
     )
     namespace = f"/secure-{os.getpid()}-{_count:04d}"
-    cluster = MessagingCluster(LedgerCluster(etcd_endpoint, namespace, root))
-    try:
-        await cluster.ledgers.add_nodes(3)
-        for _ in range(2):
-            await cluster.add_gateway(*args)
+    async with started_cluster(etcd_endpoint, namespace, root, *args) as cluster:
         secure = SecureCluster(cluster, secret)
         su = secure.auth(SUPERUSER)
         async with httpx.AsyncClient(base_url=cluster.urls[0], headers=su, timeout=30) as http:
@@ -85,14 +81,3 @@ async def secure_cluster(etcd_endpoint: str, root: Path, *extra: str) -> AsyncIt
                 r = await http.post(f"/admin/v2/namespaces/ta/ns/permissions/{role}", json=actions)
                 assert r.status_code in (200, 204), r.text
         yield secure
-    finally:
-        for gateway in cluster.gateways:
-            gateway.stop()
-        for node in cluster.ledgers.nodes:
-            node.stop()
-        with contextlib.suppress(Exception):
-            store = await cluster.ledgers.store()
-            await store.delete_prefix("")
-        for store in cluster.ledgers.stores:
-            with contextlib.suppress(Exception):
-                await store.close()

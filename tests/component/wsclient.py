@@ -281,28 +281,13 @@ async def module_cluster(
 ) -> AsyncIterator[Any]:
     """A ``MessagingCluster`` (see conftest) for a whole test module: started on
     entry, every process stopped by PID and its etcd namespace deleted on exit."""
-    from clusters import LedgerCluster, MessagingCluster
+    from clusters import started_cluster
 
     global _module_clusters
     _module_clusters += 1
     namespace = f"/semantics-{os.getpid()}-{_module_clusters:04d}"
-    cluster = MessagingCluster(LedgerCluster(etcd_endpoint, namespace, root))
-    try:
-        await cluster.ledgers.add_nodes(nodes)
-        for _ in range(gateways):
-            await cluster.add_gateway()
+    async with started_cluster(etcd_endpoint, namespace, root, gateways=gateways, nodes=nodes) as cluster:
         yield cluster
-    finally:
-        for gateway in cluster.gateways:
-            gateway.stop()
-        for node in cluster.ledgers.nodes:
-            node.stop()
-        with contextlib.suppress(Exception):
-            store = await cluster.ledgers.store()
-            await store.delete_prefix("")
-        for store in cluster.ledgers.stores:
-            with contextlib.suppress(Exception):
-                await store.close()
 
 
 _module_clusters = 0
