@@ -8,52 +8,15 @@ from __future__ import annotations
 import os
 import re
 import signal
-import socket
-import subprocess
-import sys
-import threading
 import time
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from folioup import FolioUp, command_of, free_port_block, port_flags
 
 pytestmark = pytest.mark.component
-
-REPO = Path(__file__).resolve().parents[2]
-
-
-def free_port_block(count: int) -> int:
-    """A first port such that ``count`` consecutive loopback ports are free."""
-    for _ in range(200):
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            base = probe.getsockname()[1]
-        if base + count >= 65535:
-            continue
-        try:
-            held = []
-            for port in range(base, base + count):
-                s = socket.socket()
-                held.append(s)
-                s.bind(("127.0.0.1", port))
-            return base
-        except OSError:
-            continue
-        finally:
-            for s in held:
-                s.close()
-    raise RuntimeError("no free port block")
-
-
-def children_of(pid: int) -> list[int]:
-    out = subprocess.run(["ps", "-o", "pid=", "--ppid", str(pid)], capture_output=True, text=True).stdout
-    return [int(p) for p in out.split()]
-
-
-def command_of(pid: int) -> str:
-    return subprocess.run(["ps", "-o", "args=", "-p", str(pid)], capture_output=True, text=True).stdout
 
 
 def eventually(condition: Callable[[], bool], what: str, timeout_s: float = 60.0) -> None:
@@ -73,50 +36,13 @@ def healthy(url: str) -> bool:
 
 def test_folio_up_status_restart_and_clean_stop(tmp_path: Path) -> None:
     base = free_port_block(10)
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    up = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "folio",
-            "up",
-            "--data",
-            str(tmp_path / "data"),
-            "--etcd-port",
-            str(base),
-            "--node-port",
-            str(base + 2),
-            "--metrics-port",
-            str(base + 5),
-            "--auditor-grace-ms",
-            "5000",
-            "--gateway-port",
-            str(base + 8),
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        cwd=tmp_path,
-        env=env,
-    )
-    assert up.stdout is not None
-    lines: list[str] = []
-    ready = threading.Event()
-
-    def pump() -> None:
-        assert up.stdout is not None
-        for line in up.stdout:
-            lines.append(line)
-            if "Folio is up" in line:
-                ready.set()
-
-    threading.Thread(target=pump, daemon=True).start()
-    try:
-        assert ready.wait(90), "".join(lines)
-        banner = "".join(lines)
+    data = str(tmp_path / "data")
+    with FolioUp(tmp_path, "--data", data, *port_flags(base), "--auditor-grace-ms", "5000") as up:
+        lines = up.lines
+        banner = up.wait_ready()
         for port in (base, base + 2, base + 3, base + 4, base + 8, base + 9):
             assert f"127.0.0.1:{port}" in banner, banner
-        children = children_of(up.pid)
+        children = up.children()
         assert len(children) == 8, banner  # etcd, 3 nodes, auditor, 2 gateways, analytics
         assert "analytics      Spark local[*]" in banner, banner
         for port in (base + 8, base + 9):
@@ -128,14 +54,7 @@ def test_folio_up_status_restart_and_clean_stop(tmp_path: Path) -> None:
         assert "security       OFF: open on loopback" in banner, banner
         assert "auditor" in banner and "metrics http://127.0.0.1:" in banner.split("auditor", 1)[1], banner
 
-        status = subprocess.run(
-            [sys.executable, "-m", "folio", "status", "--etcd", f"127.0.0.1:{base}"],
-            capture_output=True,
-            text=True,
-            cwd=tmp_path,
-            env=env,
-            timeout=60,
-        )
+        status = up.run("status", "--etcd", f"127.0.0.1:{base}")
         assert status.returncode == 0, status.stderr
         assert "storage nodes (3 live)" in status.stdout, status.stdout
         assert "auditor: " in status.stdout and "none elected" not in status.stdout, status.stdout
@@ -156,37 +75,23 @@ def test_folio_up_status_restart_and_clean_stop(tmp_path: Path) -> None:
         eventually(lambda: healthy(f"http://127.0.0.1:{base + 9}"), "the restarted gateway serves")
 
         def three_nodes_live() -> bool:
-            again = subprocess.run(
-                [sys.executable, "-m", "folio", "status", "--etcd", f"127.0.0.1:{base}"],
-                capture_output=True,
-                text=True,
-                cwd=tmp_path,
-                env=env,
-                timeout=60,
-            )
+            again = up.run("status", "--etcd", f"127.0.0.1:{base}")
             return "storage nodes (3 live)" in again.stdout
 
         eventually(three_nodes_live, "the restarted node registers")
 
         # kill -9 etcd itself: it is started again on its data, and everything serves again
-        etcd_pid = next(pid for pid in children_of(up.pid) if "etcd" in command_of(pid))
+        etcd_pid = next(pid for pid in up.children() if "etcd" in command_of(pid))
         os.kill(etcd_pid, signal.SIGKILL)
         eventually(lambda: f"etcd 127.0.0.1:{base} restarted (pid" in "".join(lines), "etcd restarted")
         for port in (base + 8, base + 9):
             eventually(lambda port=port: healthy(f"http://127.0.0.1:{port}"), f"gateway {port} serves")
         eventually(three_nodes_live, "the nodes register again after the etcd restart")
-        children = children_of(up.pid)
+        children = up.children()
         assert len(children) == 8 and not {node_pid, auditor_pid, gateway_pid} & set(children)
         print("".join(line for line in lines if "restart" in line))
 
-        up.send_signal(signal.SIGTERM)
-        assert up.wait(60) == 0
+        assert up.terminate() == 0
         for pid in children:
             with pytest.raises(ProcessLookupError):
                 os.kill(pid, 0)
-    finally:
-        if up.poll() is None:
-            for pid in children_of(up.pid):
-                os.kill(pid, signal.SIGKILL)
-            up.kill()
-            up.wait(10)

@@ -12,19 +12,14 @@ the publish went through them).
 from __future__ import annotations
 
 import base64
-import os
-import signal
 import socket
-import subprocess
-import sys
-import threading
 from pathlib import Path
 
 import httpx
 import orjson
 import pytest
 import websockets
-from test_folio_up import REPO, children_of, free_port_block
+from folioup import FolioUp, free_port_block, port_flags
 from websockets.exceptions import InvalidStatus
 
 from storage import wire
@@ -32,59 +27,11 @@ from storage import wire
 pytestmark = pytest.mark.component
 
 
-def folio(*args: str, cwd: Path) -> str:
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    done = subprocess.run(
-        [sys.executable, "-m", "folio", *args], capture_output=True, text=True, cwd=cwd, env=env
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stdout.strip()
-
-
-def start_up(
-    tmp_path: Path, data: Path, base: int
-) -> tuple[subprocess.Popen[str], list[str], threading.Event]:
-    ports = ["--etcd-port", str(base), "--node-port", str(base + 2), "--metrics-port", str(base + 5)]
-    up = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "folio",
-            "up",
-            "--secure",
-            "--data",
-            str(data),
-            *ports,
-            "--gateway-port",
-            str(base + 8),
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        cwd=tmp_path,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-    )
-    lines: list[str] = []
-    ready = threading.Event()
-
-    def pump() -> None:
-        assert up.stdout is not None
-        for line in up.stdout:
-            lines.append(line)
-            if "Folio is up" in line:
-                ready.set()
-
-    threading.Thread(target=pump, daemon=True).start()
-    return up, lines, ready
-
-
 async def test_folio_up_secure(tmp_path: Path) -> None:
     base = free_port_block(10)
     data = tmp_path / "data"
-    up, lines, ready = start_up(tmp_path, data, base)
-    try:
-        assert ready.wait(90), "".join(lines)
-        banner = "".join(lines)
+    with FolioUp(tmp_path, "--secure", "--data", str(data), *port_flags(base)) as up:
+        banner = up.wait_ready()
         token_file = data / "security" / "admin.token"
         assert "security       on: bearer tokens" in banner and str(token_file) in banner, banner
         assert "OFF" not in banner
@@ -92,10 +39,12 @@ async def test_folio_up_secure(tmp_path: Path) -> None:
         admin = {"Authorization": f"Bearer {token_file.read_text().strip()}"}
         url, ws = f"http://127.0.0.1:{base + 8}", f"ws://127.0.0.1:{base + 9}"
         key = str(data / "security" / "token.key")
-        writer = folio(
-            "token", "create", "--role", "writer", "--secret-key", key, "--expires", "1h", cwd=tmp_path
-        )
-        reader = folio("token", "create", "--role", "reader", "--secret-key", key, cwd=tmp_path)
+        made = [
+            up.run("token", "create", "--role", role, "--secret-key", key, *expires)
+            for role, expires in (("writer", ["--expires", "1h"]), ("reader", []))
+        ]
+        assert all(done.returncode == 0 for done in made), [done.stderr for done in made]
+        writer, reader = (done.stdout.strip() for done in made)
         async with httpx.AsyncClient(base_url=url, timeout=30) as http:
             assert (await http.get("/admin/v2/tenants")).status_code == 401
             assert (await http.get("/admin/v2/tenants", headers=admin)).status_code == 200
@@ -125,11 +74,4 @@ async def test_folio_up_secure(tmp_path: Path) -> None:
         with socket.create_connection(("127.0.0.1", base + 2), timeout=15) as plain:
             plain.sendall(wire.encode_request(wire.Op.NODE_INFO, 1))
             assert plain.recv(1024) == b""
-        up.send_signal(signal.SIGTERM)
-        assert up.wait(60) == 0
-    finally:
-        if up.poll() is None:
-            for pid in children_of(up.pid):
-                os.kill(pid, signal.SIGKILL)
-            up.kill()
-            up.wait(10)
+        assert up.terminate() == 0
