@@ -18,15 +18,21 @@ CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 CORES = os.cpu_count() or 1
 
 
-def process_ticks(pid: int) -> int:
-    """utime + stime of ``pid`` including its threads; 0 if it is gone."""
+def stat_ticks(pid: int) -> tuple[int, int]:
+    """(utime + stime of ``pid`` including its threads, cutime + cstime: its exited and
+    waited-for descendants); (0, 0) if it is gone."""
     try:
         with open(f"/proc/{pid}/stat") as f:
             data = f.read()
     except (FileNotFoundError, ProcessLookupError):
-        return 0
-    fields = data[data.rindex(")") + 2 :].split()
-    return int(fields[11]) + int(fields[12])  # fields 14 and 15 of stat(5)
+        return 0, 0
+    fields = data[data.rindex(")") + 2 :].split()  # fields 14 to 17 of stat(5) are [11:15]
+    return int(fields[11]) + int(fields[12]), int(fields[13]) + int(fields[14])
+
+
+def process_ticks(pid: int) -> int:
+    """utime + stime of ``pid`` including its threads; 0 if it is gone."""
+    return stat_ticks(pid)[0]
 
 
 def machine_ticks() -> tuple[int, int]:

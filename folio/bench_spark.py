@@ -28,7 +28,7 @@ from typing import Any
 
 import httpx
 
-from folio.bench_cpu import CLOCK_TICKS, CpuMonitor, machine_busy
+from folio.bench_cpu import CLOCK_TICKS, CpuMonitor, machine_busy, stat_ticks
 from folio.bench_gateway_load import consume, publish
 from folio.supervisor import LocalCluster, on_free_ports
 
@@ -58,16 +58,10 @@ def _children(pid: int) -> list[int]:
 def _ticks(pid: int, children: bool) -> int:
     """utime + stime of ``pid`` (with ``children``: plus those of its exited, waited-for
     descendants - short-lived Python workers - and of the descendants alive now)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            data = f.read()
-    except (FileNotFoundError, ProcessLookupError):
-        return 0
-    fields = data[data.rindex(")") + 2 :].split()
-    own = int(fields[11]) + int(fields[12])
+    own, waited = stat_ticks(pid)
     if not children:
         return own
-    return own + int(fields[13]) + int(fields[14]) + sum(_ticks(child, False) for child in _children(pid))
+    return own + waited + sum(_ticks(child, False) for child in _children(pid))
 
 
 def _timed(
