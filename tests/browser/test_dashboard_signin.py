@@ -81,7 +81,8 @@ def test_sign_in_and_see_only_what_the_role_can_do(browser: Browser, gateway_url
     expect(page.get_by_test_id("peek")).to_be_visible()
     expect(page.get_by_test_id("produce")).to_be_hidden()
     page.get_by_test_id("tail-toggle").click()
-    time.sleep(1.0)
+    # "live" once its WebSocket is open: the gateway creates the reader (at latest) before it accepts
+    expect(page.get_by_test_id("tail-state")).to_have_text("live")
     admin = {"Authorization": f"Bearer {token('admin')}"}
     body = {"messages": [{"payload": "tailed-with-a-token"}]}
     assert httpx.post(f"{gateway_url}/topics/persistent/ta/ns/t", json=body, headers=admin).status_code == 200
