@@ -154,6 +154,16 @@ def consumers_of(cluster: DashCluster, topic: str, sub: str) -> int:
     return len(response.json().get("subscriptions", {}).get(sub, {}).get("consumers", []))
 
 
+def attached_readers(cluster: DashCluster, topic: str) -> int:
+    """Readers attached to ``topic``, as its owner's stats list them (``reader-*`` subscriptions)."""
+    url = f"{cluster.urls[0]}/admin/v2/persistent/public/default/{topic}/stats"
+    response = httpx.get(url, timeout=10, follow_redirects=True)
+    if response.status_code != 200:
+        return 0
+    subscriptions = response.json().get("subscriptions", {})
+    return sum(len(s.get("consumers", [])) for name, s in subscriptions.items() if name.startswith("reader-"))
+
+
 def backlog_of(cluster: DashCluster, topic: str, sub: str) -> int:
     url = f"{cluster.urls[0]}/admin/v2/persistent/public/default/{topic}/stats"
     stats = httpx.get(url, timeout=10, follow_redirects=True).json()
@@ -237,7 +247,8 @@ def test_documented_reader(cluster: DashCluster, language: str) -> None:
     produce(cluster, "python", topic, 1)  # the topic exists; the reader starts after this (latest)
     reader = Running(program(f"reader{suffix}", address(cluster, 0), topic))
     try:
-        time.sleep(1.0)  # the documented reader starts at the latest message: let it attach first
+        # the documented reader starts at the latest message: produce once it is attached at the owner
+        eventually(lambda: attached_readers(cluster, topic) == 1, reader)
         produce(cluster, language, topic, 2)
         received = reader.wait_for(r"^Received: .* - payload: (b'Hello World'|Hello World)$", 2)
         assert len(received) == 2, received
