@@ -52,6 +52,16 @@ def published(r: httpx.Response) -> None:
     assert r.status_code == 200 and r.json()["messagePublishResults"][0]["errorCode"] == 0, r.text
 
 
+async def seen_everywhere(sec: SecureCluster, path: str, headers: dict[str, str], want: int) -> None:
+    """Wait until every gateway answers ``want`` to ``GET path`` (not forwarded: a lookup)."""
+    async with httpx.AsyncClient(timeout=30) as http:
+        for url in sec.urls:
+            deadline = time.monotonic() + 15
+            while (status := (await http.get(url + path, headers=headers)).status_code) != want:
+                assert time.monotonic() < deadline, (url, path, status)
+                await asyncio.sleep(0.2)
+
+
 async def ws_status(url: str, headers: dict[str, str] | None = None) -> int:
     try:
         async with websockets.connect(url, open_timeout=15, additional_headers=headers):
@@ -311,6 +321,7 @@ async def test_topic_grants_on_every_path(sec: SecureCluster) -> None:
         r = await http.post(f"/admin/v2/{A}/tg-p-partition-0/permissions/tg", json=["consume"], headers=su)
         assert r.status_code == 412, r.text  # grants are on the partitioned topic
         assert (await http.post(f"{grants}/tg", json=["consume"], headers=me)).status_code == 403
+        await seen_everywhere(sec, f"/lookup/v2/topic/{A}/tg-p", me, 200)
         shown = (await http.get(grants, headers=sec.auth("admin-a"))).json()
         assert shown["tg"] == ["consume", "produce"] and shown["pc"] == ["consume", "produce"]
         published(await http.post(f"/topics/{A}/tg-p", json=message("x"), headers=me))
@@ -332,6 +343,7 @@ async def test_topic_grants_on_every_path(sec: SecureCluster) -> None:
         assert await ws_status(dead) == 403  # no produce on tg-p-s-DLQ
         r = await http.post(f"/admin/v2/{A}/tg-p-s-DLQ/permissions/tg", json=["produce"], headers=su)
         assert r.status_code == 204
+        await seen_everywhere(sec, f"/lookup/v2/topic/{A}/tg-p-s-DLQ", me, 200)
         assert await ws_status(dead) == 101
         url = f"{ws}/ws/v2/consumer/{A}/tg-p/r?subscriptionInitialPosition=Earliest&token={token}"
         async with websockets.connect(url, open_timeout=15) as socket:
@@ -352,4 +364,5 @@ async def test_topic_grants_on_every_path(sec: SecureCluster) -> None:
         assert info.value.rcvd is not None and info.value.rcvd.code == 4403
         print(f"topic grant revoked: consumer closed 4403 after {closed_after:.1f} s")
         assert (await http.delete(f"{grants}/tg", headers=su)).status_code == 412  # nothing left to revoke
+        await seen_everywhere(sec, f"/lookup/v2/topic/{A}/tg-p", me, 403)
         assert (await http.post(f"/topics/{A}/tg-p", json=message("x"), headers=me)).status_code == 403
