@@ -30,6 +30,7 @@ from coordination.session_thread import lease_session
 from coordination.store import MetadataStore
 from gateway.api.delivery_budget import DeliveryBudget
 from gateway.api.tenure import Tenure
+from gateway.api.throughput import ThroughputRing
 from gateway.api.webhooks import CONNECTIONS_MAX, WEBHOOKS_MAX, Webhooks
 from gateway.broker.log_policy import Retention
 from gateway.broker.log_state import LogConfig, Quorums
@@ -174,6 +175,7 @@ class Gateway:
         self._load_at = time.monotonic()  # when the previous load report was made
         self._load_counts: dict[TopicName, _TopicCounts] = {}  # each topic's counters then
         self._bundle_rates: dict[str, float] = {}  # smoothed rate of each owned bundle then
+        self.throughput = ThroughputRing()  # msg/s in and out at each load report (dashboard history)
 
     # ------------------------------------------------------------ lifecycle
 
@@ -210,17 +212,19 @@ class Gateway:
         (published + delivered to subscriptions and readers) of each owned bundle,
         every owned bundle listed, smoothed over reports (``records.smoothed``: a
         burst does not make a bundle look hot) - plus topics and sessions. One pass
-        over the loaded topics and their subscriptions, once per report interval."""
+        over the loaded topics and their subscriptions, once per report interval. The
+        totals in and out also go into ``throughput``, the history the dashboard draws."""
         now = time.monotonic()
         elapsed = now - self._load_at
         per_bundle = {bundle.path: 0 for bundle in self.ownership.owned_bundles()}
-        published = 0
+        published = delivered = 0
         counts: dict[TopicName, _TopicCounts] = {}
         for name, topic in self.service.topics.items():
             now_counts = _TopicCounts(id(topic), topic.msg_in, _delivered(topic))
             counts[name] = now_counts
             msgs_in, msgs_out = now_counts.since(self._load_counts.get(name))
             published += msgs_in
+            delivered += msgs_out
             bundle = self.ownership.owned_bundle_of(name)
             if bundle is not None and bundle.path in per_bundle:
                 per_bundle[bundle.path] += msgs_in + msgs_out
@@ -230,6 +234,7 @@ class Gateway:
         def per_s(messages: int) -> float:
             return round(messages / elapsed, 3) if elapsed > 0 else 0.0
 
+        self.throughput.offer(self.clock.now_ms(), per_s(published), per_s(delivered))
         before = self._bundle_rates
         self._bundle_rates = {
             path: smoothed(before.get(path, 0.0), per_s(n)) for path, n in per_bundle.items()

@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from gateway.api.cluster_health import TopicFact
+from gateway.api.rollups import is_dashboard_reader
 from gateway.broker.topic import Topic
 from gateway.broker.topic_stats import topic_stats
 from gateway.ownership.bundles import NamespaceBundle
@@ -33,7 +34,8 @@ SUMMED = (
 
 def summarize(topic: Topic) -> dict[str, Any]:
     """The overview's summary of ``topic``, from its Pulsar stats (rates, counters,
-    message backlog of the durable subscriptions)."""
+    message backlog of the durable subscriptions; the dashboard's own readers are
+    not counted as subscriptions)."""
     st = topic_stats(topic)
     subs = st["subscriptions"].values()
     return {
@@ -42,7 +44,7 @@ def summarize(topic: Topic) -> dict[str, Any]:
         "backlogSize": st["backlogSize"],
         "msgBacklog": sum(s["msgBacklog"] for s in subs if s.get("isDurable", True)),
         "producerCount": len(st["publishers"]),
-        "subscriptionCount": len(st["subscriptions"]),
+        "subscriptionCount": sum(1 for name in st["subscriptions"] if not is_dashboard_reader(name)),
         "consumerCount": sum(len(s["consumers"]) for s in subs),
         "backlogQuotaExceeded": bool(topic.quota_exceeded),
     }

@@ -20,7 +20,12 @@ from gateway.names import NamespaceName, TopicName, check_tenant
 UI = "/ui"
 STATIC = f"{UI}/static"
 
-NAV = (("overview", "Overview", "/"), ("tenants", "Tenants", f"{UI}/tenants"), ("sql", "SQL", f"{UI}/sql"))
+NAV = (
+    ("overview", "Overview", "/"),
+    ("tenants", "Tenants", f"{UI}/tenants"),
+    ("subscriptions", "Subscriptions", f"{UI}/subscriptions"),
+    ("sql", "SQL", f"{UI}/sql"),
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +53,10 @@ def overview() -> Page:
 
 def sql() -> Page:
     return Page("sql.html", "SQL over topics", "sql", (Crumb("SQL over topics"),))
+
+
+def subscriptions() -> Page:
+    return Page("subscriptions.html", "Subscriptions", "subscriptions", (Crumb("Subscriptions"),))
 
 
 def tenants() -> Page:

@@ -5,11 +5,9 @@ without console errors, page errors or any 5xx answer; a topic created, a
 message produced, peeked and live-tailed from the UI; REST-published messages
 reach the live tail within 1 s and a burst is counted in full; a topic's schema
 versions shown and its Avro messages decoded on the page; a cursor reset
-from the UI changes the backlog; a namespace's policies shown, its persistence
-quorums set (an invalid set refused on the page) and reset from the UI; dark
-mode follows the system and the toggle; a page whose gateway is killed moves
-to the same page on a live gateway, and says it lost the cluster when none is
-left. Screenshots go to .folio/artifacts/.
+from the UI changes the backlog; dark mode follows the system and the toggle;
+a page whose gateway is killed moves to the same page on a live gateway, and
+says it lost the cluster when none is left. Screenshots go to .folio/artifacts/.
 """
 
 from __future__ import annotations
@@ -46,11 +44,15 @@ def create_topic(base: str, topic: str) -> None:
 
 def publish(base: str, topic: str, payloads: list[str], key: str | None = None) -> list[str]:
     messages = [{"payload": p, **({"key": key} if key else {})} for p in payloads]
-    r = httpx.post(
-        f"{base}/topics/persistent/{NS}/{topic}",
-        json={"producerName": "browser-test", "messages": messages},
-        timeout=30,
-    )
+    for _ in range(10):  # 503: the topic is moving between gateways (an unload) - retry, as a client does
+        r = httpx.post(
+            f"{base}/topics/persistent/{NS}/{topic}",
+            json={"producerName": "browser-test", "messages": messages},
+            timeout=30,
+        )
+        if r.status_code != 503:
+            break
+        time.sleep(0.5)
     r.raise_for_status()
     results = r.json()["messagePublishResults"]
     assert all(not x.get("errorCode") for x in results), results
@@ -358,45 +360,6 @@ def test_partitioned_topic_from_the_ui(dash_cluster: DashCluster, page: Page) ->
         re.compile(r"^\d+$")
     )
     assert_clean(dash_cluster, errors_of(page))
-
-
-def test_namespace_policies_shown_and_persistence_set_from_the_ui(
-    dash_cluster: DashCluster, page: Page, artifacts: Path
-) -> None:
-    base = dash_cluster.urls[0]
-    ns = f"pol{uuid4().hex[:6]}"
-    admin = f"{base}/admin/v2/namespaces/public/{ns}"
-    assert httpx.put(admin, timeout=10).status_code == 204
-    assert httpx.post(f"{admin}/messageTTL", json=90, timeout=10).status_code == 204
-    errors = watch_errors(page)
-    page.goto(f"{base}/ui/tenants/public/{ns}")
-    persistence = page.locator('[data-policy="Persistence (E / Qw / Qa)"]')
-    expect(persistence).to_have_text("cluster default")
-    expect(page.locator('[data-policy="Message TTL"]')).to_have_text("90 s")
-    expect(page.locator('[data-policy="Bundles"]')).to_have_text(re.compile(r"^\d+$"))
-
-    page.locator('[data-testid="pers-qa"]').fill("4")  # Qa > Qw: refused on the page, nothing sent
-    page.locator('[data-testid="pers-set"]').click()
-    expect(page.locator('[data-testid="pers-result"]')).to_contain_text("1 ≤ Qa ≤ Qw ≤ E")
-    expect(persistence).to_have_text("cluster default")
-
-    page.locator('[data-testid="pers-qw"]').fill("2")
-    page.locator('[data-testid="pers-qa"]').fill("2")
-    page.locator('[data-testid="pers-set"]').click()
-    expect(page.locator('[data-testid="pers-result"]')).to_contain_text("3/2/2")
-    expect(persistence).to_have_text("3 / 2 / 2")
-    save_artifact(page, artifacts, "dashboard-namespace.png")
-    stored = httpx.get(f"{base}/admin/v2/namespaces/public/{ns}/persistence", timeout=10).json()
-    assert (stored["bookkeeperEnsemble"], stored["bookkeeperWriteQuorum"], stored["bookkeeperAckQuorum"]) == (
-        3,
-        2,
-        2,
-    )
-
-    page.locator('[data-testid="pers-reset"]').click()
-    expect(persistence).to_have_text("cluster default")
-    assert httpx.get(admin, timeout=10).json()["persistence"] is None
-    assert_clean(dash_cluster, errors)
 
 
 def test_dark_mode_follows_the_system_and_the_toggle(

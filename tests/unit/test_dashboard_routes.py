@@ -37,6 +37,7 @@ DASHBOARD_PATHS = {
     "/ui/topics/persistent/{tenant}/{namespace}/{topic}",
     "/ui/static/{path:path}",
     "/ui/sql",
+    "/ui/subscriptions",
 }
 PARAM = re.compile(r"\{[^}]*\}")
 

@@ -11,6 +11,7 @@ import { peekPanel, producePanel } from "./messages.js";
 import { policiesCard } from "./policies.js";
 import { schemaCard } from "./schema.js";
 import { sqlPage } from "./sql.js";
+import { subscriptionsPage } from "./subscriptions.js";
 import { tailPanel } from "./tail.js";
 import { topicPage } from "./topic.js";
 
@@ -30,5 +31,6 @@ Alpine.data("schemaCard", schemaCard);
 Alpine.data("sparkStats", sparkStats);
 Alpine.data("analyticsCard", analyticsCard);
 Alpine.data("sqlPage", sqlPage);
+Alpine.data("subscriptionsPage", subscriptionsPage);
 window.Alpine = Alpine;
 Alpine.start();

@@ -1,7 +1,11 @@
-// Tenants / namespaces / topics lists with search and paging. The server pages
-// (?search=&offset=&limit=, total in X-Total-Count); a gateway that answers the
-// whole list instead (no header) is filtered and paged here.
-import { api, enc, explain, poll } from "./core.js";
+// Tenants / namespaces / topics lists with rates, backlog, size and subscription
+// counts, sortable (by backlog first), searchable and paged on the server
+// (GET /admin/v2/cluster/{tenants,namespaces/…,topics/…}?sort=&order=&search=&offset=&limit=,
+// total in X-Total-Count). A role that may not read the cluster views (or an older
+// gateway) gets the plain name list instead (…?search=&offset=&limit=); a gateway
+// that answers the whole list (no header) is filtered and paged here. Each row can
+// be deleted after a confirmation.
+import { ApiError, api, confirmDialog, enc, explain, fmt, poll } from "./core.js";
 import { pageHref } from "./paths.js";
 
 const LIMIT = 20;
@@ -11,25 +15,55 @@ function lastPart(name) {
   return s.slice(s.lastIndexOf("/") + 1);
 }
 
+const RATE = (v) => fmt.rate(v);
+const GROUP_COLUMNS = [
+  { key: "topics", label: "Loaded topics", show: fmt.num },
+  { key: "msgRateIn", label: "In msg/s", show: RATE },
+  { key: "msgRateOut", label: "Out msg/s", show: RATE },
+  { key: "msgBacklog", label: "Backlog", show: fmt.num },
+  { key: "storageSize", label: "Storage", show: fmt.bytes },
+  { key: "subscriptionCount", label: "Subscriptions", show: fmt.num },
+];
+const TOPIC_COLUMNS = [
+  { key: "msgRateIn", label: "In msg/s", show: RATE },
+  { key: "msgRateOut", label: "Out msg/s", show: RATE },
+  { key: "msgBacklog", label: "Backlog", show: fmt.num },
+  { key: "storageSize", label: "Storage", show: fmt.bytes },
+  { key: "subscriptionCount", label: "Subscriptions", show: fmt.num },
+  { key: "producerCount", label: "Producers", show: fmt.num },
+];
+
 const KINDS = {
   tenants: (d) => ({
     path: "/admin/v2/tenants",
+    stats: "/admin/v2/cluster/tenants",
+    columns: GROUP_COLUMNS,
     item: (t) => ({ name: t, label: t, href: pageHref.namespaces(t) }),
+    remove: (item) => ({ path: `/admin/v2/tenants/${enc(item.name)}`,
+      question: `Delete tenant ${item.name}? It must have no namespaces left.` }),
   }),
   namespaces: (d) => ({
     path: `/admin/v2/namespaces/${enc(d.tenant)}`,
-    item: (n) => ({ name: n, label: lastPart(n), href: pageHref.topics(d.tenant, lastPart(n)) }),
+    stats: `/admin/v2/cluster/namespaces/${enc(d.tenant)}`,
+    columns: GROUP_COLUMNS,
+    item: (n) => ({ name: lastPart(n), label: lastPart(n), href: pageHref.topics(d.tenant, lastPart(n)) }),
+    remove: (item) => ({ path: `/admin/v2/namespaces/${enc(d.tenant)}/${enc(item.name)}`,
+      question: `Delete namespace ${d.tenant}/${item.name}? It must have no topics left.` }),
   }),
   topics: (d) => ({
     path: `/admin/v2/persistent/${enc(d.tenant)}/${enc(d.namespace)}`,
+    stats: `/admin/v2/cluster/topics/${enc(d.tenant)}/${enc(d.namespace)}`,
+    columns: TOPIC_COLUMNS,
     item: (t) => {
       const local = lastPart(t);
       const part = /-partition-(\d+)$/.exec(local);
       return {
-        name: t, label: local, badge: part ? "partition" : "",
+        name: local, label: local, badge: part ? "partition" : "", deletable: !part,
         href: pageHref.topic(d.tenant, d.namespace, local),
       };
     },
+    remove: (item) => ({ path: `/admin/v2/persistent/${enc(d.tenant)}/${enc(d.namespace)}/${enc(item.name)}?force=true`,
+      question: `Delete topic ${item.name}? Its messages and subscriptions are lost.` }),
   }),
 };
 
@@ -40,11 +74,19 @@ export function listView(kind) {
     limit: LIMIT,
     total: 0,
     items: [],
+    columns: [],
     partitioned: [],
+    sort: "msgBacklog",
+    desc: true,
+    withStats: true,
     loaded: false,
     error: "",
+    result: "",
+    resultOk: true,
     init() {
-      this.spec = KINDS[kind](this.$el.dataset);
+      this.d = this.$el.dataset; // $el is the clicked element inside handlers: keep the list's own
+      this.spec = KINDS[kind](this.d);
+      this.columns = this.spec.columns;
       this.$watch("search", () => this.refresh());
       this.$el.addEventListener("refresh-list", () => this.refresh());
       poll(() => this.refresh(), 5000);
@@ -58,7 +100,48 @@ export function listView(kind) {
       this.offset = Math.max(0, this.offset + dir * this.limit);
       this.refresh();
     },
+    sortBy(key) {
+      if (this.sort === key) this.desc = !this.desc;
+      else { this.sort = key; this.desc = key !== "name"; }
+      this.offset = 0;
+      this.refresh();
+    },
+    arrow(key) { return this.sort === key ? (this.desc ? " ▼" : " ▲") : ""; },
+    sortState(key) { return this.sort === key ? (this.desc ? "descending" : "ascending") : "none"; },
     async refresh() {
+      if (this.withStats) {
+        try {
+          await this.refreshStats();
+          return;
+        } catch (e) {
+          // a role without the cluster views (401/403) or a gateway without them: names only
+          if (!(e instanceof ApiError && [401, 403, 404, 405].includes(e.status))) {
+            this.error = explain(e, "The list");
+            this.loaded = true;
+            return;
+          }
+          this.withStats = false;
+          this.columns = [];
+        }
+      }
+      await this.refreshNames();
+    },
+    async refreshStats() {
+      const q = new URLSearchParams({ sort: this.sort, order: this.desc ? "desc" : "asc",
+        search: this.search, offset: String(this.offset), limit: String(this.limit) });
+      const { body, res } = await api(`${this.spec.stats}?${q}`, { withResponse: true });
+      this.total = Number(res.headers.get("X-Total-Count") ?? (body || []).length);
+      this.items = (Array.isArray(body) ? body : []).map((row) => ({
+        ...this.spec.item(row.topic || row.name),
+        cells: this.columns.map((c) => ({ key: c.key, text: c.show(row[c.key]) })),
+        idle: row.loaded === false,
+      }));
+      const unreachable = res.headers.get("X-Folio-Unreachable");
+      this.error = unreachable ? `No answer from gateway ${unreachable}: its topics show as not loaded.` : "";
+      this.loaded = true;
+      if (kind === "topics") await this.refreshPartitioned();
+    },
+    async refreshNames() {
       const q = new URLSearchParams({ search: this.search, offset: String(this.offset), limit: String(this.limit) });
       try {
         const { body, res } = await api(`${this.spec.path}?${q}`, { withResponse: true });
@@ -72,7 +155,7 @@ export function listView(kind) {
           this.total = list.length;
           list = list.slice(this.offset, this.offset + this.limit);
         }
-        this.items = list.map(this.spec.item);
+        this.items = list.map((x) => ({ ...this.spec.item(x), cells: [] }));
         this.error = "";
         if (kind === "topics") await this.refreshPartitioned();
       } catch (e) {
@@ -83,11 +166,31 @@ export function listView(kind) {
       }
     },
     async refreshPartitioned() {
-      const d = this.$el.dataset;
+      const { d } = this;
       const names = await api(`/admin/v2/persistent/${enc(d.tenant)}/${enc(d.namespace)}/partitioned`);
       this.partitioned = (Array.isArray(names) ? names : []).map((n) => ({
         name: n, label: lastPart(n), href: pageHref.topic(d.tenant, d.namespace, lastPart(n)),
       }));
+    },
+    removePartitioned(p) {
+      const { d } = this;
+      return this.remove({ name: p.label }, {
+        path: `/admin/v2/persistent/${enc(d.tenant)}/${enc(d.namespace)}/${enc(p.label)}/partitions?force=true`,
+        question: `Delete partitioned topic ${p.label} and all its partitions? Their messages and subscriptions are lost.`,
+      });
+    },
+    async remove(item, how) {
+      const { path, question } = how || this.spec.remove(item);
+      if (!(await confirmDialog(question))) return;
+      try {
+        await api(path, { method: "DELETE" });
+        this.resultOk = true;
+        this.result = `Deleted ${item.name}.`;
+      } catch (e) {
+        this.resultOk = false;
+        this.result = `Could not delete ${item.name}: ${e.message}`;
+      }
+      await this.refresh();
     },
   };
 }

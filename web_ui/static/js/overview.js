@@ -1,5 +1,8 @@
 // Overview page: problems first, totals, throughput chart, gateways, etcd members
-// and storage nodes, from GET /admin/v2/cluster/overview every 2 s.
+// and storage nodes, from GET /admin/v2/cluster/overview every 2 s. The throughput
+// chart draws the history the gateways keep (GET /admin/v2/cluster/throughput, every
+// gateway's samples added up), so a reload shows the past hours at once; without
+// that route (an older gateway) it charts what this page samples while open.
 import { api, explain, fmt, pick, poll } from "./core.js";
 import { Samples, TimeChart } from "./charts.js";
 import { conn } from "./conn.js";
@@ -70,11 +73,35 @@ export function overviewPage() {
     nodes: [],
     etcd: [],
     etcdAt: 0,
+    historySource: "",
+    historyPoints: 0,
+    historyText: "",
     init() {
       this.chart = new TimeChart(this.$refs.chart, [
         { label: "in msg/s", color: "--chart-in" }, { label: "out msg/s", color: "--chart-out" }]);
       this.samples = new Samples(["in", "out"]);
+      this.serverHistory = true;
+      poll(() => this.refreshHistory(), 5000);
       poll(() => this.refresh(), 2000);
+    },
+    async refreshHistory() {
+      if (!this.serverHistory) return;
+      let h;
+      try {
+        h = await api("/admin/v2/cluster/throughput");
+      } catch (e) {
+        this.serverHistory = false; // sampled by this page from now on (refresh)
+        this.historySource = "page";
+        this.historyText = "sampled every 2 s while this page is open";
+        return;
+      }
+      const samples = Array.isArray(h?.samples) ? h.samples : [];
+      this.historySource = "server";
+      this.historyPoints = samples.length;
+      const span = samples.length ? (Date.now() - samples[0].t) / 1000 : 0;
+      const since = span >= 5400 ? `${Math.round(span / 3600)} h` : span >= 90 ? `${Math.round(span / 60)} min` : `${Math.round(span)} s`;
+      this.historyText = `kept by the gateways, every 5 s: the last ${since}`;
+      this.chart.set(samples.map((s) => s.t), samples.map((s) => s.msgRateIn), samples.map((s) => s.msgRateOut));
     },
     async refresh() {
       let ov;
@@ -111,10 +138,7 @@ export function overviewPage() {
         ["Backlog", fmt.num(pick(totals, "msgBacklog", "backlog"))],
         ["Storage", fmt.bytes(pick(totals, "storageSize"))],
       ].map(([label, value]) => ({ label, value }));
-      const history = pick(ov, "history.samples", "throughput.samples");
-      if (Array.isArray(history) && history.length) {
-        this.chart.set(history.map((s) => s.t), history.map((s) => s.msgRateIn ?? null), history.map((s) => s.msgRateOut ?? null));
-      } else {
+      if (!this.serverHistory) {
         this.samples.add(Date.now(), { in: Number(pick(totals, "msgRateIn") ?? 0), out: Number(pick(totals, "msgRateOut") ?? 0) });
         this.chart.set(...this.samples.columns());
       }

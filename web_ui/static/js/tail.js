@@ -1,4 +1,5 @@
-// Live tail over a WebSocket reader (from latest, Folio's batched delivery).
+// Live tail over a WebSocket reader (from latest, Folio's batched delivery), named
+// DASHBOARD_READER_PREFIX… so no subscription list of the dashboard shows it.
 // Never drops a frame: every message is counted and acked on arrival (acks only
 // release the reader's flow-control credit), rows are rendered in batches on
 // animation frames, and the table keeps only the newest CAP rows. A reader the
@@ -9,14 +10,23 @@ import { withToken } from "./auth.js";
 import { base64ToBytes, enc, fmt } from "./core.js";
 import { conn } from "./conn.js";
 import { renderPayload } from "./messages.js";
+import { DASHBOARD_READER_PREFIX } from "./paths.js";
 
 const CAP = 200;
 const SEEN_MAX = 5000;
 const PREVIEW = 200;
 
+// The reader is named so the dashboard's lists leave it out: it is the page's own, not a user's.
+function readerName() {
+  const bytes = crypto.getRandomValues(new Uint8Array(4));
+  return `${DASHBOARD_READER_PREFIX}tail-${Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("")}`;
+}
+
 function wsUrl(d, start) {
   const scheme = location.protocol === "https:" ? "wss" : "ws";
-  const q = new URLSearchParams({ messageId: start, batchDelivery: "true", receiverQueueSize: "1000" });
+  const q = new URLSearchParams({
+    messageId: start, batchDelivery: "true", receiverQueueSize: "1000", readerName: readerName(),
+  });
   return withToken(`${scheme}://${location.host}/ws/v2/reader/persistent/${enc(d.tenant)}/${enc(d.namespace)}/${enc(d.topic)}?${q}`);
 }
 

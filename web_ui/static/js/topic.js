@@ -2,7 +2,7 @@
 // subscriptions (+ cursor actions), producers, storage, ledgers and cursors
 // (GET …/stats or …/partitioned-stats?perPartition=true, …/internalStats), every 2 s.
 import { api, confirmDialog, enc, explain, fmt, pick, poll } from "./core.js";
-import { pageHref } from "./paths.js";
+import { isDashboardReader, pageHref } from "./paths.js";
 import { Samples, TimeChart } from "./charts.js";
 
 export function topicBase(d) {
@@ -32,11 +32,13 @@ function hookLine(h) {
     .filter(Boolean).join(" · ");
 }
 
+// Subscriptions and readers as the stats list them, without this dashboard's own
+// readers (the live tail's): they are not the user's.
 function subRows(subs, hooks) {
-  return Object.entries(subs || {}).map(([name, s]) => ({
+  return Object.entries(subs || {}).filter(([name]) => !isDashboardReader(name)).map(([name, s]) => ({
     name,
     webhook: hookLine((hooks || {})[name]),
-    type: pick(s, "type") || "–",
+    type: pick(s, "isDurable") === false ? `${pick(s, "type") || "Exclusive"} · reader` : pick(s, "type") || "–",
     backlog: fmt.num(pick(s, "msgBacklog")),
     backlogN: Number(pick(s, "msgBacklog") ?? 0),
     unacked: fmt.num(pick(s, "unackedMessages")),
@@ -57,6 +59,7 @@ function subRows(subs, hooks) {
 export function topicPage() {
   return {
     partitions: 0,
+    whole: false,
     tiles: [],
     subs: [],
     producers: [],
@@ -77,6 +80,7 @@ export function topicPage() {
     async init() {
       this.d = this.$el.dataset;
       this.base = topicBase(this.d);
+      this.whole = Number(this.d.partition) < 0;
       this.rates = new TimeChart(this.$refs.rates, [
         { label: "in msg/s", color: "--chart-in" }, { label: "out msg/s", color: "--chart-out" }]);
       this.backlog = new TimeChart(this.$refs.backlog, [{ label: "backlog", color: "--chart-backlog" }]);
@@ -137,7 +141,8 @@ export function topicPage() {
       if (parts && typeof parts === "object") {
         this.partitionRows = Object.entries(parts).map(([name, p]) => {
           const local = name.slice(name.lastIndexOf("/") + 1);
-          const pb = Object.values(pick(p, "subscriptions") || {}).reduce((n, s) => n + Number(s.msgBacklog || 0), 0);
+          const pb = Object.entries(pick(p, "subscriptions") || {}).filter(([n]) => !isDashboardReader(n))
+            .reduce((n, [, s]) => n + Number(s.msgBacklog || 0), 0);
           return {
             name: local,
             href: pageHref.topic(this.d.tenant, this.d.namespace, local),
@@ -258,6 +263,17 @@ export function topicPage() {
       const body = { ledgerId: Number(m[1]), entryId: Number(m[2]) };
       return this.act(`Reset subscription ${this.actionSub} to ${m[1]}:${m[2]}?`, "/resetcursor",
         { method: "POST", json: body }, `Reset ${this.actionSub} to ${m[1]}:${m[2]}.`);
+    },
+    async deleteTopic() {
+      const d = this.d;
+      const what = this.partitions ? `partitioned topic ${d.topic} and its ${this.partitions} partitions` : `topic ${d.topic}`;
+      if (!(await confirmDialog(`Delete ${what}? Its messages and subscriptions are lost.`))) return;
+      try {
+        await api(`${this.base}${this.partitions ? "/partitions" : ""}?force=true`, { method: "DELETE" });
+        location.assign(pageHref.topics(d.tenant, d.namespace));
+      } catch (e) {
+        this.statsError = `Could not delete ${what}: ${e.message}`;
+      }
     },
     deleteSub() {
       return this.act(`Delete subscription ${this.actionSub}? Its cursor is lost.`, "", { method: "DELETE" },

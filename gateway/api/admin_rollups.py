@@ -1,0 +1,263 @@
+"""Admin REST (Folio): the dashboard's cluster-wide list views and throughput history.
+
+Owns: the HTTP shape of ``/admin/v2/cluster/{tenants,namespaces/…,topics/…,
+subscriptions,throughput}`` (rows built by the pure ``gateway.api.rollups`` and
+``gateway.api.throughput``) and of the per-gateway reads they gather:
+``/admin/v2/broker-stats/subscriptions`` and ``/admin/v2/broker-stats/throughput``
+(thin asyncio shell). Rules:
+- a cluster view asks every live gateway (``registry.live()``), at most
+  ``FANOUT_MAX`` at once with a ``FANOUT_TIMEOUT_S`` timeout; a gateway that does
+  not answer is named in ``X-Folio-Unreachable`` and its topics show as not loaded -
+  never a failed request;
+- list views answer a plain JSON array of rows, sorted (``sort``, ``order``; by
+  backlog, largest first, unless asked) and paged (``search``, ``offset``,
+  ``limit``) with the count before paging in ``X-Total-Count``;
+- a subscription's time lag is read from the log: the publish time of the first
+  message after its mark-delete position, for at most ``LAG_READS_MAX`` backlogged
+  subscriptions per gateway and request (the others answer ``lagMs: null``);
+- per gateway at most ``SUBSCRIPTIONS_MAX`` subscription rows (``X-Folio-Truncated``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Annotated, Any, Literal
+
+import httpx
+from fastapi import APIRouter, Depends, Query, Response
+
+from gateway.api import errors, rollups, throughput
+from gateway.api.admin_common import json_response
+from gateway.api.route_docs import Namespace, Tenant
+from gateway.api.topic_summary import broker_topic_stats, flatten
+from gateway.broker.topic_stats import subscription_stats
+from gateway.meta.errors import NotFound
+from gateway.names import InvalidName, NamespaceName, TopicName, check_tenant
+from storage.errors import StorageError
+
+if TYPE_CHECKING:
+    from gateway.api.gateway import Gateway
+    from gateway.broker.subscription import Subscription
+    from gateway.broker.topic import Topic
+
+FANOUT_MAX = 8
+FANOUT_TIMEOUT_S = 3.0
+LAG_READS_MAX = 256
+LAG_READ_TIMEOUT_S = 1.0
+SUBSCRIPTIONS_MAX = 5_000
+UNREACHABLE_HEADER = "X-Folio-Unreachable"
+TRUNCATED_HEADER = "X-Folio-Truncated"
+TAGS: list[Any] = ["admin-cluster"]
+
+
+def row_query(
+    sort: Annotated[str, Query(max_length=64, description="field to sort by")] = "msgBacklog",
+    order: Annotated[Literal["asc", "desc"], Query(description="sort order")] = "desc",
+    search: Annotated[str | None, Query(max_length=512, description="only rows naming this text")] = None,
+    offset: Annotated[int, Query(ge=0, le=2**63 - 1, description="matching rows to leave out first")] = 0,
+    limit: Annotated[int | None, Query(ge=0, le=1000, description="most rows to answer")] = None,
+) -> rollups.RowQuery:
+    return rollups.RowQuery(sort, order == "desc", search, offset, limit)
+
+
+Rows = Annotated[rollups.RowQuery, Depends(row_query)]
+
+
+async def _oldest_publish_ms(topic: Topic, sub: Subscription) -> int | None:
+    """Publish time of the first message after ``sub``'s mark-delete position."""
+    position = topic.log.layout.next_position(sub.cursor.mark_delete)
+    if position is None:
+        return None
+    with contextlib.suppress(StorageError, TimeoutError):
+        messages = await asyncio.wait_for(topic.decoded.load_messages(position), LAG_READ_TIMEOUT_S)
+        if messages:
+            return messages[0].publish_time_ms
+    return None
+
+
+class RollupViews:
+    def __init__(self, gateway: Gateway) -> None:
+        self.gateway = gateway
+
+    async def gather(
+        self, path: str, local: Callable[[], Awaitable[Any]]
+    ) -> tuple[dict[str, Any], list[str]]:
+        """Every live gateway's answer to ``path`` (this one's from ``local``), and the
+        gateways that did not answer."""
+        gw = self.gateway
+        me = gw.config.gateway_id
+        limit = asyncio.Semaphore(FANOUT_MAX)
+        failed: list[str] = []
+
+        async def one(gateway_id: str, url: str) -> Any:
+            if gateway_id == me:
+                return await local()
+            async with limit:
+                try:
+                    response = await gw.http.get(f"{url}{path}", timeout=FANOUT_TIMEOUT_S)
+                    response.raise_for_status()
+                    return response.json()
+                except (httpx.HTTPError, ValueError):
+                    failed.append(gateway_id)
+                    return None
+
+        live = {gid: info.http_url for gid, info in gw.registry.live().items()}
+        live.setdefault(me, gw.config.http_url)
+        ids = sorted(live)
+        answers = await asyncio.gather(*(one(gid, live[gid]) for gid in ids))
+        return {gid: a for gid, a in zip(ids, answers, strict=True) if a is not None}, sorted(failed)
+
+    async def summaries(self) -> tuple[list[dict[str, Any]], list[str]]:
+        async def local() -> Any:
+            gw = self.gateway
+            return broker_topic_stats(gw.service.topics.values(), gw.ownership.owned_bundles())
+
+        answers, failed = await self.gather("/admin/v2/broker-stats/topics", local)
+        out = [s for body in answers.values() if isinstance(body, dict) for s in flatten(body)]
+        return out, failed
+
+    async def local_subscriptions(self, prefix: str) -> tuple[list[dict[str, Any]], bool]:
+        """Subscriptions of this gateway's topics whose name starts with ``prefix``."""
+        now = self.gateway.clock.now_ms()
+        found: list[tuple[Topic, str, Subscription]] = []
+        for name, topic in list(self.gateway.service.topics.items()):
+            if topic.closed or not str(name).startswith(prefix):
+                continue
+            subs = [*topic.subscriptions.items(), *topic.readers.items()]
+            found.extend((topic, n, sub) for n, sub in subs if not rollups.is_dashboard_reader(n))
+        truncated = len(found) > SUBSCRIPTIONS_MAX
+        found = found[:SUBSCRIPTIONS_MAX]
+        stats = [subscription_stats(topic, sub, now) for topic, _, sub in found]
+        backlogged = [i for i, st in enumerate(stats) if st["msgBacklog"] > 0][:LAG_READS_MAX]
+        reads = await asyncio.gather(*(_oldest_publish_ms(found[i][0], found[i][2]) for i in backlogged))
+        oldest = dict(zip(backlogged, reads, strict=True))
+        rows = [
+            rollups.subscription_row(str(topic.name), sub_name, st, oldest.get(i), now)
+            for i, ((topic, sub_name, _), st) in enumerate(zip(found, stats, strict=True))
+        ]
+        return rows, truncated
+
+
+def _rows(
+    rows: list[dict[str, Any]], query: rollups.RowQuery, fields: tuple[str, ...], failed: list[str]
+) -> Response:
+    page, total = query.apply(rows, fields)
+    response = json_response(page, total=total)
+    if failed:
+        response.headers[UNREACHABLE_HEADER] = ",".join(failed)
+    return response
+
+
+def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
+    router = APIRouter(prefix="/admin/v2", tags=TAGS, route_class=errors.ErrorMappingRoute)
+    views = RollupViews(get_gateway())
+    READ = errors.responses(400, 404)
+
+    @router.get(
+        "/broker-stats/throughput",
+        summary="This gateway's throughput history (msg/s in and out of the topics it owns, per load report)",
+        responses=READ,
+    )
+    async def get_gateway_throughput(since: int = 0) -> list[dict[str, Any]]:
+        return views.gateway.throughput.samples(since)
+
+    @router.get(
+        "/broker-stats/subscriptions",
+        summary="Subscriptions of the topics this gateway owns, with lag in messages and time",
+        responses=READ,
+    )
+    async def get_gateway_subscriptions(
+        prefix: Annotated[str, Query(max_length=1024, description="only topics whose name starts so")] = "",
+    ) -> Response:
+        rows, truncated = await views.local_subscriptions(prefix)
+        response = json_response(rows)
+        if truncated:
+            response.headers[TRUNCATED_HEADER] = "true"
+        return response
+
+    @router.get(
+        "/cluster/throughput",
+        summary="The cluster's throughput history: every gateway's samples added up per 5 s",
+        responses=READ,
+    )
+    async def get_cluster_throughput(since: int = 0) -> Response:
+        async def local() -> Any:
+            return views.gateway.throughput.samples(since)
+
+        answers, failed = await views.gather(f"/admin/v2/broker-stats/throughput?since={since}", local)
+        series = {gid: body for gid, body in answers.items() if isinstance(body, list)}
+        response = json_response(
+            {"samples": throughput.merge(series, views.gateway.clock.now_ms()), "gateways": sorted(series)}
+        )
+        if failed:
+            response.headers[UNREACHABLE_HEADER] = ",".join(failed)
+        return response
+
+    @router.get("/cluster/tenants", summary="Tenants with rates, backlog, size", responses=READ)
+    async def get_tenant_rows(query: Rows) -> Response:
+        tenants = await views.gateway.namespaces.list_tenants()
+        summaries, failed = await views.summaries()
+        rows = rollups.group_rows(tenants, summaries, lambda t: _part(t, 0))
+        return _rows(rows, query, rollups.GROUP_FIELDS, failed)
+
+    @router.get(
+        "/cluster/namespaces/{tenant}", summary="A tenant's namespaces with rates, backlog", responses=READ
+    )
+    async def get_namespace_rows(tenant: Tenant, query: Rows) -> Response:
+        names = [n.rsplit("/", 1)[-1] for n in await views.gateway.namespaces.list_namespaces(tenant)]
+        summaries, failed = await views.summaries()
+        mine = [s for s in summaries if _part(str(s.get("topic", "")), 0) == tenant]
+        rows = rollups.group_rows(names, mine, lambda t: _part(t, 1))
+        return _rows(rows, query, rollups.GROUP_FIELDS, failed)
+
+    @router.get(
+        "/cluster/topics/{tenant}/{namespace}",
+        summary="A namespace's topics (partitions included) with rates, backlog, size, subscriptions",
+        responses=READ,
+    )
+    async def get_topic_rows(tenant: Tenant, namespace: Namespace, query: Rows) -> Response:
+        ns = NamespaceName.of(tenant, namespace)
+        names = [str(TopicName.parse(t)) for t in await views.gateway.namespaces.list_topics(ns)]
+        summaries, failed = await views.summaries()
+        rows = rollups.topic_rows(names, {str(s.get("topic")): s for s in summaries})
+        return _rows(rows, query, rollups.TOPIC_FIELDS, failed)
+
+    @router.get(
+        "/cluster/subscriptions",
+        summary="Subscriptions across topics (optionally of one tenant or namespace) with lag",
+        responses=READ,
+    )
+    async def get_subscription_rows(
+        query: Rows,
+        tenant: Annotated[str | None, Query(max_length=256)] = None,
+        namespace: Annotated[str | None, Query(max_length=256)] = None,
+    ) -> Response:
+        prefix = ""
+        if namespace and not tenant:
+            raise NotFound("a namespace needs its tenant")
+        if tenant:
+            check_tenant(tenant)
+            scope = NamespaceName.of(tenant, namespace) if namespace else tenant
+            prefix = f"persistent://{scope}/"
+
+        async def local() -> Any:
+            return (await views.local_subscriptions(prefix))[0]
+
+        answers, failed = await views.gather(
+            f"/admin/v2/broker-stats/subscriptions?{httpx.QueryParams(prefix=prefix)}", local
+        )
+        rows = [r for body in answers.values() if isinstance(body, list) for r in body if isinstance(r, dict)]
+        return _rows(rows, query, rollups.SUBSCRIPTION_FIELDS, failed)
+
+    return router
+
+
+def _part(topic: str, index: int) -> str | None:
+    """Tenant (0) or namespace (1) of a full topic name; None if it is not one."""
+    try:
+        name = TopicName.parse(topic)
+    except InvalidName:
+        return None
+    return name.tenant if index == 0 else name.namespace

@@ -1,0 +1,151 @@
+"""The dashboard's list views: rows per tenant, namespace, topic and subscription (pure).
+
+Owns: turning topic summaries (``gateway.api.topic_summary``, gathered from every
+gateway) and subscription stats into the rows the dashboard lists - rates,
+backlog, size and subscription counts - and their sorting and paging
+(``RowQuery``). Rules: a name the metadata knows but no gateway has loaded is a
+row of zeros marked ``loaded: false`` (it exists; nobody is using it); a
+subscription's lag is its backlog in messages and, when its oldest unacknowledged
+message was read, ``lagMs`` = now - that message's publish time; the dashboard's
+own readers (names starting ``DASHBOARD_READER_PREFIX``) are never rows; a sort
+field outside a view's ``fields`` is a 400. Nothing here does I/O; ``now_ms`` is passed in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from gateway.meta.errors import InvalidArgument
+
+DASHBOARD_READER_PREFIX = "folio-dashboard-"  # the live tail's readerName (web_ui/static/js/tail.js)
+
+SUMMED = (
+    "msgRateIn",
+    "msgRateOut",
+    "msgThroughputIn",
+    "msgThroughputOut",
+    "msgBacklog",
+    "backlogSize",
+    "storageSize",
+    "subscriptionCount",
+    "producerCount",
+    "consumerCount",
+)
+TOPIC_FIELDS = ("name", *SUMMED)
+GROUP_FIELDS = ("name", "topics", *SUMMED)
+SUBSCRIPTION_FIELDS = (
+    "name",
+    "topic",
+    "type",
+    "msgBacklog",
+    "lagMs",
+    "unackedMessages",
+    "msgRateOut",
+    "consumers",
+)
+
+
+def is_dashboard_reader(name: str) -> bool:
+    return name.startswith(DASHBOARD_READER_PREFIX)
+
+
+@dataclass(frozen=True, slots=True)
+class RowQuery:
+    """``?sort=&order=&search=&offset=&limit=`` of a row view."""
+
+    sort: str = "msgBacklog"
+    descending: bool = True
+    search: str | None = None
+    offset: int = 0
+    limit: int | None = None
+
+    def apply(self, rows: list[dict[str, Any]], fields: tuple[str, ...]) -> tuple[list[dict[str, Any]], int]:
+        """Rows whose name (or topic) contains ``search`` (case-insensitive), sorted by ``sort``
+        (ties and missing values: by name, missing last), then the page; and how many matched."""
+        if self.sort not in fields:
+            raise InvalidArgument(f"sort must be one of {', '.join(fields)}, got {self.sort!r}")
+        if self.offset < 0:
+            raise InvalidArgument(f"offset must be >= 0, got {self.offset}")
+        needle = (self.search or "").casefold()
+        matched = [r for r in rows if needle in f"{r.get('topic', '')} {r.get('name', '')}".casefold()]
+        matched.sort(key=lambda r: str(r.get("name", "")))
+        present = [r for r in matched if r.get(self.sort) is not None]
+        missing = [r for r in matched if r.get(self.sort) is None]
+        present.sort(key=lambda r: _key(r[self.sort]), reverse=self.descending)
+        ordered = present + missing
+        end = None if self.limit is None else self.offset + self.limit
+        return ordered[self.offset : end], len(ordered)
+
+
+def _key(value: Any) -> Any:
+    return value if isinstance(value, int | float) and not isinstance(value, bool) else str(value)
+
+
+def _zeros() -> dict[str, Any]:
+    return {field: 0 for field in SUMMED}
+
+
+def _numbers(summary: Mapping[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for field in SUMMED:
+        value = summary.get(field, 0)
+        out[field] = value if isinstance(value, int | float) and not isinstance(value, bool) else 0
+    return out
+
+
+def topic_rows(names: Iterable[str], summaries: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """One row per topic of ``names`` (full names, partitions included), with its
+    summary's figures if some gateway has it loaded."""
+    rows = []
+    for name in names:
+        summary = summaries.get(name)
+        local = name.rsplit("/", 1)[-1]
+        numbers = _numbers(summary) if summary is not None else _zeros()
+        rows.append({"name": local, "topic": name, "loaded": summary is not None, **numbers})
+    return rows
+
+
+def group_rows(
+    groups: Iterable[str],
+    summaries: Iterable[Mapping[str, Any]],
+    group_of: Callable[[str], str | None],
+) -> list[dict[str, Any]]:
+    """One row per group (a tenant or namespace): the sums of its loaded topics'
+    figures and ``topics``, how many of its topics are loaded."""
+    rows = {group: {"name": group, "topics": 0, **_zeros()} for group in groups}
+    for summary in summaries:
+        group = group_of(str(summary.get("topic", "")))
+        row = rows.get(group) if group is not None else None
+        if row is None:
+            continue
+        row["topics"] += 1
+        for field, value in _numbers(summary).items():
+            row[field] = round(row[field] + value, 3) if isinstance(value, float) else row[field] + value
+    return list(rows.values())
+
+
+def subscription_row(
+    topic: str, name: str, stats: Mapping[str, Any], oldest_publish_ms: int | None, now_ms: int
+) -> dict[str, Any]:
+    """A subscription of ``topic`` as the cross-topic view lists it. ``oldest_publish_ms``:
+    publish time of the first message after its mark-delete position (None: no backlog,
+    or not read)."""
+    consumers = stats.get("consumers") or []
+    backlog = int(stats.get("msgBacklog", 0) or 0)
+    lag = None if oldest_publish_ms is None or backlog == 0 else max(0, now_ms - oldest_publish_ms)
+    return {
+        "name": name,
+        "topic": topic,
+        "type": stats.get("type"),
+        "durable": bool(stats.get("isDurable", True)),
+        "msgBacklog": backlog,
+        "backlogSize": int(stats.get("backlogSize", 0) or 0),
+        "oldestUnackedPublishTime": oldest_publish_ms if lag is not None else None,
+        "lagMs": 0 if backlog == 0 else lag,
+        "unackedMessages": int(stats.get("unackedMessages", 0) or 0),
+        "msgRateOut": float(stats.get("msgRateOut", 0.0) or 0.0),
+        "consumers": len(consumers),
+        "activeConsumerName": stats.get("activeConsumerName"),
+    }
