@@ -2,7 +2,8 @@
 #   docker build -t folio .
 #   docker compose up            (see compose.yaml: keys, etcd + 3 storage nodes + auditor + 2 gateways
 #                                 + the Spark analytics service)
-FROM python:3.11-slim AS base
+# Debian 12: its openjdk-17 is the Java Spark needs (Debian 13, python:3.11-slim's default now, has none)
+FROM python:3.11-slim-bookworm AS base
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1
 # Java 17 for the analytics service's Spark driver and the Spark connector
 RUN apt-get update && apt-get install -y --no-install-recommends openjdk-17-jre-headless \
