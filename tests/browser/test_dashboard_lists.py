@@ -4,7 +4,8 @@ in a real Chromium against a real cluster (etcd + 3 storage nodes + 2 gateways, 
 Shows: the topic list is sorted by backlog (largest first) and re-sorted from its
 header, in the order of the backlogs the admin API reports; the subscriptions
 view shows a subscription's backlog and its lag in time (the age of its oldest
-unacknowledged message), and the active Failover consumer; every namespace
+unacknowledged message), the active Failover consumer and each Key_Shared
+consumer's hash ranges; every namespace
 policy set from the page reads back through the admin API, and reset; a delete
 asks first - Cancel keeps the topic, Confirm deletes it (tenants, namespaces and
 subscriptions alike); the live tail's own reader is in the topic's stats but in
@@ -150,6 +151,8 @@ def test_subscriptions_view_shows_lag_and_the_active_failover_consumer(
     with (
         consumer(base, ns, "orders", "audit", subscriptionType="Failover", consumerName="first"),
         consumer(base, ns, "orders", "audit", subscriptionType="Failover", consumerName="second"),
+        consumer(base, ns, "orders", "ship", subscriptionType="Key_Shared", consumerName="k1"),
+        consumer(base, ns, "orders", "ship", subscriptionType="Key_Shared", consumerName="k2"),
     ):
         page.goto(f"{base}/ui/subscriptions?tenant=public&namespace={ns.split('/')[1]}")
         billing = page.locator('tr[data-sub="billing"]')
@@ -160,12 +163,25 @@ def test_subscriptions_view_shows_lag_and_the_active_failover_consumer(
         assert 2 <= seconds <= time.time() - sent + 6, (seconds, time.time() - sent)
         audit = page.locator('tr[data-sub="audit"]')
         expect(audit).to_contain_text("Failover")
-        expect(audit.locator("td").nth(8)).to_have_text("first")  # the first to connect is active
+        stats = httpx.get(f"{base}/{A}/persistent/{ns}/orders/stats", timeout=10).json()
+        active = stats["subscriptions"]["audit"]["activeConsumerName"]
+        assert active in ("first", "second"), stats["subscriptions"]["audit"]
+        expect(audit.locator("td").nth(8)).to_have_text(active)
         save_artifact(page, artifacts, "dashboard-subscriptions.png")
 
         page.goto(f"{base}/ui/topics/persistent/{ns}/orders")  # the topic page says it too
         roles = page.locator('tr[data-sub="audit"] [data-testid="consumer-role"]')
-        expect(roles).to_have_text(["active", "standby"])
+        expect(roles).to_have_count(2)
+        expect(
+            page.locator('tr[data-sub="audit"] .consumers > div', has_text=active).locator(".badge")
+        ).to_have_text("active")
+        expect(roles.filter(has_text="standby")).to_have_count(1)
+        ranges = page.locator(
+            'tr[data-sub="ship"] [data-testid="consumer-ranges"]'
+        )  # each Key_Shared consumer's
+        expect(ranges).to_have_count(2)
+        expect(ranges.first).to_have_text(re.compile(r"^hash ranges \[\d+, \d+\]"))
+        save_artifact(page, artifacts, "dashboard-topic-consumers.png")
     assert_clean(dash_cluster, page)
 
 

@@ -3,7 +3,7 @@
 // (POST …/{policy}) or reset to the cluster default (DELETE …/{policy}) from the
 // page. POLICIES describes each: its fields, how it reads from the policies
 // document, the body it sends and how its value is shown.
-import { api, confirmDialog, enc } from "./core.js";
+import { api, confirmDialog, enc, fmt } from "./core.js";
 
 const minutes = (m) => (m < 0 ? "unlimited" : m === 0 ? "none" : `${m} min`);
 const megabytes = (mb) => (mb < 0 ? "unlimited" : mb === 0 ? "none" : `${mb} MB`);
@@ -44,7 +44,8 @@ export const POLICIES = [
       const q = (p.backlog_quota_map || {}).destination_storage;
       if (!q) return "none";
       const time = q.limitTime >= 0 ? `, ${q.limitTime} s` : "";
-      return `${q.limitSize} bytes${time} (${q.policy})`;
+      const size = q.limitSize >= 0 ? `${fmt.bytes(q.limitSize)} (${q.limitSize} bytes)` : "no size limit";
+      return `${size}${time}, ${q.policy}`;
     },
   },
   {
