@@ -39,6 +39,7 @@ from gateway.broker.managed_log import ManagedLog
 from gateway.broker.topic import Topic
 from gateway.broker.topic_admin import connected_clients
 from gateway.broker.topic_types import TopicPolicies
+from gateway.broker.upkeep_schedule import UpkeepSchedule
 from gateway.errors import GatewayError
 from gateway.names import NamespaceName, TopicName
 from storage.client.api import LedgerClient
@@ -98,6 +99,7 @@ class BrokerService:
         self._loading_without_create: weakref.WeakSet[asyncio.Task[Topic]] = weakref.WeakSet()
         self._namespaces: dict[NamespaceName, NamespaceView] = {}
         self._refresh_task: asyncio.Task[None] | None = None
+        self.upkeep = UpkeepSchedule(self.topics.values, clock)
         self.remote_publish: RemotePublish | None = None  # set by the API layer (forwarding)
         self.is_local: Callable[[TopicName], bool] = lambda _name: True
         self.ownership_epoch: Callable[[TopicName], int | None] = lambda _name: 0
@@ -130,6 +132,7 @@ class BrokerService:
     def start(self) -> None:
         if self._refresh_task is None:
             self._refresh_task = asyncio.get_running_loop().create_task(self._refresh_policies())
+        self.upkeep.start()
 
     # ------------------------------------------------------------ topics
 
@@ -328,6 +331,7 @@ class BrokerService:
 
     async def close(self) -> None:
         self.closed = True
+        await self.upkeep.close()
         if self._refresh_task is not None:
             self._refresh_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):

@@ -17,7 +17,7 @@ Rules (docs/architecture.md §4-6):
 - a terminated topic (``terminate``) refuses publishes and producers for good;
   its consumers that read everything are at the end of the topic;
 - stats are plain counters bumped on the hot paths; rates and the history
-  are sampled by the maintenance loop (``topic_upkeep.sample_stats``);
+  are sampled by the gateway's upkeep schedule (``upkeep_schedule.py``);
 - every state change happens between awaits on the event loop (one owner).
 """
 
@@ -60,7 +60,6 @@ from storage.formats.positions import EARLIEST, Position
 
 log = logging.getLogger(__name__)
 
-MAINTENANCE_INTERVAL_MS = 1000
 DRAIN_ON_CLOSE_S = 5.0  # an unloading topic waits this long for its accepted publishes
 
 
@@ -82,7 +81,7 @@ class Topic(PublishPath):
         self.decoded = DecodedEntries(managed_log, managed_log.cache.budget)
         self.dedup_revision = 0
         self.entries_since_snapshot = 0
-        self._maintenance: asyncio.Task[None] | None = None
+        self.upkeep_task: asyncio.Task[None] | None = None  # set by upkeep_schedule.py
         self.quota_exceeded = False
         self.closed = False
         self.on_closed: Callable[[Topic], None] | None = None
@@ -114,7 +113,6 @@ class Topic(PublishPath):
             topic.subscriptions[sub_name] = sub
         if topic.policies.dedup:
             await topic._restore_dedup()
-        topic._maintenance = asyncio.get_running_loop().create_task(topic._maintain())
         return topic
 
     async def _restore_dedup(self) -> None:
@@ -269,14 +267,6 @@ class Topic(PublishPath):
         marks = [sub.cursor.mark_delete for sub in self.subscriptions.values()]
         return min(marks) if marks else None
 
-    async def _maintain(self) -> None:
-        while not self.closed:
-            await asyncio.sleep(MAINTENANCE_INTERVAL_MS / 1000)
-            try:
-                await self.maintain_once()
-            except Exception as exc:
-                log.info("topic %s: maintenance failed: %s", self.name, exc)
-
     async def maintain_once(self) -> None:
         await upkeep.maintain_once(self)
 
@@ -309,10 +299,10 @@ class Topic(PublishPath):
             for record in list(sub.consumers.values()):
                 record.sink.close("topic_unloaded", f"topic {self.name} unloaded; reconnect")
             await sub.close(persist=graceful)
-        if self._maintenance is not None and self._maintenance is not asyncio.current_task():
-            self._maintenance.cancel()
+        if self.upkeep_task is not None and self.upkeep_task is not asyncio.current_task():
+            self.upkeep_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
-                await self._maintenance
+                await self.upkeep_task
         if graceful and self.policies.dedup and not self.log.fenced:
             with contextlib.suppress(Exception):
                 await self._snapshot_dedup()

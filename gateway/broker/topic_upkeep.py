@@ -12,7 +12,11 @@ publish or delivery path. Rules (docs/compatibility.md §4.9, §4.11):
   (``producer_exception``/``producer_request_hold``) or skips the slowest
   cursor forward (``consumer_backlog_eviction``);
 - ledgers are trimmed by ``ManagedLog.trim`` under the retention policy;
-- every tick samples the stats rate meters and the stats history;
+- every visit samples the stats rate meters and the stats history;
+- ``needs_io`` tells the gateway's schedule (``upkeep_schedule.py``) whether a
+  visit may wait on I/O (an expiry to apply, ledgers that might be trimmed, a
+  snapshot due); when it does not, ``maintain_in_place`` does the same as
+  ``maintain_once`` without awaiting anything;
 - a seek by time binary-searches the log (publish times grow with it).
 """
 
@@ -68,6 +72,23 @@ async def snapshot_dedup(topic: Topic) -> None:
         return
     topic.dedup_revision = revision
     topic.entries_since_snapshot = 0
+
+
+def needs_io(topic: Topic, policies: TopicPolicies) -> bool:
+    """Whether this visit's upkeep may do I/O (else ``maintain_in_place`` covers it):
+    TTL to apply (only subscriptions expire), more than one ledger (the open one
+    is never trimmed), or a dedup snapshot due."""
+    return (
+        (policies.ttl_seconds > 0 and bool(topic.subscriptions))
+        or len(topic.log.ledgers) > 1
+        or (policies.dedup and topic.entries_since_snapshot >= DEDUP_SNAPSHOT_ENTRIES)
+    )
+
+
+def maintain_in_place(topic: Topic, policies: TopicPolicies, now_ms: int) -> None:
+    """``maintain_once`` for a topic that ``needs_io`` says has no I/O due."""
+    sample_stats(topic, now_ms)
+    check_backlog_quota(topic, policies)
 
 
 async def maintain_once(topic: Topic) -> None:

@@ -172,6 +172,33 @@ async def test_rollover_and_trim(services: Factory) -> None:
     assert len(topic.log.ledgers) <= 2
 
 
+async def test_one_upkeep_schedule_serves_every_topic(services: Factory) -> None:
+    """Loaded topics get no task each (there was one sleeping loop per topic); a
+    pass does an idle topic's upkeep in place and starts a task only for I/O."""
+    service = await services(
+        TopicPolicies(retention=Retention(0, 0)), LogConfig(rollover=RolloverPolicy(entries_max=5))
+    )
+    service.start()
+    topics = [
+        await service.topic(TopicName.parse(f"persistent://public/default/upkeep-{i}")) for i in range(8)
+    ]
+    for topic in topics:
+        await topic.publish(message(0))
+    upkeep_loops = [t for t in asyncio.all_tasks() if "maintain" in repr(t.get_coro())]
+    assert upkeep_loops == [], "a sleeping upkeep task per loaded topic"
+    assert service.upkeep.visit_all(service.clock.now_ms()) == 0  # one ledger each: nothing to trim
+    assert all(len(topic.history) == 1 for topic in topics)  # the stats were sampled in place
+    busy = topics[0]
+    for i in range(1, 12):
+        await busy.publish(message(i))
+    await asyncio.sleep(0.2)
+    assert len(busy.log.ledgers) >= 3
+    assert service.upkeep.visit_all(service.clock.now_ms()) == 1  # the trim is a task of its own
+    assert busy.upkeep_task is not None
+    await busy.upkeep_task
+    assert len(busy.log.ledgers) == 1  # no subscription: every closed ledger was consumed
+
+
 async def test_dedup_survives_reload(services: Factory) -> None:
     service = await services(TopicPolicies(dedup=True))
     topic = await service.topic(TOPIC)
