@@ -1,17 +1,14 @@
 """ManagedLog: one topic partition's log - a list of ledgers in etcd (asyncio shell).
 
-Owns: the topic's ledger list (``coordination.keys.managed_log``), its one open
-ledger writer, the entry cache of recent entries and the readers of older
-ledgers. Rules (docs/architecture.md §4, §6; docs/compatibility.md §5.3, BookKeeper's "ledgers to
-log" recipe):
+Owns: the topic's ledger list (``log_list.LedgerList``: CAS writes, the owner's
+epoch), its one open ledger writer, the entry cache of recent entries and the
+readers of older ledgers. Rules (docs/architecture.md §4, §6;
+docs/compatibility.md §5.3, BookKeeper's "ledgers to log" recipe):
 - ``open`` recovers (fences and closes) every ledger in the list that is not
   closed, drops empty ones, creates a new ledger (its id above every id in the
-  list: ids come from per-gateway blocks, positions order by ledger id) and appends it to the list by
-  compare-and-swap; it serves no write before that CAS succeeds. A failed CAS
-  means another gateway took the topic: ``LogFenced``. The list carries the
-  ownership epoch of the owner that last opened it (``log_state.claim_epoch``):
-  an open with an older epoch is refused before it fences anything, and every
-  later write of the list by CAS keeps the epoch read with it.
+  list: ids come from per-gateway blocks, positions order by ledger id) and
+  appends it to the list by compare-and-swap; it serves no write before that
+  CAS succeeds. A failed CAS means another gateway took the topic: ``LogFenced``.
 - appends complete in order; an add that comes back fenced makes the whole log
   fenced at once (``on_fenced``): the owner must drop the topic.
 - rollover, and the log left without a writable ledger when its writer lost
@@ -37,12 +34,11 @@ import contextlib
 import dataclasses
 import logging
 from collections.abc import Callable
-from typing import Any
 
-from coordination import keys
 from coordination.clock import Clock
 from coordination.store import MetadataStore
 from gateway.broker.log_layout import LedgerLayout
+from gateway.broker.log_list import LedgerList
 from gateway.broker.log_policy import AppendRoute, Retention, ledgers_to_trim
 from gateway.broker.log_reads import LedgerReaders, read_cached, read_entries
 from gateway.broker.log_roll import Roller
@@ -53,8 +49,6 @@ from gateway.broker.log_state import (
     LogError,
     LogFenced,
     QuorumSource,
-    TopicNotFound,
-    claim_epoch,
 )
 from gateway.broker.log_takeover import Recount, delete_dropped, recover_ledgers
 from gateway.broker.message_counts import MessageCounts
@@ -62,7 +56,7 @@ from gateway.errors import GatewayError
 from storage.client.api import LedgerClient
 from storage.client.writer import LedgerWriter
 from storage.errors import Fenced, StorageError
-from storage.formats.log_record import LedgerInfo, decode_state, encode_state
+from storage.formats.log_record import LedgerInfo
 from storage.formats.positions import Position
 from storage.types import LedgerMetadata
 
@@ -78,16 +72,11 @@ class ManagedLog:
         self, topic_path: str, store: MetadataStore, client: LedgerClient, clock: Clock, config: LogConfig
     ) -> None:
         self.topic_path = topic_path
-        self._store = store
         self._client = client
         self._clock = clock
         self._config = config
         self._quorums: QuorumSource | None = None  # set by open
-        self._key = keys.managed_log(topic_path)
-        self._revision = 0
-        self._created_ms = 0
-        self._extra: dict[str, Any] = {}
-        self._ledgers: list[LedgerInfo] = []
+        self._list = LedgerList(store, topic_path, [], 0, {}, 0)  # read by open
         self._writer: LedgerWriter | None = None
         self._writer_opened_ms = 0
         self._current_entries = 0  # confirmed in the open ledger
@@ -98,7 +87,6 @@ class ManagedLog:
         self._roller = Roller(self, config.rollover, clock)
         self._recount = Recount()  # ledgers closed by recovery are counted again (log_takeover)
         self._new_entries = asyncio.Event()
-        self._lock = asyncio.Lock()  # list updates (roll, trim) one at a time
         self.fenced = False
         self.closed = False
         self.on_fenced: Callable[[], None] | None = None
@@ -123,25 +111,20 @@ class ManagedLog:
     ) -> ManagedLog:
         self = cls(topic_path, store, client, clock, config or LogConfig())
         self._quorums = quorums
-        current = await store.get(self._key)
-        if current is None:
-            raise TopicNotFound(f"topic {topic_path} does not exist")
-        ledgers, self._created_ms, self._extra = decode_state(current.value)
-        self._extra = claim_epoch(topic_path, self._extra, epoch)
-        self.terminated = bool(self._extra.get("terminated"))
+        self._list = await LedgerList.load(store, topic_path, epoch)
+        ledgers = self._list.ledgers
+        self.terminated = self._list.terminated
         recovered = await recover_ledgers(client, clock, ledgers)
         writer = await self._create_ledger(max((info.ledger_id for info in ledgers), default=-1))
-        new_list = [*recovered, LedgerInfo(writer.ledger_id)]
-        revision = await store.compare_and_swap(
-            self._key, encode_state(new_list, self._created_ms, self._extra), current.mod_revision
-        )
-        if revision is None:
+        try:
+            await self._list.replace([*recovered, LedgerInfo(writer.ledger_id)])
+        except LogFenced:
             await writer.abandon()
             with contextlib.suppress(StorageError):
                 await client.delete(writer.ledger_id)
-            raise LogFenced(f"topic {topic_path}: ledger list changed while opening (another owner)")
-        self._revision = revision
-        self._ledgers = new_list
+            raise LogFenced(
+                f"topic {topic_path}: ledger list changed while opening (another owner)"
+            ) from None
         self._writer = writer
         self._writer_opened_ms = self.created_ledger_ms = clock.now_ms()
         for info in recovered:
@@ -154,11 +137,11 @@ class ManagedLog:
 
     @property
     def ledgers(self) -> list[LedgerInfo]:
-        return list(self._ledgers)
+        return list(self._list.ledgers)
 
     @property
     def current_ledger_id(self) -> int:
-        return self._ledgers[-1].ledger_id
+        return self._list.ledgers[-1].ledger_id
 
     @property
     def current_ledger_entries(self) -> int:
@@ -175,8 +158,8 @@ class ManagedLog:
     @property
     def layout(self) -> LedgerLayout:
         if self._layout is None:
-            pairs = [(info.ledger_id, info.entries) for info in self._ledgers[:-1]]
-            pairs.append((self._ledgers[-1].ledger_id, self._current_entries))
+            pairs = [(info.ledger_id, info.entries) for info in self._list.ledgers[:-1]]
+            pairs.append((self._list.ledgers[-1].ledger_id, self._current_entries))
             self._layout = LedgerLayout(pairs)
         return self._layout
 
@@ -190,7 +173,7 @@ class ManagedLog:
 
     @property
     def total_bytes(self) -> int:
-        return sum(info.size for info in self._ledgers[:-1]) + self._current_bytes
+        return sum(info.size for info in self._list.ledgers[:-1]) + self._current_bytes
 
     async def ledger_metadata(self, ledger_id: int) -> LedgerMetadata:
         """A ledger's metadata (the open ledger's as its writer knows it)."""
@@ -209,7 +192,7 @@ class ManagedLog:
 
     @property
     def created_ms(self) -> int:
-        return self._created_ms
+        return self._list.created_ms
 
     @property
     def pending_appends(self) -> int:
@@ -288,7 +271,7 @@ class ManagedLog:
                 return
             entry_id = entry_future.result()
             position = Position(ledger_id, entry_id)
-            if ledger_id == self._ledgers[-1].ledger_id:
+            if ledger_id == self._list.ledgers[-1].ledger_id:
                 self._current_entries = entry_id + 1
                 self._current_bytes += size
                 self._layout = None
@@ -335,18 +318,18 @@ class ManagedLog:
     @property
     def list_lock(self) -> asyncio.Lock:
         """Held while the ledger list changes (roll, trim, totals, terminate, close)."""
-        return self._lock
+        return self._list.lock
 
     async def switch_ledger(self, old: LedgerWriter, metadata: LedgerMetadata) -> None:
         """Put the next ledger after ``old`` (closed, ``metadata``) into the list and
         write to it (``list_lock`` held): ``old`` stays in the list unless empty."""
         closed_info = self._closed_info(old.ledger_id, metadata.last_entry_id + 1, metadata.length)
         writer = await self._create_ledger(old.ledger_id)
-        new_list = [*self._ledgers[:-1]]
+        new_list = [*self._list.ledgers[:-1]]
         if closed_info.entries > 0:
             new_list.append(closed_info)
         new_list.append(LedgerInfo(writer.ledger_id))
-        await self._write_list(new_list)
+        await self._list.replace(new_list)
         if closed_info.entries == 0:
             with contextlib.suppress(StorageError):
                 await self._client.delete(old.ledger_id)
@@ -365,28 +348,19 @@ class ManagedLog:
     async def record_total(self, ledger_id: int) -> None:
         """Record a closed ledger's message total (as counted) in the ledger list."""
         total = self.counts.ledger_total(ledger_id)
-        async with self._lock:
+        async with self._list.lock:
             if total <= 0 or self.closed or self.fenced:
                 return
             new_list = [
                 dataclasses.replace(info, messages=total) if info.ledger_id == ledger_id else info
-                for info in self._ledgers
+                for info in self._list.ledgers
             ]
-            if new_list != self._ledgers:
-                await self._write_list(new_list)
+            if new_list != self._list.ledgers:
+                await self._list.replace(new_list)
 
     def _closed_info(self, ledger_id: int, entries: int, size: int) -> LedgerInfo:
         messages = self.counts.ledger_total(ledger_id) if entries else 0
         return LedgerInfo(ledger_id, entries, size, self._clock.now_ms(), messages)
-
-    async def _write_list(self, new_list: list[LedgerInfo]) -> None:
-        revision = await self._store.compare_and_swap(
-            self._key, encode_state(new_list, self._created_ms, self._extra), self._revision
-        )
-        if revision is None:
-            raise LogFenced(f"topic {self.topic_path}: ledger list changed by another gateway")
-        self._revision = revision
-        self._ledgers = new_list
 
     async def terminate(self) -> Position:
         """Seal the log: no more appends, ever (recorded in the ledger list). Waits
@@ -394,10 +368,10 @@ class ManagedLog:
         if self.fenced:
             raise LogFenced(f"topic {self.topic_path} is fenced")
         if not self.terminated:
-            async with self._lock:
-                self._extra = {**self._extra, "terminated": True}
+            async with self._list.lock:
+                self._list.extra = {**self._list.extra, "terminated": True}
                 try:
-                    await self._write_list(list(self._ledgers))
+                    await self._list.replace(list(self._list.ledgers))
                 except LogFenced as exc:
                     self.fence(exc)
                     raise
@@ -413,12 +387,12 @@ class ManagedLog:
         """Delete ledgers no cursor needs and retention does not keep; returns their ids."""
         if self.closed or self.fenced:
             return []
-        async with self._lock:
-            doomed = ledgers_to_trim(self._ledgers, consumed_upto, retention, self._clock.now_ms())
+        async with self._list.lock:
+            doomed = ledgers_to_trim(self._list.ledgers, consumed_upto, retention, self._clock.now_ms())
             if not doomed:
                 return []
             gone = set(doomed)
-            await self._write_list([info for info in self._ledgers if info.ledger_id not in gone])
+            await self._list.replace([info for info in self._list.ledgers if info.ledger_id not in gone])
             self._layout = None
         for ledger_id in doomed:
             self.counts.forget(ledger_id)
@@ -469,8 +443,8 @@ class ManagedLog:
             else:  # record the closed ledger (and its message count) for the next owner
                 info = self._closed_info(writer.ledger_id, metadata.last_entry_id + 1, metadata.length)
                 with contextlib.suppress(GatewayError, StorageError):
-                    async with self._lock:
-                        await self._write_list([*self._ledgers[:-1], info])
+                    async with self._list.lock:
+                        await self._list.replace([*self._list.ledgers[:-1], info])
         elif writer is not None:
             await writer.abandon()
         await self._readers.close()
