@@ -31,8 +31,9 @@ from fastapi import Path, Query
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 from pydantic.config import JsonDict
 
+from gateway.meta.bundle_policy import BUNDLES_MAX
 from gateway.meta.persistence import ENSEMBLE_MAX, MARK_DELETE_RATE_MAX
-from gateway.meta.policies import AUTH_ACTIONS, BUNDLES_MAX, ROLES_MAX
+from gateway.meta.policies import AUTH_ACTIONS, ROLES_MAX
 from gateway.names import PARTITIONS_MAX, TOPIC_MAX
 from gateway.protocol.webhook_config import BOUNDS as WEBHOOK_BOUNDS
 from gateway.protocol.webhook_config import (

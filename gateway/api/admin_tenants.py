@@ -22,7 +22,7 @@ from gateway.api.admin_schemas import request_body
 from gateway.api.errors import responses
 from gateway.api.route_docs import Paging, Tenant
 from gateway.meta.namespaces import NamespaceStore
-from gateway.meta.policies import TenantInfo
+from gateway.meta.tenant_info import TenantInfo
 from gateway.names import check_tenant
 
 Force = Annotated[bool, Query(description="also delete what is inside")]

@@ -1,6 +1,7 @@
 """Cluster metadata the gateways share through etcd: tenants, namespaces and their
 policies, partitioned-topic counts and topic existence (docs/decisions/0005)."""
 
+from gateway.meta.bundle_policy import Bundles
 from gateway.meta.errors import (
     AlreadyExists,
     Conflict,
@@ -13,15 +14,8 @@ from gateway.meta.errors import (
 )
 from gateway.meta.namespaces import DEFAULT_NAMESPACE, DEFAULT_TENANT, NamespaceStore
 from gateway.meta.persistence import Persistence
-from gateway.meta.policies import (
-    AutoTopicCreation,
-    BacklogQuota,
-    Bundles,
-    Policies,
-    Retention,
-    TenantInfo,
-    bundle_boundaries,
-)
+from gateway.meta.policies import AutoTopicCreation, BacklogQuota, Policies, Retention
+from gateway.meta.tenant_info import TenantInfo
 
 __all__ = [
     "DEFAULT_NAMESPACE",
@@ -42,5 +36,4 @@ __all__ = [
     "PreconditionFailed",
     "Retention",
     "TenantInfo",
-    "bundle_boundaries",
 ]

@@ -28,8 +28,9 @@ from gateway.meta.errors import (
     NotFound,
     PreconditionFailed,
 )
-from gateway.meta.policies import Policies, TenantInfo, check_quotas_within_retention
+from gateway.meta.policies import Policies, check_quotas_within_retention
 from gateway.meta.policy_cache import PolicyCache
+from gateway.meta.tenant_info import TenantInfo
 from gateway.meta.topics import TopicMetadata
 from gateway.names import DOMAINS, NamespaceName, TopicName, check_tenant
 

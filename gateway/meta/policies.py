@@ -1,10 +1,10 @@
 """Namespace policies and tenant info as values, with their Pulsar JSON forms (pure).
 
 Owns: ``Policies`` (the namespace policy document stored at ``keys.namespace``),
-its parts (``Bundles``, ``Retention``, ``BacklogQuota``, ``AutoTopicCreation``;
-``Persistence`` in ``gateway.meta.persistence``),
-``TenantInfo``, bundle boundaries (docs/compatibility.md §5.1) and the parsers
-that turn request bodies into these values.
+its parts (``Retention``, ``BacklogQuota``, ``AutoTopicCreation``; ``Bundles``
+in ``gateway.meta.bundle_policy``, ``Persistence`` in ``gateway.meta.persistence``)
+and the parsers that turn request bodies into these values; ``TenantInfo`` is in
+``gateway.meta.tenant_info``.
 Rule: JSON field names are Pulsar's (``retention_policies``, ``deduplicationEnabled``,
 ``autoTopicCreationOverride``, ...); a known field with a wrong type or an
 out-of-range value is an ``InvalidPolicy`` naming the field, and so is a
@@ -16,13 +16,13 @@ fields (Pulsar clients send many) are ignored and ``null`` means "default".
 from __future__ import annotations
 
 import dataclasses
-import itertools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 
+from gateway.meta.bundle_policy import Bundles
 from gateway.meta.errors import InvalidPolicy, PreconditionFailed
 from gateway.meta.fields import (
     bool_field,
@@ -37,9 +37,6 @@ from gateway.meta.persistence import Persistence
 from gateway.meta.schema_compat import Strategy
 from gateway.names import PARTITIONS_MAX
 
-HASH_MAX = 0xFFFFFFFF
-BUNDLES_DEFAULT = 4  # defaultNumberOfNamespaceBundles
-BUNDLES_MAX = 128
 BACKLOG_QUOTA_TYPES = ("destination_storage", "message_age")
 BACKLOG_QUOTA_POLICIES = ("producer_request_hold", "producer_exception", "consumer_backlog_eviction")
 TOPIC_TYPES = ("non-partitioned", "partitioned")
@@ -109,80 +106,6 @@ def _parse_topic_auth(value: Any) -> dict[str, dict[str, tuple[str, ...]]]:
             raise InvalidPolicy(f"auth_policies.destination_auth names more than {ROLES_MAX} roles")
         out[str(topic)] = {parse_role(str(role)): parse_actions(actions) for role, actions in grants.items()}
     return out
-
-
-# ---------------------------------------------------------------- bundles
-
-
-def bundle_boundaries(count: int) -> list[int]:
-    """Initial boundaries of ``count`` bundles: step 2^32 / count, last 0xffffffff."""
-    assert 1 <= count <= BUNDLES_MAX, count
-    step = (HASH_MAX + 1) // count
-    return [i * step for i in range(count)] + [HASH_MAX]
-
-
-def format_boundary(value: int) -> str:
-    return f"0x{value:08x}"
-
-
-def parse_boundary(text: Any) -> int:
-    if not isinstance(text, str) or not text.lower().startswith("0x"):
-        raise InvalidPolicy(f'bundle boundary must be a string like "0x40000000", got {kind_of(text)}')
-    try:
-        value = int(text, 16)
-    except ValueError:
-        raise InvalidPolicy(f"bundle boundary {text[:20]!r} is not hexadecimal") from None
-    if not 0 <= value <= HASH_MAX:
-        raise InvalidPolicy(f"bundle boundary {text[:20]!r} is outside 0x00000000..0xffffffff")
-    return value
-
-
-@dataclass(frozen=True, slots=True)
-class Bundles:
-    """Hash ranges of a namespace: ``[b0, b1), [b1, b2), …, [bn-1, 0xffffffff]``."""
-
-    boundaries: tuple[int, ...] = tuple(bundle_boundaries(BUNDLES_DEFAULT))
-
-    @classmethod
-    def of(cls, count: int) -> Bundles:
-        return cls(tuple(bundle_boundaries(int_field(count, "bundles.numBundles", 1, BUNDLES_MAX))))
-
-    @property
-    def count(self) -> int:
-        return len(self.boundaries) - 1
-
-    def ranges(self) -> list[str]:
-        """Bundle names ``0x%08x_0x%08x`` in hash order."""
-        b = self.boundaries
-        return [f"{format_boundary(lo)}_{format_boundary(hi)}" for lo, hi in itertools.pairwise(b)]
-
-    def to_json(self) -> dict[str, Any]:
-        return {"boundaries": [format_boundary(b) for b in self.boundaries], "numBundles": self.count}
-
-    @classmethod
-    def from_json(cls, value: Any) -> Bundles:
-        obj = json_object(value, "bundles")
-        count = obj.get("numBundles")
-        raw = obj.get("boundaries")
-        if raw is None:
-            return cls.of(BUNDLES_DEFAULT if count is None else count)
-        if not isinstance(raw, list):
-            raise InvalidPolicy(f"bundles.boundaries must be a list, got {kind_of(raw)}")
-        boundaries = tuple(parse_boundary(b) for b in raw)
-        if not 2 <= len(boundaries) <= BUNDLES_MAX + 1:
-            raise InvalidPolicy(f"bundles.boundaries must have 2 to {BUNDLES_MAX + 1} entries")
-        if boundaries[0] != 0 or boundaries[-1] != HASH_MAX:
-            raise InvalidPolicy("bundles.boundaries must start at 0x00000000 and end at 0xffffffff")
-        if any(a >= b for a, b in itertools.pairwise(boundaries)):
-            raise InvalidPolicy("bundles.boundaries must be strictly increasing")
-        if (
-            count is not None
-            and int_field(count, "bundles.numBundles", 1, BUNDLES_MAX) != len(boundaries) - 1
-        ):
-            raise InvalidPolicy(
-                f"bundles.numBundles is {count} but {len(boundaries)} boundaries make {len(boundaries) - 1}"
-            )
-        return cls(boundaries)
 
 
 # ---------------------------------------------------------------- policy parts
@@ -289,7 +212,7 @@ def parse_strategy(value: object) -> Strategy:
 class Policies:
     """One namespace's policies. ``deleted`` marks a namespace being deleted."""
 
-    bundles: Bundles = Bundles()
+    bundles: Bundles = field(default_factory=Bundles)
     retention: Retention = Retention()
     message_ttl_seconds: int | None = None
     backlog_quotas: Mapping[str, BacklogQuota] = field(default_factory=dict)
@@ -438,53 +361,3 @@ def check_quotas_within_retention(policies: Policies) -> None:
             f"backlog quota limitTime {age.limit_time} s exceeds the retention time "
             f"{retention.time_minutes} min; raise the retention or lower the quota"
         )
-
-
-# ---------------------------------------------------------------- tenants
-
-
-@dataclass(frozen=True, slots=True)
-class TenantInfo:
-    """Pulsar TenantInfo; ``deleted`` marks a tenant being deleted (stored only while true)."""
-
-    admin_roles: tuple[str, ...] = ()
-    allowed_clusters: tuple[str, ...] = ()
-    deleted: bool = False
-
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "adminRoles": list(self.admin_roles),
-            "allowedClusters": list(self.allowed_clusters),
-        }
-        if self.deleted:
-            out["deleted"] = True
-        return out
-
-    @classmethod
-    def from_json(cls, value: Any) -> TenantInfo:
-        if value is None:
-            return cls()
-        obj = json_object(value, "tenant info")
-        return cls(
-            _strings(obj.get("adminRoles"), "adminRoles"),
-            _strings(obj.get("allowedClusters"), "allowedClusters"),
-            deleted=obj.get("deleted") is True,
-        )
-
-    def encode(self) -> bytes:
-        return orjson.dumps(self.to_json())
-
-    @classmethod
-    def decode(cls, data: bytes) -> TenantInfo:
-        try:
-            return cls.from_json(orjson.loads(data))
-        except orjson.JSONDecodeError as exc:
-            raise InvalidPolicy(f"stored tenant info is not JSON: {exc}") from exc
-
-
-def _strings(value: Any, what: str) -> tuple[str, ...]:
-    if value is None:
-        return ()
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise InvalidPolicy(f"{what} must be a list of strings, got {kind_of(value)}")
-    return tuple(value)

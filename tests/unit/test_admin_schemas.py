@@ -43,13 +43,13 @@ from gateway.meta.policies import (
     BacklogQuota,
     Policies,
     Retention,
-    TenantInfo,
     parse_actions,
     parse_enabled,
     parse_limit,
     parse_strategy,
     parse_ttl_seconds,
 )
+from gateway.meta.tenant_info import TenantInfo
 from gateway.protocol.webhook_config import parse_webhook
 
 pytestmark = pytest.mark.unit

@@ -9,19 +9,19 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from gateway.meta.bundle_policy import Bundles
 from gateway.meta.errors import InvalidArgument, InvalidPolicy, PreconditionFailed
 from gateway.meta.policies import (
     AutoTopicCreation,
     BacklogQuota,
-    Bundles,
     Policies,
     Retention,
-    TenantInfo,
-    bundle_boundaries,
     parse_enabled,
     parse_limit,
     parse_ttl_seconds,
 )
+from gateway.meta.tenant_info import TenantInfo
+from gateway.ownership.bundles import boundaries
 
 pytestmark = pytest.mark.unit
 
@@ -30,9 +30,9 @@ pytestmark = pytest.mark.unit
 
 
 def test_boundaries_for_one_four_and_eight_bundles() -> None:
-    assert bundle_boundaries(1) == [0, 0xFFFFFFFF]
-    assert bundle_boundaries(4) == [0, 0x40000000, 0x80000000, 0xC0000000, 0xFFFFFFFF]
-    assert bundle_boundaries(8) == [i * 0x20000000 for i in range(8)] + [0xFFFFFFFF]
+    assert boundaries(1) == [0, 0xFFFFFFFF]
+    assert boundaries(4) == [0, 0x40000000, 0x80000000, 0xC0000000, 0xFFFFFFFF]
+    assert boundaries(8) == [i * 0x20000000 for i in range(8)] + [0xFFFFFFFF]
 
 
 def test_bundles_json_matches_pulsar_and_names_ranges() -> None:

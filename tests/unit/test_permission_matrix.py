@@ -29,7 +29,8 @@ from coordination.clock import SystemClock
 from coordination.memory_store import MemoryStore
 from gateway.api.app import create_app
 from gateway.api.gateway import Gateway, GatewayConfig
-from gateway.meta.policies import Policies, TenantInfo
+from gateway.meta.policies import Policies
+from gateway.meta.tenant_info import TenantInfo
 from gateway.names import NamespaceName
 from gateway.security import rules
 from gateway.security.guard import SecurityConfig
