@@ -55,6 +55,12 @@ def _parser() -> argparse.ArgumentParser:
     faults.add_argument("--hold-scale", type=float, default=1.0, help="multiplies how long each fault lasts")
     faults.add_argument("--rate", type=float, default=5.0, help="messages/s per producer")
     faults.add_argument("--lease-ttl", type=int, default=5, help="gateway lease TTL, seconds")
+    faults.add_argument(
+        "--sync-lag-ms",
+        type=int,
+        default=20,
+        help="storage nodes delay each fdatasync this long (power loss)",
+    )
     faults.add_argument("--dir", default="", help="run directory (default .folio-faults/seed-N-<time>)")
 
     bench = sub.add_parser("bench", help="benchmarks")

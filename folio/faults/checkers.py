@@ -7,7 +7,8 @@ message ``id`` "L:E:P:B" and ``duplicate``), ``deliver`` (a consumer got
 ``producer``/``seq`` with ``id`` on ``topic``/``sub`` of type ``subtype``),
 ``read`` (the final read of a topic partition, after the gateways were cold
 restarted), ``cursor`` (a persisted mark-delete ``mark`` [L, E] sampled from
-etcd), ``fault`` (``kind``, ``phase`` start/heal) and ``crash``.
+etcd), ``fault`` (``kind``, ``phase`` start/heal; a power loss's heal carries
+``unsynced_bytes_dropped`` and ``unsynced_records_dropped``) and ``crash``.
 Rules checked:
 - lost: a publish answered ok whose value is not in the final read, or whose
   acked id is not there (an ack from a zombie, for a place the log lost);
@@ -79,6 +80,10 @@ class Result:
     unavailability: dict[str, Unavailability] = field(default_factory=dict)
     step_down_s: list[float] = field(default_factory=list)  # a woken, paused owner until it stepped down
     owners_still_running: int = 0  # woken owners that had not stepped down when the nemesis stopped watching
+    powerloss_faults: int = 0
+    powerloss_biting: int = 0  # power losses that dropped at least one unsynced byte
+    powerloss_dropped_bytes: int = 0
+    powerloss_dropped_records: int = 0
 
     @property
     def safe(self) -> bool:
@@ -98,7 +103,10 @@ class Result:
             f"duplicated(dedup)={len(self.duplicated_dedup)} order_violations={len(self.order_violations)} "
             f"cursor_regressions={len(self.cursor_regressions)} inconsistent={len(self.inconsistent)} "
             f"acks_without_quorum={len(self.acks_without_quorum)} "
-            f"recovered={self.recovered} read={self.read} faults={sum(self.faults.values())}"
+            f"recovered={self.recovered} read={self.read} faults={sum(self.faults.values())} "
+            f"powerloss_dropped_bytes={self.powerloss_dropped_bytes} "
+            f"records={self.powerloss_dropped_records} over {self.powerloss_faults} faults "
+            f"({self.powerloss_biting} dropped something)"
         )
 
     def unavailability_line(self) -> str:
@@ -153,6 +161,11 @@ def check(history: Iterable[Op], dedup_topics: Iterable[str] = ()) -> Result:
             deliveries.append(op)
         elif f == "fault" and op.get("phase") == "start":
             result.faults[str(op["kind"])] += 1
+        elif f == "fault" and op.get("phase") == "heal" and "unsynced_bytes_dropped" in op:
+            result.powerloss_faults += 1
+            result.powerloss_biting += op["unsynced_bytes_dropped"] > 0
+            result.powerloss_dropped_bytes += int(op["unsynced_bytes_dropped"])
+            result.powerloss_dropped_records += int(op.get("unsynced_records_dropped", 0))
         elif f == "fault" and op.get("phase") == "heal" and "stepped_down_s" in op:
             result.step_down_s.append(float(op["stepped_down_s"]))
         elif f == "fault" and op.get("phase") == "heal" and "still_running_after_s" in op:

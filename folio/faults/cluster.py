@@ -3,7 +3,9 @@ gateways, each a real process the nemesis may kill, pause or power off.
 
 Owns: those processes (started here, signalled only by the PIDs it holds) and
 their files under the run directory. Every storage node runs with a sync log
-(power loss, ``powerloss.py``) and a free-space file (a filling disk: the node
+(power loss, ``powerloss.py``) whose fdatasyncs lag ``sync_lag_ms`` behind their
+writes (without a lag a node syncs ~0.2 ms after writing, on its loop thread,
+and a kill practically never finds unsynced bytes) and a free-space file (a filling disk: the node
 reads its free bytes from it and turns read-only below ``--min-free-bytes``).
 ``revive`` plays ``folio up``'s part: a component that exited on its own is
 started again, and the exit is reported to the caller.
@@ -24,6 +26,7 @@ PLENTY_FREE = str(1 << 40)
 DISK_FULL_FREE = str(1 << 20)
 MIN_FREE_BYTES = 64 << 20
 UNSAFE_ENV = "FOLIO_UNSAFE_TEST_SWITCHES"
+SYNC_LAG_MS = 20  # each journal fdatasync waits this long: a power cut finds unsynced groups
 
 
 @dataclass
@@ -34,6 +37,7 @@ class ClusterConfig:
     gateway_lease_ttl_s: int = 5
     auditor_grace_ms: int = 10_000
     node_args: tuple[str, ...] = ()  # e.g. the controls' --unsafe-no-fsync
+    sync_lag_ms: int = SYNC_LAG_MS
 
 
 @dataclass
@@ -63,6 +67,7 @@ class FaultCluster:
             self.free_file(i).write_text(PLENTY_FREE)
             env = {
                 "FOLIO_TEST_SYNC_LOG": str(self.sync_log(i)),
+                "FOLIO_TEST_SYNC_LAG_MS": str(self.config.sync_lag_ms),
                 "FOLIO_TEST_FREE_BYTES_FILE": str(self.free_file(i)),
             }
             if self.config.node_args:

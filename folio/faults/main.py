@@ -40,6 +40,7 @@ def run_from_args(args: argparse.Namespace) -> int:
         hold_scale=args.hold_scale,
         rate=args.rate,
         lease_ttl_s=args.lease_ttl,
+        sync_lag_ms=args.sync_lag_ms,
     )
     print(f"folio faults: seed {args.seed}, run directory {root}", flush=True)
     try:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import enum
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import httpx
@@ -98,9 +99,15 @@ def schedule(
 
 class Nemesis:
     def __init__(
-        self, cluster: FaultCluster, history: History, topics: list[tuple[str, str]], lease_ttl_s: float
+        self,
+        cluster: FaultCluster,
+        history: History,
+        topics: list[tuple[str, str]],
+        lease_ttl_s: float,
+        say: Callable[[str], None] = print,
     ) -> None:
         self.cluster = cluster
+        self.say = say  # one line per power loss: what it dropped
         self.history = history
         self.topics = topics  # (namespace, topic) whose owners the gateway faults aim at
         self.lease_ttl_s = lease_ttl_s
@@ -170,11 +177,20 @@ class Nemesis:
         ):
             for i in chosen:
                 cluster.nodes[i].kill9()
-            dropped = 0
+            dropped = records = 0
             for i in chosen:
                 cut = powerloss.apply(cluster.sync_log(i), random.Random(fault.pick + i), fault.torn)
-                dropped += cut.unsynced_bytes
-            detail = {"unsynced_bytes_dropped": dropped, "torn": fault.torn}
+                dropped += cut.dropped_bytes
+                records += cut.dropped_records
+            detail = {
+                "unsynced_bytes_dropped": dropped,
+                "unsynced_records_dropped": records,
+                "torn": fault.torn,
+            }
+            self.say(
+                f"{kind} {','.join(targets)}: dropped {dropped} unsynced bytes"
+                f" ({records} journal records){' with a torn tail' if fault.torn else ''}"
+            )
             await asyncio.sleep(fault.hold_s)
             self.history.record(
                 "info", "fault", process="nemesis", kind=str(kind), phase="restart", down=len(chosen)

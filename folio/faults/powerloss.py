@@ -9,15 +9,22 @@ file created after the last ``D`` of its directory is gone. ``plan`` is pure
 seeded ``torn`` fraction is given, that share of its unsynced bytes (a kernel
 may have written some back; a torn tail is what replay must cope with); the
 rest reads as zeros, as an unwritten preallocated block does. ``apply`` does
-the file I/O; the log is emptied afterwards (the next incarnation starts afresh).
+the file I/O and counts what the cut took: bytes (zeroed, or in deleted files)
+and journal records (a record is dropped when any of its bytes is, so a torn
+record counts); the log is emptied afterwards (the next incarnation starts afresh).
 """
 
 from __future__ import annotations
 
 import os
 import random
+import struct
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from storage.node.journal_io import MAGIC, scan_file
+
+LENGTH = struct.Struct(">I")  # a journal record's length field (journal_io.py)
 
 
 @dataclass
@@ -33,10 +40,17 @@ class PowerCut:
 
     delete: list[str] = field(default_factory=list)
     zero: list[tuple[str, int, int]] = field(default_factory=list)
+    synced: dict[str, int] = field(default_factory=dict)  # zeroed file -> its synced end
+    deleted_bytes: int = 0  # filled in by ``apply``
+    dropped_records: int = 0  # filled in by ``apply``
 
     @property
     def unsynced_bytes(self) -> int:
         return sum(end - start for _, start, end in self.zero)
+
+    @property
+    def dropped_bytes(self) -> int:
+        return self.unsynced_bytes + self.deleted_bytes
 
 
 def plan(log_text: str, rng: random.Random | None = None, torn: bool = False) -> PowerCut:
@@ -67,7 +81,23 @@ def plan(log_text: str, rng: random.Random | None = None, torn: bool = False) ->
             if torn and rng is not None:
                 start += int(rng.random() * (f.written_end - f.synced_end))
             cut.zero.append((name, start, f.written_end))
+            cut.synced[name] = f.synced_end
     return cut
+
+
+def records_cut(data: bytes, base: int, cut_from: int) -> int:
+    """Records in ``data`` (a file's bytes from ``base``, a record boundary) that
+    reach past ``cut_from``: the ones a cut there drops or tears."""
+    offset = max(0, len(MAGIC) - base)
+    count = 0
+    while offset + LENGTH.size <= len(data):
+        (length,) = LENGTH.unpack_from(data, offset)
+        if length == 0:
+            break  # nothing written here (a kill mid-write, or preallocated zeros)
+        offset += 8 + length
+        if base + offset > cut_from:
+            count += 1
+    return count
 
 
 def apply(log_path: Path, rng: random.Random | None = None, torn: bool = False) -> PowerCut:
@@ -76,14 +106,22 @@ def apply(log_path: Path, rng: random.Random | None = None, torn: bool = False) 
     text = log_path.read_text() if log_path.exists() else ""
     cut = plan(text, rng, torn)
     for name in cut.delete:
-        Path(name).unlink(missing_ok=True)
+        try:
+            data = Path(name).read_bytes()
+        except FileNotFoundError:
+            continue
+        cut.deleted_bytes += len(data.rstrip(b"\0"))
+        cut.dropped_records += sum(1 for _ in scan_file(data))
+        Path(name).unlink()
     for name, start, end in cut.zero:
         try:
-            fd = os.open(name, os.O_WRONLY)
+            fd = os.open(name, os.O_RDWR)
         except FileNotFoundError:
             continue  # reclaimed before the cut
         try:
             size = os.fstat(fd).st_size
+            synced = cut.synced[name]
+            cut.dropped_records += records_cut(os.pread(fd, end - synced, synced), synced, start)
             if start < size:
                 os.pwrite(fd, bytes(min(end, size) - start), start)
             os.fsync(fd)

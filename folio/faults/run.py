@@ -32,7 +32,7 @@ from folio.faults.clients import (
     WsProducer,
     read_topics,
 )
-from folio.faults.cluster import ClusterConfig, FaultCluster
+from folio.faults.cluster import SYNC_LAG_MS, ClusterConfig, FaultCluster
 from folio.faults.history import History
 from folio.faults.nemesis import FaultKind, Nemesis, schedule
 
@@ -79,6 +79,7 @@ class RunConfig:
     hold_scale: float = 1.0  # shorter faults for the CI run
     kinds: tuple[FaultKind, ...] = tuple(FaultKind)
     node_args: tuple[str, ...] = ()
+    sync_lag_ms: int = SYNC_LAG_MS  # how long a node's fdatasync trails its write (power loss bites)
     lease_ttl_s: int = 5
     rate: float = 5.0  # messages/s per producer
     settle_s: float = 5.0
@@ -95,7 +96,12 @@ async def run(config: RunConfig) -> checkers.Result:
     config.root.mkdir(parents=True, exist_ok=True)
     history = History(config.root / "history.jsonl")
     cluster = FaultCluster(
-        ClusterConfig(config.root, gateway_lease_ttl_s=config.lease_ttl_s, node_args=config.node_args)
+        ClusterConfig(
+            config.root,
+            gateway_lease_ttl_s=config.lease_ttl_s,
+            node_args=config.node_args,
+            sync_lag_ms=config.sync_lag_ms,
+        )
     )
     main = asyncio.current_task()
     assert main is not None
@@ -165,7 +171,11 @@ async def _run(config: RunConfig, cluster: FaultCluster, history: History) -> ch
     count = config.faults if not config.duration_s else 1_000_000
     faults = schedule(config.seed, count, config.interval, config.kinds, config.hold_scale)
     nemesis = Nemesis(
-        cluster, history, [(p.namespace, p.topic) for p in WORKLOAD if not p.partitions], config.lease_ttl_s
+        cluster,
+        history,
+        [(p.namespace, p.topic) for p in WORKLOAD if not p.partitions],
+        config.lease_ttl_s,
+        config.say,
     )
     began = time.monotonic()
     if config.duration_s:

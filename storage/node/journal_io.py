@@ -26,7 +26,8 @@ Failpoints (tests only, read from the environment once):
 ``FOLIO_FAILPOINT_FSYNC_ERROR_AFTER=N`` -> the N-th journal fdatasync raises EIO;
 ``FOLIO_FAILPOINT_FSYNC_DELAY_MS=D`` -> each journal fdatasync sleeps D ms first;
 ``FOLIO_TEST_SYNC_LOG=path`` -> creates, writes and syncs are noted for power-loss
-tests (sync_log.py; observation only).
+tests (sync_log.py; observation only); with it, ``FOLIO_TEST_SYNC_LAG_MS=D`` delays
+each fdatasync as the delay failpoint does (the larger of the two counts).
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ from typing import NoReturn
 import crc32c
 
 from storage.node.drop_behind import DROP_LAG_BYTES, DropBehind, Range
-from storage.node.sync_log import SYNC_LOG
+from storage.node.sync_log import SYNC_LAG_MS, SYNC_LOG
 
 log = logging.getLogger("folio.storage.journal")
 
@@ -99,7 +100,7 @@ class Failpoints:
     def from_env() -> Failpoints:
         return Failpoints(
             fsync_error_after=int(os.environ.get("FOLIO_FAILPOINT_FSYNC_ERROR_AFTER", "0") or 0),
-            fsync_delay_ms=int(os.environ.get("FOLIO_FAILPOINT_FSYNC_DELAY_MS", "0") or 0),
+            fsync_delay_ms=max(int(os.environ.get("FOLIO_FAILPOINT_FSYNC_DELAY_MS", "0") or 0), SYNC_LAG_MS),
         )
 
 

@@ -12,6 +12,11 @@ fsync of the directory returned (files created before it survive).
 Rule: it observes and never changes what the journal does; the fault suite
 (``folio.faults.powerloss``) reads it after a kill -9 to drop exactly what a
 power cut would have dropped.
+``FOLIO_TEST_SYNC_LAG_MS=D`` (honoured only together with the sync log) widens
+the window a power cut can fall into: each journal fdatasync waits D ms first,
+as the ``FOLIO_FAILPOINT_FSYNC_DELAY_MS`` failpoint does (journal_io.py), so
+written-but-unsynced groups exist for a measurable share of the time. Acks still
+wait for the fdatasync: the lag delays them, it never makes them earlier.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import os
 import threading
 
 ENV = "FOLIO_TEST_SYNC_LOG"
+LAG_ENV = "FOLIO_TEST_SYNC_LAG_MS"
 
 
 class SyncLog:
@@ -39,3 +45,4 @@ def _from_env() -> SyncLog | None:
 
 
 SYNC_LOG = _from_env()
+SYNC_LAG_MS = int(os.environ.get(LAG_ENV, "0") or 0) if SYNC_LOG is not None else 0

@@ -220,3 +220,19 @@ def test_step_down_of_woken_owners_is_reported() -> None:
         "paused owners stepped down max 1.5s after waking (n=2), still running 1"
         in result.unavailability_line()
     )
+
+
+def test_power_loss_drops_are_summed_over_the_power_loss_faults() -> None:
+    def heal(t: float, **detail: Any) -> dict[str, Any]:
+        return {"t": t, "type": "info", "f": "fault", "kind": "power-loss-node", "phase": "heal", **detail}
+
+    ops = [
+        heal(1.0, unsynced_bytes_dropped=0, unsynced_records_dropped=0, torn=False),
+        heal(2.0, unsynced_bytes_dropped=900, unsynced_records_dropped=3, torn=True),
+        heal(3.0, unsynced_bytes_dropped=100, unsynced_records_dropped=1, torn=False),
+        {"t": 4.0, "type": "info", "f": "fault", "kind": "kill-node", "phase": "heal"},
+    ]
+    result = check(ops)
+    assert (result.powerloss_faults, result.powerloss_biting) == (3, 2)
+    assert (result.powerloss_dropped_bytes, result.powerloss_dropped_records) == (1000, 4)
+    assert "powerloss_dropped_bytes=1000 records=4 over 3 faults (2 dropped something)" in result.line()
