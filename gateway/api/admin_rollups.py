@@ -214,14 +214,15 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
 
     @router.get(
         "/cluster/topics/{tenant}/{namespace}",
-        summary="A namespace's topics (partitions included) with rates, backlog, size, subscriptions",
+        summary="A namespace's topics (partitioned topics and their partitions) with rates, backlog, size",
         responses=READ,
     )
     async def get_topic_rows(tenant: Tenant, namespace: Namespace, query: Rows) -> Response:
         ns = NamespaceName.of(tenant, namespace)
         names = [str(TopicName.parse(t)) for t in await views.gateway.namespaces.list_topics(ns)]
+        partitioned = [str(TopicName.parse(t)) for t in await views.gateway.namespaces.list_partitioned(ns)]
         summaries, failed = await views.summaries()
-        rows = rollups.topic_rows(names, {str(s.get("topic")): s for s in summaries})
+        rows = rollups.topic_rows(names, {str(s.get("topic")): s for s in summaries}, partitioned)
         return _rows(rows, query, rollups.TOPIC_FIELDS, failed)
 
     @router.get(

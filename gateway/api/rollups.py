@@ -95,15 +95,30 @@ def _numbers(summary: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def topic_rows(names: Iterable[str], summaries: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
+def _total(values: Iterable[Any]) -> Any:
+    total = sum(values)
+    return round(total, 3) if isinstance(total, float) else total
+
+
+def topic_rows(
+    names: Iterable[str], summaries: Mapping[str, Mapping[str, Any]], partitioned: Iterable[str] = ()
+) -> list[dict[str, Any]]:
     """One row per topic of ``names`` (full names, partitions included), with its
-    summary's figures if some gateway has it loaded."""
+    summary's figures if some gateway has it loaded; and one per partitioned topic
+    of ``partitioned``, the sums over its partitions among ``names`` (``partitions``:
+    how many)."""
     rows = []
     for name in names:
         summary = summaries.get(name)
         local = name.rsplit("/", 1)[-1]
         numbers = _numbers(summary) if summary is not None else _zeros()
         rows.append({"name": local, "topic": name, "loaded": summary is not None, **numbers})
+    for base in partitioned:
+        parts = [r for r in rows if r["topic"].startswith(f"{base}-partition-") and "partitions" not in r]
+        sums = {field: _total(p[field] for p in parts) for field in SUMMED}
+        local = base.rsplit("/", 1)[-1]
+        loaded = any(p["loaded"] for p in parts)
+        rows.append({"name": local, "topic": base, "loaded": loaded, "partitions": len(parts), **sums})
     return rows
 
 

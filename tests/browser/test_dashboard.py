@@ -335,7 +335,11 @@ def test_partitioned_topic_from_the_ui(dash_cluster: DashCluster, page: Page) ->
     page.locator('[data-testid="create-partitions"]').fill("3")
     page.locator('[data-testid="create-submit"]').click()
     expect(page.locator('[data-testid="create-result"]')).to_contain_text("with 3 partitions")
-    expect(page.locator('[data-testid="partitioned-list"] a', has_text=topic)).to_be_visible()
+    page.locator('[data-testid="list-search"]').fill(
+        topic
+    )  # the partitioned topic is a row with its partitions
+    expect(page.locator(f'tr[data-row="{topic}"] .badge')).to_have_text("partitioned · 3")
+    expect(page.locator('[data-testid="list-table"] tbody tr[data-row]')).to_have_count(4)
     assert httpx.get(f"{base}/admin/v2/persistent/{NS}/{topic}/partitions").json() == {"partitions": 3}
 
     page.locator('[data-testid="create-link"]').click()

@@ -96,6 +96,13 @@ def test_topic_rows_and_group_rows() -> None:
     rows = rollups.topic_rows(["persistent://t/ns/a", "persistent://t/ns/idle"], summaries)
     assert rows[0]["name"] == "a" and rows[0]["loaded"] and rows[0]["msgBacklog"] == 7
     assert rows[1] == {"name": "idle", "topic": "persistent://t/ns/idle", "loaded": False, **rollups._zeros()}
+    parts = {
+        f"persistent://t/ns/p-partition-{i}": {"msgBacklog": i + 1, "subscriptionCount": 1} for i in range(2)
+    }
+    rows = rollups.topic_rows([*parts, "persistent://t/ns/a"], parts, ["persistent://t/ns/p"])
+    whole = rows[-1]
+    assert (whole["name"], whole["partitions"], whole["loaded"]) == ("p", 2, True)
+    assert (whole["msgBacklog"], whole["subscriptionCount"]) == (3, 2)  # the sums over its partitions
     groups = rollups.group_rows(["ns", "ns2", "empty"], summaries.values(), lambda t: t.split("/")[3])
     by_name = {g["name"]: g for g in groups}
     assert by_name["ns"]["msgBacklog"] == 7 and by_name["ns"]["topics"] == 1

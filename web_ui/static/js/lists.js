@@ -4,7 +4,8 @@
 // total in X-Total-Count). A role that may not read the cluster views (or an older
 // gateway) gets the plain name list instead (…?search=&offset=&limit=); a gateway
 // that answers the whole list (no header) is filtered and paged here. Each row can
-// be deleted after a confirmation.
+// be deleted after a confirmation. A partitioned topic is a row of its own (the sums
+// over its partitions) beside its partitions' rows.
 import { ApiError, api, confirmDialog, enc, explain, fmt, poll } from "./core.js";
 import { pageHref } from "./paths.js";
 
@@ -54,16 +55,23 @@ const KINDS = {
     path: `/admin/v2/persistent/${enc(d.tenant)}/${enc(d.namespace)}`,
     stats: `/admin/v2/cluster/topics/${enc(d.tenant)}/${enc(d.namespace)}`,
     columns: TOPIC_COLUMNS,
-    item: (t) => {
+    item: (t, row) => {
       const local = lastPart(t);
       const part = /-partition-(\d+)$/.exec(local);
+      const partitions = row && row.partitions;
       return {
-        name: local, label: local, badge: part ? "partition" : "", deletable: !part,
+        name: local, label: local, deletable: !part, partitions,
+        badge: part ? "partition" : partitions ? `partitioned · ${partitions}` : "",
         href: pageHref.topic(d.tenant, d.namespace, local),
       };
     },
-    remove: (item) => ({ path: `/admin/v2/persistent/${enc(d.tenant)}/${enc(d.namespace)}/${enc(item.name)}?force=true`,
-      question: `Delete topic ${item.name}? Its messages and subscriptions are lost.` }),
+    remove: (item) => {
+      const base = `/admin/v2/persistent/${enc(d.tenant)}/${enc(d.namespace)}/${enc(item.name)}`;
+      return item.partitions
+        ? { path: `${base}/partitions?force=true`,
+          question: `Delete partitioned topic ${item.name} and its ${item.partitions} partitions? Their messages and subscriptions are lost.` }
+        : { path: `${base}?force=true`, question: `Delete topic ${item.name}? Its messages and subscriptions are lost.` };
+    },
   }),
 };
 
@@ -132,14 +140,13 @@ export function listView(kind) {
       const { body, res } = await api(`${this.spec.stats}?${q}`, { withResponse: true });
       this.total = Number(res.headers.get("X-Total-Count") ?? (body || []).length);
       this.items = (Array.isArray(body) ? body : []).map((row) => ({
-        ...this.spec.item(row.topic || row.name),
+        ...this.spec.item(row.topic || row.name, row),
         cells: this.columns.map((c) => ({ key: c.key, text: c.show(row[c.key]) })),
         idle: row.loaded === false,
       }));
       const unreachable = res.headers.get("X-Folio-Unreachable");
       this.error = unreachable ? `No answer from gateway ${unreachable}: its topics show as not loaded.` : "";
       this.loaded = true;
-      if (kind === "topics") await this.refreshPartitioned();
     },
     async refreshNames() {
       const q = new URLSearchParams({ search: this.search, offset: String(this.offset), limit: String(this.limit) });
