@@ -11,6 +11,7 @@ content type, ``X-Pulsar-*`` ones and ``X-Total-Count``.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from starlette.requests import Request
@@ -25,6 +26,8 @@ if TYPE_CHECKING:
 
 
 _NOT_FORWARDED = ("host", "content-length", "origin")
+
+LocalTopic = Callable[[TopicName, dict[str, str]], Awaitable[Topic | str]]  # ``local_topic`` of one gateway
 
 
 def authoritative(query: dict[str, str]) -> bool:

@@ -1,7 +1,7 @@
 """HTTP plumbing of the REST routes: bounded body reading, forwarding helpers.
 
 Owns: reading a request body within a limit (413 by declared or streamed size,
-a client hang-up is a 400, never a traceback), the JSON form of a message
+a client hang-up is a 400, never a traceback), JSON replies, the JSON form of a message
 forwarded to another gateway, and which response headers pass through a
 forward. Rule: memory per request is bounded by the limit, not by the client.
 """
@@ -11,12 +11,15 @@ from __future__ import annotations
 import base64
 from typing import Any
 
+import orjson
 from starlette.requests import ClientDisconnect, Request
+from starlette.responses import Response
 
 from gateway.errors import GatewayError
 from gateway.protocol.ws_frames import PublishRequest
 
 ACK_BODY_MAX = 4 * 1024 * 1024
+JSON = "application/json"
 
 
 class BodyTooLarge(GatewayError):
@@ -44,6 +47,10 @@ async def read_body(request: Request, limit: int) -> bytes:
     except ClientDisconnect as exc:
         raise ClientGone("the client went away while sending the body") from exc
     return b"".join(chunks)
+
+
+def json_response(data: Any, status: int = 200) -> Response:
+    return Response(orjson.dumps(data), status_code=status, media_type=JSON)
 
 
 def rest_message(request: PublishRequest) -> dict[str, Any]:

@@ -1,0 +1,153 @@
+"""HTTP consume routes: fetch, ack and nack over plain HTTP, and the event stream.
+
+Owns: ``GET /consume/...`` (messages delivered to an HTTP consumer, waiting up
+to ``waitMs`` when none is ready), ``POST .../ack`` and ``.../nack``, and adds
+the server-sent events route (``sse_consume``). Rules (docs/compatibility.md
+§2): ids go out in base64 as WebSocket consumers get them and come back in
+base64 or ``ledger:entry:partition[:batch]``; a non-owner forwards to the
+owner; an HTTP consumer belongs to the role that attached it (another role's
+ack is a 409); ids that match nothing pending are answered as ``unmatched``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from fastapi import APIRouter, Request
+from starlette.responses import Response
+
+from gateway.api import forwarding
+from gateway.api import route_docs as docs
+from gateway.api.convert import delivery_frames, position_of
+from gateway.api.errors import error_response, reason_response
+from gateway.api.forwarding import LocalTopic
+from gateway.api.http_consume import HttpConsumers, pull_params
+from gateway.api.http_io import ACK_BODY_MAX, JSON, json_response, read_body
+from gateway.api.route_docs import (
+    Authoritative,
+    ConsumerNameQuery,
+    Domain,
+    InitialPositionQuery,
+    Max,
+    NackDelayQuery,
+    Namespace,
+    Subscription,
+    SubscriptionTypeQuery,
+    Tenant,
+    TopicPart,
+    Wait,
+)
+from gateway.api.sse_consume import add_stream_route
+from gateway.errors import GatewayError
+from gateway.names import InvalidName, TopicName, check_subscription
+from gateway.protocol.rest import fetch_response, id_texts, parse_ack_body
+from gateway.security.middleware import role_of
+from storage.formats.errors import FormatError
+
+if TYPE_CHECKING:
+    from gateway.api.gateway import Gateway
+
+
+def add_consume_routes(
+    router: APIRouter, gw: Callable[[], Gateway], consumers: HttpConsumers, local_topic: LocalTopic
+) -> None:
+    async def _forward(url: str, request: Request, body: bytes) -> Response:
+        return await forwarding.forward(gw(), url, request, body)
+
+    @router.get("/consume/{domain}/{tenant}/{namespace}/{topic}/{subscription}", **docs.FETCH)
+    async def fetch(
+        domain: Domain,
+        tenant: Tenant,
+        namespace: Namespace,
+        topic: TopicPart,
+        subscription: Subscription,
+        request: Request,
+        max: Max = 100,
+        waitMs: Wait = 5000,
+        subscriptionType: SubscriptionTypeQuery = "Shared",
+        subscriptionInitialPosition: InitialPositionQuery = "Latest",
+        consumerName: ConsumerNameQuery = None,
+        negativeAckRedeliveryDelay: NackDelayQuery = 60_000,
+        authoritative: Authoritative = False,
+    ) -> Response:
+        """Messages delivered to this HTTP consumer (ids in base64, as WebSocket consumers get
+        them); ack or nack them by id (base64 or ``ledger:entry:partition[:batch]``). Waits up
+        to ``waitMs`` when none is ready."""
+        query = dict(request.query_params)
+        try:
+            name = TopicName.of(domain, tenant, namespace, topic)
+            check_subscription(subscription)
+            params = pull_params(query)
+            where = await local_topic(name, query)
+            if isinstance(where, str):
+                return await _forward(f"{where}{request.url.path}", request, b"")
+            key = (str(name), subscription, params.consumer_name or "http")
+            consumer = await consumers.attach(key, where, params, owner=role_of(request.scope))
+            consumer.last_used_ms = consumers.now_ms()
+            got = await consumer.fetch(max, waitMs)
+            consumer.last_used_ms = consumers.now_ms()
+        except (GatewayError, FormatError, InvalidName) as exc:
+            return error_response(exc)
+        return Response(fetch_response(delivery_frames(got, where.partition)), media_type=JSON)
+
+    async def _settle(
+        domain: str, tenant: str, namespace: str, topic: str, subscription: str, request: Request, nack: bool
+    ) -> Response:
+        query = dict(request.query_params)
+        try:
+            body = await read_body(request, ACK_BODY_MAX)
+            name = TopicName.of(domain, tenant, namespace, topic)
+            ids = parse_ack_body(body)
+            where = await local_topic(name, query)
+            if isinstance(where, str):
+                return await _forward(f"{where}{request.url.path}", request, body)
+            consumer = consumers.get((str(name), subscription, query.get("consumerName", "http")))
+            if consumer is not None and consumer.owner != role_of(request.scope):
+                return reason_response(409, "this HTTP consumer belongs to another role", "consumer_busy")
+            sub = where.subscriptions.get(subscription)
+            if sub is None:
+                return reason_response(404, f"subscription {subscription} does not exist", "not_found")
+            consumer_id = consumer.consumer_id if consumer is not None else 0
+            texts = id_texts(body)
+            found = [position_of(i, where.partition) for i in ids]
+            is_acked = sub.cursor.is_acked
+            pending = [p is not None and p.entry_id >= 0 and not is_acked(p) for p in found]
+            if nack:
+                sub.nack(consumer_id, [p for p, ok in zip(found, pending, strict=True) if ok and p])
+                unmatched = [t for t, ok in zip(texts, pending, strict=True) if not ok]
+                return json_response({"nacked": len(texts) - len(unmatched), "unmatched": unmatched})
+            sub.ack(consumer_id, [p for p, ok in zip(found, pending, strict=True) if ok and p])
+            matched = [ok and p is not None and is_acked(p) for p, ok in zip(found, pending, strict=True)]
+            unmatched = [t for t, ok in zip(texts, matched, strict=True) if not ok]
+        except (GatewayError, FormatError, InvalidName) as exc:
+            return error_response(exc)
+        return json_response({"acked": len(texts) - len(unmatched), "unmatched": unmatched})
+
+    @router.post("/consume/{domain}/{tenant}/{namespace}/{topic}/{subscription}/ack", **docs.ACK)
+    async def ack(
+        domain: Domain,
+        tenant: Tenant,
+        namespace: Namespace,
+        topic: TopicPart,
+        subscription: Subscription,
+        request: Request,
+        consumerName: ConsumerNameQuery = None,
+        authoritative: Authoritative = False,
+    ) -> Response:
+        return await _settle(domain, tenant, namespace, topic, subscription, request, False)
+
+    @router.post("/consume/{domain}/{tenant}/{namespace}/{topic}/{subscription}/nack", **docs.NACK)
+    async def nack(
+        domain: Domain,
+        tenant: Tenant,
+        namespace: Namespace,
+        topic: TopicPart,
+        subscription: Subscription,
+        request: Request,
+        consumerName: ConsumerNameQuery = None,
+        authoritative: Authoritative = False,
+    ) -> Response:
+        return await _settle(domain, tenant, namespace, topic, subscription, request, True)
+
+    add_stream_route(router, consumers, local_topic)  # .../{subscription}/stream: server-sent events

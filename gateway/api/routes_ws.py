@@ -1,0 +1,124 @@
+"""WebSocket v2 routes: producer, consumer, reader and ping-pong sessions, served where the topic lives.
+
+Owns: the ``/ws/v2/...`` routes and where each session is served. Rules
+(docs/architecture.md §6-7, docs/compatibility.md §1): a session is validated
+first (a bad name or parameter is refused before anything is opened); a
+partitioned topic's session is served across its partitions' owners; a topic
+this gateway owns is served here; any other session is relayed to the owner.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from fastapi import APIRouter, WebSocket
+
+from gateway.api.forwarding import LocalTopic
+from gateway.api.ws_consumer import serve_consumer, serve_reader
+from gateway.api.ws_partitioned import serve_partitioned_consumer, serve_partitioned_producer
+from gateway.api.ws_producer import serve_producer
+from gateway.api.ws_session import deny, relay, relay_url
+from gateway.broker.topic import Topic
+from gateway.names import TopicName, check_subscription
+from gateway.protocol.params import parse_consumer_params, parse_producer_params, parse_reader_params
+
+if TYPE_CHECKING:
+    from gateway.api.gateway import Gateway
+
+WsHandler = Callable[..., Awaitable[None]]
+
+
+def add_ws_routes(
+    router: APIRouter, gw: Callable[[], Gateway], local_topic: LocalTopic
+) -> dict[str, WsHandler]:
+    """Add the WebSocket routes; returns their handlers by kind (for the fast path)."""
+
+    async def _ws_topic(websocket: WebSocket, name: TopicName) -> Topic | None:
+        query = dict(websocket.query_params)
+        try:
+            where = await local_topic(name, query)
+        except Exception as exc:
+            await deny(websocket, exc)
+            return None
+        if isinstance(where, str):
+            await relay(websocket, relay_url(where, websocket.url.path, query))
+            return None
+        return where
+
+    async def _ws_session(
+        websocket: WebSocket,
+        make: Callable[[], tuple[TopicName, Any]],
+        partitioned: Callable[[TopicName, int], Awaitable[None]],
+        local: Callable[[Topic, Any], Awaitable[None]],
+    ) -> None:
+        """Validate, then serve a WebSocket session here, on the partitions' owners, or relay it."""
+        try:
+            name, params = make()
+            partitions = await _partitions(name)
+        except Exception as exc:
+            await deny(websocket, exc)
+            return
+        if partitions:
+            await partitioned(name, partitions)
+            return
+        topic = await _ws_topic(websocket, name)
+        if topic is not None:
+            await local(topic, params)
+
+    @router.websocket("/ws/v2/producer/{domain}/{tenant}/{namespace}/{topic}")
+    async def ws_producer(websocket: WebSocket, domain: str, tenant: str, namespace: str, topic: str) -> None:
+        await _ws_session(
+            websocket,
+            lambda: (
+                TopicName.of(domain, tenant, namespace, topic),
+                parse_producer_params(dict(websocket.query_params)),
+            ),
+            lambda name, n: serve_partitioned_producer(gw(), websocket, name, n),
+            lambda local, params: serve_producer(gw(), websocket, local, params),
+        )
+
+    @router.websocket("/ws/v2/consumer/{domain}/{tenant}/{namespace}/{topic}/{subscription}")
+    async def ws_consumer(
+        websocket: WebSocket, domain: str, tenant: str, namespace: str, topic: str, subscription: str
+    ) -> None:
+        def make() -> tuple[TopicName, Any]:
+            name = TopicName.of(domain, tenant, namespace, topic)
+            check_subscription(subscription)
+            return name, parse_consumer_params(dict(websocket.query_params))
+
+        await _ws_session(
+            websocket,
+            make,
+            lambda name, n: serve_partitioned_consumer(gw(), websocket, name, n, subscription),
+            lambda local, params: serve_consumer(gw(), websocket, local, subscription, params),
+        )
+
+    @router.websocket("/ws/v2/reader/{domain}/{tenant}/{namespace}/{topic}")
+    async def ws_reader(websocket: WebSocket, domain: str, tenant: str, namespace: str, topic: str) -> None:
+        await _ws_session(
+            websocket,
+            lambda: (
+                TopicName.of(domain, tenant, namespace, topic),
+                parse_reader_params(dict(websocket.query_params)),
+            ),
+            lambda name, n: serve_partitioned_consumer(gw(), websocket, name, n, None),
+            lambda local, params: serve_reader(gw(), websocket, local, params),
+        )
+
+    @router.websocket("/ws/v2/pingpong")
+    async def ws_pingpong(websocket: WebSocket) -> None:
+        await websocket.accept()
+        try:
+            while True:
+                message = await websocket.receive()
+                if message["type"] == "websocket.disconnect":
+                    return
+        except Exception:
+            return
+
+    async def _partitions(name: TopicName) -> int:
+        """Partition count of ``name`` (0: not partitioned, or already a partition)."""
+        return await gw().partitions(name)
+
+    return {"producer": ws_producer, "consumer": ws_consumer, "reader": ws_reader, "pingpong": ws_pingpong}
