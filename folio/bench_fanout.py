@@ -40,7 +40,8 @@ async def _run(args: argparse.Namespace, urls: list[str], pids: list[int]) -> in
         )
         print(
             f"stuck: consumers={stuck.stuck} published={stuck.published} closes={dict(stuck.closes)} "
-            f"reader_got={stuck.reader_got} reader_close={stuck.reader_close}"
+            f"reader_got={stuck.reader_got} reader_close={stuck.reader_close} "
+            f"reader_done_after={stuck.seconds:.1f}s"
         )
     if watch is not None:
         await watch.stop()

@@ -11,9 +11,9 @@ deliver everything, and how much memory the owner holds:
   ``seconds``; every consumer reads and acks. Result: messages acknowledged to
   the producer, how many each consumer got, which closes they saw;
 - ``run_stuck``: ``stuck`` consumers that never read (each its own
-  subscription) plus one consumer that reads, under ``bursts`` REST batches
-  of ``burst`` messages; result: the closes the stuck ones saw and what the
-  reading one got.
+  subscription; raw sockets with tiny receive buffers, ``folio.ws_stuck``)
+  plus one consumer that reads, under ``bursts`` REST batches of ``burst``
+  messages; result: the closes the stuck ones saw and what the reading one got.
 
 A ``Watch`` samples the gateways' RSS (``/proc``) and whether they are alive
 while a workload runs.
@@ -36,11 +36,11 @@ import websockets
 from websockets.asyncio.client import ClientConnection
 
 from folio.bench_gateway_load import TOPIC_PATH, lookup
+from folio.ws_stuck import StuckSocket
 
 CONNECT_S = 30.0
 CONNECT_PARALLEL = 50  # handshakes at once while the consumers connect
 SAMPLE_S = 0.25
-CLOSE_SAMPLE = 100  # stuck consumers whose backlog is read at the end to see their close code
 PRODUCER_ATTEMPTS = 10  # sessions the producer opens before it gives up
 
 
@@ -277,18 +277,20 @@ async def run_fanout(
 class StuckResult:
     stuck: int
     published: int
-    closes: Counter[int]  # close codes the first CLOSE_SAMPLE stuck consumers saw (0: none)
+    closes: Counter[int]  # close code each stuck consumer saw at the end (1006: dropped, 0: still open)
     reader_got: int  # distinct messages the reading consumer received
     reader_close: int | None
+    seconds: float  # from the first burst until the reader had everything (or gave up)
 
 
-async def _close_code(ws: ClientConnection, wait_s: float) -> int | None:
-    """The close code ``ws`` got, reading (and dropping) whatever is still queued."""
-    with contextlib.suppress(TimeoutError, websockets.ConnectionClosed):
-        async with asyncio.timeout(wait_s):
-            async for _ in ws:
-                pass
-    return ws.close_code
+async def _open_stuck(urls: list[str]) -> list[StuckSocket]:
+    gate = asyncio.Semaphore(CONNECT_PARALLEL)
+
+    async def one(url: str) -> StuckSocket:
+        async with gate:
+            return await StuckSocket.open(url, timeout_s=CONNECT_S)
+
+    return list(await asyncio.gather(*(one(u) for u in urls)))
 
 
 async def run_stuck(
@@ -302,11 +304,13 @@ async def run_stuck(
     queue: int = 1000,
     say: Callable[[str], None] = print,
 ) -> StuckResult:
-    """``stuck`` consumers that never read and one that does (all on the owner), under
-    ``bursts`` REST batches of ``burst`` messages of ``payload`` bytes."""
+    """``stuck`` consumers that never read (``folio.ws_stuck``: raw sockets, tiny receive
+    buffers) and one that does, all on the owner, under ``bursts`` REST batches of
+    ``burst`` messages of ``payload`` bytes; at the end every stuck one reads what it
+    was sent, to see how it was closed."""
     topic = f"stuck-{secrets.token_hex(4)}"
     owner, _ = await _owner_and_other(http_urls, topic)
-    stuck_conns = await _connect_all([consumer_url(_ws(owner), topic, f"s{i}", queue) for i in range(stuck)])
+    stuck_conns = await _open_stuck([consumer_url(_ws(owner), topic, f"s{i}", queue) for i in range(stuck)])
     say(f"{stuck} consumers that never read connected to the owner {owner}")
     reader = await websockets.connect(
         consumer_url(_ws(owner), topic, "reader", queue), open_timeout=CONNECT_S
@@ -314,6 +318,7 @@ async def run_stuck(
     tally = ConsumerTally()
     reading = asyncio.create_task(_read_and_ack(reader, tally))
     published = 0
+    started = time.monotonic()
     async with httpx.AsyncClient(timeout=60) as http:
         for round_ in range(bursts):
             first = round_ * burst + 1
@@ -332,15 +337,16 @@ async def run_stuck(
     deadline = time.monotonic() + 30
     while len(tally.seqs) < published and time.monotonic() < deadline and not reading.done():
         await asyncio.sleep(0.1)
-    say(f"reader got {len(tally.seqs)} of {published}; reading what {CLOSE_SAMPLE} stuck consumers were sent")
-    codes = await asyncio.gather(*(_close_code(ws, 5.0) for ws in stuck_conns[:CLOSE_SAMPLE]))
+    seconds = time.monotonic() - started
+    say(f"reader got {len(tally.seqs)} of {published}; reading what the {stuck} stuck consumers were sent")
+    codes = await asyncio.gather(*(conn.close_code(5.0) for conn in stuck_conns))
     closes = Counter(c if c is not None else 0 for c in codes)
-    for ws in [*stuck_conns, reader]:
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(ws.close(), 2)
+    for conn in stuck_conns:
+        conn.abort()
+    reader.transport.abort()
     reading.cancel()
     await asyncio.gather(reading, return_exceptions=True)
-    return StuckResult(stuck, published, closes, len(tally.seqs), tally.close_code)
+    return StuckResult(stuck, published, closes, len(tally.seqs), tally.close_code, seconds)
 
 
 def mib(n: int) -> str:

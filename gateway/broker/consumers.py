@@ -31,8 +31,7 @@ from gateway.broker.dispatch import (
 from gateway.broker.dispatch.base import Deliver, HashRange, Message
 from gateway.broker.stats import RateMeter
 from storage.formats.entry_format import EntryMessage
-from storage.formats.key_hash import sticky_slot
-from storage.formats.positions import NO_BATCH, MessagePosition, Position
+from storage.formats.positions import MessagePosition, Position
 
 SUBSCRIPTION_TYPES = ("Exclusive", "Shared", "Failover", "Key_Shared")
 
@@ -133,37 +132,32 @@ def read_messages(
     entries: list[tuple[Position, bytes]],
     decoded: DecodedEntries,
     cursor: Cursor,
-    keyed: bool,
     budget: int,
     bytes_max: int = READ_BYTES_MAX,
 ) -> tuple[list[Message], Position, int]:
     """The dispatcher's input from entries read in log order: their messages not acked
-    yet (``keyed``: with the Key_Shared hash slot), stopping after the entry that
-    reaches ``budget`` messages or ``bytes_max`` bytes of entries; the last entry
-    taken; and the average number of messages in the entries taken (acked or not).
-    The cursor learns each entry's message count."""
+    yet (the topic's shared ``Message`` objects, with the Key_Shared hash slot),
+    stopping after the entry that reaches ``budget`` messages or ``bytes_max`` bytes of
+    entries; the last entry taken; and the average number of messages in the entries
+    taken (acked or not). The cursor learns each entry's message count."""
     messages: list[Message] = []
     last = entries[0][0]
     taken = in_taken = size = 0
-    new_position = tuple.__new__  # MessagePosition(...) without its Python-level __new__: half the cost
     for position, payload in entries:
-        decoded_messages = decoded.messages(position, payload)
-        count = len(decoded_messages)
+        view = decoded.dispatch_view(position, payload)
+        count = len(view)
         cursor.on_read(position, count)
         last = position
         taken += 1
         in_taken += count
         size += len(payload)
-        ledger_id, entry_id = position.ledger_id, position.entry_id
         acked = cursor.acked_mask(position)
         if acked < 0:
             continue  # the whole entry is acked
-        for index, message in enumerate(decoded_messages):
-            if acked and acked >> index & 1:
-                continue
-            mp = new_position(MessagePosition, (ledger_id, entry_id, index if count > 1 else NO_BATCH))
-            slot = sticky_slot(message.ordering_key, message.key) if keyed else 0
-            messages.append(Message(mp, slot, message.deliver_at_ms))
+        if acked:
+            messages += [message for index, message in enumerate(view) if not acked >> index & 1]
+        else:
+            messages += view
         if len(messages) >= budget or size >= bytes_max:
             break
     return messages, last, in_taken // taken

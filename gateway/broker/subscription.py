@@ -409,9 +409,8 @@ class Subscription:
             await self._sleep(deadline)
 
     def _on_entries(self, dispatcher: Dispatcher, entries: list[tuple[Position, bytes]], budget: int) -> None:
-        keyed = self.sub_type == "Key_Shared"  # the hash is only needed to route by key
         decoded = self.topic.decoded
-        messages, last, self._entry_messages = read_messages(entries, decoded, self.cursor, keyed, budget)
+        messages, last, self._entry_messages = read_messages(entries, decoded, self.cursor, budget)
         self._read_position = Position(last.ledger_id, last.entry_id + 1)
         if messages:
             self._just_read = entries

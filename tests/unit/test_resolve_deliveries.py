@@ -74,8 +74,8 @@ def test_read_messages_stops_at_the_budget_and_tells_the_entry_size_it_saw() -> 
     log: Any = None  # messages(position, payload) decodes what it is given
     entries = [(Position(4, e), encode_entry(entry(4, e, n))) for e, n in enumerate((6, 2, 5))]
     cursor = Cursor(Position(4, -1))
-    messages, last, per_entry = read_messages(entries, DecodedEntries(log), cursor, False, 7)
+    messages, last, per_entry = read_messages(entries, DecodedEntries(log), cursor, 7)
     assert last == Position(4, 1) and len(messages) == 8  # the entry reaching the budget is taken whole
     assert per_entry == 4  # (6 + 2) / 2: what the next read's entry count is judged by
-    messages, last, per_entry = read_messages(entries, DecodedEntries(log), cursor, False, 100)
+    messages, last, per_entry = read_messages(entries, DecodedEntries(log), cursor, 100)
     assert last == Position(4, 2) and len(messages) == 13 and per_entry == 4
