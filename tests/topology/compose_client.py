@@ -4,17 +4,21 @@ Owns: what a user on the compose network does and sees - reads the admin token t
 ``keys`` service wrote, waits for both gateways and the three storage nodes, is refused
 without a token, publishes over REST and consumes over WebSocket through ``gateway1``
 and ``gateway2`` (each message published via one gateway reaches the consumers of
-both), talks to ``node1:3181`` with and without the cluster-secret proof, and loads
-the dashboard in Chromium. Rule: it only observes; it prints one JSON object of what
-it saw (the test asserts on it), with ``error`` set if a step could not run.
+both), reaches the gateways through compose's published loopback ports, talks to
+``node1:3181`` with and without the cluster-secret proof, loads the dashboard in
+Chromium and waits for a statistics run of the analytics service. Rule: it only
+observes; it prints one JSON object of what it saw (the test asserts on it), with
+``error`` set if a step could not run, and how long each step took.
 
-Usage: python compose_client.py KEYS_DIR GATEWAY[,GATEWAY] NODE
+Usage: python compose_client.py KEYS_DIR GATEWAY[,GATEWAY] NODE [LISTEN=SERVICE:PORT,...]
+(the last: compose's published ports, served here as Docker's proxy serves them on the host)
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import socket
 import sys
 import time
@@ -29,7 +33,7 @@ from websockets.exceptions import InvalidStatus
 from storage import wire, wire_auth
 
 READY_TIMEOUT_S = 90.0
-ANALYTICS_TIMEOUT_S = 150.0
+ANALYTICS_TIMEOUT_S = 200.0  # Spark session start + one run: 45 s on a quiet box, 120 s at load 20
 TOPIC = "persistent/public/default/compose-topology"
 
 
@@ -144,7 +148,13 @@ async def analytics_result(gw: str, admin: dict[str, str], run_id: int) -> dict[
             run = (await http.get(f"http://{gw}/admin/v2/analytics/run", headers=admin)).json()
             if run["state"] == "idle" and run["runId"] >= run_id:
                 topic = await http.get(f"http://{gw}/admin/v2/analytics/topics/{TOPIC}", headers=admin)
-                return {"leader": run["leader"], "error": run["error"], "read": topic.json()["read"]}
+                return {
+                    "leader": run["leader"],
+                    "error": run["error"],
+                    "read": topic.json()["read"],
+                    "waited_s": round((run["startedMs"] - run["requestedMs"]) / 1000, 1),
+                    "ran_s": round((run["finishedMs"] - run["startedMs"]) / 1000, 1),
+                }
             await asyncio.sleep(1)
         return {"leader": run["leader"], "error": "no run finished", "run": run}
 
@@ -188,7 +198,35 @@ def dashboard(gw: str, token: str) -> dict[str, Any]:
             browser.close()
 
 
-async def scenario(keys: Path, gateways: list[str]) -> dict[str, Any]:
+async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    with contextlib.suppress(OSError):
+        while data := await reader.read(65536):
+            writer.write(data)
+            await writer.drain()
+    writer.close()
+
+
+async def published(http: httpx.AsyncClient, ports: dict[str, str], admin: dict[str, str]) -> dict[str, Any]:
+    """Each published port as Docker's proxy serves it on the host's loopback (here: the
+    client's): the dashboard shell and an admin call, with the Host the browser sends."""
+    out: dict[str, Any] = {}
+    for listen, target in ports.items():
+        host, _, port = listen.rpartition(":")
+        to_host, _, to_port = target.rpartition(":")
+
+        async def forward(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            up_reader, up_writer = await asyncio.open_connection(to_host, int(to_port))  # noqa: B023
+            await asyncio.gather(_pipe(reader, up_writer), _pipe(up_reader, writer))
+
+        server = await asyncio.start_server(forward, host, int(port))
+        async with server:
+            page = await http.get(f"http://{listen}/")
+            api = await http.get(f"http://{listen}/admin/v2/brokers/folio", headers=admin)
+            out[listen] = [page.status_code, api.status_code]
+    return out
+
+
+async def scenario(keys: Path, gateways: list[str], ports: dict[str, str]) -> dict[str, Any]:
     token = (keys / "admin.token").read_text().strip()
     admin = {"Authorization": f"Bearer {token}"}
     async with httpx.AsyncClient(timeout=30) as http:
@@ -198,23 +236,35 @@ async def scenario(keys: Path, gateways: list[str]) -> dict[str, Any]:
         report.update(await refusals(http, gateways))
         report.update(await cross_gateway(http, gateways, token))
         report["analytics_run"] = await request_analytics(http, gateways[0], admin)
+        report["published_ports"] = await published(http, ports, admin)
     return report
 
 
 def main() -> None:
     keys, gateways, node = Path(sys.argv[1]), sys.argv[2].split(","), sys.argv[3]
+    ports = dict(p.split("=") for p in sys.argv[4].split(",") if p)
     report: dict[str, Any] = {}
+    timings: dict[str, float] = {}
+    started = time.monotonic()
+
+    def lap(step: str) -> None:
+        timings[step] = round(time.monotonic() - started - sum(timings.values()), 1)
+
     try:
-        report = asyncio.run(scenario(keys, gateways))
+        report = asyncio.run(scenario(keys, gateways, ports))
+        lap("ready, REST, WebSocket, ports")
         if report.get("ready_s") is not None:
             report["node_without_secret"] = node_answers(node, None)
             report["node_with_secret"] = node_answers(node, (keys / "cluster.key").read_bytes())
             token = (keys / "admin.token").read_text().strip()
             report["dashboard"] = dashboard(gateways[-1], token)
+            lap("node, dashboard")
             admin = {"Authorization": f"Bearer {token}"}
             report["analytics"] = asyncio.run(analytics_result(gateways[0], admin, report["analytics_run"]))
+            lap("analytics run")
     except Exception as exc:  # reported, so the test shows every step that did run
         report["error"] = repr(exc)
+    report["timings"] = timings
     print(orjson.dumps(report).decode())
 
 
