@@ -15,7 +15,8 @@ subscriptions,throughput}`` (rows built by the pure ``gateway.api.rollups`` and
 - a subscription's time lag is read from the log: the publish time of the first
   message after its mark-delete position, for at most ``LAG_READS_MAX`` backlogged
   subscriptions per gateway and request (the others answer ``lagMs: null``);
-- per gateway at most ``SUBSCRIPTIONS_MAX`` subscription rows (``X-Folio-Truncated``).
+- a gateway answers at most ``SUBSCRIPTION_ROWS_BYTES`` of subscription rows
+  (``X-Folio-Truncated`` when some were left out).
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ FANOUT_MAX = 8
 FANOUT_TIMEOUT_S = 3.0
 LAG_READS_MAX = 256
 LAG_READ_TIMEOUT_S = 1.0
-SUBSCRIPTIONS_MAX = 5_000
+SUBSCRIPTION_ROWS_BYTES = 4 * 1024 * 1024  # one gateway's answer: ~13,000 rows
 UNREACHABLE_HEADER = "X-Folio-Unreachable"
 TRUNCATED_HEADER = "X-Folio-Truncated"
 TAGS: list[Any] = ["admin-cluster"]
@@ -119,7 +120,8 @@ class RollupViews:
         return out, failed
 
     async def local_subscriptions(self, prefix: str) -> tuple[list[dict[str, Any]], bool]:
-        """Subscriptions of this gateway's topics whose name starts with ``prefix``."""
+        """Subscriptions of this gateway's topics whose name starts with ``prefix``, as
+        many as fit in ``SUBSCRIPTION_ROWS_BYTES`` of JSON; and whether some did not."""
         now = self.gateway.clock.now_ms()
         found: list[tuple[Topic, str, Subscription]] = []
         for name, topic in list(self.gateway.service.topics.items()):
@@ -127,17 +129,16 @@ class RollupViews:
                 continue
             subs = [*topic.subscriptions.items(), *topic.readers.items()]
             found.extend((topic, n, sub) for n, sub in subs if not rollups.is_dashboard_reader(n))
-        truncated = len(found) > SUBSCRIPTIONS_MAX
-        found = found[:SUBSCRIPTIONS_MAX]
-        stats = [subscription_stats(topic, sub, now) for topic, _, sub in found]
-        backlogged = [i for i, st in enumerate(stats) if st["msgBacklog"] > 0][:LAG_READS_MAX]
+        rows = (
+            rollups.subscription_row(str(topic.name), n, subscription_stats(topic, sub, now), None, now)
+            for topic, n, sub in found
+        )
+        kept, truncated = rollups.take_within(rows, SUBSCRIPTION_ROWS_BYTES)
+        backlogged = [i for i, row in enumerate(kept) if row["msgBacklog"] > 0][:LAG_READS_MAX]
         reads = await asyncio.gather(*(_oldest_publish_ms(found[i][0], found[i][2]) for i in backlogged))
-        oldest = dict(zip(backlogged, reads, strict=True))
-        rows = [
-            rollups.subscription_row(str(topic.name), sub_name, st, oldest.get(i), now)
-            for i, ((topic, sub_name, _), st) in enumerate(zip(found, stats, strict=True))
-        ]
-        return rows, truncated
+        for i, oldest in zip(backlogged, reads, strict=True):
+            kept[i] = rollups.with_lag(kept[i], oldest, now)
+        return kept, truncated
 
 
 def _rows(

@@ -8,7 +8,8 @@ row of zeros marked ``loaded: false`` (it exists; nobody is using it); a
 subscription's lag is its backlog in messages and, when its oldest unacknowledged
 message was read, ``lagMs`` = now - that message's publish time; the dashboard's
 own readers (names starting ``DASHBOARD_READER_PREFIX``) are never rows; a sort
-field outside a view's ``fields`` is a 400. Nothing here does I/O; ``now_ms`` is passed in.
+field outside a view's ``fields`` is a 400; ``take_within`` keeps a list of rows
+within a byte budget. Nothing here does I/O; ``now_ms`` is passed in.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
+
+import orjson
 
 from gateway.meta.errors import InvalidArgument
 
@@ -141,6 +144,24 @@ def group_rows(
     return list(rows.values())
 
 
+LAG_RESERVE_BYTES = 40  # what with_lag may add to a row's JSON (two integers instead of nulls)
+
+
+def take_within(rows: Iterable[dict[str, Any]], max_bytes: int) -> tuple[list[dict[str, Any]], bool]:
+    """The first ``rows`` whose JSON (each plus ``LAG_RESERVE_BYTES``) fits in
+    ``max_bytes``; and whether some were left out. Rows after the first that does
+    not fit are never built (``rows`` may be a generator)."""
+    kept: list[dict[str, Any]] = []
+    used = 0
+    for row in rows:
+        size = len(orjson.dumps(row)) + LAG_RESERVE_BYTES
+        if used + size > max_bytes:
+            return kept, True
+        used += size
+        kept.append(row)
+    return kept, False
+
+
 def subscription_row(
     topic: str, name: str, stats: Mapping[str, Any], oldest_publish_ms: int | None, now_ms: int
 ) -> dict[str, Any]:
@@ -148,19 +169,28 @@ def subscription_row(
     publish time of the first message after its mark-delete position (None: no backlog,
     or not read)."""
     consumers = stats.get("consumers") or []
-    backlog = int(stats.get("msgBacklog", 0) or 0)
-    lag = None if oldest_publish_ms is None or backlog == 0 else max(0, now_ms - oldest_publish_ms)
-    return {
+    row = {
         "name": name,
         "topic": topic,
         "type": stats.get("type"),
         "durable": bool(stats.get("isDurable", True)),
-        "msgBacklog": backlog,
+        "msgBacklog": int(stats.get("msgBacklog", 0) or 0),
         "backlogSize": int(stats.get("backlogSize", 0) or 0),
-        "oldestUnackedPublishTime": oldest_publish_ms if lag is not None else None,
-        "lagMs": 0 if backlog == 0 else lag,
         "unackedMessages": int(stats.get("unackedMessages", 0) or 0),
         "msgRateOut": float(stats.get("msgRateOut", 0.0) or 0.0),
         "consumers": len(consumers),
         "activeConsumerName": stats.get("activeConsumerName"),
+    }
+    return with_lag(row, oldest_publish_ms, now_ms)
+
+
+def with_lag(row: dict[str, Any], oldest_publish_ms: int | None, now_ms: int) -> dict[str, Any]:
+    """``row`` with its time lag: ``lagMs`` = now - ``oldest_publish_ms`` (0 without a
+    backlog, None when the oldest unacknowledged message was not read)."""
+    backlog = row["msgBacklog"]
+    lag = None if oldest_publish_ms is None or backlog == 0 else max(0, now_ms - oldest_publish_ms)
+    return {
+        **row,
+        "oldestUnackedPublishTime": oldest_publish_ms if lag is not None else None,
+        "lagMs": 0 if backlog == 0 else lag,
     }

@@ -326,6 +326,16 @@ def test_delete_asks_first_cancel_keeps_confirm_deletes(dash_cluster: DashCluste
     expect(row).to_have_count(0)
     assert httpx.get(topics, timeout=10).json() == []
 
+    assert httpx.put(f"{topics}/also", timeout=10).status_code == 204  # from its own page
+    page.goto(f"{base}/ui/topics/persistent/{ns}/also")
+    page.locator('[data-testid="topic-delete"]').click()
+    page.locator('[data-testid="confirm-cancel"]').click()
+    assert httpx.get(f"{topics}/also/stats", timeout=10).status_code == 200
+    page.locator('[data-testid="topic-delete"]').click()
+    page.locator('[data-testid="confirm-ok"]').click()
+    expect(page).to_have_url(f"{base}/ui/tenants/{ns}")
+    assert httpx.get(topics, timeout=10).json() == []
+
     page.goto(f"{base}/ui/tenants/{tenant}")  # the namespace, then the tenant
     page.locator('tr[data-row="gone"] [data-testid="row-delete"]').click()
     page.locator('[data-testid="confirm-ok"]').click()

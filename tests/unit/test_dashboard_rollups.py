@@ -9,11 +9,15 @@ open is left out); rows sort by backlog (largest first) with unknown values last
 and search, and refuse an unknown sort field (400); topics nobody loaded are rows of
 zeros; group rows add up their topics; a subscription's lag is now minus the oldest
 unacknowledged message's publish time, 0 without backlog, unknown when not read; the
-dashboard's readers are recognised by name.
+dashboard's readers are recognised by name; a gateway's rows stop at their byte budget.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from typing import Any
+
+import orjson
 import pytest
 
 from gateway.api import rollups
@@ -117,6 +121,20 @@ def test_subscription_lag() -> None:
     assert row["activeConsumerName"] == "c1"
     assert rollups.subscription_row("x", "s", {"msgBacklog": 0}, None, 5)["lagMs"] == 0
     assert rollups.subscription_row("x", "s", {"msgBacklog": 2}, None, 5)["lagMs"] is None
+
+
+def test_rows_are_kept_within_a_byte_budget() -> None:
+    def rows() -> Iterator[dict[str, Any]]:
+        for i in range(1000):
+            built.append(i)
+            yield {"name": f"s{i:03d}", "msgBacklog": i}
+
+    built: list[int] = []
+    one = len(orjson.dumps({"name": "s000", "msgBacklog": 100})) + rollups.LAG_RESERVE_BYTES
+    kept, truncated = rollups.take_within(rows(), one * 10)
+    assert truncated and 8 <= len(kept) <= 10  # short numbers make the first rows a little smaller
+    assert len(built) == len(kept) + 1  # nothing built after the first row that did not fit
+    assert rollups.take_within(iter(kept), one * 10) == (kept, False)
 
 
 def test_dashboard_readers_are_known_by_name() -> None:
