@@ -9,7 +9,9 @@ Owns: ``RULES`` ((method, path template) -> ``Rule``) and ``match``. Rules
   peeking and moving a subscription's cursor need ``consume``; metadata and
   stats of a topic need either (``LOOKUP``); creating, deleting, terminating,
   unloading topics, every namespace policy and grant need a tenant admin;
-  tenants, brokers, storage nodes and cluster views need a superuser;
+  tenants, brokers, storage nodes and cluster views need a superuser (the
+  dashboard's rows of a tenant's namespaces or of a namespace's topics need
+  what the lists of their names need);
 - letters (``Letters``): the gateway never writes anywhere with its own
   authority. A consumer's dead-letter topic (``deadLetterTopic``, or the
   default ``<topic>-<subscription>-DLQ`` once ``maxRedeliverCount`` is set)
@@ -95,8 +97,6 @@ def _table() -> dict[tuple[str, str], Rule]:
         ("GET", "/admin/v2/broker-stats/subscriptions"): Rule(SU),
         ("GET", "/admin/v2/broker-stats/throughput"): Rule(SU),
         ("GET", "/admin/v2/cluster/tenants"): Rule(SU),
-        ("GET", "/admin/v2/cluster/namespaces/{tenant}"): Rule(SU),
-        ("GET", "/admin/v2/cluster/topics/{tenant}/{namespace}"): Rule(SU),
         ("GET", "/admin/v2/cluster/subscriptions"): Rule(SU),
         ("GET", "/admin/v2/cluster/throughput"): Rule(SU),
         ("GET", "/admin/v2/brokers"): Rule(SU),
@@ -126,6 +126,7 @@ def _table() -> dict[tuple[str, str], Rule]:
         # a tenant: its admins
         ("GET", "/admin/v2/tenants/{tenant}"): Rule(TA),
         ("GET", "/admin/v2/namespaces/{tenant}"): Rule(TA),
+        ("GET", "/admin/v2/cluster/namespaces/{tenant}"): Rule(TA),  # rows of the list above
         ("GET", NS): Rule(TA),
         ("PUT", NS): Rule(TA, json_body=True),
         ("DELETE", NS): Rule(TA),
@@ -145,6 +146,7 @@ def _table() -> dict[tuple[str, str], Rule]:
         ("PUT", NS + "/{bundle:bundle}/unload"): Rule(TA),
         ("GET", NS + "/topics"): Rule(LOOKUP),
         ("GET", "/admin/v2/persistent/{tenant}/{namespace}"): Rule(LOOKUP),
+        ("GET", "/admin/v2/cluster/topics/{tenant}/{namespace}"): Rule(LOOKUP),  # rows of the list above
         ("GET", "/admin/v2/persistent/{tenant}/{namespace}/partitioned"): Rule(LOOKUP),
         ("PUT", "/admin/v2/persistent/{tenant}/{namespace}/{topic:topic}"): Rule(TA, json_body=True),
         ("DELETE", "/admin/v2/persistent/{tenant}/{namespace}/{topic:topic}"): Rule(TA),

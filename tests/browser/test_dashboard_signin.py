@@ -3,8 +3,9 @@
 A cluster whose gateway requires tokens (etcd, 3 storage nodes, 1 gateway):
 the dashboard asks for a token; a bad one is not accepted; a consume-only role
 on ``ta/ns`` sees the topic page with the tail and peek panels but not the
-produce panel, and not the namespace's create-topic form; its live tail (a
-WebSocket carrying the token) shows a message published meanwhile; a
+produce panel, and not the namespace's create-topic form, but the namespace's
+topic rows with their figures; its live tail (a WebSocket carrying the token)
+shows a message published meanwhile; a
 superuser sees the produce panel and the create form. The token lives in the
 tab's sessionStorage (no cookie): signing out forgets it.
 """
@@ -89,6 +90,9 @@ def test_sign_in_and_see_only_what_the_role_can_do(browser: Browser, gateway_url
     expect(page.get_by_test_id("tail")).to_contain_text("tailed-with-a-token", timeout=15_000)
     page.goto(f"{gateway_url}/ui/tenants/ta/ns")
     expect(page.locator("section[data-needs=admin]").first).to_be_hidden()
+    # the topic rows need what the topic list needs (consume here): shown with their figures
+    expect(page.locator('tr[data-row="t"] td[data-col="subscriptionCount"]')).to_have_text("0")
+    expect(page.locator('tr[data-row="t"] td[data-col="storageSize"]')).not_to_have_text("0 B")
 
     page.get_by_test_id("sign-out").click()
     expect(page.get_by_test_id("token-input")).to_be_visible()

@@ -54,7 +54,8 @@ PUBLIC = re.compile(
     r"^/$|^/favicon\.ico$|^/ui/|^/(docs|redoc|openapi\.json|asyncapi\.json)|/brokers/health$|^/admin/v2/whoami$"
 )
 CLUSTER = re.compile(
-    r"^/metrics$|^/admin/v2/(brokers|broker-stats|clusters|cluster/|etcd/|storage/)|^/admin/v2/tenants$"
+    r"^/metrics$|^/admin/v2/(brokers|broker-stats|clusters|cluster/(?!namespaces/|topics/)|etcd/|storage/)"
+    r"|^/admin/v2/tenants$"
     r"|^/admin/v2/analytics/(run|summary|settings|sql)"
 )
 CONSUME = re.compile(
@@ -65,6 +66,7 @@ PRODUCE = re.compile(r"^/topics/|^/ws/v2/producer/")
 LOOKUP = re.compile(
     r"^/lookup/|/(stats|stats/history|partitioned-stats|subscriptions|lastMessageId|webhooks)$|^/admin/v2/analytics/topics/"
     r"|^/admin/v2/namespaces/\{tenant\}/\{namespace\}/topics$|^/admin/v2/persistent/\{tenant\}/\{namespace\}(/partitioned)?$"
+    r"|^/admin/v2/cluster/topics/\{tenant\}/\{namespace\}$"  # a namespace's topic rows, as its topic list
 )
 
 
