@@ -116,6 +116,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     quotas.add_argument(
         "--max-subscriptions-per-topic", type=int, default=10_000, help="durable subscriptions (429 beyond)"
     )
+    quotas.add_argument(
+        "--max-topics-per-namespace", type=int, default=0, help="topics, partitions counted (412 beyond)"
+    )
     limits = parser.add_argument_group("request limits")
     defaults = http_limits.HeadLimits()
     limits.add_argument("--max-request-line-bytes", type=int, default=defaults.line_bytes, help="414 beyond")
@@ -179,6 +182,7 @@ async def serve(args: argparse.Namespace) -> int:
         max_tenants=max(0, args.max_tenants),
         max_namespaces_per_tenant=max(0, args.max_namespaces_per_tenant),
         max_subscriptions_per_topic=max(0, args.max_subscriptions_per_topic),
+        max_topics_per_namespace=max(0, args.max_topics_per_namespace),
         pending=PendingLimits(max(1, args.consumer_pending_bytes), max(1, args.delivery_budget_mb) << 20),
     )
     gateway = Gateway(store, config)

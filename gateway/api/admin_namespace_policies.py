@@ -153,6 +153,30 @@ def add_routes(router: APIRouter, get_store: Callable[[], NamespaceStore]) -> No
         request_body(schemas.LIMIT, "most producers of one topic (0 = no limit)", 10),
     )
     policy_routes(
+        "maxConsumersPerTopic",
+        "max_consumers_per_topic",
+        lambda p: p.max_consumers_per_topic,
+        lambda p, v: p.replace(max_consumers_per_topic=parse_limit(v, "maxConsumersPerTopic")),
+        lambda p: p.replace(max_consumers_per_topic=None),
+        request_body(schemas.LIMIT, "most consumers and readers of one topic (0 = no limit)", 100),
+    )
+    policy_routes(
+        "maxSubscriptionsPerTopic",
+        "max_subscriptions_per_topic",
+        lambda p: p.max_subscriptions_per_topic,
+        lambda p, v: p.replace(max_subscriptions_per_topic=parse_limit(v, "maxSubscriptionsPerTopic")),
+        lambda p: p.replace(max_subscriptions_per_topic=None),
+        request_body(schemas.LIMIT, "most durable subscriptions of one topic (0 = no limit)", 100),
+    )
+    policy_routes(
+        "maxTopicsPerNamespace",
+        "max_topics_per_namespace",
+        lambda p: p.max_topics_per_namespace,
+        lambda p, v: p.replace(max_topics_per_namespace=parse_limit(v, "maxTopicsPerNamespace")),
+        lambda p: p.replace(max_topics_per_namespace=None),
+        request_body(schemas.LIMIT, "most topics of the namespace, partitions counted (0 = no limit)", 1000),
+    )
+    policy_routes(
         "persistence",
         "persistence",
         lambda p: None if p.persistence is None else p.persistence.to_json(),

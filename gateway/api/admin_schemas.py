@@ -33,7 +33,7 @@ from pydantic.config import JsonDict
 
 from gateway.meta.bundle_policy import BUNDLES_MAX
 from gateway.meta.persistence import ENSEMBLE_MAX, MARK_DELETE_RATE_MAX
-from gateway.meta.policies import AUTH_ACTIONS, ROLES_MAX
+from gateway.meta.policies import AUTH_ACTIONS, ROLES_MAX, TOPIC_GRANTS_MAX
 from gateway.names import PARTITIONS_MAX, TOPIC_MAX
 from gateway.protocol.webhook_config import BOUNDS as WEBHOOK_BOUNDS
 from gateway.protocol.webhook_config import (
@@ -220,10 +220,25 @@ NAMESPACE_AUTH: dict[str, Any] = {
 
 
 class AuthPolicies(BaseModel):
-    """Pulsar ``AuthPolicies``: only ``namespace_auth`` (role -> actions) is kept."""
+    """Pulsar ``AuthPolicies``: ``namespace_auth`` (role -> actions) and
+    ``destination_auth`` (full topic name -> role -> actions) are kept."""
 
     namespace_auth: Annotated[Any, WithJsonSchema(NAMESPACE_AUTH)] = None
-    destination_auth: Any = Field(None, description="accepted and ignored")
+    destination_auth: Annotated[
+        Any,
+        WithJsonSchema(
+            {
+                "anyOf": [
+                    {
+                        "type": "object",
+                        "maxProperties": TOPIC_GRANTS_MAX,
+                        "additionalProperties": NAMESPACE_AUTH,
+                    },
+                    {"type": "null"},
+                ]
+            }
+        ),
+    ] = None
     subscription_auth_roles: Any = Field(None, description="accepted and ignored")
 
 
@@ -253,6 +268,13 @@ class Policies(BaseModel):
     deduplicationEnabled: bool | None = None
     max_consumers_per_subscription: int | None = Field(None, ge=0, le=INT64_MAX, description="0 = no limit")
     max_producers_per_topic: int | None = Field(None, ge=0, le=INT64_MAX, description="0 = no limit")
+    max_consumers_per_topic: int | None = Field(None, ge=0, le=INT64_MAX, description="0 = no limit")
+    max_subscriptions_per_topic: int | None = Field(
+        None, ge=0, le=INT64_MAX, description="0 = no limit; null = the gateway's setting"
+    )
+    max_topics_per_namespace: int | None = Field(
+        None, ge=0, le=INT64_MAX, description="0 = no limit; null = the gateway's setting"
+    )
     autoTopicCreationOverride: AutoTopicCreationOverride | None = None
     auth_policies: AuthPolicies | None = None
     persistence: PersistencePolicies | None = None

@@ -24,6 +24,7 @@ from starlette.responses import Response
 from starlette.routing import Match
 
 from coordination.errors import CoordinationError
+from gateway import quotas
 from gateway.api import (
     admin_analytics,
     admin_cluster,
@@ -147,6 +148,7 @@ def create_app(gateway: Gateway, *, manage_lifecycle: bool = True) -> FastAPI:
     registry = registry_for(gateway)
     http_limits.register(registry)
     middleware.register(registry)
+    quotas.register(registry)
     app.state.metrics_registry = registry
 
     @app.get("/metrics", include_in_schema=False)

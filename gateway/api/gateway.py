@@ -77,7 +77,8 @@ class GatewayConfig:
     security: SecurityConfig = field(default_factory=SecurityConfig)  # open unless token rules
     max_tenants: int = 1_000  # quotas (0: none)
     max_namespaces_per_tenant: int = 1_000
-    max_subscriptions_per_topic: int = 10_000
+    max_subscriptions_per_topic: int = 10_000  # a namespace's policy overrides it
+    max_topics_per_namespace: int = 0  # as Pulsar's default: none; a namespace's policy overrides it
 
 
 def topic_policies(policies: Policies) -> TopicPolicies:
@@ -89,6 +90,7 @@ def topic_policies(policies: Policies) -> TopicPolicies:
         ttl_seconds=policies.message_ttl_seconds or 0,
         max_consumers_per_subscription=policies.max_consumers_per_subscription or 0,
         max_producers=policies.max_producers_per_topic or 0,
+        max_consumers=policies.max_consumers_per_topic or 0,
         backlog_limit_bytes=quota.limit_size if quota is not None else -1,
         backlog_policy=quota.policy if quota is not None else "producer_request_hold",
         quorums=(
@@ -138,7 +140,10 @@ class Gateway:
             connection_config=ConnectionConfig(auth_secret=config.security.cluster_secret),
         )
         self.namespaces = NamespaceStore(
-            store, max_tenants=config.max_tenants, max_namespaces_per_tenant=config.max_namespaces_per_tenant
+            store,
+            max_tenants=config.max_tenants,
+            max_namespaces_per_tenant=config.max_namespaces_per_tenant,
+            max_topics_per_namespace=config.max_topics_per_namespace,
         )
         self.schemas = SchemaRegistry(store)
         self.deliveries = DeliveryBudget(config.pending)
@@ -257,10 +262,14 @@ class Gateway:
             return NamespaceView(False)
         auto = policies.auto_topic_creation
         partitions = (auto.default_num_partitions or 1) if auto.topic_type == "partitioned" else 0
-        resolved = replace(
-            topic_policies(policies), max_subscriptions=self.config.max_subscriptions_per_topic
-        )
-        return NamespaceView(True, auto.allow, partitions, resolved)
+        subscriptions = policies.max_subscriptions_per_topic
+        if subscriptions is None:
+            subscriptions = self.config.max_subscriptions_per_topic
+        resolved = replace(topic_policies(policies), max_subscriptions=subscriptions)
+        topics = policies.max_topics_per_namespace
+        if topics is None:
+            topics = self.config.max_topics_per_namespace
+        return NamespaceView(True, auto.allow, partitions, resolved, topics)
 
     async def route(self, topic: TopicName, *, authoritative: bool = False) -> OwnerInfo:
         policies = await self.namespaces.policies(topic.namespace_name)

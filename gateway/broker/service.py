@@ -41,6 +41,7 @@ from gateway.broker.topic_admin import connected_clients
 from gateway.broker.topic_types import TopicPolicies
 from gateway.broker.upkeep_schedule import UpkeepSchedule
 from gateway.errors import GatewayError
+from gateway.meta.topics import check_topic_room
 from gateway.names import NamespaceName, TopicName
 from storage.client.api import LedgerClient
 from storage.formats.entry_format import EntryMessage
@@ -60,6 +61,7 @@ class NamespaceView:
     auto_create: bool = True
     auto_create_partitions: int = 0  # 0 = non-partitioned
     policies: TopicPolicies = field(default_factory=TopicPolicies)
+    max_topics: int = 0  # maxTopicsPerNamespace, resolved (0: none)
 
 
 _DEFAULT_POLICIES = TopicPolicies()
@@ -149,6 +151,8 @@ class BrokerService:
         await self._refuse_partitioned(name)
         if not create or not view.auto_create:
             raise TopicNotFound(f"topic {name} does not exist (auto-creation is off)")
+        if name.domain == "persistent":
+            await check_topic_room(self.store, name.namespace_name, view.max_topics, 1)
         key = keys.managed_log(name.path)
         revision = await self.store.compare_and_swap(key, encode_state([], self.clock.now_ms(), {}), 0)
         if revision is not None:  # created here (a lost race: someone else did, fine)

@@ -59,6 +59,7 @@ from gateway.broker.dispatch import (
     RewindTo,
 )
 from gateway.broker.stats import RateMeter
+from gateway.quotas import Quota, refused
 from storage.formats.positions import MessagePosition, Position
 
 if TYPE_CHECKING:
@@ -180,7 +181,11 @@ class Subscription:
             )
         max_consumers = self.topic.max_consumers_per_subscription()
         if max_consumers and len(self.consumers) >= max_consumers:
-            raise ConsumerBusy(f"subscription {self.name} reached its limit of {max_consumers} consumers")
+            refused(Quota.CONSUMERS_PER_SUBSCRIPTION)
+            raise ConsumerBusy(
+                f"Subscription reached max consumers limit: {self.name} has {max_consumers}"
+                " (maxConsumersPerSubscription)"
+            )
         if self._dispatcher is None or self.sub_type != sub_type:
             self.sub_type = sub_type
             self._dispatcher = make_dispatcher(sub_type, self._config)

@@ -56,6 +56,7 @@ from gateway.broker.topic_types import (
 )
 from gateway.errors import GatewayError
 from gateway.names import TopicName
+from gateway.quotas import Quota, refused
 from storage.formats.positions import EARLIEST, Position
 
 log = logging.getLogger(__name__)
@@ -130,7 +131,10 @@ class Topic(PublishPath):
             raise TopicTerminated(f"topic {self.name} was terminated: it takes no new producers")
         limit = self.policies.max_producers
         if limit and len(self.producers) >= limit:
-            raise ProducerBusy(f"topic {self.name} reached its limit of {limit} producers")
+            refused(Quota.PRODUCERS_PER_TOPIC)
+            raise ProducerBusy(
+                f"Topic reached max producers limit: {self.name} has {limit} (maxProducersPerTopic)"
+            )
         if name is None:
             name = f"folio-{secrets.token_hex(6)}"
         if name in self.producers:
@@ -166,6 +170,7 @@ class Topic(PublishPath):
             raise SubscriptionNotFound(f"subscription {name} does not exist on {self.name}")
         limit = self.policies.max_subscriptions
         if limit and len(self.subscriptions) >= limit:
+            refused(Quota.SUBSCRIPTIONS_PER_TOPIC)
             raise TooManyRequests(f"topic {self.name} has {limit} subscriptions (maxSubscriptionsPerTopic)")
         mark_delete = EARLIEST if initial == "Earliest" else self.log.last_confirmed
         sub = Subscription(self, name, Cursor(mark_delete))
@@ -191,12 +196,24 @@ class Topic(PublishPath):
     ) -> tuple[Subscription, int]:
         if self.closed:
             raise TopicUnavailable(f"topic {self.name} is closing")
+        self._check_consumers()
         if durable:
             sub = await self.subscription(name, initial=initial)
         else:
             sub = self._non_durable(name, EARLIEST if initial == "Earliest" else self.log.last_confirmed)
         consumer_id = sub.add_consumer(sub_type, info, sink, dead_letter_topic)
         return sub, consumer_id
+
+    def _check_consumers(self) -> None:
+        limit = self.policies.max_consumers
+        if (
+            limit
+            and sum(len(s.consumers) for s in (*self.subscriptions.values(), *self.readers.values())) >= limit
+        ):
+            refused(Quota.CONSUMERS_PER_TOPIC)
+            raise ConsumerBusy(
+                f"Topic reached max consumers limit: {self.name} has {limit} (maxConsumersPerTopic)"
+            )
 
     def _non_durable(self, name: str, mark_delete: Position) -> Subscription:
         sub = self.readers.get(name)
@@ -215,6 +232,7 @@ class Topic(PublishPath):
     ) -> tuple[Subscription, int]:
         if self.closed:
             raise TopicUnavailable(f"topic {self.name} is closing")
+        self._check_consumers()
         reader_name = name or f"reader-{secrets.token_hex(5)}"
         if reader_name in self.readers:
             reader_name = f"{reader_name}-{secrets.token_hex(3)}"

@@ -75,6 +75,7 @@ class TopicPolicies:
     ttl_seconds: int = 0
     max_consumers_per_subscription: int = 0
     max_producers: int = 0
+    max_consumers: int = 0  # consumers and readers of the topic, every subscription (maxConsumersPerTopic)
     max_subscriptions: int = 0  # durable subscriptions of the topic (maxSubscriptionsPerTopic); 0: any
     backlog_limit_bytes: int = -1
     backlog_policy: str = "producer_request_hold"

@@ -33,6 +33,7 @@ from gateway.meta.policy_cache import PolicyCache
 from gateway.meta.tenant_info import TenantInfo
 from gateway.meta.topics import TopicMetadata
 from gateway.names import DOMAINS, NamespaceName, TopicName, check_tenant
+from gateway.quotas import Quota, refused
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +69,7 @@ class NamespaceStore(TopicMetadata):
         wall_ms: Callable[[], int] = _wall_ms,
         max_tenants: int = 0,
         max_namespaces_per_tenant: int = 0,
+        max_topics_per_namespace: int = 0,
     ) -> None:
         super().__init__(store, wall_ms=wall_ms)
         self._cache = PolicyCache(store)
@@ -75,6 +77,7 @@ class NamespaceStore(TopicMetadata):
         # moment may each pass once: a bound on abuse, not an exact count
         self.max_tenants = max_tenants
         self.max_namespaces_per_tenant = max_namespaces_per_tenant
+        self.max_topics_per_namespace = max_topics_per_namespace  # a namespace's policy overrides it
 
     async def start(self) -> None:
         """Start the policy cache's watch (optional: without it every read goes to etcd)."""
@@ -105,6 +108,7 @@ class NamespaceStore(TopicMetadata):
     async def create_tenant(self, tenant: str, info: TenantInfo | None = None) -> None:
         check_tenant(tenant)
         if self.max_tenants and len(await self.list_tenants()) >= self.max_tenants:
+            refused(Quota.TENANTS)
             raise PreconditionFailed(f"the cluster has {self.max_tenants} tenants (maxTenants)")
         info = info or TenantInfo()
         value = TenantInfo(info.admin_roles, info.allowed_clusters).encode()
@@ -190,6 +194,7 @@ class NamespaceStore(TopicMetadata):
             raise NotFound(f"Tenant {ns.tenant} does not exist")
         limit = self.max_namespaces_per_tenant
         if limit and len(await self._namespace_names(ns.tenant)) >= limit:
+            refused(Quota.NAMESPACES_PER_TENANT)
             raise PreconditionFailed(f"tenant {ns.tenant} has {limit} namespaces (maxNamespacesPerTenant)")
         key = keys.namespace(ns.tenant, ns.namespace)
         value = (policies or Policies()).replace(deleted=False).encode()
@@ -294,6 +299,13 @@ class NamespaceStore(TopicMetadata):
 
     async def _namespace_live(self, ns: NamespaceName) -> bool:
         return await self.namespace_exists(ns)
+
+    async def _topics_limit(self, ns: NamespaceName) -> int:
+        try:
+            limit = (await self.policies(ns)).max_topics_per_namespace
+        except NotFound:
+            return 0  # the create answers that
+        return self.max_topics_per_namespace if limit is None else limit
 
     async def _namespace_names(self, tenant: str, *, live_only: bool = False) -> list[NamespaceName]:
         prefix = f"{keys.NAMESPACES}{tenant}/"

@@ -101,6 +101,8 @@ def _parse_topic_auth(value: Any) -> dict[str, dict[str, tuple[str, ...]]]:
         raise InvalidPolicy(f"auth_policies.destination_auth names more than {TOPIC_GRANTS_MAX} topics")
     out: dict[str, dict[str, tuple[str, ...]]] = {}
     for topic, roles in topics.items():
+        if roles is None:
+            continue
         grants = json_object(roles, "auth_policies.destination_auth")
         if len(grants) > ROLES_MAX:
             raise InvalidPolicy(f"auth_policies.destination_auth names more than {ROLES_MAX} roles")
@@ -219,6 +221,10 @@ class Policies:
     deduplication_enabled: bool | None = None
     max_consumers_per_subscription: int | None = None
     max_producers_per_topic: int | None = None
+    max_consumers_per_topic: int | None = None
+    # None: the gateway's setting (--max-subscriptions-per-topic, --max-topics-per-namespace); 0: none
+    max_subscriptions_per_topic: int | None = None
+    max_topics_per_namespace: int | None = None
     auto_topic_creation: AutoTopicCreation = AutoTopicCreation()
     permissions: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # role -> actions
     # full name of a (partitioned or plain) topic -> role -> actions: Pulsar's destination_auth
@@ -270,6 +276,9 @@ class Policies:
             "deduplicationEnabled": self.deduplication_enabled,
             "max_consumers_per_subscription": self.max_consumers_per_subscription,
             "max_producers_per_topic": self.max_producers_per_topic,
+            "max_consumers_per_topic": self.max_consumers_per_topic,
+            "max_subscriptions_per_topic": self.max_subscriptions_per_topic,
+            "max_topics_per_namespace": self.max_topics_per_namespace,
             "autoTopicCreationOverride": self.auto_topic_creation.to_json(),
             "auth_policies": {
                 "namespace_auth": {role: list(actions) for role, actions in sorted(self.permissions.items())},
@@ -303,6 +312,15 @@ class Policies:
             ),
             max_producers_per_topic=optional_int(
                 obj.get("max_producers_per_topic"), "max_producers_per_topic"
+            ),
+            max_consumers_per_topic=optional_int(
+                obj.get("max_consumers_per_topic"), "max_consumers_per_topic"
+            ),
+            max_subscriptions_per_topic=optional_int(
+                obj.get("max_subscriptions_per_topic"), "max_subscriptions_per_topic"
+            ),
+            max_topics_per_namespace=optional_int(
+                obj.get("max_topics_per_namespace"), "max_topics_per_namespace"
             ),
             auto_topic_creation=_maybe(
                 obj.get("autoTopicCreationOverride"), AutoTopicCreation.from_json, AutoTopicCreation()

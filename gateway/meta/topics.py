@@ -31,6 +31,7 @@ from gateway.meta.errors import (
     PreconditionFailed,
 )
 from gateway.names import PARTITION_SUFFIX, PARTITIONS_MAX, InvalidName, NamespaceName, TopicName
+from gateway.quotas import Quota, refused
 
 CREATE_CONCURRENCY = 32  # partition managed-log keys created at once
 
@@ -63,6 +64,22 @@ def _local_order(local: str) -> tuple[str, int]:
     return (name.base.local, name.partition_index)
 
 
+async def check_topic_room(store: MetadataStore, ns: NamespaceName, limit: int, adding: int) -> None:
+    """``PreconditionFailed`` (Pulsar's 412) unless ``adding`` more topics fit in ``ns``
+    under ``limit`` (0: no limit); persistent topics are counted, each partition as one.
+    Checked before a create, so gateways creating at the same moment may each pass once."""
+    if not limit or adding <= 0:
+        return
+    prefix = keys.managed_log(f"persistent/{ns.tenant}/{ns.namespace}/")
+    count = sum(1 for kv in await store.list_prefix(prefix) if "/" not in kv.key[len(prefix) :])
+    if count + adding > limit:
+        refused(Quota.TOPICS_PER_NAMESPACE)
+        raise PreconditionFailed(
+            f"Exceed maximum number of topics in namespace {ns}: it has {count} of {limit}"
+            " (maxTopicsPerNamespace)"
+        )
+
+
 class TopicMetadata(ABC):
     """Partitioned-topic counts and topic existence. ``NamespaceStore`` extends it."""
 
@@ -73,6 +90,13 @@ class TopicMetadata(ABC):
     @abstractmethod
     async def _namespace_live(self, ns: NamespaceName) -> bool:
         """True if the namespace exists and is not being deleted (NamespaceStore)."""
+
+    @abstractmethod
+    async def _topics_limit(self, ns: NamespaceName) -> int:
+        """The namespace's maxTopicsPerNamespace (0: none) (NamespaceStore)."""
+
+    async def _check_room(self, ns: NamespaceName, adding: int) -> None:
+        await check_topic_room(self._store, ns, await self._topics_limit(ns), adding)
 
     async def _require_namespace(self, ns: NamespaceName) -> None:
         if not await self._namespace_live(ns):
@@ -90,6 +114,8 @@ class TopicMetadata(ABC):
         log_key = keys.managed_log(topic.path)
         if await self._store.get(log_key) is not None:
             raise AlreadyExists(f"Topic {topic} already exists (as a non-partitioned topic)")
+        if await self._store.get(keys.partitioned(topic.path)) is None and topic.domain == "persistent":
+            await self._check_room(topic.namespace_name, partitions)
         key = keys.partitioned(topic.path)
         revision = await self._store.compare_and_swap(key, _encode_count(partitions), 0)
         if revision is None:
@@ -116,6 +142,8 @@ class TopicMetadata(ABC):
         _check_partitions(partitions)
         topic.partition(partitions - 1)  # every partition's name must be valid (InvalidName)
         key = keys.partitioned(topic.path)
+        if topic.domain == "persistent":
+            await self._check_room(topic.namespace_name, partitions - await self.get_partitions(topic))
 
         def modify(old: bytes | None) -> bytes | None:
             if old is None:
@@ -156,6 +184,8 @@ class TopicMetadata(ABC):
         elif await self._store.get(keys.partitioned(topic.path)) is not None:
             raise AlreadyExists(f"Topic {topic} already exists (as a partitioned topic)")
         key = keys.managed_log(topic.path)
+        if topic.domain == "persistent" and await self._store.get(key) is None:
+            await self._check_room(topic.namespace_name, 1)
         revision = await self._store.compare_and_swap(key, self._new_log(), 0)
         if revision is None:
             raise AlreadyExists(f"Topic {topic} already exists")

@@ -39,6 +39,7 @@ from coordination.errors import CoordinationError
 from gateway.api.errors import reason_response
 from gateway.broker.letters import letter_topics
 from gateway.names import InvalidName, TopicName
+from gateway.quotas import Quota, refused
 from gateway.security import rules
 from gateway.security.guard import Guard
 from gateway.security.policy import Need, Verdict, is_superuser
@@ -183,6 +184,7 @@ class SecurityMiddleware:
         if session:
             assert identity is not None
             if not self.guard.sessions.open(identity.role):
+                refused(Quota.SESSIONS_PER_ROLE)
                 reason = (
                     f"role {identity.role} has {self.guard.sessions.per_role} sessions open (its maximum)"
                 )

@@ -9,7 +9,9 @@ while 60 such slow connections are open a normal request is served; beyond
 gateway serves again. The refusals are counted on /metrics, served on the
 separate ``--metrics-address``. Quotas: a 4th tenant, a 3rd namespace of a tenant
 and a 3rd subscription of a topic are refused (412, 412, 429 - over REST and a
-WebSocket handshake) while existing ones and other tenants / topics are served.
+WebSocket handshake) while existing ones and other tenants / topics are served;
+the namespace quotas (topics per namespace, subscriptions, producers and
+consumers per topic, consumers per subscription) likewise, counted on /metrics.
 """
 
 from __future__ import annotations
@@ -142,3 +144,71 @@ async def quotas_hold(base: str) -> None:
         async with websockets.connect(f"{ws}/ws/v2/consumer/persistent/public/default/quota/s1"):
             pass  # an existing subscription is served
         assert (await http.put(f"{topic}2/subscription/s3")).status_code == 204  # per topic
+    await namespace_quotas_hold(base)
+
+
+async def namespace_quotas_hold(base: str) -> None:
+    """Namespace policies: topics per namespace (412, admin create and auto-creation),
+    subscriptions per topic (overriding the gateway's 2), producers and consumers per
+    topic and consumers per subscription (a refused WebSocket handshake, ProducerBusy /
+    ConsumerBusy: 409); the clients already connected keep being served; each refusal
+    is counted on /metrics."""
+    ws = base.replace("http://", "ws://") + "/ws/v2"
+    async with httpx.AsyncClient(base_url=base, timeout=30) as http:
+        ns = "/admin/v2/namespaces/q1/a"
+        for policy, value in (("maxTopicsPerNamespace", 2), ("maxSubscriptionsPerTopic", 1)):
+            assert (await http.post(f"{ns}/{policy}", json=value)).status_code == 204
+        assert (await http.get(f"{ns}/maxTopicsPerNamespace")).json() == 2
+        topics = "/admin/v2/persistent/q1/a"
+        assert (await http.put(f"{topics}/t1")).status_code == 204
+        r = await http.put(f"{topics}/p/partitions", json=2)  # 2 partitions: 3 topics
+        assert r.status_code == 412 and "maxTopicsPerNamespace" in r.json()["reason"], r.text
+        assert (await http.put(f"{topics}/t2")).status_code == 204
+        r = await http.post("/topics/persistent/q1/a/t3", json={"messages": [{"payload": "eA=="}]})
+        assert r.status_code == 412 and "maxTopicsPerNamespace" in r.text, r.text  # auto-creation
+        r = await http.post("/topics/persistent/q1/a/t1", json={"messages": [{"payload": "eA=="}]})
+        assert r.status_code == 200 and r.json()["messagePublishResults"][0]["errorCode"] == 0, r.text
+        assert (await http.put(f"{topics}/t1/subscription/s1")).status_code == 204
+        r = await http.put(f"{topics}/t1/subscription/s2")
+        assert r.status_code == 429 and "maxSubscriptionsPerTopic" in r.json()["reason"], r.text
+        ns = "/admin/v2/namespaces/q1/b"
+        limits = (
+            ("maxProducersPerTopic", 1),
+            ("maxConsumersPerTopic", 2),
+            ("maxConsumersPerSubscription", 1),
+        )
+        for policy, value in limits:
+            assert (await http.post(f"{ns}/{policy}", json=value)).status_code == 204
+        shared = "subscriptionType=Shared"
+        async with (
+            websockets.connect(f"{ws}/producer/persistent/q1/b/t") as producer,
+            websockets.connect(f"{ws}/consumer/persistent/q1/b/t/s?{shared}") as first,
+            websockets.connect(f"{ws}/consumer/persistent/q1/b/u/s?{shared}"),
+        ):
+            for url, quota in (
+                (f"{ws}/producer/persistent/q1/b/t", "producers"),
+                (f"{ws}/consumer/persistent/q1/b/u/s?{shared}", "Subscription reached max consumers"),
+            ):
+                with pytest.raises(InvalidStatus) as busy:
+                    async with websockets.connect(url):
+                        pass
+                assert busy.value.response.status_code == 409, url
+                assert quota in busy.value.response.body.decode(), busy.value.response.body
+            async with websockets.connect(f"{ws}/consumer/persistent/q1/b/t/s2"):  # 2nd of topic t
+                with pytest.raises(InvalidStatus) as busy:
+                    async with websockets.connect(f"{ws}/reader/persistent/q1/b/t"):  # a 3rd
+                        pass
+                assert busy.value.response.status_code == 409
+                assert b"Topic reached max consumers" in busy.value.response.body
+            await producer.send(orjson.dumps({"payload": "eA=="}))  # those connected are served
+            assert orjson.loads(await asyncio.wait_for(producer.recv(), 15))["result"] == "ok"
+            assert orjson.loads(await asyncio.wait_for(first.recv(), 15))["payload"] == "eA=="
+        text = (await http.get("/metrics")).text
+        for quota in (
+            "maxTopicsPerNamespace",
+            "maxSubscriptionsPerTopic",
+            "maxProducersPerTopic",
+            "maxConsumersPerTopic",
+            "maxConsumersPerSubscription",
+        ):
+            assert f'folio_gateway_quota_refused_total{{quota="{quota}"}}' in text, quota

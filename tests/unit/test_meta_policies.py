@@ -87,6 +87,9 @@ def test_default_policies_json_uses_pulsar_field_names() -> None:
         "deduplicationEnabled": None,
         "max_consumers_per_subscription": None,
         "max_producers_per_topic": None,
+        "max_consumers_per_topic": None,
+        "max_subscriptions_per_topic": None,
+        "max_topics_per_namespace": None,
         "autoTopicCreationOverride": {
             "allowAutoTopicCreation": True,
             "topicType": "non-partitioned",
