@@ -6,7 +6,9 @@
 FROM python:3.11-slim-bookworm AS base
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1
 # Java 17 for the analytics service's Spark driver and the Spark connector
-RUN apt-get update && apt-get install -y --no-install-recommends openjdk-17-jre-headless \
+# (slim images have no man directories, where openjdk's update-alternatives links java.1)
+RUN mkdir -p /usr/share/man/man1 && apt-get update \
+    && apt-get install -y --no-install-recommends openjdk-17-jre-headless \
     && rm -rf /var/lib/apt/lists/*
 WORKDIR /opt/folio
 COPY pyproject.toml README.md ./

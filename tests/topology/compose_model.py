@@ -92,6 +92,7 @@ class ServiceRun:
     depends_on: dict[str, str]  # service -> condition
     restart: str
     ports: list[str] = field(default_factory=list)
+    read_only: frozenset[str] = frozenset()  # mount targets compose mounts `:ro`
 
 
 def load_compose(path: Path) -> dict[str, Any]:
@@ -154,6 +155,9 @@ def service_runs(doc: dict[str, Any], image: Image, root: Path) -> list[ServiceR
             depends_on={d: str(c.get("condition", "service_started")) for d, c in depends.items()},
             restart=str(spec.get("restart", "no")),
             ports=[str(p) for p in spec.get("ports") or []],
+            read_only=frozenset(
+                str(v).split(":")[1] for v in spec.get("volumes") or [] if str(v).split(":")[2:] == ["ro"]
+            ),
         )
     ordered: list[ServiceRun] = []
 

@@ -5,7 +5,8 @@ client), each namespace's ``/etc/netns/<ns>/`` files (``hosts`` naming every ser
 as compose's DNS would, ``passwd``/``group`` holding the image's ``folio`` user; ``ip
 netns exec`` mounts them over ``/etc``), the per-service directories, and every
 process started in them. Rules: names are unique per run; processes run as the
-service's user (``setpriv``), with the image's ENV; ``restart: on-failure`` is
+service's user (``setpriv``), with the image's ENV, ``:ro`` volumes bound read-only in
+the service's mount namespace; ``restart: on-failure`` is
 honoured as Docker does (backoff from 100 ms, doubling); ``stop()`` ends the
 processes it started by PID, then what is left in its own namespaces (``ip netns
 pids``), deletes the namespaces, the bridge and the ``/etc/netns`` directories -
@@ -18,6 +19,7 @@ import contextlib
 import ipaddress
 import os
 import pwd
+import shlex
 import shutil
 import signal
 import socket
@@ -105,13 +107,22 @@ class Topology:
             group = f"{self.folio_user}:x:{self.uid}:"
             (etc / "group").write_text(Path("/etc/group").read_text().rstrip("\n") + f"\n{group}\n")
 
-    def exec_prefix(self, name: str, user: str = "root") -> list[str]:
-        prefix = ["ip", "netns", "exec", self.namespaces[name]]
+    def exec_prefix(self, name: str, user: str = "root", read_only: tuple[Path, ...] = ()) -> list[str]:
+        """``ip netns exec`` into ``name``'s namespace (and a mount namespace of its own), with
+        ``read_only`` directories bound read-only there (compose's ``:ro``), as ``user``."""
+        steps = [
+            f"mount --bind {d} {d} && mount -o remount,bind,ro {d}"
+            for d in map(shlex.quote, map(str, read_only))
+        ]
+        setpriv: list[str] = []
         if user != "root":
             assert user == self.folio_user, f"no account {user!r} in the image"
-            prefix += [*self._interpreter_view(), "setpriv", f"--reuid={self.uid}", f"--regid={self.uid}"]
-            prefix += ["--clear-groups", "--"]
-        return prefix
+            steps += self._interpreter_view()
+            setpriv = ["setpriv", f"--reuid={self.uid}", f"--regid={self.uid}", "--clear-groups", "--"]
+        prefix = ["ip", "netns", "exec", self.namespaces[name]]
+        if steps:
+            prefix += ["sh", "-c", " && ".join([*steps, 'exec "$@"']), "sh"]
+        return prefix + setpriv
 
     def _interpreter_view(self) -> list[str]:
         """In the image, Python is readable by every user; this machine's may sit under a
@@ -122,14 +133,15 @@ class Topology:
         private = next((p for p in reversed(interpreter.parents) if not p.stat().st_mode & 0o001), None)
         if private is None:
             return []
-        tree = private / interpreter.relative_to(private).parts[0]
-        stash = self.root / "interpreter"
-        stash.mkdir(exist_ok=True)
-        script = (
-            'mount --bind "$1" "$2" && mount -t tmpfs -o mode=755 tmpfs "$3" && mkdir -p "$1"'
-            ' && mount --bind "$2" "$1" && shift 3 && exec "$@"'
+        tree, stash = (
+            shlex.quote(str(private / interpreter.relative_to(private).parts[0])),
+            self.root / "interpreter",
         )
-        return ["sh", "-c", script, "sh", str(tree), str(stash), str(private)]
+        stash.mkdir(exist_ok=True)
+        return [
+            f"mount --bind {tree} {stash} && mount -t tmpfs -o mode=755 tmpfs {shlex.quote(str(private))}"
+            f" && mkdir -p {tree} && mount --bind {stash} {tree}"
+        ]
 
     # -------------------------------------------------------------- processes
 
@@ -151,7 +163,7 @@ class Topology:
         argv = [self.argv0.get(run.argv[0], run.argv[0]), *run.argv[1:]]
         log = (self.root / "logs" / f"{run.name}.log").open("ab")
         proc = subprocess.Popen(
-            [*self.exec_prefix(run.name, run.user), *argv],
+            [*self.exec_prefix(run.name, run.user, tuple(run.mounts[t] for t in run.read_only)), *argv],
             env=env,
             cwd=self.root / "workdir",  # the image's WORKDIR: root's, not writable by folio
             stdin=subprocess.DEVNULL,

@@ -183,6 +183,25 @@ def test_keys_service_wrote_keys_the_folio_user_reads(
     assert topo.running["keys"].proc.returncode == 0
 
 
+def test_keys_volume_is_read_only_where_compose_says_ro(
+    topology: tuple[Topology, list[ServiceRun], dict[str, Any]],
+) -> None:
+    topo, runs, _report = topology
+    gateway = next(r for r in runs if r.name == "gateway1")
+    keys = gateway.mounts["/keys"]
+    assert "/keys" in gateway.read_only and keys == topo.root / "volumes" / "keys"
+    read_only = tuple(gateway.mounts[t] for t in gateway.read_only)
+    as_service = topo.exec_prefix("gateway1", gateway.user, read_only)
+    assert subprocess.run([*as_service, "cat", f"{keys}/cluster.key"], capture_output=True).returncode == 0
+    touch = ["touch", f"{keys}/probe"]
+    done = subprocess.run([*topo.exec_prefix("gateway1", "root", read_only), *touch], capture_output=True)
+    assert done.returncode != 0 and b"Read-only file system" in done.stderr, done  # even for root
+    # the control: the same command where the volume is mounted read-write (the keys service)
+    done = subprocess.run([*topo.exec_prefix("gateway1", "root"), *touch], capture_output=True)
+    assert done.returncode == 0, done
+    (keys / "probe").unlink()
+
+
 def test_anonymous_requests_are_refused(topology: tuple[Topology, list[ServiceRun], dict[str, Any]]) -> None:
     _topo, _runs, report = topology
     assert report["anonymous_rest"] == dict.fromkeys(report["gateways"], 401), report
