@@ -1,12 +1,15 @@
 """The analytics run record in etcd: requests, the running run and its progress (pure).
 
 Owns: ``RunRecord`` (the JSON under ``keys.ANALYTICS_RUN``) and its
-transitions - ``request`` (any gateway, on a user's "run now"), ``take``,
-``progress`` and ``finish`` (the elected analytics service). Rules: one run at
-a time; a request while a run is pending or running queues exactly one more
-(``queued``), never two; every transition is applied with a compare-and-swap
-on the key's revision by the caller (``update_with_retry``), so concurrent
-requests from several gateways and a service failing over lose nothing.
+transitions - ``request`` (any gateway, on a user's "run now"; the service, on
+a schedule), ``take``, ``progress`` and ``finish`` (the elected analytics
+service) - and the schedule's bounds. Rules: one run at a time; a request
+while a run is pending or running queues exactly one more (``queued``), never
+two; a run covers the namespaces of its ``scope`` (empty: every namespace - a
+user's request always), and a request that finds one queued widens its scope;
+every transition is applied with a compare-and-swap on the key's revision by
+the caller, so concurrent requests from several gateways and a service
+failing over lose nothing.
 Time is an argument (``now_ms``).
 """
 
@@ -24,6 +27,10 @@ QUERY_BYTES_MAX = 1 << 20  # an answer is stored in etcd: at most 1 MiB
 QUERY_SECONDS_MAX = 300
 QUERY_CHARS_MAX = 10_000
 QUERY_HISTORY = 20  # answers kept in etcd, newest first
+
+# the schedule: the cluster setting and the namespace policy ``analyticsIntervalSeconds``
+DEFAULT_INTERVAL_S = 300  # a scheduled run every 5 minutes unless set otherwise
+INTERVAL_MAX_S = 7 * 24 * 3600
 
 
 class RunState(enum.Enum):
@@ -57,10 +64,13 @@ class RunRecord:
     service: str = ""  # the analytics service running it
     error: str | None = None  # of the last run
     last: dict[str, Any] = field(default_factory=dict)  # the last finished run: figures
+    scope: tuple[str, ...] = ()  # namespaces "tenant/ns" of the current or last run; () = every one
+    queued_scope: tuple[str, ...] = ()  # of the queued run
 
     def to_json(self) -> bytes:
         raw = asdict(self)
         raw["state"] = self.state.value
+        raw["scope"], raw["queued_scope"] = list(self.scope), list(self.queued_scope)
         return orjson.dumps({_camel(k): v for k, v in raw.items()})
 
     @classmethod
@@ -80,6 +90,8 @@ class RunRecord:
             service=str(raw.get("service", "")),
             error=raw.get("error"),
             last=dict(raw.get("last") or {}),
+            scope=tuple(str(n) for n in raw.get("scope") or ()),
+            queued_scope=tuple(str(n) for n in raw.get("queuedScope") or ()),
         )
 
     def view(self) -> dict[str, Any]:
@@ -93,11 +105,19 @@ def _camel(name: str) -> str:
     return head + "".join(p.title() for p in rest)
 
 
-def request(record: RunRecord, now_ms: int, reason: str = "requested") -> tuple[RunRecord, RequestOutcome]:
+def widen(a: tuple[str, ...], b: tuple[str, ...]) -> tuple[str, ...]:
+    """The scope covering both (``()``: every namespace)."""
+    return () if not a or not b else tuple(sorted(set(a) | set(b)))
+
+
+def request(
+    record: RunRecord, now_ms: int, reason: str = "requested", scope: tuple[str, ...] = ()
+) -> tuple[RunRecord, RequestOutcome]:
+    """Queue a run of ``scope``; one already queued is widened to cover it too."""
     if record.queued:
-        return record, RequestOutcome.ALREADY_QUEUED
+        return replace(record, queued_scope=widen(record.queued_scope, scope)), RequestOutcome.ALREADY_QUEUED
     outcome = RequestOutcome.QUEUED if record.state is RunState.RUNNING else RequestOutcome.STARTS
-    return replace(record, queued=True, requested_ms=now_ms, reason=reason), outcome
+    return replace(record, queued=True, requested_ms=now_ms, reason=reason, queued_scope=scope), outcome
 
 
 def take(record: RunRecord, service: str, now_ms: int) -> RunRecord | None:
@@ -114,6 +134,8 @@ def take(record: RunRecord, service: str, now_ms: int) -> RunRecord | None:
         progress=Progress("planning"),
         service=service,
         error=None,
+        scope=record.queued_scope,
+        queued_scope=(),
     )
 
 
@@ -126,6 +148,7 @@ def adopt(record: RunRecord, service: str, now_ms: int) -> RunRecord | None:
         record,
         state=RunState.IDLE,
         queued=True,
+        queued_scope=widen(record.scope, record.queued_scope) if record.queued else record.scope,
         error=f"service {record.service} stopped",
         finished_ms=now_ms,
     )
@@ -154,11 +177,3 @@ def finish(
         error=error,
         last=last if not error else record.last,
     )
-
-
-def due(record: RunRecord, interval_s: int, now_ms: int) -> bool:
-    """Is a scheduled run due (``interval_s`` > 0, nothing queued or running, the last one old enough)?"""
-    if interval_s <= 0 or record.queued or record.state is RunState.RUNNING:
-        return False
-    last = record.finished_ms if record.finished_ms is not None else record.started_ms
-    return last is None or now_ms - last >= interval_s * 1000

@@ -64,6 +64,11 @@ class Election:
         self._mod_revision = 0  # of my key, once created
 
     @property
+    def mod_revision(self) -> int:
+        """Of my key while I lead (0 otherwise): what a write fenced by my leadership compares."""
+        return self._mod_revision if self._leader else 0
+
+    @property
     def is_leader(self) -> bool:
         return self._leader and not self.session.lost.is_set()
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -293,6 +293,12 @@ class EtcdStore:
         put = rpc.RequestOp(request_put=rpc.PutRequest(key=k, value=value, lease=lease))
         req = rpc.TxnRequest(compare=[self._compare(k, expected_mod_revision)], success=[put], failure=[])
         resp = await self._call("kvstub", "Txn", req)
+        return int(resp.header.revision) if resp.succeeded else None
+
+    async def put_guarded(self, key: str, value: bytes, guards: Sequence[tuple[str, int]]) -> int | None:
+        put = rpc.RequestOp(request_put=rpc.PutRequest(key=self._key(key), value=value))
+        compares = [self._compare(self._key(k), revision) for k, revision in guards]
+        resp = await self._call("kvstub", "Txn", rpc.TxnRequest(compare=compares, success=[put], failure=[]))
         return int(resp.header.revision) if resp.succeeded else None
 
     async def compare_and_delete(self, key: str, expected_mod_revision: int) -> bool:

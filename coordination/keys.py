@@ -130,6 +130,7 @@ ANALYTICS = f"{ROOT}/analytics/"
 ANALYTICS_RUN = f"{ANALYTICS}run"  # JSON run record (coordination.analytics_run): requests, progress
 ANALYTICS_SETTINGS = f"{ANALYTICS}settings"  # JSON cluster settings {"intervalSeconds"}
 ANALYTICS_SUMMARY = f"{ANALYTICS}summary"  # JSON cluster summary of the last run
+ANALYTICS_SCHEDULE = f"{ANALYTICS}schedule"  # JSON {"covered": {tenant/ns: ms}}: when each was last run
 ANALYTICS_TOPICS = f"{ANALYTICS}topics/"  # <topic path> -> JSON results + folded state + positions
 ANALYTICS_QUERIES = f"{ANALYTICS}queries/"  # <zero-padded id> -> JSON SQL query and its answer
 ANALYTICS_ELECTION = "analytics"  # election name of the analytics services

@@ -29,7 +29,7 @@ from __future__ import annotations
 import asyncio
 import bisect
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 
 from coordination.clock import Clock
@@ -261,6 +261,14 @@ class MemoryStore:
         if (current.mod_revision if current else 0) != expected_mod_revision:
             return None
         return state.put(key, value, lease)
+
+    async def put_guarded(self, key: str, value: bytes, guards: Sequence[tuple[str, int]]) -> int | None:
+        state = await self._enter()
+        for guard, revision in guards:
+            current = state.data.get(guard)
+            if (current.mod_revision if current else 0) != revision:
+                return None
+        return state.put(key, value, 0)
 
     async def compare_and_delete(self, key: str, expected_mod_revision: int) -> bool:
         state = await self._enter()

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import enum
 import inspect
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -72,6 +72,12 @@ class MetadataStore(Protocol):
         ...
 
     async def compare_and_delete(self, key: str, expected_mod_revision: int) -> bool: ...
+
+    async def put_guarded(self, key: str, value: bytes, guards: Sequence[tuple[str, int]]) -> int | None:
+        """Put ``key`` in one transaction if every ``(guard key, mod_revision)`` holds (0: the
+        guard key must not exist), e.g. a leader's election key still being its own. Returns
+        the new revision, or None when a comparison failed."""
+        ...
 
     async def grant_lease(self, ttl_s: int) -> int: ...
 

@@ -5,7 +5,8 @@ Owns: the HTTP shape of ``/admin/v2/analytics/…`` (thin shell over etcd):
 ``GET/POST run`` (follow the current run's progress; request a run),
 ``GET topics/{domain}/{tenant}/{namespace}/{topic}`` (one topic's or
 partition's results; a partitioned topic's are summed by the service) and
-``GET/PUT settings`` (the cluster's run interval). Rules: the statistics are
+``GET/PUT settings`` (the cluster's run interval; a namespace's own interval is
+its policy ``analyticsIntervalSeconds``, set under ``/admin/v2/namespaces``). Rules: the statistics are
 computed by the elected ``folio analytics`` service from the log (never by a
 gateway); a gateway only reads what it wrote to etcd and records requests in
 the run record (``coordination.analytics_run``: one run at a time, one
@@ -33,14 +34,13 @@ if TYPE_CHECKING:
     from gateway.api.gateway import Gateway
 
 TAGS: list[str | Any] = ["admin-analytics"]
-INTERVAL_MAX_S = 7 * 24 * 3600
 
 
 class AnalyticsSettings(BaseModel):
     model_config = ConfigDict(strict=True, extra="forbid")
 
     intervalSeconds: int = Field(
-        ge=0, le=INTERVAL_MAX_S, description="seconds between scheduled runs; 0 = only on demand"
+        ge=0, le=run_core.INTERVAL_MAX_S, description="seconds between scheduled runs; 0 = only on demand"
     )
 
 
@@ -62,6 +62,8 @@ class AnalyticsRun(BaseModel):
     service: str
     error: str | None
     last: dict[str, Any] = Field(description="the last finished run: runId, times, topics, messages read")
+    scope: list[str] = Field(description="namespaces tenant/ns of the current or last run; [] = all")
+    queuedScope: list[str] = Field(description="namespaces of the queued run; [] = every one")
     leader: str | None = Field(description="the elected analytics service (null: none is running)")
 
 
@@ -119,9 +121,10 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
         outcome: list[run_core.RequestOutcome] = []
 
         def modify(raw: bytes | None) -> bytes | None:
-            record, result = run_core.request(run_core.RunRecord.from_json(raw), gateway.clock.now_ms())
+            old = run_core.RunRecord.from_json(raw)
+            record, result = run_core.request(old, gateway.clock.now_ms())
             outcome[:] = [result]
-            return None if result is run_core.RequestOutcome.ALREADY_QUEUED else record.to_json()
+            return None if record == old else record.to_json()  # a queued scheduled run is widened
 
         value, _ = await update_with_retry(gateway.store, keys.ANALYTICS_RUN, modify)
         view = await run_view(run_core.RunRecord.from_json(value))
@@ -173,7 +176,7 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
     )
     async def get_settings() -> dict[str, Any]:
         kv = await get_gateway().store.get(keys.ANALYTICS_SETTINGS)
-        return orjson.loads(kv.value) if kv else {"intervalSeconds": DEFAULT_INTERVAL_S}
+        return orjson.loads(kv.value) if kv else {"intervalSeconds": run_core.DEFAULT_INTERVAL_S}
 
     @router.put(
         "/settings",
@@ -185,6 +188,3 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
         await get_gateway().store.put(keys.ANALYTICS_SETTINGS, orjson.dumps(settings.model_dump()))
 
     return router
-
-
-DEFAULT_INTERVAL_S = 300  # a scheduled run every 5 minutes unless set otherwise

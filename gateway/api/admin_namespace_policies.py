@@ -2,11 +2,12 @@
 
 Owns: GET / POST (PUT where Pulsar uses it) / DELETE of each single namespace
 policy (retention, message TTL, deduplication, consumer and producer limits,
-persistence, schema compatibility and auto-update, auto topic creation) and the
-backlog quotas, over a ``NamespaceStore``. Rule: a body is validated by the
-policy's pure parser in ``gateway.meta.policies`` before the namespace is looked
-up (400 before 404), then written in one ``update_policies`` (a retention that a
-backlog quota would outlive is 412); writes answer 204 as Pulsar does.
+persistence, schema compatibility and auto-update, auto topic creation, the
+statistics schedule) and the backlog quotas, over a ``NamespaceStore``. Rule:
+a body is validated by the policy's pure parser in ``gateway.meta.policies``
+before the namespace is looked up (400 before 404), then written in one
+``update_policies`` (a retention that a backlog quota would outlive is 412);
+writes answer 204 as Pulsar does.
 """
 
 from collections.abc import Callable
@@ -28,6 +29,7 @@ from gateway.meta.policies import (
     BacklogQuota,
     Policies,
     Retention,
+    parse_analytics_interval,
     parse_enabled,
     parse_limit,
     parse_strategy,
@@ -225,6 +227,19 @@ def add_routes(router: APIRouter, get_store: Callable[[], NamespaceStore]) -> No
             schemas.AutoTopicCreationOverride,
             "Pulsar AutoTopicCreationOverride",
             {"allowAutoTopicCreation": True, "topicType": "partitioned", "defaultNumPartitions": 4},
+        ),
+    )
+    policy_routes(  # Folio's: the namespace's own statistics schedule (docs/decisions/0012)
+        "analyticsInterval",
+        "analytics_interval",
+        lambda p: p.analytics_interval_seconds,
+        lambda p, v: p.replace(analytics_interval_seconds=parse_analytics_interval(v)),
+        lambda p: p.replace(analytics_interval_seconds=None),
+        request_body(
+            schemas.ANALYTICS_INTERVAL,
+            "seconds between scheduled statistics runs of the namespace's topics "
+            "(0 = on demand only; unset = the cluster's /admin/v2/analytics/settings)",
+            60,
         ),
     )
 

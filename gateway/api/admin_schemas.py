@@ -31,6 +31,7 @@ from fastapi import Path, Query
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 from pydantic.config import JsonDict
 
+from coordination.analytics_run import INTERVAL_MAX_S
 from gateway.meta.bundle_policy import BUNDLES_MAX
 from gateway.meta.persistence import ENSEMBLE_MAX, MARK_DELETE_RATE_MAX
 from gateway.meta.policies import AUTH_ACTIONS, ROLES_MAX, TOPIC_GRANTS_MAX
@@ -387,6 +388,7 @@ ADMIN_REQUEST_MODELS: tuple[type[BaseModel], ...] = (
 PARTITIONS = _int_schema(1, PARTITIONS_MAX)
 TTL_SECONDS = _int_schema(0, INT32_MAX)
 LIMIT = _int_schema(0, INT32_MAX)
+ANALYTICS_INTERVAL = _int_schema(0, INTERVAL_MAX_S)
 ENABLED: dict[str, Any] = {"type": "boolean"}
 ACTIONS: dict[str, Any] = {"type": "array", "items": {"enum": list(AUTH_ACTIONS)}}
 

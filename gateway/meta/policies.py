@@ -22,6 +22,7 @@ from typing import Any
 
 import orjson
 
+from coordination.analytics_run import INTERVAL_MAX_S
 from gateway.meta.bundle_policy import Bundles
 from gateway.meta.errors import InvalidPolicy, PreconditionFailed
 from gateway.meta.fields import (
@@ -51,6 +52,11 @@ TOPIC_GRANTS_MAX = 1000  # topics of one namespace with grants of their own (the
 def parse_ttl_seconds(value: Any) -> int:
     """Body of POST …/messageTTL: seconds, 0 = off."""
     return int_field(value, "messageTTL (seconds)", 0, 2**31 - 1)
+
+
+def parse_analytics_interval(value: Any) -> int:
+    """Body of POST …/analyticsInterval: seconds between scheduled statistics runs, 0 = on demand."""
+    return int_field(value, "analyticsInterval (seconds)", 0, INTERVAL_MAX_S)
 
 
 def parse_limit(value: Any, what: str) -> int:
@@ -232,6 +238,7 @@ class Policies:
     persistence: Persistence | None = None  # None: the gateway's LogConfig quorums
     schema_compatibility_strategy: Strategy = Strategy.UNDEFINED  # UNDEFINED: FULL (docs/decisions/0009)
     is_allow_auto_update_schema: bool = True  # may a producer add a schema version
+    analytics_interval_seconds: int | None = None  # None: the cluster's statistics schedule (0012)
     deleted: bool = False
 
     @property
@@ -291,6 +298,7 @@ class Policies:
             "persistence": None if self.persistence is None else self.persistence.to_json(),
             "schema_compatibility_strategy": self.schema_compatibility_strategy.value,
             "is_allow_auto_update_schema": self.is_allow_auto_update_schema,
+            "analyticsIntervalSeconds": self.analytics_interval_seconds,
             "deleted": self.deleted,
         }
 
@@ -333,6 +341,9 @@ class Policies:
                 True
                 if obj.get("is_allow_auto_update_schema") is None
                 else bool_field(obj["is_allow_auto_update_schema"], "is_allow_auto_update_schema")
+            ),
+            analytics_interval_seconds=optional_int(
+                obj.get("analyticsIntervalSeconds"), "analyticsIntervalSeconds"
             ),
             deleted=bool(obj.get("deleted") is True),
         )

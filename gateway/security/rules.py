@@ -70,6 +70,7 @@ NS_POLICIES = (
     "retention",
     "schemaCompatibilityStrategy",
     "isAllowAutoUpdateSchema",
+    "analyticsInterval",
 )
 SCHEMA = "/admin/v2/schemas/{tenant}/{namespace}/{topic}"
 

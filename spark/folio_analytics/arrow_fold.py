@@ -4,7 +4,9 @@ Owns: ``COLUMNS`` (the projection of the connector's rows the fold needs),
 ``fold_table`` (one Arrow table -> a ``Profile`` per topic partition, grouped
 with Arrow's vectorised group-by instead of a Python loop per message) and
 ``fold_partials`` (the ``mapInArrow`` function: a Spark partition's batches in,
-one row per topic partition out, its profile as JSON). Rule: the result equals
+one row per topic partition out, its profile as JSON); a table with the
+``decoded`` column of a ``decode=true`` read also folds its per-field profile
+(``arrow_fields``). Rule: the result equals
 ``profile.fold_messages`` over the same rows (tests/unit/test_analytics_arrow.py),
 so the pure fold defines what the job computes; data never passes through the
 driver, only these partial profiles do.
@@ -19,6 +21,7 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from folio_analytics.arrow_fields import fold_decoded
 from folio_analytics.profile import MINUTE_MS, Bounds, Profile
 from folio_analytics.sketches import SMALL, SUB
 
@@ -34,6 +37,7 @@ COLUMNS = {
     "event_ms": "unix_millis(event_time)",
     "producer": "producer",
 }
+DECODED = "decoded"  # the connector's struct column of decode=true reads, folded when present
 PARTIAL_SCHEMA = "topic string, partition int, profile binary"
 
 
@@ -105,6 +109,8 @@ def _fold_one(profile: Profile, t: pa.Table) -> None:
         kept = lags[~negative]
         if len(kept):
             profile.lags.add_counts(_cell_counts(kept), int(kept.min()), int(kept.max()))
+    if DECODED in t.column_names:
+        profile.fields = fold_decoded(t.column(DECODED))
 
 
 def fold_table(table: pa.Table, bounds: Bounds | None = None) -> dict[tuple[str, int], Profile]:

@@ -5,7 +5,8 @@ Owns: ``LogRef`` (one partition's log as the job sees it), ``starting_offsets``
 the last one folded, or from the earliest) and ``read_new`` (one Spark job:
 the ``folio`` data source -> the projection ``arrow_fold.COLUMNS`` ->
 ``mapInArrow(fold_partials)`` -> the partial profiles, collected on the
-driver), and ``job_progress`` (tasks done / total of a job group, from Spark's
+driver; a topic with a JSON or AVRO schema is read with ``decode=true`` so its
+payload fields are profiled too), and ``job_progress`` (tasks done / total of a job group, from Spark's
 status tracker). Rule: runs in a worker thread of the service; only partial
 profiles, never messages, reach the driver.
 """
@@ -17,7 +18,7 @@ from typing import Any
 
 import orjson
 
-from folio_analytics.arrow_fold import COLUMNS, PARTIAL_SCHEMA, fold_partials
+from folio_analytics.arrow_fold import COLUMNS, DECODED, PARTIAL_SCHEMA, fold_partials
 from folio_analytics.profile import Bounds, Profile
 
 PARTITION_SUFFIX = "-partition-"
@@ -29,6 +30,11 @@ class LogRef:
     topic: str  # the full name users publish to: persistent://t/ns/x
     partition: int  # -1: not partitioned
     ledgers: tuple[int, ...] = ()
+
+    @property
+    def namespace(self) -> str:
+        """``tenant/ns``."""
+        return "/".join(self.topic.split("://", 1)[1].split("/")[:2])
 
     @property
     def name(self) -> str:
@@ -56,26 +62,39 @@ def read_new(
     logs: list[LogRef],
     starts: dict[str, tuple[int, int] | None],
     group: str,
+    decode_topics: frozenset[str] = frozenset(),
     bounds: Bounds | None = None,
 ) -> ReadResult:
-    """Fold every message after ``starts`` in ``logs`` (``options``: etcd connection)."""
+    """Fold every message after ``starts`` in ``logs`` (``options``: etcd connection);
+    the topics of ``decode_topics`` (a JSON or AVRO schema) with their payload fields."""
     result = ReadResult()
     if not logs:
         return result
     spark.sparkContext.setJobGroup(group, "folio statistics run", interruptOnCancel=True)
+    plain = sorted({log.topic for log in logs} - decode_topics)
+    # one read of every topic without a JSON/AVRO schema; one decode=true read per topic with
+    # one (each has its own ``decoded`` struct); their partial profiles are one Spark job
+    reads = ([(",".join(plain), False)] if plain else []) + [
+        (topic, True) for topic in sorted(decode_topics & {log.topic for log in logs})
+    ]
     try:
-        frame = (
-            spark.read.format("folio")
-            .options(**options)
-            .option("topics", ",".join(sorted({log.topic for log in logs})))
-            .option("startingOffsets", starting_offsets(logs, starts))
-            # a stored position retention has since deleted: read from the log's first message
-            # (the next run sees the ledger gone from the stored state and reads the partition anew)
-            .option("failOnDataLoss", "false")
-            .load()
-        )
-        projected = frame.selectExpr(*(f"{expr} AS {name}" for name, expr in COLUMNS.items()))
-        rows = projected.mapInArrow(fold_partials, PARTIAL_SCHEMA).collect()
+        partials = None
+        for topics, decode in reads:
+            frame = (
+                spark.read.format("folio")
+                .options(**options)
+                .option("topics", topics)
+                .option("startingOffsets", starting_offsets(logs, starts))
+                .option("decode", "true" if decode else "false")
+                # a stored position retention has since deleted: read from the log's first message
+                # (the next run sees the ledger gone from the stored state and reads the partition anew)
+                .option("failOnDataLoss", "false")
+                .load()
+            )
+            columns = [f"{expr} AS {name}" for name, expr in COLUMNS.items()] + ([DECODED] if decode else [])
+            folded = frame.selectExpr(*columns).mapInArrow(fold_partials, PARTIAL_SCHEMA)
+            partials = folded if partials is None else partials.unionByName(folded)
+        rows = partials.collect() if partials is not None else []
     finally:
         spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)
     by_name = {log.name: log for log in logs}

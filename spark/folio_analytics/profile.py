@@ -2,8 +2,9 @@
 
 Owns: ``Profile`` - messages, bytes, payload sizes, keys (distinct, heavy
 hitters, messages per Key_Shared slot bucket), producers, event-time lag, the
-publish-time series and, per ledger, an index of messages by entry id (what a
-subscription's backlog is measured on) - with ``merge``, JSON and
+publish-time series, per ledger an index of messages by entry id (what a
+subscription's backlog is measured on) and, for a JSON or AVRO topic, the
+per-field profile of its payloads (``fields``) - with ``merge``, JSON and
 ``fold_messages``, the plain-Python fold of ``Message`` rows that defines what
 every faster path (the Arrow fold the Spark job runs) must produce.
 Rule: ``merge`` is associative and commutative and every part is bounded
@@ -17,6 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from folio_analytics.fields import FieldProfile
 from folio_analytics.grid import GridSeries
 from folio_analytics.sketches import HeavyHitters, Hll, LogHistogram
 from storage.formats.key_hash import HASH_RANGE_SIZE, NONE_KEY, key_slot
@@ -74,6 +76,7 @@ class Profile:
     index: dict[int, GridSeries] = field(default_factory=dict)  # ledger id -> entry-id series
     first: tuple[int, int] | None = None  # the lowest (ledger, entry) folded
     last: tuple[int, int] | None = None  # the highest (ledger, entry) folded
+    fields: FieldProfile | None = None  # payload fields, when read with the topic's JSON/AVRO schema
 
     def __post_init__(self) -> None:
         self.heavy = HeavyHitters(self.bounds.heavy_keys)
@@ -152,6 +155,10 @@ class Profile:
             self.last = other.last
         if other.first is not None and (self.first is None or other.first < self.first):
             self.first = other.first
+        if other.fields is not None:
+            if self.fields is None:
+                self.fields = FieldProfile()
+            self.fields.merge(other.fields)
         self._bound_ledgers()
 
     def _bound_producers(self) -> None:
@@ -192,6 +199,7 @@ class Profile:
             "index": {str(lid): s.to_json() for lid, s in sorted(self.index.items())},
             "first": list(self.first) if self.first else None,
             "last": list(self.last) if self.last else None,
+            "fields": None if self.fields is None else self.fields.to_json(),
         }
 
     @classmethod
@@ -210,6 +218,7 @@ class Profile:
         p.index = {int(lid): GridSeries.from_json(s, p.bounds.index_cells) for lid, s in raw["index"].items()}
         p.first = (int(raw["first"][0]), int(raw["first"][1])) if raw["first"] else None
         p.last = (int(raw["last"][0]), int(raw["last"][1])) if raw["last"] else None
+        p.fields = FieldProfile.from_json(raw["fields"]) if raw.get("fields") else None
         return p
 
 

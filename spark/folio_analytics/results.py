@@ -1,9 +1,10 @@
 """What a run shows: a topic's statistics and the cluster summary (pure).
 
 Owns: ``topic_results`` (the JSON the admin API returns for one topic or
-partition, built from its ``Profile``, its subscriptions' lag and the
-Key_Shared prediction) and ``cluster_summary`` (hottest and largest topics,
-skewed keys, subscriptions falling behind by age). Rule: every list is cut to
+partition, built from its ``Profile``, its subscriptions' lag, the Key_Shared
+prediction and, for a JSON or AVRO topic, its payload fields) and
+``cluster_summary`` (hottest and largest topics, skewed keys, subscriptions
+falling behind by age). Rule: every list is cut to
 a fixed length, so a topic's results stay within ``RESULT_BYTES`` whatever
 the topic holds; nothing here reads a clock (``now_ms`` is given).
 """
@@ -81,6 +82,7 @@ def topic_results(
             for sub, shares in key_shared.items()
         },
         "warnings": warnings,
+        "fields": None if profile.fields is None else profile.fields.view(),
     }
 
 

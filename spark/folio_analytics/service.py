@@ -7,8 +7,10 @@ schedule), reads what is new in every topic partition (``job.read_new``),
 folds it into the stored state and writes results, state and positions
 (``assemble``), reporting progress in the run record as it goes. Rules:
 decisions live in ``coordination.analytics_run`` (one run at a time, one
-queued, a dead service's run queued again) and ``assemble``; every run-record
-write is a CAS; a service that loses its lease stops (exit 75: restart me)
+queued, a dead service's run queued again), ``schedule`` (per namespace) and
+``assemble``; every write is fenced by the service's election key (``fence``:
+a paused former leader's writes are refused) and every run-record write is
+also a CAS; a service that loses its lease stops (exit 75: restart me)
 and a standby takes over, continuing from the stored positions.
 """
 
@@ -27,19 +29,21 @@ from coordination import keys
 from coordination.clock import Clock, WallClock
 from coordination.election import Election
 from coordination.session import LeaseSession
-from coordination.store import MetadataStore, update_with_retry
+from coordination.store import MetadataStore
 from folio_analytics import store_io
 from folio_analytics.assemble import LogInput, needs_full_read, partition_record, topic_record
+from folio_analytics.fence import Fence, Fenced
 from folio_analytics.job import LogRef, job_progress, read_new
 from folio_analytics.profile import Profile
 from folio_analytics.results import cluster_summary
+from folio_analytics.schedule import Schedule, covered, due_scope
 from folio_analytics.session import spark_session
 from folio_analytics.sql import SqlRunner
 
 log = logging.getLogger("folio.analytics")
 
-DEFAULT_INTERVAL_S = 300  # as gateway.api.admin_analytics: scheduled runs every 5 minutes unless set
 POLL_S = 0.5
+SCHEDULE_CHECK_MS = 2_000  # the schedule (settings, namespace policies) is read at most this often
 SPARK_START_ATTEMPTS = 3
 
 
@@ -62,13 +66,13 @@ class AnalyticsService:
         self.session = LeaseSession(store, lease_ttl_s)
         self.spark: Any = None
         self.sql: SqlRunner | None = None
+        self._next_schedule_ms = 0
+        # replaced when elected; until then every write is refused (no key has mod_revision -1)
+        self.fence = Fence(store, keys.election(keys.ANALYTICS_ELECTION) + service_id, -1)
 
     async def run(self) -> None:
         """Campaign, then serve runs and queries until the lease is lost."""
-        await self.session.start()
-        election = Election(self.store, keys.ANALYTICS_ELECTION, self.service_id, self.session)
-        print(f"FOLIO-ANALYTICS READY id={self.service_id}", flush=True)
-        await election.campaign()
+        await self.elect()
         started = time.monotonic()
         for attempt in range(1, SPARK_START_ATTEMPTS + 1):
             try:
@@ -90,10 +94,20 @@ class AnalyticsService:
                 await self._tick()
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self.session.lost.wait(), POLL_S)
+        except Fenced:  # paused past the lease: another service leads now; exit 75 as on a lost lease
+            log.warning("no longer the elected analytics service: stopping", exc_info=True)
         finally:
             queries.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await queries
+
+    async def elect(self) -> None:
+        """Start the lease, campaign, and return once elected with the writes fenced by it."""
+        await self.session.start()
+        election = Election(self.store, keys.ANALYTICS_ELECTION, self.service_id, self.session)
+        print(f"FOLIO-ANALYTICS READY id={self.service_id}", flush=True)
+        await election.campaign()
+        self.fence = Fence(self.store, election.key, election.mod_revision)
 
     async def close(self) -> None:
         await self.session.close()
@@ -111,25 +125,31 @@ class AnalyticsService:
             written[:] = [new] if new is not None else []
             return None if new is None else new.to_json()
 
-        await update_with_retry(self.store, keys.ANALYTICS_RUN, modify)
+        await self.fence.update(keys.ANALYTICS_RUN, modify)
         return written[0] if written else None
 
-    async def _interval_s(self) -> int:
+    async def _schedule(self) -> tuple[Schedule, dict[str, int]]:
+        """The cluster's and every namespace's interval, and when each namespace was last covered."""
         settings = await store_io.read_json(self.store, keys.ANALYTICS_SETTINGS)
-        try:
-            return int((settings or {}).get("intervalSeconds", DEFAULT_INTERVAL_S))
-        except (TypeError, ValueError):
-            return DEFAULT_INTERVAL_S
+        policies = await store_io.namespace_policies(self.store)
+        stored = await store_io.read_json(self.store, keys.ANALYTICS_SCHEDULE) or {}
+        last = {str(ns): int(ms) for ns, ms in (stored.get("covered") or {}).items()}
+        return Schedule.of(settings, policies), last
 
     async def _tick(self) -> None:
-        interval = await self._interval_s()
+        now = self.clock.now_ms()
+        if now >= self._next_schedule_ms:
+            self._next_schedule_ms = now + SCHEDULE_CHECK_MS
+            schedule, last = await self._schedule()
+            scope = due_scope(schedule, last, now)
+            if scope is not None:
 
-        def schedule(record: run_core.RunRecord) -> run_core.RunRecord | None:
-            if not run_core.due(record, interval, self.clock.now_ms()):
-                return None
-            return run_core.request(record, self.clock.now_ms(), "scheduled")[0]
+                def scheduled(record: run_core.RunRecord) -> run_core.RunRecord | None:
+                    if record.queued or record.state is run_core.RunState.RUNNING:
+                        return None
+                    return run_core.request(record, self.clock.now_ms(), "scheduled", scope)[0]
 
-        await self._update(schedule)
+                await self._update(scheduled)
         taken = await self._update(lambda r: run_core.take(r, self.service_id, self.clock.now_ms()))
         if taken is not None:
             await self._run(taken)
@@ -140,7 +160,9 @@ class AnalyticsService:
         run_id = record.run_id
         began = time.monotonic()
         try:
-            figures = await self._statistics(run_id)
+            figures = await self._statistics(run_id, record.scope)
+        except Fenced:
+            raise
         except Exception as exc:  # a failed run is reported, the service goes on
             log.exception("statistics run %d failed", run_id)
             text = str(exc)  # a Python worker's traceback: its end says what failed
@@ -148,17 +170,22 @@ class AnalyticsService:
                 f"{type(exc).__name__}: {text[:300]}{' … ' + text[-700:] if len(text) > 1000 else text[300:]}"
             )
             await self._update(lambda r: run_core.finish(r, run_id, self.clock.now_ms(), {}, error))
-            return
-        figures["durationMs"] = round((time.monotonic() - began) * 1000)
-        await self._update(lambda r: run_core.finish(r, run_id, self.clock.now_ms(), figures))
+        else:
+            figures["durationMs"] = round((time.monotonic() - began) * 1000)
+            await self._update(lambda r: run_core.finish(r, run_id, self.clock.now_ms(), figures))
+        schedule, last = await self._schedule()
+        done = covered(last, record.scope, schedule.namespaces, self.clock.now_ms())
+        await self.fence.put(keys.ANALYTICS_SCHEDULE, orjson.dumps({"covered": done}))
 
     async def _progress(self, run_id: int, phase: str, done: int, total: int) -> None:
         step = run_core.Progress(phase, done, total)
         await self._update(lambda r: None if r.progress == step else run_core.progress(r, run_id, step))
 
-    async def _statistics(self, run_id: int) -> dict[str, Any]:
+    async def _statistics(self, run_id: int, scope: tuple[str, ...]) -> dict[str, Any]:
         began = time.monotonic()
-        logs = await store_io.list_logs(self.store)
+        every = await store_io.list_logs(self.store)
+        logs = [ref for ref in every if not scope or ref.namespace in scope]
+        others = sorted({ref.topic for ref in every} - {ref.topic for ref in logs})
         stored: dict[str, Profile] = {}
         previous: dict[str, dict[str, Any]] = {}
         starts: dict[str, tuple[int, int] | None] = {}
@@ -176,8 +203,9 @@ class AnalyticsService:
         await self._progress(run_id, "reading", 0, 0)
         listed = time.monotonic()
         group = f"folio-analytics-run-{run_id}"
+        decode = await store_io.decodable_topics(self.store, {ref.topic for ref in logs})
         reading = asyncio.create_task(
-            asyncio.to_thread(read_new, self.spark, self.read_options, logs, starts, group)
+            asyncio.to_thread(read_new, self.spark, self.read_options, logs, starts, group, decode)
         )
         while not reading.done():
             with contextlib.suppress(TimeoutError):
@@ -187,7 +215,7 @@ class AnalyticsService:
                 await self._progress(run_id, "reading", done, total)
         result = reading.result()
         read = time.monotonic()
-        await self._write(run_id, logs, stored, previous, result.partials, result.read)
+        await self._write(run_id, logs, stored, previous, result.partials, result.read, others)
         return {
             "listMs": round((listed - began) * 1000),
             "readMs": round((read - listed) * 1000),
@@ -206,7 +234,10 @@ class AnalyticsService:
         previous: dict[str, dict[str, Any]],
         partials: dict[str, Profile],
         read: dict[str, dict[str, Any]],
+        others: list[str],
     ) -> None:
+        """Write every log's record (and each partitioned topic's), then the cluster summary
+        of these and of ``others``, the topics outside this run's scope, as last written."""
         cursors = {ref.path: await store_io.cursors_of(self.store, ref.path) for ref in logs}
         views = await store_io.owner_views(
             await store_io.gateway_urls(self.store), [p for p, c in cursors.items() if c]
@@ -229,7 +260,7 @@ class AnalyticsService:
                 run_id,
                 now,
             )
-            await store_io.write_json(self.store, keys.analytics_topic(ref.path), record)
+            await self.fence.put(keys.analytics_topic(ref.path), orjson.dumps(record))
             if ref.partition < 0:
                 shown[ref.topic] = record["results"]
             else:
@@ -237,6 +268,10 @@ class AnalyticsService:
             await self._progress(run_id, "writing", i + 1, len(logs))
         for topic, parts in partitions.items():
             record = topic_record(parts, run_id, now)
-            await store_io.write_json(self.store, keys.analytics_topic(topic.replace("://", "/", 1)), record)
+            await self.fence.put(keys.analytics_topic(topic.replace("://", "/", 1)), orjson.dumps(record))
             shown[topic] = record["results"]
-        await self.store.put(keys.ANALYTICS_SUMMARY, orjson.dumps(cluster_summary(shown, now)))
+        for topic in others:
+            kept = await store_io.read_json(self.store, keys.analytics_topic(topic.replace("://", "/", 1)))
+            if kept is not None and kept.get("results"):
+                shown[topic] = kept["results"]
+        await self.fence.put(keys.ANALYTICS_SUMMARY, orjson.dumps(cluster_summary(shown, now)))

@@ -2,9 +2,10 @@
 
 Owns: ``LogHistogram`` (sizes and lags: exact below 16, then 8 cells per power
 of two, so a percentile is within 12.5 % of the true value; exact min/max),
-``Hll`` (HyperLogLog, 2**12 one-byte registers over Murmur3-128, about 1.6 %
-standard error) and ``HeavyHitters`` (Misra-Gries: the keys that may hold more
-than 1/capacity of the messages, each count low by at most ``error``).
+``Hll`` (HyperLogLog, 2**p one-byte registers over Murmur3-128: p = 12 for a
+topic's keys, about 1.6 % standard error; p = 10 for a payload field, 3.3 %)
+and ``HeavyHitters`` (Misra-Gries: the keys that may hold more than
+1/capacity of the messages, each count low by at most ``error``).
 Rule: every summary merges by an associative, commutative fold, so a
 statistics run that folds new data into stored totals equals one that reads
 everything again - exactly for the histogram and HyperLogLog, and for the
@@ -119,11 +120,16 @@ def _alpha(m: int) -> float:
 class Hll:
     registers: bytearray = field(default_factory=lambda: bytearray(HLL_M))
 
+    @classmethod
+    def of_precision(cls, p: int) -> Hll:
+        return cls(bytearray(1 << p))
+
     def add(self, item: bytes) -> None:
+        p = len(self.registers).bit_length() - 1
         hashed = mmh3.hash64(item, 0, signed=False)[0]
-        index = hashed >> (64 - HLL_P)
-        rest = hashed & ((1 << (64 - HLL_P)) - 1)
-        rank = (64 - HLL_P) - rest.bit_length() + 1
+        index = hashed >> (64 - p)
+        rest = hashed & ((1 << (64 - p)) - 1)
+        rank = (64 - p) - rest.bit_length() + 1
         self.registers[index] = max(self.registers[index], rank)
 
     def add_all(self, items: Iterable[bytes]) -> None:
@@ -131,28 +137,31 @@ class Hll:
             self.add(item)
 
     def merge(self, other: Hll) -> None:
+        if len(other.registers) != len(self.registers):
+            raise ValueError("HyperLogLog sketches of different precision do not merge")
         regs = self.registers
         for i, r in enumerate(other.registers):
             regs[i] = max(regs[i], r)
 
     def estimate(self) -> int:
         regs = self.registers
+        m = len(regs)
         zeros = regs.count(0)
-        if zeros == HLL_M:
+        if zeros == m:
             return 0
-        raw = _alpha(HLL_M) * HLL_M * HLL_M / sum(2.0**-r for r in regs)
-        if raw <= 2.5 * HLL_M and zeros:
-            return round(HLL_M * math.log(HLL_M / zeros))  # linear counting
+        raw = _alpha(m) * m * m / sum(2.0**-r for r in regs)
+        if raw <= 2.5 * m and zeros:
+            return round(m * math.log(m / zeros))  # linear counting
         return round(raw)
 
     def to_json(self) -> str:
         return base64.b64encode(bytes(self.registers)).decode()
 
     @classmethod
-    def from_json(cls, raw: str) -> Hll:
+    def from_json(cls, raw: str, registers: int = HLL_M) -> Hll:
         regs = bytearray(base64.b64decode(raw))
-        if len(regs) != HLL_M:
-            raise ValueError(f"HyperLogLog of {len(regs)} registers, expected {HLL_M}")
+        if len(regs) != registers:
+            raise ValueError(f"HyperLogLog of {len(regs)} registers, expected {registers}")
         return cls(regs)
 
 

@@ -1,11 +1,13 @@
-"""What the analytics service reads from and writes to etcd and the gateways (asyncio shell).
+"""What the analytics service reads from etcd and the gateways (asyncio shell).
 
 Owns: listing every topic partition's log (``list_logs``), its stored record,
 its subscriptions' cursors, the owner's view of those subscriptions (one
 admin ``stats`` call per partition that has subscriptions, to any live
 gateway, bounded concurrency and timeout; a failure leaves the view empty),
-and writing records and the summary. Rule: keys only through
-``coordination.keys``; message data is never asked of a gateway.
+the namespaces' policies, and which topics have a JSON or AVRO schema the
+connector can decode (``decodable_topics``, docs/decisions/0010). Rule: keys
+only through ``coordination.keys``; message data is never asked of a gateway;
+writes go through ``fence``.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from urllib.parse import quote
 
 import httpx
 import orjson
+from fastavro.schema import SchemaParseException
+from pyspark_folio.decode import KINDS, TopicSchema, spark_type
 
 from coordination import keys
 from coordination.store import MetadataStore
@@ -49,6 +53,33 @@ async def list_logs(store: MetadataStore) -> list[LogRef]:
         elif path.count("/") == 3:
             logs.append(LogRef(path, _full_name(path), -1, ledgers))
     return logs
+
+
+async def decodable_topics(store: MetadataStore, topics: set[str]) -> frozenset[str]:
+    """The topics whose latest schema is JSON or AVRO with a record ``decode=true`` maps."""
+    out = set()
+    for topic in sorted(topics):
+        kv = await store.get(keys.schemas(topic.replace("://", "/", 1)))
+        try:
+            latest = TopicSchema.parse(kv.value if kv else None).latest
+            if latest is not None and latest.kind in KINDS:
+                spark_type(latest.definition, latest.kind)
+                out.add(topic)
+        except (ValueError, KeyError, TypeError, SchemaParseException):
+            continue  # no usable schema: its messages are profiled without their fields
+    return frozenset(out)
+
+
+async def namespace_policies(store: MetadataStore) -> dict[str, dict[str, Any]]:
+    """Every namespace ``tenant/ns`` and its policies JSON."""
+    out = {}
+    for kv in await store.list_prefix(keys.NAMESPACES):
+        name = kv.key[len(keys.NAMESPACES) :]
+        with contextlib.suppress(orjson.JSONDecodeError):
+            value = orjson.loads(kv.value)
+            if name.count("/") == 1 and isinstance(value, dict):
+                out[name] = value
+    return out
 
 
 async def read_json(store: MetadataStore, key: str) -> dict[str, Any] | None:
@@ -103,7 +134,3 @@ async def owner_views(urls: list[str], paths: list[str]) -> dict[str, dict[str, 
 
         await asyncio.gather(*(one(i, p) for i, p in enumerate(paths)))
     return out
-
-
-async def write_json(store: MetadataStore, key: str, value: dict[str, Any]) -> None:
-    await store.put(key, orjson.dumps(value))

@@ -7,11 +7,13 @@ Module runtime: one Spark start per service (two services) plus a few seconds pe
 from __future__ import annotations
 
 import asyncio
+import base64
 import time
 from collections import Counter
 from typing import Any
 
 import httpx
+import orjson
 import pytest
 from analytics_stack import Stack
 
@@ -216,6 +218,106 @@ def test_sql_over_topics_and_its_bounds(stack: Stack) -> None:
         status, stopped = ask(http, base, {"query": slow, "timeoutSeconds": 2})
         print(f"time-bound query answered after {time.monotonic() - began:.1f} s")
         assert status == 400 and "time bound of 2 s" in stopped["reason"], stopped
+
+
+PERSON = {
+    "type": "record",
+    "name": "Person",
+    "fields": [
+        {"name": "name", "type": "string"},
+        {"name": "age", "type": "int"},
+        {"name": "score", "type": ["null", "double"], "default": None},
+        {
+            "name": "address",
+            "type": {
+                "type": "record",
+                "name": "Address",
+                "fields": [{"name": "city", "type": "string"}, {"name": "zip", "type": ["null", "int"]}],
+            },
+        },
+    ],
+}
+CITIES = ("Oslo", "Lima", "Pune")
+
+
+def person(i: int) -> dict[str, Any]:
+    return {
+        "name": f"user{i % 10}",
+        "age": 20 + i % 30,
+        "score": None if i % 5 == 0 else i * 0.5,
+        "address": {"city": CITIES[i % 3], "zip": None if i % 4 == 0 else 1000 + i},
+    }
+
+
+def test_json_and_avro_topics_get_a_profile_of_their_fields(stack: Stack) -> None:
+    url = stack.url
+    people = [person(i) for i in range(60)]
+    schema = {
+        "name": "",
+        "schema": base64.b64encode(orjson.dumps(PERSON)).decode(),
+        "properties": {},
+    }
+    with httpx.Client(timeout=60) as http:
+        for kind in ("JSON", "AVRO"):
+            for low in (0, 30):  # two requests: two entries
+                body = {
+                    "valueSchema": orjson.dumps({**schema, "type": kind}).decode(),
+                    "messages": [{"payload": orjson.dumps(p).decode()} for p in people[low : low + 30]],
+                }
+                reply = http.post(f"{url}/topics/persistent/{NS}/people-{kind.lower()}", json=body)
+                assert reply.status_code == 200, reply.text
+    run_now(url)
+    scores = [p["score"] for p in people if p["score"] is not None]
+    for kind in ("json", "avro"):
+        got = results(url, f"people-{kind}")["results"]
+        assert got["messages"] == 60
+        fields = got["fields"]
+        assert (fields["messages"], fields["undecoded"]) == (60, 0), fields
+        by = {f["path"]: f for f in fields["fields"]}
+        assert list(by) == ["name", "age", "score", "address.city", "address.zip"]
+        assert (by["age"]["min"], by["age"]["max"], by["age"]["nullFraction"]) == (20, 49, 0.0)
+        assert abs(by["age"]["distinct"] - 30) <= 1 and abs(by["name"]["distinct"] - 10) <= 1
+        assert (by["name"]["min"], by["name"]["max"]) == ("user0", "user9")
+        assert (by["score"]["min"], by["score"]["max"]) == (min(scores), max(scores))
+        assert by["score"]["nullFraction"] == 12 / 60
+        assert (by["address.city"]["min"], by["address.city"]["max"], by["address.city"]["distinct"]) == (
+            "Lima",
+            "Pune",
+            3,
+        )
+        assert by["address.zip"]["nulls"] == 15 and by["address.zip"]["max"] == 1059
+    plain = results(url, "events")["results"]
+    assert plain["fields"] is None  # a topic without a schema has no field profile
+
+
+def test_a_namespace_policy_schedules_runs_of_that_namespace_only(stack: Stack) -> None:
+    url = stack.url
+    policy = f"{url}/admin/v2/namespaces/public/sched/analyticsInterval"
+    with httpx.Client(timeout=30) as http:
+        assert http.put(f"{url}/admin/v2/analytics/settings", json={"intervalSeconds": 0}).status_code == 204
+        assert http.put(f"{url}/admin/v2/namespaces/public/sched").status_code == 204
+        assert http.post(policy, json=-1).status_code == 400
+        assert http.get(policy).json() is None  # unset: the cluster's schedule
+        body = {"messages": [{"payload": f"m{i}"} for i in range(20)]}
+        assert http.post(f"{url}/topics/persistent/public/sched/ticks", json=body).status_code == 200
+        before = results(url, "orders")["runId"]
+        assert http.post(policy, json=1).status_code == 204
+        assert http.get(policy).json() == 1
+        deadline = time.monotonic() + RUN_TIMEOUT_S
+        while True:
+            record = http.get(f"{url}/admin/v2/analytics/run").json()
+            if record["reason"] == "scheduled" and record["state"] == "idle" and record["scope"]:
+                break
+            assert time.monotonic() < deadline, record
+            time.sleep(0.2)
+        assert record["scope"] == ["public/sched"] and record["error"] is None, record
+        ticks = http.get(f"{url}/admin/v2/analytics/topics/persistent/public/sched/ticks").json()
+        assert ticks["results"]["messages"] == 20
+        assert results(url, "orders")["runId"] == before  # public/default is not on a schedule
+        summary = http.get(f"{url}/admin/v2/analytics/summary").json()["summary"]
+        listed = {row["topic"] for row in summary["largest"]}
+        assert {"persistent://public/sched/ticks", f"persistent://{NS}/orders"} <= listed, listed
+        assert http.delete(policy).status_code == 204 and http.get(policy).json() is None
 
 
 def test_a_killed_service_is_replaced_and_continues_from_stored_positions(stack: Stack) -> None:

@@ -9,6 +9,7 @@ errors anywhere. Screenshots of each page go to .folio/artifacts/.
 
 from __future__ import annotations
 
+import base64
 import re
 import time
 from collections import Counter
@@ -16,6 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
+import orjson
 import pytest
 from dashkit import DashCluster, errors_of, save_artifact
 from playwright.sync_api import Page, expect
@@ -23,7 +25,12 @@ from playwright.sync_api import Page, expect
 from folio.procs import AnalyticsProcess
 
 TOPIC = "web-stats"
-ROWS = [(f"k{i % 7}" if i % 2 else "hot", "p" * (20 + i % 200)) for i in range(300)]
+ROWS = [(f"k{i % 7}" if i % 2 else "hot", {"n": i, "text": "p" * (20 + i % 200)}) for i in range(300)]
+FIELDS = [{"name": "n", "type": "int"}, {"name": "text", "type": "string"}]
+SCHEMA = {"type": "record", "name": "Row", "fields": FIELDS}
+VALUE_SCHEMA = orjson.dumps(
+    {"name": "", "type": "JSON", "properties": {}, "schema": base64.b64encode(orjson.dumps(SCHEMA)).decode()}
+).decode()
 
 
 @pytest.fixture(scope="module")
@@ -31,9 +38,11 @@ def service(dash_cluster: DashCluster) -> Iterator[AnalyticsProcess]:
     base = dash_cluster.urls[0]
     # on demand only, so the first statistics come from the page's button
     assert httpx.put(f"{base}/admin/v2/analytics/settings", json={"intervalSeconds": 0}).status_code == 204
-    body = {"producerName": "web", "messages": [{"payload": p, "key": k} for k, p in ROWS]}
-    reply = httpx.post(f"{base}/topics/persistent/public/default/{TOPIC}", json=body, timeout=60)
-    assert reply.status_code == 200, reply.text
+    for low in range(0, len(ROWS), 30):  # ten requests: ten entries, read as several Spark tasks
+        messages = [{"payload": orjson.dumps(p).decode(), "key": k} for k, p in ROWS[low : low + 30]]
+        body = {"producerName": "web", "valueSchema": VALUE_SCHEMA, "messages": messages}
+        reply = httpx.post(f"{base}/topics/persistent/public/default/{TOPIC}", json=body, timeout=60)
+        assert reply.status_code == 200, reply.text
     ledgers = dash_cluster.ledgers
     proc = AnalyticsProcess(
         ledgers.root / "analytics",
@@ -80,6 +89,10 @@ def test_run_now_fills_the_topic_statistics_with_a_moving_progress_bar(
     expect(page.locator('[data-testid="size-histogram"] .bar-row').first).to_be_visible()
     expect(page.locator('[data-testid="stats-history-chart"] canvas')).to_have_count(1)
     expect(page.locator('[data-testid="stats-producers"] tbody tr')).to_contain_text(["web"])
+    fields = page.locator('[data-testid="stats-fields"] tbody tr')
+    expect(fields).to_have_count(2)
+    expect(fields.first).to_contain_text("n")
+    expect(fields.first).to_contain_text("299")  # the field's max
     expect(page.locator('[data-testid="run-status"]')).to_contain_text(
         re.compile(r"last run .* messages read")
     )

@@ -86,6 +86,18 @@ async def test_compare_and_swap_and_compare_and_delete(h: Harness) -> None:
     assert await s.compare_and_delete("/c/k", r2) is False
 
 
+async def test_put_guarded_writes_only_while_every_guard_holds(h: Harness) -> None:
+    s = h.store
+    leader = await s.put("/g/leader", b"a")
+    assert await s.put_guarded("/g/result", b"1", [("/g/leader", leader)]) is not None
+    assert await s.put_guarded("/g/result", b"x", [("/g/leader", leader), ("/g/absent", 0)]) is not None
+    assert await s.put_guarded("/g/result", b"2", [("/g/leader", leader + 100)]) is None
+    assert await s.delete("/g/leader")
+    assert await s.put_guarded("/g/result", b"3", [("/g/leader", leader)]) is None  # the leader is gone
+    kv = await s.get("/g/result")
+    assert kv is not None and kv.value == b"x"
+
+
 async def test_update_with_retry_under_concurrent_writers_loses_no_increment(h: Harness) -> None:
     writers, rounds = 10, 3
     calls = 0

@@ -44,6 +44,7 @@ from gateway.meta.policies import (
     Policies,
     Retention,
     parse_actions,
+    parse_analytics_interval,
     parse_enabled,
     parse_limit,
     parse_strategy,
@@ -95,6 +96,7 @@ PARSERS: dict[tuple[str, str], Callable[[Any], Any]] = {
     ("POST", f"{NS}/schemaCompatibilityStrategy"): parse_strategy,
     ("PUT", f"{NS}/schemaCompatibilityStrategy"): parse_strategy,
     ("POST", f"{NS}/isAllowAutoUpdateSchema"): lambda v: bool_field(v, "isAllowAutoUpdateSchema"),
+    ("POST", f"{NS}/analyticsInterval"): parse_analytics_interval,
 }
 
 # Bodies read by hand that no JSON schema can describe whole: a schema definition is an

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from folio_analytics.schedule import POLICY, Schedule, covered, due_scope
 
 from coordination import analytics_run as core
 from coordination.analytics_run import Progress, RequestOutcome, RunRecord, RunState
@@ -43,11 +44,40 @@ def test_json_round_trip_and_failover_requeues_a_dead_services_run() -> None:
     assert core.take(adopted, "svc-b", 8) is not None
 
 
-def test_schedule_is_due_after_the_interval_and_never_when_off() -> None:
-    idle = RunRecord(finished_ms=10_000)
-    assert not core.due(idle, 60, 69_999) and core.due(idle, 60, 70_000)
-    assert not core.due(idle, 0, 10**9)
-    assert core.due(RunRecord(), 60, 0)  # never ran
-    assert not core.due(RunRecord(queued=True), 60, 10**9)
+def test_a_failed_run_keeps_the_last_figures() -> None:
     failed = core.finish(core.take(core.request(RunRecord(), 0)[0], "s", 1), 1, 2, {}, "boom")
     assert failed is not None and failed.error == "boom" and failed.last == {}
+
+
+def test_a_queued_scheduled_run_is_widened_by_later_requests() -> None:
+    queued, outcome = core.request(RunRecord(), 0, "scheduled", ("t/a",))
+    assert outcome is RequestOutcome.STARTS and queued.queued_scope == ("t/a",)
+    wider, outcome = core.request(queued, 1, "scheduled", ("t/b",))
+    assert outcome is RequestOutcome.ALREADY_QUEUED and wider.queued_scope == ("t/a", "t/b")
+    every, _ = core.request(wider, 2)  # a user's run now covers every namespace
+    assert every.queued_scope == ()
+    running = core.take(wider, "svc", 3)
+    assert running is not None and running.scope == ("t/a", "t/b") and running.queued_scope == ()
+    assert RunRecord.from_json(running.to_json()) == running
+    adopted = core.adopt(running, "other", 4)
+    assert adopted is not None and adopted.queued_scope == ("t/a", "t/b")
+
+
+def test_each_namespace_runs_on_its_own_interval_or_the_clusters() -> None:
+    policies = {"t/fast": {POLICY: 10}, "t/off": {POLICY: 0}, "t/plain": {}}
+    policies["t/gone"] = {POLICY: 1, "deleted": True}
+    schedule = Schedule.of({"intervalSeconds": 60}, policies)
+    assert [schedule.interval_s(n) for n in ("t/fast", "t/off", "t/plain")] == [10, 0, 60]
+    assert due_scope(Schedule.of(None, {"t/a": {}, "t/b": {}}), {}, 0) == ()  # all due: one run of all
+    assert due_scope(schedule, {}, 0) == ("t/fast", "t/plain")  # never covered; t/off: on demand only
+    assert covered({}, (), schedule.namespaces, 5) == {"t/fast": 5, "t/off": 5, "t/plain": 5}
+    last = covered({}, ("t/fast", "t/plain"), schedule.namespaces, 1_000)
+    assert last == {"t/fast": 1_000, "t/plain": 1_000}
+    assert due_scope(schedule, last, 10_999) is None
+    assert due_scope(schedule, last, 11_000) == ("t/fast",)  # the shortest due schedule starts a run
+    last = covered(last, ("t/fast",), schedule.namespaces, 11_000)
+    assert due_scope(schedule, last, 20_999) is None
+    assert due_scope(schedule, last, 61_000) == ("t/fast", "t/plain")
+    assert due_scope(Schedule.of({"intervalSeconds": 0}, {"t/x": {}}), {}, 10**12) is None
+    assert Schedule.of(None, {}).cluster_s == core.DEFAULT_INTERVAL_S
+    assert "t/gone" not in covered({"t/gone": 5}, (), schedule.namespaces, 2)

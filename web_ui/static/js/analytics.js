@@ -51,6 +51,8 @@ export function sparkStats() {
     subs: [],
     keyShared: [],
     warnings: [],
+    fields: [],
+    fieldsNote: "",
     init() {
       const d = this.$el.closest("[data-tenant]").dataset;
       this.path = `/admin/v2/analytics/topics/persistent/${enc(d.tenant)}/${enc(d.namespace)}/${enc(d.topic)}`;
@@ -109,6 +111,13 @@ export function sparkStats() {
       this.keyShared = Object.entries(r.keyShared || {}).map(([sub, rows]) => ({
         sub, rows: rows.map((c) => ({ ...c, pct: `${(100 * c.share).toFixed(1)}%` })) }));
       this.warnings = r.warnings || [];
+      const fp = r.fields;
+      const shown = (v) => (v === null || v === undefined ? "–" : String(v));
+      this.fields = fp ? fp.fields.map((f) => ({
+        path: f.path, kind: f.kind, nulls: `${(100 * f.nullFraction).toFixed(1)}%`,
+        distinct: f.distinct === null ? "–" : fmt.num(f.distinct), min: shown(f.min), max: shown(f.max),
+      })) : [];
+      this.fieldsNote = fp ? `${fmt.num(fp.messages)} payloads read with the topic's schema${fp.undecoded ? `, ${fmt.num(fp.undecoded)} did not decode` : ""}` : "";
     },
     async runNow() {
       try {
