@@ -99,6 +99,7 @@ def test_default_policies_json_uses_pulsar_field_names() -> None:
         "persistence": None,
         "schema_compatibility_strategy": "UNDEFINED",
         "is_allow_auto_update_schema": True,
+        "analyticsIntervalSeconds": None,
         "deleted": False,
     }
     assert Policies().deduplication is False
