@@ -81,7 +81,9 @@ class Topology:
 
     # -------------------------------------------------------------- network
 
-    def create(self, names: list[str]) -> None:
+    def create(self, names: list[str], homes: dict[str, Path]) -> None:
+        """The bridge and a namespace per name (+ the client's); ``homes``: where each
+        service's ``/var/lib/folio`` (the image's home of ``folio``) is on this machine."""
         ip("link", "add", self.bridge, "type", "bridge")
         ip("link", "set", self.bridge, "up")
         hosts = list(SUBNET.hosts())
@@ -101,7 +103,7 @@ class Topology:
             names_here = [f"{a}\t{n}" for n, a in self.addresses.items()]
             own = f"{self.addresses[name]}\t{socket.gethostname()}"  # the "container's" hostname
             (etc / "hosts").write_text("\n".join(["127.0.0.1\tlocalhost", own, *names_here]) + "\n")
-            home = "/var/lib/folio"  # the image's `useradd --system --home /var/lib/folio folio`
+            home = homes.get(name, self.root / "workdir")  # `useradd --system --home /var/lib/folio`
             account = f"{self.folio_user}:x:{self.uid}:{self.uid}::{home}:/usr/sbin/nologin"
             (etc / "passwd").write_text(Path("/etc/passwd").read_text().rstrip("\n") + f"\n{account}\n")
             group = f"{self.folio_user}:x:{self.uid}:"

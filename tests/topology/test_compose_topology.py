@@ -109,7 +109,9 @@ def topology() -> Iterator[tuple[Topology, list[ServiceRun], dict[str, Any]]]:
     try:
         (root / "logs").mkdir()
         (root / "workdir").mkdir()
-        topo.create([r.name for r in runs])
+        topo.create(
+            [r.name for r in runs], {r.name: r.mounts[v] for r in runs for v in img.volumes if v in r.mounts}
+        )
         for run in runs:
             topo.prepare_dirs(run, set(img.volumes) if run.image == FOLIO_IMAGE else set())
             for dep, condition in run.depends_on.items():
