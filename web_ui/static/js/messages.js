@@ -118,17 +118,22 @@ export function peekPanel() {
       const q = `offset=${this.offset}&limit=${this.limit}`;
       const path = this.source ? `${base}/subscription/${enc(this.source)}/messages?${q}` : `${base}/messages?from=earliest&${q}`;
       const key = `${this.source}|${this.partition}|${this.offset}`;
+      this.seq = (this.seq || 0) + 1;
+      const seq = this.seq;
+      this.loadedKey = ""; // loading: what the table shows is about to change
+      let messages = [];
+      let error = "";
       try {
         const body = await api(path);
-        this.messages = (body?.messages || []).map(messageRow);
-        this.error = "";
+        messages = (body?.messages || []).map(messageRow);
       } catch (e) {
-        this.messages = [];
-        this.error = explain(e, "Message browsing");
-      } finally {
-        this.loaded = true;
-        this.loadedKey = key;
+        error = explain(e, "Message browsing");
       }
+      if (seq !== this.seq) return; // a later load was asked meanwhile: its answer wins
+      this.messages = messages;
+      this.error = error;
+      this.loaded = true;
+      this.loadedKey = key;
     },
   };
 }
