@@ -6,7 +6,7 @@ processes: every compose service runs the Dockerfile's entrypoint + its ``comman
 reaching the others by service name (``/etc/netns/<ns>/hosts``), as the image's
 ``folio`` user where the Dockerfile says so, with only the volume paths rewritten to
 per-service directories and ``depends_on``/``restart`` honoured (tests/topology/
-netns.py, compose_model.py; docs/testing.md "Deployment topology"). A client in its
+netns.py, compose_model.py; docs/testing.md §7). A client in its
 own namespace then does what a user of the compose file does (compose_client.py).
 The module shares one topology (70 s on a quiet box, 140 s at load 20: the analytics
 service's Spark session and run are most of it); the Dockerfile checks need none.
@@ -49,8 +49,7 @@ def compose() -> dict[str, Any]:
 
 
 def listening_ports(run: ServiceRun) -> set[int]:
-    ports = {int(v) for v in (flag(run.argv, "--port"), flag(run.argv, "--metrics-port")) if v}
-    return ports
+    return {int(v) for v in (flag(run.argv, "--port"), flag(run.argv, "--metrics-port")) if v}
 
 
 # ---------------------------------------------------------------- the Dockerfile, read
