@@ -1,7 +1,8 @@
 """A durable subscription's acknowledgement state (pure).
 
 Owns: ``Cursor`` - the mark-delete position (every entry <= it is acked),
-the sorted disjoint ranges of fully acked entries beyond it, the batch-index
+the sorted disjoint ranges of fully acked entries beyond it
+(``cursor_ranges.AckedRanges``), the batch-index
 acks of partly acked entries, and the message count of every entry the
 subscription has read and not yet fully acked; its bounded ``snapshot`` and
 ``Cursor.restore``. What it needs to know about the topic's log comes in as
@@ -33,10 +34,10 @@ Rules (docs/compatibility.md §4.6-4.8, docs/architecture.md §4):
 from __future__ import annotations
 
 import re
-from bisect import bisect_right, insort
 from collections.abc import Iterable
 from typing import Any
 
+from gateway.broker.cursor_ranges import AckedRanges
 from gateway.broker.log_layout import LogView
 from gateway.broker.message_counts import MessageView
 from gateway.errors import CorruptCursorSnapshot
@@ -48,7 +49,6 @@ BATCHES_PERSISTED_MAX = 1000
 ENTRIES_TRACKED_MAX = 200_000  # must exceed the dispatcher's unacked + read-ahead limits
 SNAPSHOT_VERSION = 1
 
-_AFTER_ANY = 2**64  # sorts after every entry id in a (ledger, entry, _AFTER_ANY) probe
 _HEX = re.compile(r"[0-9a-f]{1,256}")
 
 
@@ -66,8 +66,7 @@ class Cursor:
     ) -> None:
         assert ranges_persisted_max >= 0 and batches_persisted_max >= 0 and entries_tracked_max >= 1
         self._mark_delete = mark_delete
-        self._ranges: list[tuple[int, int, int]] = []  # (ledger, first, last): sorted, > mark-delete
-        self._acked_entries = 0  # entries in _ranges
+        self._ranges = AckedRanges()  # beyond mark-delete
         self._partial: dict[Position, int] = {}  # entry -> bitmask of acked batch indices
         self._sizes: dict[Position, int] = {}  # seen entry -> message count (not fully acked)
         self._ranges_persisted_max = ranges_persisted_max
@@ -84,7 +83,7 @@ class Cursor:
     def is_acked(self, message: MessagePosition) -> bool:
         """Whether ``message`` is acked (for a NO_BATCH position: the whole entry)."""
         entry = message.entry
-        if entry <= self._mark_delete or self._in_ranges(entry):
+        if entry <= self._mark_delete or entry in self._ranges:
             return True
         if message.batch_index == NO_BATCH:
             return False
@@ -93,14 +92,14 @@ class Cursor:
     def acked_mask(self, entry: Position) -> int:
         """Bitmask of the acked batch indices of ``entry``; -1 when it is wholly acked
         (one lookup per entry instead of one ``is_acked`` per message)."""
-        if entry <= self._mark_delete or self._in_ranges(entry):
+        if entry <= self._mark_delete or entry in self._ranges:
             return -1
         return self._partial.get(entry, 0)
 
     def backlog(self, log: LogView) -> int:
         """Entries after mark-delete that are not fully acked."""
         total = log.entries_between(self._mark_delete, log.last_position())
-        return max(0, total - self._acked_entries)
+        return max(0, total - self._ranges.entries)
 
     def acked_ranges(self) -> list[tuple[Position, Position]]:
         """Fully acked entries beyond mark-delete, as inclusive (first, last) pairs."""
@@ -140,7 +139,7 @@ class Cursor:
         """The subscription read ``entry`` holding ``message_count`` messages; call
         it for every entry read or re-read, before delivering its messages."""
         assert 1 <= message_count <= MESSAGES_PER_ENTRY_MAX, message_count
-        if entry <= self._mark_delete or entry in self._sizes or self._in_ranges(entry):
+        if entry <= self._mark_delete or entry in self._sizes or entry in self._ranges:
             return
         if len(self._sizes) >= self._entries_tracked_max:
             self._sizes = {p: n for p, n in self._sizes.items() if p > self._mark_delete}
@@ -215,7 +214,7 @@ class Cursor:
         """Every message of ``entry`` is acked now: it joins the acked ranges."""
         self._partial.pop(entry, None)
         del self._sizes[entry]
-        self._insert_range(entry)
+        self._ranges.add(entry)
         self._collapse(log)
 
     def ack_cumulative(self, message: MessagePosition, log: LogView) -> bool:
@@ -225,7 +224,7 @@ class Cursor:
             return False
         size = self._sizes.get(entry)
         if size is None:
-            return self._in_ranges(entry) and self._advance(entry, log)  # an acked entry: whole
+            return entry in self._ranges and self._advance(entry, log)  # an acked entry: whole
         index = message.batch_index
         if index == NO_BATCH or index == size - 1:
             return self._advance(entry, log)
@@ -286,7 +285,7 @@ class Cursor:
         if taken >= size or size <= 1:
             return self._advance(entry, log)
         changed = self._advance(Position(entry.ledger_id, entry.entry_id - 1), log)
-        if not self._in_ranges(entry) and entry > self._mark_delete:
+        if entry not in self._ranges and entry > self._mark_delete:
             self._sizes = {entry: size, **{p: n for p, n in self._sizes.items() if p != entry}}  # log order
             mask = self._partial.get(entry, 0) | (1 << taken) - 1
             if mask == (1 << size) - 1:
@@ -321,7 +320,6 @@ class Cursor:
             mark_delete = position
         self._mark_delete = min(mark_delete, log.last_position())
         self._ranges.clear()
-        self._acked_entries = 0
         self._partial.clear()
         self._sizes.clear()
         self.revision += 1
@@ -343,7 +341,7 @@ class Cursor:
         return {
             "version": SNAPSHOT_VERSION,
             "markDelete": [self._mark_delete.ledger_id, self._mark_delete.entry_id],
-            "ranges": [list(r) for r in self._ranges[: self._ranges_persisted_max]],
+            "ranges": [list(r) for r in self._ranges.head(self._ranges_persisted_max)],
             "batches": [[p.ledger_id, p.entry_id, self._sizes[p], format(mask, "x")] for p, mask in partial],
         }
 
@@ -366,8 +364,7 @@ class Cursor:
             ledger, first, last = _ints(item, 3)
             if not (previous < (ledger, first - 1) and first <= last):
                 raise ValueError(f"range {item} is not sorted, disjoint and after mark-delete")
-            cursor._ranges.append((ledger, first, last))
-            cursor._acked_entries += last - first + 1
+            cursor._ranges.append(ledger, first, last)
             previous = (ledger, last)
         for item in snapshot["batches"][: cursor._batches_persisted_max]:
             ledger, entry, size = _ints(item[:3], 3)
@@ -380,7 +377,7 @@ class Cursor:
             if (
                 not 0 < mask < (1 << size) - 1
                 or position <= cursor._mark_delete
-                or cursor._in_ranges(position)
+                or position in cursor._ranges
             ):
                 raise ValueError(f"batch {item} is empty, full or already acked")
             cursor._partial[position] = mask
@@ -389,50 +386,13 @@ class Cursor:
 
     # -- internals -------------------------------------------------------------
 
-    def _in_ranges(self, entry: Position) -> bool:
-        i = bisect_right(self._ranges, (entry.ledger_id, entry.entry_id, _AFTER_ANY)) - 1
-        if i < 0:
-            return False
-        ledger, first, last = self._ranges[i]
-        return ledger == entry.ledger_id and first <= entry.entry_id <= last
-
-    def _insert_range(self, entry: Position) -> None:
-        ledger, e = entry.ledger_id, entry.entry_id
-        i = bisect_right(self._ranges, (ledger, e, _AFTER_ANY))
-        joins_previous = i > 0 and self._ranges[i - 1][0] == ledger and self._ranges[i - 1][2] == e - 1
-        joins_next = i < len(self._ranges) and self._ranges[i][0] == ledger and self._ranges[i][1] == e + 1
-        if joins_previous and joins_next:
-            self._ranges[i - 1] = (ledger, self._ranges[i - 1][1], self._ranges[i][2])
-            del self._ranges[i]
-        elif joins_previous:
-            self._ranges[i - 1] = (ledger, self._ranges[i - 1][1], e)
-        elif joins_next:
-            self._ranges[i] = (ledger, e, self._ranges[i][2])
-        else:
-            insort(self._ranges, (ledger, e, e))
-        self._acked_entries += 1
-
     def _advance(self, mark_delete: Position, log: LogView) -> bool:
         """Move mark-delete forward to ``mark_delete`` and forget what it covers
         (not if no entry lies in between: (5:99) and (6:-1) may be the same point)."""
         if mark_delete <= self._mark_delete or not log.entries_between(self._mark_delete, mark_delete):
             return False
         self._mark_delete = mark_delete
-        covered = 0
-        for ledger, first, last in self._ranges:
-            if (ledger, last) > (mark_delete.ledger_id, mark_delete.entry_id):
-                break
-            covered += 1
-            self._acked_entries -= last - first + 1
-        del self._ranges[:covered]
-        if (
-            self._ranges
-            and self._ranges[0][0] == mark_delete.ledger_id
-            and self._ranges[0][1] <= mark_delete.entry_id
-        ):
-            ledger, first, last = self._ranges[0]
-            self._ranges[0] = (ledger, mark_delete.entry_id + 1, last)
-            self._acked_entries -= mark_delete.entry_id + 1 - first
+        self._ranges.drop_through(mark_delete)
         if self._partial:
             self._partial = {p: mask for p, mask in self._partial.items() if p > mark_delete}
         while self._sizes and next(iter(self._sizes)) <= mark_delete:  # read in log order: oldest first
@@ -443,8 +403,8 @@ class Cursor:
 
     def _collapse(self, log: LogView) -> None:
         """Fold acked ranges that start right after mark-delete into it."""
-        while self._ranges:
-            ledger, first, last = self._ranges[0]
+        while (head := self._ranges.first()) is not None:
+            ledger, first, last = head
             if ledger == self._mark_delete.ledger_id:
                 adjacent = first == self._mark_delete.entry_id + 1
             else:
@@ -452,8 +412,7 @@ class Cursor:
             if not adjacent:
                 return
             self._mark_delete = Position(ledger, last)
-            self._acked_entries -= last - first + 1
-            del self._ranges[0]
+            self._ranges.drop_first()
 
 
 def _ints(item: Any, count: int) -> tuple[int, ...]:
