@@ -14,7 +14,8 @@ subscriptions,throughput}`` (rows built by the pure ``gateway.api.rollups`` and
   ``limit``) with the count before paging in ``X-Total-Count``;
 - a subscription's time lag is read from the log: the publish time of the first
   message after its mark-delete position, for at most ``LAG_READS_MAX`` backlogged
-  subscriptions per gateway and request (the others answer ``lagMs: null``);
+  subscriptions per gateway and request (the others answer ``lagMs: null``), and
+  once per mark-delete position (a subscription that does not move is read once);
 - a gateway answers at most ``SUBSCRIPTION_ROWS_BYTES`` of subscription rows
   (``X-Folio-Truncated`` when some were left out).
 """
@@ -37,6 +38,7 @@ from gateway.broker.topic_stats import subscription_stats
 from gateway.meta.errors import NotFound
 from gateway.names import InvalidName, NamespaceName, TopicName, check_tenant
 from storage.errors import StorageError
+from storage.formats.positions import Position
 
 if TYPE_CHECKING:
     from gateway.api.gateway import Gateway
@@ -47,6 +49,7 @@ FANOUT_MAX = 8
 FANOUT_TIMEOUT_S = 3.0
 LAG_READS_MAX = 256
 LAG_READ_TIMEOUT_S = 1.0
+OLDEST_CACHE_MAX = 20_000  # (topic, subscription) -> position and time: ~4 MiB at most
 SUBSCRIPTION_ROWS_BYTES = 4 * 1024 * 1024  # one gateway's answer: ~13,000 rows
 UNREACHABLE_HEADER = "X-Folio-Unreachable"
 TRUNCATED_HEADER = "X-Folio-Truncated"
@@ -81,6 +84,22 @@ async def _oldest_publish_ms(topic: Topic, sub: Subscription) -> int | None:
 class RollupViews:
     def __init__(self, gateway: Gateway) -> None:
         self.gateway = gateway
+        # (topic, subscription) -> (mark-delete position, publish time of the entry after it)
+        self._oldest: dict[tuple[str, str], tuple[Position, int]] = {}
+
+    async def _oldest_of(self, topic: Topic, name: str, sub: Subscription) -> int | None:
+        """``_oldest_publish_ms`` once per mark-delete position (the view refreshes every
+        few seconds; a subscription that does not move is read once)."""
+        key, mark = (str(topic.name), name), sub.cursor.mark_delete
+        cached = self._oldest.get(key)
+        if cached is not None and cached[0] == mark:
+            return cached[1]
+        oldest = await _oldest_publish_ms(topic, sub)
+        if oldest is not None:  # a failed read is tried again next time
+            if len(self._oldest) >= OLDEST_CACHE_MAX:
+                self._oldest.clear()
+            self._oldest[key] = (mark, oldest)
+        return oldest
 
     async def gather(
         self, path: str, local: Callable[[], Awaitable[Any]]
@@ -135,7 +154,7 @@ class RollupViews:
         )
         kept, truncated = rollups.take_within(rows, SUBSCRIPTION_ROWS_BYTES)
         backlogged = [i for i, row in enumerate(kept) if row["msgBacklog"] > 0][:LAG_READS_MAX]
-        reads = await asyncio.gather(*(_oldest_publish_ms(found[i][0], found[i][2]) for i in backlogged))
+        reads = await asyncio.gather(*(self._oldest_of(*found[i]) for i in backlogged))
         for i, oldest in zip(backlogged, reads, strict=True):
             kept[i] = rollups.with_lag(kept[i], oldest, now)
         return kept, truncated
