@@ -45,6 +45,7 @@ from coordination.errors import CoordinationError
 from coordination.patience import Backoff, patiently
 from coordination.session import LeaseSession
 from coordination.session_thread import lease_session
+from coordination.tasks import cancel_and_wait
 
 if TYPE_CHECKING:
     from gateway.api.gateway import Gateway
@@ -85,10 +86,7 @@ class Tenure:
 
     async def close(self) -> None:
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(task)
 
     async def _keep(self) -> None:
         gateway = self.gateway

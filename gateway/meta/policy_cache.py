@@ -14,13 +14,13 @@ delay (milliseconds), not by a TTL.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 
 from coordination import keys
 from coordination.errors import Compacted, CoordinationError, WatchOverflow
 from coordination.prefix_view import PrefixView, list_with_revision
 from coordination.store import EventKind, MetadataStore, WatchEvent
+from coordination.tasks import cancel_and_wait
 from coordination.watch_stream import close_watch
 from gateway.errors import GatewayError
 from gateway.meta.policies import Policies
@@ -58,10 +58,7 @@ class PolicyCache:
 
     async def close(self) -> None:
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(task)
         self._view = None
         self._policies.clear()
 

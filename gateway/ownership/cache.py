@@ -13,13 +13,13 @@ task for I/O).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Callable, Mapping
 
 from coordination.errors import Compacted, CoordinationError, WatchOverflow
 from coordination.prefix_view import Entry, PrefixView, list_with_revision
 from coordination.store import MetadataStore
+from coordination.tasks import cancel_and_wait
 from coordination.watch_stream import close_watch
 
 log = logging.getLogger(__name__)
@@ -61,10 +61,7 @@ class WatchedPrefix:
 
     async def close(self) -> None:
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(task)
 
     def _changed(self, key: str | None) -> None:
         if self.on_change is not None:

@@ -47,6 +47,7 @@ from coordination.election import Election
 from coordination.errors import CoordinationError, LeaseLost
 from coordination.session import LeaseSession
 from coordination.store import MetadataStore
+from coordination.tasks import cancel_and_wait
 from gateway.ownership.assign_core import (
     Assign,
     BalancePolicy,
@@ -120,10 +121,7 @@ class LoadManager:
 
     async def close(self) -> None:
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(task)
         if not self.session.lost.is_set():
             with contextlib.suppress(CoordinationError):
                 await self.election.resign()

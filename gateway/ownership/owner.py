@@ -43,6 +43,7 @@ from coordination import keys
 from coordination.errors import CoordinationError, LeaseLost
 from coordination.session import LeaseSession
 from coordination.store import MetadataStore
+from coordination.tasks import cancel_and_wait
 from gateway.names import NamespaceName, TopicName
 from gateway.ownership import requests
 from gateway.ownership.assign_core import BalancePolicy, least_loaded_gateway
@@ -136,10 +137,7 @@ class OwnershipManager:
         watched caches kept running meanwhile; an assignment to this gateway that is
         waiting for it is taken up now."""
         watch, self._lease_watch = self._lease_watch, None
-        if watch is not None:
-            watch.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await watch
+        await cancel_and_wait(watch)
         self._lose_all()
         self.session = session
         await self.start()  # the caches start on the first join and keep running after

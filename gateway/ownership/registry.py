@@ -24,6 +24,7 @@ from coordination.clock import Clock, WallClock
 from coordination.errors import CoordinationError, LeaseLost
 from coordination.session import LeaseSession
 from coordination.store import MetadataStore
+from coordination.tasks import cancel_and_wait
 from gateway.ownership.cache import WatchedPrefix
 from gateway.ownership.records import GatewayInfo, LoadReport, gateway_of_key
 
@@ -95,10 +96,7 @@ class GatewayRegistry:
         """Register again under ``session`` (a new lease, after the old one was lost);
         the cache of live gateways kept running meanwhile."""
         reporter, self._reporter = self._reporter, None
-        if reporter is not None:
-            reporter.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await reporter
+        await cancel_and_wait(reporter)
         self.session = session
         self._started = False
         await self.start()
@@ -106,10 +104,7 @@ class GatewayRegistry:
     async def close(self, deregister: bool = True) -> None:
         """Stop reporting and watching; with ``deregister`` delete the key now (if still ours)."""
         reporter, self._reporter = self._reporter, None
-        if reporter is not None:
-            reporter.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await reporter
+        await cancel_and_wait(reporter)
         await self._cache.close()
         if deregister and self._started and not self.session.lost.is_set():
             with contextlib.suppress(CoordinationError):
