@@ -12,6 +12,7 @@ observes; it prints one JSON object of what it saw (the test asserts on it), wit
 
 Usage: python compose_client.py KEYS_DIR GATEWAY[,GATEWAY] NODE [LISTEN=SERVICE:PORT,...]
 (the last: compose's published ports, served here as Docker's proxy serves them on the host)
+       python compose_client.py --restarted KEYS_DIR GATEWAY[,GATEWAY] NODE  (after NODE was killed)
 """
 
 from __future__ import annotations
@@ -240,7 +241,31 @@ async def scenario(keys: Path, gateways: list[str], ports: dict[str, str]) -> di
     return report
 
 
+async def restarted(keys: Path, gateways: list[str], node: str) -> dict[str, Any]:
+    """After ``node`` was killed: how long until it answers again (with the proof), and what
+    the gateways then list and whether a publish is stored."""
+    secret, started = (keys / "cluster.key").read_bytes(), time.monotonic()
+    answer = ""
+    while time.monotonic() - started < READY_TIMEOUT_S and answer != "reply":
+        with contextlib.suppress(OSError):
+            answer = await asyncio.to_thread(node_answers, node, secret)
+        await asyncio.sleep(0.2)
+    report: dict[str, Any] = {"answer": answer, "answered_s": round(time.monotonic() - started, 1)}
+    admin = {"Authorization": f"Bearer {(keys / 'admin.token').read_text().strip()}"}
+    async with httpx.AsyncClient(timeout=30) as http:
+        report.update(await wait_ready(http, gateways, admin))
+        report["published"] = await publish(http, gateways[0], b"after the restart", admin)
+    return report
+
+
 def main() -> None:
+    if sys.argv[1] == "--restarted":
+        print(
+            orjson.dumps(
+                asyncio.run(restarted(Path(sys.argv[2]), sys.argv[3].split(","), sys.argv[4]))
+            ).decode()
+        )
+        return
     keys, gateways, node = Path(sys.argv[1]), sys.argv[2].split(","), sys.argv[3]
     ports = dict(p.split("=") for p in sys.argv[4].split(",") if p)
     report: dict[str, Any] = {}
