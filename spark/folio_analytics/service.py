@@ -3,7 +3,7 @@
 Owns: one service process - its etcd lease, its candidacy in the
 ``analytics`` election, its Spark session (started once, when elected), and
 the loop that takes runs from the run record (a gateway's request, or the
-schedule), reads what is new in every topic partition (``job.read_new``),
+schedule), reads what is new in every topic partition (``job.ReadJob``),
 folds it into the stored state and writes results, state and positions
 (``assemble``), reporting progress in the run record as it goes. Rules:
 decisions live in ``coordination.analytics_run`` (one run at a time, one
@@ -33,7 +33,7 @@ from coordination.store import MetadataStore
 from folio_analytics import store_io
 from folio_analytics.assemble import LogInput, needs_full_read, partition_record, topic_record
 from folio_analytics.fence import Fence, Fenced
-from folio_analytics.job import LogRef, job_progress, read_new
+from folio_analytics.job import LogRef, ReadJob
 from folio_analytics.profile import Profile
 from folio_analytics.results import cluster_summary
 from folio_analytics.schedule import Schedule, covered, due_scope
@@ -43,6 +43,7 @@ from folio_analytics.sql import SqlRunner
 log = logging.getLogger("folio.analytics")
 
 POLL_S = 0.5
+PROGRESS_S = 0.2  # while Spark reads, the entries of its finished tasks are reported this often
 SCHEDULE_CHECK_MS = 2_000  # the schedule (settings, namespace policies) is read at most this often
 SPARK_START_ATTEMPTS = 3
 
@@ -204,13 +205,12 @@ class AnalyticsService:
         listed = time.monotonic()
         group = f"folio-analytics-run-{run_id}"
         decode = await store_io.decodable_topics(self.store, {ref.topic for ref in logs})
-        reading = asyncio.create_task(
-            asyncio.to_thread(read_new, self.spark, self.read_options, logs, starts, group, decode)
-        )
-        while not reading.done():
+        job = ReadJob(self.spark, self.read_options, logs, starts, group, decode)
+        reading = asyncio.create_task(asyncio.to_thread(job.run))
+        while not reading.done():  # entries of the finished Spark tasks, as they finish
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(asyncio.shield(reading), POLL_S)
-            done, total = job_progress(self.spark, group)
+                await asyncio.wait_for(asyncio.shield(reading), PROGRESS_S)
+            done, total = job.progress()
             if total:
                 await self._progress(run_id, "reading", done, total)
         result = reading.result()
@@ -223,6 +223,7 @@ class AnalyticsService:
             "partitions": len(logs),
             "topics": len({ref.topic for ref in logs}),
             "messagesRead": sum(r["messages"] for r in result.read.values()),
+            "entriesRead": job.progress()[0],
             "bytesRead": sum(r["bytes"] for r in result.read.values()),
         }
 

@@ -52,8 +52,9 @@ def rows_for(count: int, start: int = 0) -> list[tuple[str | None, str, str]]:
     return out
 
 
-def run_now(url: str) -> dict[str, Any]:
-    """Request a run and wait for it to finish; the run record then."""
+def run_now(url: str, reading: set[tuple[int, int]] | None = None) -> dict[str, Any]:
+    """Request a run and wait for it to finish; the run record then. ``reading`` gets the
+    reading progress seen: (entries read by finished tasks, entries planned)."""
     with httpx.Client(timeout=30) as http:
         requested = http.post(f"{url}/admin/v2/analytics/run")
         assert requested.status_code == 202, requested.text
@@ -61,6 +62,8 @@ def run_now(url: str) -> dict[str, Any]:
         deadline = time.monotonic() + RUN_TIMEOUT_S
         while time.monotonic() < deadline:
             record = http.get(f"{url}/admin/v2/analytics/run").json()
+            if reading is not None and record["progress"]["phase"] == "reading":
+                reading.add((record["progress"]["done"], record["progress"]["total"]))
             if record["runId"] >= target and record["state"] == "idle":
                 assert record["error"] is None, record
                 return record
@@ -89,8 +92,12 @@ def test_statistics_equal_what_was_published(stack: Stack) -> None:
     size = publish(url, "orders", rows)
     event_rows = rows_for(200)
     event_size = publish(url, "events", event_rows)
-    record = run_now(url)
+    reading: set[tuple[int, int]] = set()
+    record = run_now(url, reading)
     assert record["last"]["messagesRead"] >= 800, record
+    print(f"reading progress seen (entries read, planned): {sorted(reading)}; last: {record['last']}")
+    assert 6 <= record["last"]["entriesRead"] <= 800, record  # at least one entry per REST request
+    assert any(total > 0 for _, total in reading) and all(d <= t for d, t in reading), reading
 
     orders = results(url, "orders")
     got = orders["results"]

@@ -79,7 +79,8 @@ def test_run_now_fills_the_topic_statistics_with_a_moving_progress_bar(
                 widths.append(width)
         page.wait_for_timeout(100)
     print(f"progress bar widths seen: {widths}")
-    assert len(widths) >= 2, widths  # the bar showed and moved before the statistics came
+    # the bar moved through the run (planning, reading as Spark tasks finish, writing), not only once
+    assert len(set(widths)) >= 3, widths
     tiles = page.locator('[data-testid="stats-tiles"] .tile')
     expect(tiles.first).to_contain_text("300")
     expected = Counter(k for k, _ in ROWS)

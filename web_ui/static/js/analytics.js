@@ -5,14 +5,18 @@ import { api, enc, explain, fmt, poll } from "./core.js";
 import { TimeChart } from "./charts.js";
 
 const RUN = "/admin/v2/analytics/run";
+const BANDS = { planning: [2, 5], reading: [5, 90], writing: [90, 100], done: [100, 100] };
+const UNITS = { reading: "entries", writing: "topics" };
 
 export function runView(r) {
   if (!r) return { text: "", pct: 0, running: false };
   const p = r.progress || {};
   const running = r.state === "running" || r.queued;
-  const pct = r.state === "running" && p.total ? Math.round((100 * p.done) / p.total) : r.state === "running" ? 2 : 0;
+  // one bar over the whole run: planning, then reading (entries of the finished Spark tasks), then writing
+  const [low, high] = BANDS[p.phase] || [2, 2];
+  const pct = r.state === "running" ? Math.round(low + ((high - low) * (p.total ? p.done / p.total : 0))) : 0;
   let text = "";
-  if (r.state === "running") text = `run ${r.runId} ${p.phase || "starting"}${p.total ? ` ${p.done}/${p.total}` : ""}`;
+  if (r.state === "running") text = `run ${r.runId} ${p.phase || "starting"}${p.total ? ` ${p.done}/${p.total} ${UNITS[p.phase] || ""}` : ""}`;
   else if (r.queued) text = r.leader ? "run requested: waiting for the analytics service" : "run requested: no analytics service is running";
   else if (r.error) text = `last run failed: ${r.error}`;
   else if (r.last && r.last.finishedMs) text = `last run ${fmt.time(r.last.finishedMs)} · ${fmt.num(r.last.messagesRead)} messages read in ${fmt.rate(r.last.durationMs / 1000)} s`;
