@@ -76,7 +76,7 @@ CORS_METHODS = "GET, HEAD, POST, PUT, DELETE"
 _DOCS = ("/docs", "/redoc")
 CSP = (
     "default-src 'self'; connect-src 'self'{peers}; img-src 'self' data:;"
-    " style-src 'self' 'unsafe-inline'; script-src 'self' 'unsafe-eval'; object-src 'none';"
+    " style-src 'self' 'unsafe-inline'; script-src 'self'; object-src 'none';"
     " base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
 )
 _BROWSER_HEADERS = [

@@ -84,7 +84,10 @@ def test_pages_load_without_console_errors(dash_cluster: DashCluster, page: Page
     publish(base, topic, [json.dumps({"n": i}) for i in range(5)])
     subscribe(base, topic, "sub-a")
 
-    page.goto(f"{base}/")
+    response = page.goto(f"{base}/")
+    assert response is not None
+    csp = response.headers["content-security-policy"]
+    assert "script-src 'self';" in csp and "unsafe-eval" not in csp, csp  # Alpine's CSP build
     expect(page.locator('[data-testid="gateways"] tr.gw-row')).to_have_count(2)
     expect(page.locator('[data-testid="storage-nodes"] .state')).to_have_count(3)
     expect(page.locator('[data-testid="storage-nodes"] .state').first).to_have_text("writable")

@@ -46,6 +46,7 @@ export function sparkStats() {
     error: "",
     run: { text: "", pct: 0, running: false },
     atMs: 0,
+    computedText() { return `computed ${new Date(this.atMs).toLocaleString(undefined, { hour12: false })}`; },
     tiles: [],
     sizeBars: [],
     lagBars: [],

@@ -1,6 +1,6 @@
 // Entry module of every dashboard page: registers the stores and page components
 // with Alpine, then starts it.
-import Alpine from "../vendor/alpine.esm.min.js";
+import Alpine from "../vendor/alpine-csp.esm.min.js";
 import { install as installAuth } from "./auth.js";
 import { analyticsCard, sparkStats } from "./analytics.js";
 import { install as installConn } from "./conn.js";

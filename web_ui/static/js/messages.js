@@ -97,6 +97,10 @@ export function peekPanel() {
     partition: 0, // a partitioned topic is browsed one partition at a time
     get subNames() { return this.$store.topic.subNames; },
     get partitionIndexes() { return [...Array(this.$store.topic.partitions).keys()]; },
+    reload() { // the source or partition changed: from the first message again
+      this.offset = 0;
+      this.load();
+    },
     useSub(name) {
       this.source = name;
       this.offset = 0;

@@ -13,6 +13,8 @@ export function schemaCard() {
       try { return JSON.stringify(JSON.parse(data), null, 2); } catch (e) { return data; }
     },
     when(ms) { return fmt.time(ms); },
+    propertiesText(v) { return Object.entries(v.properties || {}).map(([k, x]) => `${k}=${x}`).join(", "); },
+    openVersions() { return this.versions.filter((x) => x.version === this.open); },
     async load() {
       const d = this.$el.closest("main").dataset;
       const path = `/admin/v2/schemas/${enc(d.tenant)}/${enc(d.namespace)}/${enc(d.topic)}/versions`;

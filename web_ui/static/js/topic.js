@@ -227,6 +227,7 @@ export function topicPage() {
       return this.act(`Stop pushing subscription ${this.actionSub}? Its backlog stays.`, "/webhook",
         { method: "DELETE" }, `Subscription ${this.actionSub} no longer pushes.`);
     },
+    hourAgoInput() { return this.localInput(Date.now() - 3600e3); },
     localInput(ms) {
       const d = new Date(ms - new Date(ms).getTimezoneOffset() * 60000);
       return d.toISOString().slice(0, 19);
