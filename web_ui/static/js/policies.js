@@ -161,8 +161,8 @@ export function policiesCard() {
         await api(`${this.base()}/${d.key}${d.query || ""}`, { method, json: body });
         this.ok = true;
         this.result = done;
+        await this.load(); // the form closes on the new values, never before them
         this.editing = "";
-        await this.load();
       } catch (e) {
         this.ok = false;
         this.result = `Refused: ${e.message}`;
