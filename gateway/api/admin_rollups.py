@@ -17,7 +17,8 @@ subscriptions,throughput}`` (rows built by the pure ``gateway.api.rollups`` and
   subscriptions per gateway and request (the others answer ``lagMs: null``), and
   once per mark-delete position (a subscription that does not move is read once);
 - a gateway answers at most ``SUBSCRIPTION_ROWS_BYTES`` of subscription rows
-  (``X-Folio-Truncated`` when some were left out).
+  (``X-Folio-Truncated`` when some were left out; the cluster view names those
+  gateways in it).
 """
 
 from __future__ import annotations
@@ -102,10 +103,11 @@ class RollupViews:
         return oldest
 
     async def gather(
-        self, path: str, local: Callable[[], Awaitable[Any]]
+        self, path: str, local: Callable[[], Awaitable[Any]], truncated: list[str] | None = None
     ) -> tuple[dict[str, Any], list[str]]:
         """Every live gateway's answer to ``path`` (this one's from ``local``), and the
-        gateways that did not answer."""
+        gateways that did not answer; those that said they left rows out
+        (``TRUNCATED_HEADER``) are added to ``truncated``."""
         gw = self.gateway
         me = gw.config.gateway_id
         limit = asyncio.Semaphore(FANOUT_MAX)
@@ -118,6 +120,8 @@ class RollupViews:
                 try:
                     response = await gw.http.get(f"{url}{path}", timeout=FANOUT_TIMEOUT_S)
                     response.raise_for_status()
+                    if truncated is not None and response.headers.get(TRUNCATED_HEADER):
+                        truncated.append(gateway_id)
                     return response.json()
                 except (httpx.HTTPError, ValueError):
                     failed.append(gateway_id)
@@ -263,14 +267,22 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
             scope = NamespaceName.of(tenant, namespace) if namespace else tenant
             prefix = f"persistent://{scope}/"
 
+        truncated: list[str] = []
+
         async def local() -> Any:
-            return (await views.local_subscriptions(prefix))[0]
+            rows, cut = await views.local_subscriptions(prefix)
+            if cut:
+                truncated.append(views.gateway.config.gateway_id)
+            return rows
 
         answers, failed = await views.gather(
-            f"/admin/v2/broker-stats/subscriptions?{httpx.QueryParams(prefix=prefix)}", local
+            f"/admin/v2/broker-stats/subscriptions?{httpx.QueryParams(prefix=prefix)}", local, truncated
         )
         rows = [r for body in answers.values() if isinstance(body, list) for r in body if isinstance(r, dict)]
-        return _rows(rows, query, rollups.SUBSCRIPTION_FIELDS, failed)
+        response = _rows(rows, query, rollups.SUBSCRIPTION_FIELDS, failed)
+        if truncated:
+            response.headers[TRUNCATED_HEADER] = ",".join(sorted(truncated))
+        return response
 
     return router
 

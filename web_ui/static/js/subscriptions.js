@@ -119,7 +119,11 @@ export function subscriptionsPage() {
         this.rows = (Array.isArray(body) ? body : []).map(row);
         this.total = Number(res.headers.get("X-Total-Count") ?? this.rows.length);
         const unreachable = res.headers.get("X-Folio-Unreachable");
-        this.error = unreachable ? `No answer from gateway ${unreachable}: its subscriptions are missing.` : "";
+        const truncated = res.headers.get("X-Folio-Truncated");
+        this.error = [
+          unreachable ? `No answer from gateway ${unreachable}: its subscriptions are missing.` : "",
+          truncated ? `Gateway ${truncated} has more subscriptions than one answer holds: filter by tenant or namespace.` : "",
+        ].filter(Boolean).join(" ");
       } catch (e) {
         this.rows = [];
         this.error = explain(e, "The subscriptions view");
