@@ -2,10 +2,11 @@
 
 Owns: the one route that tells a caller (the dashboard) its role and rights, so
 a page shows only what the role can do: whether security is on, the role,
-whether it is a superuser, the tenants it administers and its grants per
-namespace. Rule: it reports the caller's own rights and nothing else (no other
-role's grants, no tenant it has no right in); in open mode everything is
-allowed and it says so. Bounded: at most ``NAMESPACES_MAX`` namespaces are read.
+whether it is a superuser, the tenants it administers, its grants per namespace
+and its grants per topic (full name of a topic or partitioned topic). Rule: it
+reports the caller's own rights and nothing else (no other role's grants, no
+tenant it has no right in); in open mode everything is allowed and it says so.
+Bounded: at most ``NAMESPACES_MAX`` namespaces are read.
 """
 
 from __future__ import annotations
@@ -22,18 +23,27 @@ from gateway.security.tokens import Identity
 
 NAMESPACES_MAX = 1000
 IDENTITY = "folio.identity"
+NONE: dict[str, Any] = {
+    "securityOn": True,
+    "role": None,
+    "superuser": False,
+    "tenantAdmin": [],
+    "grants": {},
+    "topicGrants": {},
+}
 
 
 async def access_of(guard: Guard, identity: Identity | None) -> dict[str, Any]:
     if guard.config.open:
-        return {"securityOn": False, "role": None, "superuser": True, "tenantAdmin": [], "grants": {}}
+        return {**NONE, "securityOn": False, "superuser": True}
     if identity is None:
-        return {"securityOn": True, "role": None, "superuser": False, "tenantAdmin": [], "grants": {}}
+        return dict(NONE)
     if is_superuser(identity, guard.config.superusers):
-        return {"securityOn": True, "role": identity.role, "superuser": True, "tenantAdmin": [], "grants": {}}
+        return {**NONE, "role": identity.role, "superuser": True}
     store = guard.namespaces()
     admin: list[str] = []
     grants: dict[str, list[str]] = {}
+    topic_grants: dict[str, list[str]] = {}
     read = 0
     for tenant in await store.list_tenants():
         try:
@@ -44,9 +54,13 @@ async def access_of(guard: Guard, identity: Identity | None) -> dict[str, Any]:
                 read += 1
                 if read > NAMESPACES_MAX:
                     break
-                actions = (await store.policies(NamespaceName.parse(full))).permissions.get(identity.role)
+                policies = await store.policies(NamespaceName.parse(full))
+                actions = policies.permissions.get(identity.role)
                 if actions:
                     grants[full] = list(actions)
+                for topic, roles in policies.topic_permissions.items():
+                    if roles.get(identity.role):
+                        topic_grants[topic] = list(roles[identity.role])
         except GatewayError:
             continue  # deleted meanwhile
     return {
@@ -55,6 +69,7 @@ async def access_of(guard: Guard, identity: Identity | None) -> dict[str, Any]:
         "superuser": False,
         "tenantAdmin": admin,
         "grants": grants,
+        "topicGrants": topic_grants,
     }
 
 

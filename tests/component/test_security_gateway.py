@@ -322,6 +322,9 @@ async def test_topic_grants_on_every_path(sec: SecureCluster) -> None:
         assert r.status_code == 412, r.text  # grants are on the partitioned topic
         assert (await http.post(f"{grants}/tg", json=["consume"], headers=me)).status_code == 403
         await seen_everywhere(sec, f"/lookup/v2/topic/{A}/tg-p", me, 200)
+        mine = (await http.get("/admin/v2/whoami", headers=me)).json()
+        assert mine["topicGrants"] == {"persistent://ta/ns/tg-p": ["consume", "produce"]}
+        assert not mine["grants"]
         shown = (await http.get(grants, headers=sec.auth("admin-a"))).json()
         assert shown["tg"] == ["consume", "produce"] and shown["pc"] == ["consume", "produce"]
         published(await http.post(f"/topics/{A}/tg-p", json=message("x"), headers=me))

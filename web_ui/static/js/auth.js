@@ -21,24 +21,27 @@ export function withToken(url) {
   return `${url}${url.includes("?") ? "&" : "?"}token=${encodeURIComponent(t)}`;
 }
 
-function allows(access, need, tenant, namespace) {
+function allows(access, need, tenant, namespace, topic) {
   if (!access || access.superuser) return true;
   if (need === "superuser") return false;
   if (tenant && access.tenantAdmin.includes(tenant)) return true;
   if (need === "admin" || !tenant || !namespace) return false;
-  return (access.grants[`${tenant}/${namespace}`] || []).includes(need);
+  if ((access.grants[`${tenant}/${namespace}`] || []).includes(need)) return true;
+  // a grant on a partitioned topic covers its partitions
+  const base = topic ? topic.replace(/-partition-\d+$/, "") : "";
+  return Boolean(base) && ((access.topicGrants || {})[`persistent://${tenant}/${namespace}/${base}`] || []).includes(need);
 }
 
 export function install(Alpine) {
   Alpine.store("auth", {
-    access: null, // the gateway's answer: {securityOn, role, superuser, tenantAdmin, grants}
+    access: null, // the gateway's answer: {securityOn, role, superuser, tenantAdmin, grants, topicGrants}
     needed: false, // a call answered 401: ask for a token
     draft: "",
     error: "",
     get role() { return this.access && this.access.role; },
     get signedIn() { return Boolean(token()); },
     get securityOn() { return Boolean(this.access && this.access.securityOn); },
-    can(need, tenant, namespace) { return allows(this.access, need, tenant, namespace); },
+    can(need, tenant, namespace, topic) { return allows(this.access, need, tenant, namespace, topic); },
     async load() {
       try {
         const res = await fetch("/admin/v2/whoami", { headers: authHeaders(), cache: "no-store" });
@@ -68,7 +71,8 @@ function applyNeeds(auth) {
   const main = document.querySelector("main");
   const tenant = main ? main.dataset.tenant : undefined;
   const namespace = main ? main.dataset.namespace : undefined;
+  const topic = main ? main.dataset.topic : undefined;
   for (const el of document.querySelectorAll("[data-needs]")) {
-    el.style.display = auth.can(el.dataset.needs, tenant, namespace) ? "" : "none";
+    el.style.display = auth.can(el.dataset.needs, tenant, namespace, topic) ? "" : "none";
   }
 }
