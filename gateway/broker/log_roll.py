@@ -15,6 +15,9 @@ appends that wait for it, and the state of a log without a writable ledger
   the log rolls at once; a roll that closed the old ledger but could not create
   the next leaves the log unwritable: the next append retries, at most every
   ``ROLL_RETRY_MS`` (``route_append``), and appends in between fail retriably;
+- when an add fails (not fenced), the appends waiting for a roll fail with it:
+  they were made after it, and stored in the next ledger they would come before
+  the producer's resend of the failed one;
 - a fenced step (an add, the close, the list CAS) fences the whole log.
 """
 

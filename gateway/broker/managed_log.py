@@ -264,6 +264,10 @@ class ManagedLog:
                     exc = LogFenced(str(exc))
                 else:
                     self._roller.on_add_failed(writer)
+                    # appends waiting for a roll came after this one: none may be stored before it
+                    self._roller.fail_waiting(
+                        LogError(f"topic {self.topic_path}: an earlier append failed: {exc}")
+                    )
                 if not future.done():
                     future.set_exception(exc)
                     if on_done is not None:

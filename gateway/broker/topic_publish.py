@@ -13,7 +13,11 @@ Rules (docs/architecture.md §5):
   loop round later with whatever else arrived by then;
 - an entry's messages get ids (ledger, entry, partition, batch index), the
   batch index only when the entry holds more than one message; a failed add
-  answers each of its messages with a 503 (reconnect), and so does an entry
+  answers each of its messages with a 503 (reconnect), and so it does the
+  messages queued behind it (accepted before the failure was known: stored
+  later, in a next ledger, they would come before the producer's resend of the
+  failed ones - the order Pulsar keeps; ``ManagedLog`` does the same for the
+  appends that wait for a roll), and so does an entry
   stored after the topic stopped serving (its ownership epoch ended - the
   gateway's lease past its local deadline): nothing is acknowledged late;
 - every message of a publish call is settled exactly once, and the call's
@@ -232,11 +236,10 @@ class PublishPath:
                 if isinstance(exc, LogFenced) or exc is None
                 else TopicUnavailable(f"topic {self.name}: write failed: {exc}")
             )
-            for token in tokens:
+            for token in [*tokens, *self._batcher.drain()]:  # nothing behind it may overtake it
                 if dedup:
                     self.dedup.on_failed(token.producer)
                 settle(token.group, token.index, error)
-            self._pump()
             return
         if not self.host.serves(self):  # type: ignore[arg-type]
             # stored, but this gateway's ownership (its lease) ended before it answered:

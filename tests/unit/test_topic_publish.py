@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from coordination.clock import ManualClock
-from gateway.broker.broker_errors import TooManyRequests
-from gateway.broker.log_state import EntryCache
+from gateway.broker.broker_errors import TooManyRequests, TopicUnavailable
+from gateway.broker.log_state import EntryCache, LogError
 from gateway.broker.publish_core import BatcherConfig, PublishBatcher
 from gateway.broker.topic import Topic
 from gateway.broker.topic_types import PublishResult, TopicPolicies
@@ -35,6 +35,11 @@ class Log:
 
     def append(self, payload: bytes, count: int, done: Callable[[asyncio.Future[Position]], None]) -> None:
         self.appends.append((payload, count, done))
+
+    def fail(self, index: int, exc: Exception) -> None:
+        future: asyncio.Future[Position] = asyncio.get_running_loop().create_future()
+        future.set_exception(exc)
+        self.appends[index][2](future)
 
     def complete(self, index: int, entry_id: int) -> None:
         future: asyncio.Future[Position] = asyncio.get_running_loop().create_future()
@@ -89,3 +94,19 @@ async def test_a_batch_larger_than_the_room_left_is_taken_in_part_the_rest_refus
     outcomes = await second
     assert [type(o) for o in outcomes] == [PublishResult] * 3 + [TooManyRequests] * 2
     assert t.msg_in == 4
+
+
+async def test_a_failed_add_fails_the_messages_queued_behind_it() -> None:
+    """Appended after the failure they would be stored (in the next ledger) before
+    the producer's resend of the failed message: out of its order."""
+    t, log = topic()
+    t._batcher = PublishBatcher(BatcherConfig(inflight_max=1))
+    first = t.publish_many([message(0)])
+    await asyncio.sleep(0)
+    await asyncio.sleep(0)
+    behind = t.publish_many([message(1), message(2)])
+    assert len(log.appends) == 1  # queued behind the add in flight
+    log.fail(0, LogError("ledger 7: too few writable nodes"))
+    assert len(log.appends) == 1, "a message queued behind a failed add was appended after it"
+    assert [type(o) for o in await first] == [TopicUnavailable]
+    assert [type(o) for o in await behind] == [TopicUnavailable] * 2
