@@ -1,8 +1,9 @@
 """Writes of the analytics service fenced by its leadership (asyncio shell over the store).
 
 Owns: ``Fence`` - the elected service's election key and that key's
-``mod_revision`` - with ``put`` (a result, the summary, the schedule record)
-and ``update`` (the check-modify-CAS loop of the run record), each one etcd
+``mod_revision`` - with ``put`` (a result, the summary, the schedule record),
+``swap`` (a SQL answer) and ``update`` (the check-modify-CAS loop of the run
+record), each one etcd
 transaction that also compares the election key. Rule: a service that was
 paused past its lease (its election key deleted, maybe another service elected
 since) has every write refused by etcd itself - never by a check made before
@@ -41,6 +42,14 @@ class Fence:
         if revision is None:
             await self._check()
             raise Fenced(f"write of {key} refused")
+        return revision
+
+    async def swap(self, key: str, value: bytes, mod_revision: int) -> int | None:
+        """Compare-and-swap ``key`` at ``mod_revision``; None when only ``key`` changed."""
+        guards = [(key, mod_revision), (self.key, self.mod_revision)]
+        revision = await self.store.put_guarded(key, value, guards)
+        if revision is None:
+            await self._check()
         return revision
 
     async def update(self, key: str, modify: Callable[[bytes | None], bytes | None]) -> bytes | None:

@@ -84,7 +84,7 @@ class AnalyticsService:
                 if attempt == SPARK_START_ATTEMPTS:
                     raise
                 await asyncio.sleep(2.0 * attempt)
-        self.sql = SqlRunner(self.spark, self.store, self.read_options, self.clock)
+        self.sql = SqlRunner(self.spark, self.store, self.read_options, self.clock, self.fence)
         print(
             f"FOLIO-ANALYTICS LEADER id={self.service_id} spark={time.monotonic() - started:.1f}s", flush=True
         )

@@ -7,13 +7,15 @@ the Spark job group is cancelled at the time bound; rows past the row bound
 are cut; an answer past the byte bound is an error), writing the answer back,
 and keeping only the newest ``QUERY_HISTORY`` queries. Rule: every topic a
 query names is read straight from the storage nodes by the ``folio`` data
-source, as the statistics are.
+source, as the statistics are; answers are written through the service's
+``fence`` (a former leader's answer is refused).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import threading
 import time
 from typing import Any
@@ -24,21 +26,33 @@ from coordination import keys
 from coordination.analytics_run import QUERY_HISTORY
 from coordination.clock import Clock
 from coordination.store import MetadataStore
+from folio_analytics.fence import Fence, Fenced
 from folio_analytics.sql_core import Limits, QueryError, rewrite, to_cells
+
+log = logging.getLogger("folio.analytics.sql")
 
 POLL_S = 0.2
 CANCEL_EVERY_S = 0.5
 
 
 class SqlRunner:
-    def __init__(self, spark: Any, store: MetadataStore, read_options: dict[str, str], clock: Clock) -> None:
+    def __init__(
+        self, spark: Any, store: MetadataStore, read_options: dict[str, str], clock: Clock, fence: Fence
+    ) -> None:
         self.spark = spark
         self.store = store
+        self.fence = fence
         self.read_options = read_options
         self.clock = clock
         self._count = 0
 
     async def serve(self, stop: asyncio.Event) -> None:
+        try:
+            await self._serve(stop)
+        except Fenced:  # no longer elected: the new leader answers the queries
+            log.warning("SQL answers stop: no longer the elected analytics service")
+
+    async def _serve(self, stop: asyncio.Event) -> None:
         while not stop.is_set():
             listing = await self.store.list_prefix(keys.ANALYTICS_QUERIES)
             pending = [kv for kv in listing if orjson.loads(kv.value).get("state") == "pending"]
@@ -52,7 +66,7 @@ class SqlRunner:
 
     async def _answer(self, key: str, revision: int, record: dict[str, Any]) -> None:
         record["state"] = "running"
-        revision_now = await self.store.compare_and_swap(key, orjson.dumps(record), revision)
+        revision_now = await self.fence.swap(key, orjson.dumps(record), revision)
         if revision_now is None:
             return  # changed or deleted under us
         began = time.monotonic()
@@ -63,7 +77,7 @@ class SqlRunner:
         except QueryError as exc:
             record.update(state="error", error=str(exc), columns=[], rows=[])
         record["elapsedMs"] = round((time.monotonic() - began) * 1000)
-        await self.store.compare_and_swap(key, orjson.dumps(record), revision_now)
+        await self.fence.swap(key, orjson.dumps(record), revision_now)
 
     def run(self, query: str, limits: Limits) -> dict[str, Any]:
         """Run ``query`` on Spark within ``limits`` (a worker thread)."""

@@ -2,7 +2,7 @@
 
 Two services share one etcd: A is elected and writes; A's lease then expires as
 it would while A is paused (revoked here), B is elected and writes newer results.
-A's writes - a topic's record, the summary, the run record - are refused by etcd
+A's writes - a topic's record, the summary, the run record, a SQL answer - are refused by etcd
 (``Fenced``), and B's stay. The control shows the hazard the fence closes: the
 same write made without the election guard goes through.
 """
@@ -15,6 +15,7 @@ from folio_analytics.fence import Fenced
 from folio_analytics.job import LogRef
 from folio_analytics.profile import fold_messages
 from folio_analytics.service import AnalyticsService
+from folio_analytics.sql import SqlRunner
 
 from coordination import analytics_run as run_core
 from coordination import keys
@@ -62,6 +63,14 @@ async def test_a_stale_leaders_writes_are_refused(etcd_store: EtcdStore) -> None
         run = await etcd_store.get(keys.ANALYTICS_RUN)
         record = run_core.RunRecord.from_json(run.value if run else None)
         assert (record.run_id, record.service, record.queued_scope) == (2, "svc-b", ())
+
+        query = keys.analytics_query(1)  # a SQL query B has not answered yet: A may not take it
+        await etcd_store.put(query, orjson.dumps({"id": 1, "query": "SELECT 1", "state": "pending"}))
+        pending = await etcd_store.get(query)
+        assert pending is not None
+        with pytest.raises(Fenced):
+            await SqlRunner(None, etcd_store, {}, a.clock, a.fence)._answer(query, pending.mod_revision, {})
+        assert (await etcd_store.get(query) or pending).mod_revision == pending.mod_revision
 
         # control: the same stale write without the election guard overwrites B's results
         key = keys.analytics_topic(LOG.path)
