@@ -277,7 +277,7 @@ async def run_fanout(
 class StuckResult:
     stuck: int
     published: int
-    closes: Counter[int]  # close code each stuck consumer saw at the end (1006: dropped, 0: still open)
+    closes: Counter[int]  # close code each drained stuck consumer saw (1006: dropped, 0: still open)
     reader_got: int  # distinct messages the reading consumer received
     reader_close: int | None
     seconds: float  # from the first burst until the reader had everything (or gave up)
@@ -302,12 +302,15 @@ async def run_stuck(
     payload: int = 1024,
     pause_s: float = 1.0,
     queue: int = 1000,
+    sample: int | None = None,
+    drain_s: float = 5.0,
     say: Callable[[str], None] = print,
 ) -> StuckResult:
     """``stuck`` consumers that never read (``folio.ws_stuck``: raw sockets, tiny receive
     buffers) and one that does, all on the owner, under ``bursts`` REST batches of
-    ``burst`` messages of ``payload`` bytes; at the end every stuck one reads what it
-    was sent, to see how it was closed."""
+    ``burst`` messages of ``payload`` bytes; at the end the first ``sample`` stuck ones
+    (default: all) read what they were sent for up to ``drain_s``, to see how they were
+    closed."""
     topic = f"stuck-{secrets.token_hex(4)}"
     owner, _ = await _owner_and_other(http_urls, topic)
     stuck_conns = await _open_stuck([consumer_url(_ws(owner), topic, f"s{i}", queue) for i in range(stuck)])
@@ -338,8 +341,9 @@ async def run_stuck(
     while len(tally.seqs) < published and time.monotonic() < deadline and not reading.done():
         await asyncio.sleep(0.1)
     seconds = time.monotonic() - started
-    say(f"reader got {len(tally.seqs)} of {published}; reading what the {stuck} stuck consumers were sent")
-    codes = await asyncio.gather(*(conn.close_code(5.0) for conn in stuck_conns))
+    drained = stuck_conns[:sample]
+    say(f"reader got {len(tally.seqs)} of {published}; reading what {len(drained)} stuck consumers were sent")
+    codes = await asyncio.gather(*(conn.close_code(drain_s) for conn in drained))
     closes = Counter(c if c is not None else 0 for c in codes)
     for conn in stuck_conns:
         conn.abort()

@@ -5,7 +5,8 @@ bytes, the running total, pausing and resuming deliveries to a sink, and
 closing slow ones - by the rules of ``gateway.broker.pending_rules``. A sink
 reports after every delivery (``sent``); every sink still holding bytes (or
 paused) is looked at again every ``POLL_S`` - a socket drains without telling
-anyone - so the total follows what was written since, paused sinks resume,
+anyone - so it frames what it kept unframed (``refill``), the total follows
+what was written since, paused sinks resume,
 and stalled ones are closed while the gateway is over its budget. Counters
 for ``/metrics``: bytes held, sinks paused, slow-consumer closes by reason
 (``consumer``: one sink far over its limit; ``budget``: the gateway's budget).
@@ -33,6 +34,10 @@ class Throttled(Protocol):
     def set_paused(self, paused: bool) -> None: ...
 
     def close_slow(self, reason: str) -> None: ...
+
+    def refill(self) -> None:
+        """Frame deliveries kept unframed while the socket was backed up, if it took them."""
+        ...
 
 
 class DeliveryBudget:
@@ -100,6 +105,7 @@ class DeliveryBudget:
         now = self.clock.now_ms()
         for sink in list(self._holdings):
             if sink in self._holdings:
+                sink.refill()
                 self._measure(sink, now)
         budget = self.limits.budget_bytes
         for sink in over_budget(self._holdings, self.total, self.limits, now):

@@ -8,10 +8,12 @@ for the whole gateway; time comes in as ``now_ms``. Rules:
   that: overload slows a consumer down, whatever its ``receiverQueueSize``;
 - one holding ``close_bytes`` (4 x pause) or more - a delivery overshot the
   pause by far - is closed as a slow consumer (WebSocket 4429);
-- all consumers of the gateway together may hold ``budget_bytes``. While the
-  total is over it, a consumer holding more than its fair share (the budget
-  over the number of consumers holding bytes) is paused as well, and resumes
-  once it holds under half its share; the largest holders over their share
+- all consumers of the gateway together may hold ``budget_bytes``. Once the
+  total is over half of it, a consumer holding more than its fair share (the
+  budget over the number of consumers holding bytes) is paused as well - early,
+  because 1,000 consumers of one hot topic each take a whole dispatch round
+  before they are measured again - and resumes once it holds under half its
+  share; while the total is over the budget, the largest holders over their share
   that have not taken a byte for ``stall_ms`` are closed as slow consumers
   until the total fits. A consumer that keeps up drains between two looks and
   is never chosen; one already closing is not chosen again (what it holds
@@ -28,7 +30,7 @@ from typing import TypeVar
 K = TypeVar("K")
 
 PAUSE_BYTES = 4 * 1024 * 1024
-BUDGET_BYTES = 128 * 1024 * 1024
+BUDGET_BYTES = 64 * 1024 * 1024
 STALL_MS = 1000
 
 
@@ -82,7 +84,7 @@ def consumer_step(holding: Holding, total: int, holders: int, limits: PendingLim
         return Step.CLOSE
     fair = fair_share(limits, holders)
     if not holding.paused:
-        if held >= limits.pause_bytes or (total > limits.budget_bytes and held > fair):
+        if held >= limits.pause_bytes or (total > limits.budget_bytes // 2 and held > fair):
             return Step.PAUSE
         return Step.NONE
     if held <= min(limits.pause_bytes // 2, fair // 2):

@@ -1,11 +1,15 @@
 """Bytes, not frames, bound what consumers pin in a gateway (real gateway processes).
 
-Over a small delivery budget, consumers that never read are closed as slow
-(4429; a client that never reads sees its connection dropped once it is
-closed) while one that reads gets every message. (1,000 such consumers under
-bursts of 300 x 1 KiB: ``folio bench stuck``.) One consumer with
-receiverQueueSize=100000 taking 1 MiB messages slowly: the owner's RSS grows
-by what the caches hold, not by what the consumer's permits would allow.
+1,000 consumers that never read (raw sockets with 4 KiB receive buffers, so
+what they are sent stays in the gateway) on one hot topic under 5 bursts of
+300 x 1 KiB, with the default limits: the owner's RSS stays under
+``STUCK_RSS_BOUND`` (README, "Limits"), its lease holds, the stuck consumers
+are closed as slow (4429) and leave their subscriptions, and a consumer that
+reads gets every message (``folio bench stuck`` is the same run). Over a small
+delivery budget, consumers that never read are closed as slow while one that
+reads gets every message. One consumer with receiverQueueSize=100000 taking
+1 MiB messages slowly: the owner's RSS grows by what the caches hold, not by
+what the consumer's permits would allow.
 """
 
 from __future__ import annotations
@@ -27,12 +31,46 @@ pytestmark = pytest.mark.component
 MANY_SESSIONS = ("--sessions-per-role", "2000", "--load-manager-interval", "3600")  # 1,000 anonymous
 # consumers and more; no bundle moved by load while a test measures
 
-STUCK_RSS_BOUND = 800 << 20  # 1,000 consumers x 1,000 unacked each; was 2.6-3.6 GiB, then lease loss
+STUCK_RSS_BOUND = 512 << 20  # 1,000 consumers x 1,000 unacked each; was 2.6-3.6 GiB, then lease loss
 BIG_RSS_GROWTH_BOUND = 160 << 20  # entry cache (64 MiB) + read-ahead (16 MiB) + one consumer's 4 MiB
 
 
 def _metric(text: str, name: str) -> float:
     return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(name))
+
+
+def _lease(text: str) -> tuple[float, float]:
+    return _metric(text, "folio_gateway_lease_valid"), _metric(text, "folio_gateway_lease_rejoins_total")
+
+
+async def test_1000_consumers_that_never_read_cost_the_gateway_neither_its_memory_nor_its_lease(
+    messaging_cluster: Callable[..., Awaitable[MessagingCluster]],
+) -> None:
+    cluster = await messaging_cluster(gateways=0, nodes=3)
+    gateway = await cluster.add_gateway(*MANY_SESSIONS)
+    pid = gateway.pid
+    watch = Watch([pid], alive_of([pid])).start()
+    result = await run_stuck(
+        cluster.urls, stuck=1000, bursts=5, burst=300, payload=1024, sample=50, drain_s=10
+    )
+    await watch.stop()
+    async with httpx.AsyncClient(timeout=30) as http:
+        metrics = (await http.get(f"{cluster.urls[0]}/metrics")).text
+    closed = _metric(metrics, "folio_gateway_slow_consumer_closes_total")
+    valid, rejoins = _lease(metrics)
+    top = watch.rss_max[pid]
+    print(
+        f"1,000 stuck x 5 x 300 x 1 KiB: owner RSS start {mib(watch.rss_start[pid])} max {mib(top)} "
+        f"(bound {mib(STUCK_RSS_BOUND)}), slow closes {closed:.0f}, 50 drained saw {dict(result.closes)}, "
+        f"reader got {result.reader_got}/{result.published} in {result.seconds:.1f}s, "
+        f"lease valid={valid:.0f} rejoins={rejoins:.0f}"
+    )
+    assert not watch.died and gateway.pid == pid and gateway.proc is not None and gateway.proc.poll() is None
+    assert valid == 1 and rejoins == 0, "the owner lost its lease"
+    assert result.reader_got == result.published == 1500
+    assert result.reader_close is None
+    assert closed >= 500, f"only {closed:.0f} of 1,000 stuck consumers were closed"
+    assert top < STUCK_RSS_BOUND, f"owner RSS peaked at {mib(top)}"
 
 
 async def test_over_its_delivery_budget_a_gateway_closes_the_stuck_consumers_4429(

@@ -30,10 +30,12 @@ def test_a_consumer_pauses_at_its_bytes_limit_resumes_under_half_and_is_closed_f
     assert consumer_step(h, 4000, 1, LIMITS) is Step.NONE
 
 
-def test_over_budget_a_consumer_over_its_fair_share_pauses() -> None:
+def test_over_half_its_budget_a_consumer_over_its_fair_share_pauses() -> None:
     h = Holding(bytes=600)  # under its own limit, over 10_000 / 20 holders
-    assert consumer_step(h, 9_000, 20, LIMITS) is Step.NONE
-    assert consumer_step(h, 10_001, 20, LIMITS) is Step.PAUSE
+    assert consumer_step(h, 5_000, 20, LIMITS) is Step.NONE
+    assert consumer_step(h, 5_001, 20, LIMITS) is Step.PAUSE
+    h.bytes = 500  # its share exactly
+    assert consumer_step(h, 10_001, 20, LIMITS) is Step.NONE
 
 
 def test_over_budget_only_stalled_holders_over_their_share_are_closed_largest_first() -> None:

@@ -50,10 +50,14 @@ class _LazyHeap(Generic[H, V]):
         return len(self._items)
 
 
-class ReplayQueue(_LazyHeap[MessagePosition, tuple[Message, int]]):
+class ReplayQueue(_LazyHeap[MessagePosition, Message | tuple[Message, int]]):
+    """A message delivered once before (the usual case: its consumer left or was closed
+    as slow) is kept as the message alone; any other count as (message, count): a
+    subscription whose 1,000 unacked messages came back holds no object per message."""
+
     def add(self, message: Message, redelivery_count: int) -> None:
         assert message.position not in self._items, message.position
-        self._items[message.position] = (message, redelivery_count)
+        self._items[message.position] = message if redelivery_count == 1 else (message, redelivery_count)
         heapq.heappush(self._heap, message.position)
 
     def pop(self) -> tuple[Message, int]:
@@ -62,7 +66,7 @@ class ReplayQueue(_LazyHeap[MessagePosition, tuple[Message, int]]):
             position = heapq.heappop(self._heap)
             item = self._items.pop(position, None)
             if item is not None:
-                return item
+                return item if isinstance(item, tuple) else (item, 1)
 
 
 class DelayedIndex(_LazyHeap[tuple[int, MessagePosition], Message]):
