@@ -29,6 +29,7 @@ from coordination.clock import SystemClock, WallClock
 from coordination.session_thread import lease_session
 from coordination.store import MetadataStore
 from gateway.api.delivery_budget import DeliveryBudget
+from gateway.api.http_consume import HttpHeld
 from gateway.api.tenure import Tenure
 from gateway.api.throughput import ThroughputRing
 from gateway.api.webhooks import CONNECTIONS_MAX, WEBHOOKS_MAX, Webhooks
@@ -147,6 +148,7 @@ class Gateway:
         )
         self.schemas = SchemaRegistry(store)
         self.deliveries = DeliveryBudget(config.pending)
+        self.http_held = HttpHeld()  # payloads HTTP consumers hold (http_consume.py)
         self.registry = GatewayRegistry(
             store, self.session, config.gateway_id, config.http_url, load_provider=self.load_report
         )

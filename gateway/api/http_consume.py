@@ -8,7 +8,14 @@ buffer of delivered messages. Rules (docs/architecture.md §7, docs/compatibilit
   stays unacked at this consumer until acked, nacked or the consumer expires;
 - a consumer not polled for ``idle_ms`` is removed: its unacked messages are
   redelivered to other consumers (Shared) as with a WebSocket disconnect;
-- at most ``consumers_max`` HTTP consumers per gateway, ``FETCH_MAX`` per call;
+- at most ``consumers_max`` HTTP consumers per gateway, ``FETCH_MAX`` messages
+  and ``FETCH_BYTES_MAX`` payload bytes per call (at least one message);
+- bytes, not only permits: credit is given only for what fits in
+  ``CONSUMER_HELD_BYTES`` of payloads delivered and not yet fetched, at the
+  average message size seen (this consumer's, else the topic's); all HTTP
+  consumers of the gateway together hold at most ``HELD_BUDGET_BYTES`` (a
+  fetch finding nothing held while they are over it is refused: 429
+  ``too_many_requests``, counted in ``HttpHeld.refused``);
 - when the server starts to stop (``end_all``), every consumer is dropped: its
   waiting fetch or event stream (sse_consume.py) ends, so none holds the shutdown.
 """
@@ -27,8 +34,20 @@ from gateway.broker.topic import Topic
 from gateway.protocol.params import ConsumerParams, parse_consumer_params
 
 FETCH_MAX = 1000
+FETCH_BYTES_MAX = 8 * 1024 * 1024  # payload bytes in one fetch (a larger message goes out alone)
+CONSUMER_HELD_BYTES = 8 * 1024 * 1024  # one HTTP consumer's delivered, unfetched payloads
+HELD_BUDGET_BYTES = 256 * 1024 * 1024  # all HTTP consumers of a gateway together
 IDLE_MS = 60_000
 CONSUMERS_MAX = 1000
+
+
+@dataclass
+class HttpHeld:
+    """Payload bytes all HTTP consumers of a gateway hold (for ``/metrics``)."""
+
+    budget: int = HELD_BUDGET_BYTES
+    bytes: int = 0
+    refused: int = 0  # fetches refused (429) because the budget was full
 
 
 def pull_params(query: dict[str, str]) -> ConsumerParams:
@@ -51,22 +70,62 @@ class HttpConsumer(PullSink):
     granted: int = 0  # credit given and not yet used
     streaming: bool = False  # an event stream's own (sse_consume.py)
     owner: str | None = None  # the role that made it (tokens on): only it fetches and acks through it
+    held: HttpHeld = field(default_factory=HttpHeld)  # the gateway's, shared by its HTTP consumers
+    held_bytes: int = 0  # payload bytes in ``buffer``
+    seen: int = 0  # messages delivered here so far ...
+    seen_bytes: int = 0  # ... and their payload bytes: the average sizes its credit
 
     # ConsumerSink
     def deliver(self, deliveries: list[Delivery]) -> None:
         self.buffer.extend(deliveries)
+        size = sum([len(d.message.payload) for d in deliveries])
+        self.seen += len(deliveries)
+        self.seen_bytes += size
+        self.held_bytes += size
+        self.held.bytes += size
         self.granted = max(0, self.granted - len(deliveries))
         self.arrived.set()
 
     def close(self, code: str, reason: str) -> None:
         self.closed = True
+        self.release()
         self.arrived.set()
 
-    async def fetch(self, max_messages: int, wait_ms: int) -> list[Delivery]:
+    def _credit(self, want: int) -> int:
+        """``want`` messages of credit, fewer when that many messages of the average size
+        (this consumer's, else the topic's) would take it past ``CONSUMER_HELD_BYTES``."""
+        if not want:
+            return 0
+        if self.seen:
+            average = self.seen_bytes // self.seen
+        else:
+            count = getattr(self.topic, "msg_in", 0)
+            average = getattr(self.topic, "bytes_in", 0) // count if count else 0
+        room = CONSUMER_HELD_BYTES - self.held_bytes - self.granted * average
+        if room <= 0:
+            return 0
+        return min(want, max(1, room // average)) if average else want
+
+    def release(self) -> None:
+        """Its buffer no longer counts (dropped: the messages are unacked, redelivered)."""
+        self.held.bytes -= self.held_bytes
+        self.held_bytes = 0
+        self.buffer.clear()
+
+    async def fetch(self, max_messages: int, wait_ms: int, refuse: bool = True) -> list[Delivery]:
+        """Up to ``max_messages`` (and ``FETCH_BYTES_MAX``) delivered messages, waiting up to
+        ``wait_ms`` for one; ``refuse``: raise 429 when nothing is held here and the
+        gateway's budget is full (else just wait: an event stream)."""
         sub = self.sub
         assert sub is not None
-        want = max(0, max_messages - len(self.buffer) - self.granted)
-        if want:
+        held = self.held
+        if refuse and not self.buffer and held.bytes >= held.budget:
+            held.refused += 1
+            raise TooManyRequests(
+                f"the gateway's HTTP consumers hold {held.bytes} bytes, its budget is {held.budget}; retry"
+            )
+        want = self._credit(max(0, max_messages - len(self.buffer) - self.granted))
+        if want and held.bytes < held.budget:
             self.granted += want
             sub.permits(self.consumer_id, want)
         if not self.buffer and wait_ms > 0 and not self.closed:
@@ -74,13 +133,23 @@ class HttpConsumer(PullSink):
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.arrived.wait(), wait_ms / 1000)
         out: list[Delivery] = []
+        size = 0
         while self.buffer and len(out) < max_messages:
+            payload = len(self.buffer[0].message.payload)
+            if out and size + payload > FETCH_BYTES_MAX:
+                break
             out.append(self.buffer.popleft())
+            size += payload
+        self.held_bytes -= size
+        self.held.bytes -= size
         return out
 
 
 class HttpConsumers:
-    def __init__(self, consumers_max: int = CONSUMERS_MAX, idle_ms: int = IDLE_MS) -> None:
+    def __init__(
+        self, consumers_max: int = CONSUMERS_MAX, idle_ms: int = IDLE_MS, held: HttpHeld | None = None
+    ) -> None:
+        self.held = held or HttpHeld()
         self._consumers: dict[tuple[str, str, str], HttpConsumer] = {}
         self._consumers_max = consumers_max
         self._idle_ms = idle_ms
@@ -114,7 +183,7 @@ class HttpConsumers:
                 f"HTTP consumer {key[2]!r} of subscription {key[1]} is in use by another client"
             )
         if consumer is None:
-            consumer = HttpConsumer(topic, owner=owner)
+            consumer = HttpConsumer(topic, owner=owner, held=self.held)
             sub, consumer_id = await topic.subscribe(
                 key[1],
                 params.subscription_type,

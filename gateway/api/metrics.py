@@ -155,6 +155,20 @@ class GatewayCollector(Collector):
         for reason, count in budget.closed_slow.items():
             closes.add_metric([reason], count)
         yield closes
+        held = self.gateway.http_held
+        yield GaugeMetricFamily(
+            "folio_gateway_http_consumer_held_bytes",
+            "payload bytes delivered to HTTP consumers (fetch, event streams) and not yet fetched",
+            held.bytes,
+        )
+        yield GaugeMetricFamily(
+            "folio_gateway_http_consumer_budget_bytes", "the bound on all of them", held.budget
+        )
+        yield CounterMetricFamily(
+            "folio_gateway_http_consume_refused",
+            "fetches refused (429) because the HTTP consumers' budget was full",
+            held.refused,
+        )
 
     def _webhooks(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
         webhooks = self.gateway.webhooks

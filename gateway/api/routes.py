@@ -45,7 +45,7 @@ if TYPE_CHECKING:
 
 def make_router(get_gateway: Any) -> APIRouter:
     router = APIRouter()
-    consumers = HttpConsumers()
+    consumers = HttpConsumers(held=get_gateway().http_held)
 
     def gw() -> Gateway:
         gateway: Gateway = get_gateway()

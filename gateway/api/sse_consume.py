@@ -98,7 +98,7 @@ async def events(
                     break
             want = STREAM_FETCH if not max_messages else min(STREAM_FETCH, max_messages - sent)
             consumer.last_used_ms = consumers.now_ms()
-            got = await consumer.fetch(want, wait_ms)
+            got = await consumer.fetch(want, wait_ms, refuse=False)  # full budget: keep-alives
             consumer.last_used_ms = consumers.now_ms()
             if got:
                 sent += len(got)

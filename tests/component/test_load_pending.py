@@ -125,3 +125,35 @@ async def test_a_huge_receiver_queue_is_bounded_by_bytes(
     print(f"receiverQueueSize=100000, 150 x 1 MiB read slowly: owner RSS {mib(before)} -> max {top}")
     assert not watch.died
     assert growth < BIG_RSS_GROWTH_BOUND, f"RSS grew {mib(growth)}"
+
+
+async def test_an_http_consumer_is_bounded_by_bytes_not_only_by_permits(
+    messaging_cluster: Callable[..., Awaitable[MessagingCluster]],
+) -> None:
+    cluster = await messaging_cluster(gateways=1, nodes=3)
+    url = cluster.urls[0]
+    topic = f"{url}/topics/persistent/public/default/httpbytes"
+    base = f"{url}/consume/persistent/public/default/httpbytes/sub"
+    query = {"subscriptionInitialPosition": "Earliest", "max": "10"}
+    payload = base64.b64encode(b"h" * (3 << 20)).decode()  # 3 MiB each
+    async with httpx.AsyncClient(timeout=60) as http:
+        (await http.get(base, params={**query, "max": "1", "waitMs": "0"})).raise_for_status()  # subscribe
+        for _ in range(3):
+            body = {"messages": [{"payload": payload, "payloadEncoding": "base64"}] * 2}
+            (await http.post(topic, json=body)).raise_for_status()
+        sizes: list[int] = []
+        held: list[float] = []
+        for _ in range(10):
+            await asyncio.sleep(0.5)  # deliveries arrive
+            held.append(
+                _metric((await http.get(f"{url}/metrics")).text, "folio_gateway_http_consumer_held_bytes")
+            )
+            got = (await http.get(base, params={**query, "waitMs": "3000"})).json()
+            sizes.append(len(got["messages"]))
+            if sum(sizes) >= 6:
+                break
+    shown = [mib(int(h)) for h in held]
+    print(f"6 x 3 MiB, max=10 per fetch: fetched {sizes}, held before each fetch {shown}")
+    assert sum(sizes) == 6
+    assert max(sizes) <= 2, "a fetch returned more than 8 MiB of payloads"
+    assert max(held) <= 8 << 20, "an HTTP consumer held more than 8 MiB"
