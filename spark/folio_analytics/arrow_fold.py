@@ -15,7 +15,6 @@ driver, only these partial profiles do.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 
 import numpy as np
 import orjson
@@ -135,43 +134,16 @@ def fold_table(table: pa.Table, bounds: Bounds | None = None) -> dict[tuple[str,
     return out
 
 
-ENTRY = ["topic", "partition", "ledger_id", "entry_id"]
-
-
-def entries_read(tables: list[pa.Table]) -> dict[tuple[str, int], int]:
-    """Distinct entries per (topic, partition) in ``tables`` (an entry may span two)."""
-    if not tables:
-        return {}
-    distinct = pa.concat_tables(tables).group_by(ENTRY).aggregate([])
-    per = distinct.group_by(["topic", "partition"]).aggregate([([], "count_all")])
-    return {
-        (t, p): n
-        for t, p, n in zip(
-            per.column("topic").to_pylist(),
-            per.column("partition").to_pylist(),
-            per.column("count_all").to_pylist(),
-            strict=True,
-        )
-    }
-
-
-def fold_partials(batches: Iterator[pa.RecordBatch], entries: Any = None) -> Iterator[pa.RecordBatch]:
-    """``mapInArrow``: fold every batch of a Spark partition, then yield the profiles;
-    ``entries`` (an accumulator of ``job.EntriesRead``) gets the entries the task read."""
+def fold_partials(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """``mapInArrow``: fold every batch of a Spark partition, then yield the profiles."""
     folded: dict[tuple[str, int], Profile] = {}
-    seen: list[pa.Table] = []  # each batch's distinct entries
     for batch in batches:
-        table = pa.Table.from_batches([batch])
-        for group, profile in fold_table(table).items():
+        for group, profile in fold_table(pa.Table.from_batches([batch])).items():
             have = folded.get(group)
             if have is None:
                 folded[group] = profile
             else:
                 have.merge(profile)
-        if entries is not None and table.num_rows:
-            seen.append(table.select(ENTRY).group_by(ENTRY).aggregate([]))
-    if entries is not None and seen:
-        entries.add(entries_read(seen))
     if folded:
         yield pa.RecordBatch.from_pydict(
             {

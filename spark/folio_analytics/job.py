@@ -8,21 +8,21 @@ partitions cut to about ``TASKS_PER_CORE`` per core so progress moves as they
 finish), then one Spark job - the ``folio`` data source -> the projection
 ``arrow_fold.COLUMNS`` -> ``mapInArrow(fold_partials)`` -> the partial profiles,
 collected on the driver; a topic with a JSON or AVRO schema is read with
-``decode=true`` so its payload fields are profiled too - with an accumulator of
-the entries each finished task read, which the service reports while the job
-runs (``progress``). Rule: ``run`` runs in a worker thread of the service; only
-partial profiles and entry counts, never messages, reach the driver.
+``decode=true`` so its payload fields are profiled too - and ``progress``, the
+planned entries pro rata to the Spark tasks finished (Spark's status tracker),
+which the service reports while the job runs. Rule: ``run`` runs in a worker
+thread of the service; only partial profiles, never messages, reach the
+driver. (A Spark accumulator of entries per task gave exact counts but made a
+200,000-message run take 20 s instead of 10 s in ``folio bench analytics``.)
 """
 
 from __future__ import annotations
 
-import functools
 import math
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
-from pyspark.accumulators import AccumulatorParam
 from pyspark_folio.batch import FolioBatchReader
 from pyspark_folio.options import ReadOptions
 from pyspark_folio.plan import ENTRIES_PER_RANGE, ReadRange
@@ -71,21 +71,6 @@ def starting_offsets(logs: list[LogRef], starts: dict[str, tuple[int, int] | Non
     return orjson.dumps(offsets).decode()
 
 
-class EntriesRead(AccumulatorParam[dict[tuple[str, int], int]]):
-    """Entries read per (topic, partition): tasks add theirs, the driver sees each task's
-    addition when the task finishes."""
-
-    def zero(self, value: dict[tuple[str, int], int]) -> dict[tuple[str, int], int]:
-        return {}
-
-    def addInPlace(
-        self, value1: dict[tuple[str, int], int], value2: dict[tuple[str, int], int]
-    ) -> dict[tuple[str, int], int]:
-        for key, n in value2.items():
-            value1[key] = value1.get(key, 0) + n
-        return value1
-
-
 def entries_per_task(total: int, cores: int) -> int:
     """Entries per Spark partition: about ``TASKS_PER_CORE`` tasks per core, within the
     connector's default bound."""
@@ -119,7 +104,6 @@ class ReadJob:
         self.decode_topics = decode_topics & {log.topic for log in logs}
         self.bounds = bounds
         self.planned: dict[str, int] = {}  # log name -> entries planned
-        self.entries = spark.sparkContext.accumulator({}, EntriesRead())
 
     def plan(self) -> int:
         """The connector's plan of this read on the driver: entries per partition. Returns the
@@ -134,12 +118,19 @@ class ReadJob:
         return entries_per_task(sum(planned.values()), self.spark.sparkContext.defaultParallelism)
 
     def progress(self) -> tuple[int, int]:
-        """(entries read by finished tasks, entries planned); callable while ``run`` runs."""
-        read: dict[tuple[str, int], int] = self.entries.value
-        done = 0
-        for (topic, partition), n in read.items():
-            done += min(n, self.planned.get(log_name(topic, partition), 0))
-        return done, sum(self.planned.values())
+        """(entries read, entries planned) while ``run`` runs: the planned entries pro rata to the
+        Spark tasks finished (the tasks are cut to about equal entry ranges)."""
+        total = sum(self.planned.values())
+        tracker = self.spark.sparkContext.statusTracker()
+        done = tasks = 0
+        for job_id in tracker.getJobIdsForGroup(self.group):
+            job = tracker.getJobInfo(job_id)
+            for stage_id in job.stageIds if job is not None else ():
+                stage = tracker.getStageInfo(stage_id)
+                if stage is not None:
+                    done += stage.numCompletedTasks
+                    tasks += stage.numTasks
+        return (total * done // tasks if tasks else 0), total
 
     def run(self) -> ReadResult:
         result = ReadResult()
@@ -156,7 +147,6 @@ class ReadJob:
         reads = ([(",".join(plain), False)] if plain else []) + [
             (t, True) for t in sorted(self.decode_topics)
         ]
-        fold = functools.partial(fold_partials, entries=self.entries)
         try:
             partials = None
             for topics, decode in reads:
@@ -170,7 +160,7 @@ class ReadJob:
                 )
                 columns = [f"{expr} AS {name}" for name, expr in COLUMNS.items()]
                 folded = frame.selectExpr(*columns, *([DECODED] if decode else [])).mapInArrow(
-                    fold, PARTIAL_SCHEMA
+                    fold_partials, PARTIAL_SCHEMA
                 )
                 partials = folded if partials is None else partials.unionByName(folded)
             rows = partials.collect() if partials is not None else []

@@ -7,7 +7,7 @@ import orjson
 import pyarrow as pa
 import pytest
 from folio_analytics.arrow_fold import cells_of, fold_partials, fold_table
-from folio_analytics.job import EntriesRead, entries_per_task
+from folio_analytics.job import entries_per_task
 from folio_analytics.profile import Profile, fold_messages
 from folio_analytics.sketches import cell_of
 from pyspark_folio.plan import ENTRIES_PER_RANGE
@@ -53,26 +53,7 @@ def test_arrow_fold_equals_the_reference_fold() -> None:
     assert got == {k: v.to_json() for k, v in folded.items()}
 
 
-class Collected:
-    """What a Spark accumulator of ``EntriesRead`` would hold on the driver."""
-
-    def __init__(self) -> None:
-        self.value: dict[tuple[str, int], int] = {}
-
-    def add(self, value: dict[tuple[str, int], int]) -> None:
-        self.value = EntriesRead().addInPlace(self.value, value)
-
-
-def test_a_task_reports_the_entries_it_read_once_each() -> None:
-    a, b = messages(3000, 11), messages(400, 13, ledgers=1)
-    table = pa.concat_tables([table_of(a, "persistent://t/n/x", 0), table_of(b, "persistent://t/n/y", -1)])
-    seen = Collected()
-    list(fold_partials(iter(table.combine_chunks().to_batches(max_chunksize=333)), entries=seen))
-    list(fold_partials(iter([]), entries=seen))  # a task that read nothing adds nothing
-    assert seen.value == {
-        ("persistent://t/n/x", 0): len({(m.ledger_id, m.entry_id) for m in a}),
-        ("persistent://t/n/y", -1): len({(m.ledger_id, m.entry_id) for m in b}),
-    }  # entries cut over two batches (333 is not a multiple of 4 messages per entry) count once
+def test_a_read_is_cut_into_about_two_tasks_per_core() -> None:
     assert (entries_per_task(10, 2), entries_per_task(0, 2), entries_per_task(10**9, 2)) == (
         3,
         1,
