@@ -21,8 +21,9 @@ Rules checked:
   the duplicates an at-least-once retry stores, are allowed);
 - cursor regressions: a subscription's persisted mark-delete going back;
 - acks without quorum: a publish sent after a fault killed ``QUORUM_LOST_DOWN``
-  or more nodes and acked (not as a duplicate) before any of them was started
-  again - with 3 nodes and an ack quorum of 2 nothing can be durable then;
+  or more nodes (from its ``down`` op: every target had exited) and acked (not
+  as a duplicate) before any of them was started again - with 3 nodes and an
+  ack quorum of 2 nothing can be durable then;
 - unavailability: per fault, the seconds from its start until every topic has
   answered ok to a publish sent after that start (the worst topic counts);
   ``after-final-heal`` measures the same from the ``healed`` op (every fault
@@ -290,8 +291,8 @@ def _acks_without_quorum(ops: list[Op]) -> list[Value]:
     for op in ops:
         if op.get("f") != "fault":
             continue
-        if op.get("phase") == "start":
-            start = op["t"]
+        if op.get("phase") in ("start", "down"):
+            start = op["t"]  # ``down`` (every target exited) narrows the window when recorded
         elif op.get("phase") == "restart" and start is not None and op.get("down", 0) >= QUORUM_LOST_DOWN:
             windows.append((start, op["t"]))
     if not windows:

@@ -163,8 +163,7 @@ class Nemesis:
         )
         detail: dict[str, object] = {}
         if kind in (FaultKind.KILL_NODE, FaultKind.KILL_TWO_NODES, FaultKind.KILL_ALL_NODES):
-            for i in chosen:
-                cluster.nodes[i].kill9()
+            self._kill_nodes(kind, chosen)
             await asyncio.sleep(fault.hold_s)
             self.history.record(
                 "info", "fault", process="nemesis", kind=str(kind), phase="restart", down=len(chosen)
@@ -175,8 +174,7 @@ class Nemesis:
             FaultKind.POWER_LOSS_TWO_NODES,
             FaultKind.POWER_LOSS_ALL_NODES,
         ):
-            for i in chosen:
-                cluster.nodes[i].kill9()
+            self._kill_nodes(kind, chosen)
             dropped = records = 0
             for i in chosen:
                 cut = powerloss.apply(cluster.sync_log(i), random.Random(fault.pick + i), fault.torn)
@@ -246,6 +244,16 @@ class Nemesis:
 
     async def _restart_nodes(self, indexes: list[int]) -> None:
         await asyncio.gather(*(asyncio.to_thread(self.cluster.restart_node, i) for i in indexes))
+
+    def _kill_nodes(self, kind: FaultKind, chosen: list[int]) -> None:
+        """kill -9 each target and wait until it has exited, then note ``down``: from
+        then on no request can reach them (one sent between ``start`` and ``down`` may
+        still be made durable by a target that had not died yet)."""
+        for i in chosen:
+            self.cluster.nodes[i].kill9()
+        self.history.record(
+            "info", "fault", process="nemesis", kind=str(kind), phase="down", down=len(chosen)
+        )
 
     async def owner_of(self, namespace: str, topic: str) -> int:
         """Index of the gateway owning ``topic`` (0 when no lookup answers)."""

@@ -206,6 +206,22 @@ def test_an_ack_while_two_of_three_nodes_were_dead_has_no_quorum() -> None:
     assert check([*one_down, *reads]).acks_without_quorum == []
 
 
+def test_the_window_without_quorum_opens_when_every_target_has_exited() -> None:
+    # seed 202's long run: a publish sent as kill-all-nodes began was made durable by
+    # nodes not yet killed (the kills are sequential) and acked 0.1 s later
+    ops = [
+        {"t": 10.0, "type": "info", "f": "fault", "kind": "kill-all-nodes", "phase": "start"},
+        {"t": 10.2, "type": "info", "f": "fault", "kind": "kill-all-nodes", "phase": "down", "down": 3},
+        {"t": 12.0, "type": "info", "f": "fault", "kind": "kill-all-nodes", "phase": "restart", "down": 3},
+    ]
+    ops += pub(10.0, "p", 0, "1:0:-1:-1")  # sent as the kills began, acked at 10.01
+    ops += pub(10.5, "p", 1, "1:1:-1:-1")  # sent when every node was dead: cannot be durable
+    reads = [read(20, "p", s, f"1:{s}:-1:-1") for s in range(2)]
+    assert check([*ops, *reads]).acks_without_quorum == [("p", 1)]
+    without_down = [op for op in ops if op.get("phase") != "down"]
+    assert check([*without_down, *reads]).acks_without_quorum == [("p", 0), ("p", 1)]
+
+
 def test_step_down_of_woken_owners_is_reported() -> None:
     heal = {"t": 5.0, "type": "info", "f": "fault", "kind": "pause-owner-gateway", "phase": "heal"}
     result = check(
