@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from gateway.api.gateway import Gateway
+from gateway.api.throughput import ThroughputRing
 from gateway.names import NamespaceName, TopicName
 from gateway.ownership.bundles import NamespaceBundle, bundle_ranges
 from gateway.ownership.records import BUNDLE_RATES_MAX, GatewayInfo, LoadReport, smoothed
@@ -107,6 +108,8 @@ def test_load_report_rates_per_owned_bundle_since_the_previous_report(
         _load_at=100.0,
         _load_counts={},
         _bundle_rates={},
+        throughput=ThroughputRing(),
+        clock=SimpleNamespace(now_ms=lambda: 5_000),
     )
     clock = iter([102.0, 104.0])
     monkeypatch.setattr("gateway.api.gateway.time.monotonic", lambda: next(clock))
@@ -122,6 +125,7 @@ def test_load_report_rates_per_owned_bundle_since_the_previous_report(
     second = Gateway.load_report(gateway)
     assert second.msg_rate_in == pytest.approx((200 + 6 + 0) / 2)
     assert second.bundle_rates == ((P0, 21.1), (P1, 0.0))  # 0.9 x 12 + 0.1 x 103 (smoothed)
+    assert len(gateway.throughput) == 2  # each report is a sample of the dashboard's history
 
 
 def test_smoothed_rates_see_lasting_load_and_barely_a_burst() -> None:
