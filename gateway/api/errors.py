@@ -72,6 +72,8 @@ STATUS_BY_CODE: dict[str, int] = {
     "topic_unavailable": 503,
     "topic_fenced": 503,
     "duplicate_undetermined": 503,
+    "sequence_gap": 503,
+    "sequence_abandoned": 409,
     "backlog_quota_exceeded": 503,
     "log_error": 503,
     # ownership, coordination, storage

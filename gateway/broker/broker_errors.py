@@ -59,6 +59,20 @@ class DuplicateUndetermined(GatewayError):
     retriable = True
 
 
+class SequenceGap(GatewayError):
+    """Dedup: an earlier sequence id of this producer failed; send it again first."""
+
+    code = "sequence_gap"
+    retriable = True
+
+
+class SequenceAbandoned(GatewayError):
+    """Dedup: this sequence id failed and later ids were stored after it; it is
+    not stored now (it would be out of order) - send it under a new id."""
+
+    code = "sequence_abandoned"
+
+
 class BacklogQuotaExceeded(GatewayError):
     code = "backlog_quota_exceeded"
     retriable = True

@@ -19,8 +19,16 @@ Rules:
   sequence id *persisted* and *pushed*. A message at or below persisted is a
   duplicate (not stored, answered as such); one at or below pushed but above
   persisted is still in flight: the answer is a retriable error, never a silent
-  drop. A failed add lowers pushed back to persisted. At most
-  ``producers_max`` producers are tracked; the least recently used goes first.
+  drop. A failed add lowers pushed back to persisted and opens a gap at the
+  lowest sequence id that failed: later ids of that producer are refused
+  (retriable) until it is sent again, so nothing the producer pipelined behind a
+  failure is stored ahead of its resend - which dedup would otherwise answer as
+  a duplicate of ids persisted after it, acknowledging a message never stored.
+  A gap the producer does not fill within ``gap_refusals_max`` refusals is given
+  up: later ids go on, and the abandoned id is remembered (a bounded few per
+  producer) so a late resend of it is refused, never answered as a duplicate.
+  At most ``producers_max`` producers are tracked; the least recently used goes
+  first.
 """
 
 from __future__ import annotations
@@ -44,6 +52,8 @@ LIGHT_MESSAGES = 4  # an entry of at most this many messages is light
 PIPELINE_MESSAGES = 100  # ... and with more in flight, once this many messages wait
 PIPELINE_BYTES = 64 * 1024  # ... or this many bytes
 DEDUP_PRODUCERS_MAX = 10_000  # brokerDeduplicationMaxNumberOfProducers
+GAP_REFUSALS_MAX = 1_000  # refusals behind an unfilled gap before it is given up
+ABANDONED_MAX = 64  # given-up sequence ids remembered per producer
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,15 +179,24 @@ class DedupVerdict(enum.Enum):
     NEW = "new"
     DUPLICATE = "duplicate"  # already persisted: answer with the duplicate id, store nothing
     IN_FLIGHT = "in_flight"  # an add with this sequence id has not completed: retry later
+    GAP = "gap"  # an earlier id of this producer failed and was not sent again: retry later
+    ABANDONED = "abandoned"  # this id failed, its gap was given up and later ids stored
 
 
 class Dedup:
-    """Highest sequence ids per producer name, pushed (in flight) and persisted."""
+    """Highest sequence ids per producer name, pushed (in flight) and persisted,
+    and the gap a failed add leaves until the producer fills it."""
 
-    def __init__(self, producers_max: int = DEDUP_PRODUCERS_MAX) -> None:
+    def __init__(
+        self, producers_max: int = DEDUP_PRODUCERS_MAX, gap_refusals_max: int = GAP_REFUSALS_MAX
+    ) -> None:
         self._persisted: OrderedDict[str, int] = OrderedDict()
         self._pushed: dict[str, int] = {}
+        self._gap: dict[str, int] = {}  # lowest failed sequence id not sent again
+        self._refusals: dict[str, int] = {}  # refused behind the gap so far
+        self._abandoned: dict[str, deque[int]] = {}
         self._producers_max = producers_max
+        self._gap_refusals_max = gap_refusals_max
 
     def last_persisted(self, producer: str) -> int:
         return self._persisted.get(producer, -1)
@@ -185,16 +204,38 @@ class Dedup:
     def last_pushed(self, producer: str) -> int:
         return max(self._pushed.get(producer, -1), self.last_persisted(producer))
 
+    def gap(self, producer: str) -> int | None:
+        return self._gap.get(producer)
+
     def check(self, producer: str, sequence_id: int) -> DedupVerdict:
         if sequence_id <= self.last_persisted(producer):
+            if sequence_id in self._abandoned.get(producer, ()):
+                return DedupVerdict.ABANDONED
             return DedupVerdict.DUPLICATE
         if sequence_id <= self._pushed.get(producer, -1):
             return DedupVerdict.IN_FLIGHT
+        gap = self._gap.get(producer)
+        if gap is not None and sequence_id > gap:
+            refused = self._refusals.get(producer, 0) + 1
+            if refused <= self._gap_refusals_max:
+                self._refusals[producer] = refused
+                return DedupVerdict.GAP
+            self._give_up(producer, gap)
         return DedupVerdict.NEW
+
+    def _give_up(self, producer: str, gap: int) -> None:
+        abandoned = self._abandoned.setdefault(producer, deque(maxlen=ABANDONED_MAX))
+        abandoned.append(gap)
+        del self._gap[producer]
+        self._refusals.pop(producer, None)
 
     def on_pushed(self, producer: str, sequence_id: int) -> None:
         if sequence_id > self._pushed.get(producer, -1):
             self._pushed[producer] = sequence_id
+        gap = self._gap.get(producer)
+        if gap is not None and sequence_id >= gap:
+            del self._gap[producer]
+            self._refusals.pop(producer, None)
 
     def on_persisted(self, producer: str, sequence_id: int) -> None:
         if sequence_id > self._persisted.get(producer, -1):
@@ -202,11 +243,17 @@ class Dedup:
         self._persisted.move_to_end(producer)
         while len(self._persisted) > self._producers_max:
             old, _ = self._persisted.popitem(last=False)
-            self._pushed.pop(old, None)
+            for table in (self._pushed, self._gap, self._refusals, self._abandoned):
+                table.pop(old, None)
 
-    def on_failed(self, producer: str) -> None:
-        """An add failed: sequence ids above persisted may be retried."""
-        self._pushed[producer] = self.last_persisted(producer)
+    def on_failed(self, producer: str, sequence_id: int) -> None:
+        """An add failed: sequence ids above persisted may be retried, from the
+        lowest that failed on."""
+        persisted = self.last_persisted(producer)
+        self._pushed[producer] = persisted
+        if sequence_id > persisted:
+            gap = self._gap.get(producer)
+            self._gap[producer] = sequence_id if gap is None else min(gap, sequence_id)
 
     def snapshot(self) -> dict[str, int]:
         return dict(self._persisted)

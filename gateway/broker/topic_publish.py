@@ -35,6 +35,8 @@ from typing import TYPE_CHECKING
 from gateway.broker.broker_errors import (
     BacklogQuotaExceeded,
     DuplicateUndetermined,
+    SequenceAbandoned,
+    SequenceGap,
     TooManyRequests,
     TopicTerminated,
     TopicUnavailable,
@@ -180,6 +182,16 @@ class PublishPath:
                     busy = f"sequence id {sequence} of {producer} is still in flight"
                     self._settle(group, index, DuplicateUndetermined(busy))
                     continue
+                if verdict is DedupVerdict.GAP:
+                    first = (
+                        f"sequence id {self.dedup.gap(producer)} of {producer} failed: send it again first"
+                    )
+                    self._settle(group, index, SequenceGap(first))
+                    continue
+                if verdict is DedupVerdict.ABANDONED:
+                    late = f"sequence id {sequence} of {producer} failed and later ids were stored"
+                    self._settle(group, index, SequenceAbandoned(late))
+                    continue
             encoded = encode_message(message)
             if not batcher.offer(encoded, PendingMessage(group, index, producer, sequence)):
                 full = TooManyRequests(f"topic {self.name}: publish queue full, retry later")
@@ -238,7 +250,7 @@ class PublishPath:
             )
             for token in [*tokens, *self._batcher.drain()]:  # nothing behind it may overtake it
                 if dedup:
-                    self.dedup.on_failed(token.producer)
+                    self.dedup.on_failed(token.producer, token.sequence_id)
                 settle(token.group, token.index, error)
             return
         if not self.host.serves(self):  # type: ignore[arg-type]

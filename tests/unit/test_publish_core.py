@@ -123,9 +123,41 @@ def test_dedup_duplicate_in_flight_and_failure() -> None:
     assert dedup.check("p", 1) is DedupVerdict.DUPLICATE
     assert dedup.check("p", 0) is DedupVerdict.DUPLICATE
     dedup.on_pushed("p", 2)
-    dedup.on_failed("p")
+    dedup.on_failed("p", 2)
     assert dedup.check("p", 2) is DedupVerdict.NEW  # a failed add may be retried
     assert dedup.check("q", 0) is DedupVerdict.NEW  # per producer
+
+
+def test_dedup_refuses_what_was_pipelined_behind_a_failure_until_it_is_resent() -> None:
+    # a 1 h fault run: 1322 failed, 1323-1324 (sent behind it) were stored, and the
+    # resend of 1322 was answered as a duplicate - acknowledged, never stored
+    dedup = Dedup()
+    for seq in (1322, 1323, 1324):
+        dedup.on_pushed("p", seq)
+    for seq in (1322, 1323, 1324):  # their adds fail (queued ones fail with the first)
+        dedup.on_failed("p", seq)
+    assert dedup.gap("p") == 1322
+    assert dedup.check("p", 1323) is DedupVerdict.GAP  # pipelined before the error was read
+    assert dedup.check("p", 1322) is DedupVerdict.NEW
+    dedup.on_pushed("p", 1322)
+    assert dedup.gap("p") is None
+    assert dedup.check("p", 1323) is DedupVerdict.NEW
+    dedup.on_pushed("p", 1323)
+    dedup.on_persisted("p", 1322)
+    dedup.on_persisted("p", 1323)
+    assert dedup.check("p", 1322) is DedupVerdict.DUPLICATE  # now truly stored
+
+
+def test_a_gap_left_unfilled_is_given_up_and_its_late_resend_refused() -> None:
+    dedup = Dedup(gap_refusals_max=2)
+    dedup.on_pushed("p", 5)
+    dedup.on_failed("p", 5)
+    assert [dedup.check("p", 6) for _ in range(2)] == [DedupVerdict.GAP] * 2
+    assert dedup.check("p", 6) is DedupVerdict.NEW  # the producer moved on: 5 is given up
+    dedup.on_pushed("p", 6)
+    dedup.on_persisted("p", 6)
+    assert dedup.check("p", 5) is DedupVerdict.ABANDONED  # refused, not acknowledged as stored
+    assert dedup.check("p", 4) is DedupVerdict.DUPLICATE
 
 
 def test_dedup_snapshot_restore_and_producer_bound() -> None:
