@@ -351,6 +351,19 @@ def scan_file(data: bytes) -> Iterator[tuple[int, int, memoryview]]:
         yield offset, record[0], record[1:]
 
 
+def cut_tail(directory: Path, file_id: int, end: int) -> None:
+    """Cut a file left unsealed by a crash to ``end`` (where its valid records end):
+    its preallocated zeros, or a torn tail no ack ever covered, would otherwise stay
+    on disk for as long as the file holds a live entry - a step of preallocation per
+    crash. Only for a file that is never appended to again (every file at start)."""
+    path = journal_path(directory, file_id)
+    try:
+        if path.stat().st_size > end:
+            os.truncate(path, end)
+    except OSError as exc:
+        log.warning("journal file %d: cannot cut its tail: %s", file_id, exc)
+
+
 def replay(directory: Path, first_file_id: int) -> Iterator[ReplayedRecord]:
     """Every valid record of every file with id >= ``first_file_id``, oldest first
     (whole files: the caller decides which records lie after its mark)."""

@@ -49,6 +49,7 @@ from storage.node.journal import Journal
 from storage.node.journal_core import JournalConfig, JournalCore
 from storage.node.journal_io import (
     HEAD,
+    MAGIC,
     PREALLOC_BYTES,
     ROTATE_BYTES,
     TYPE_ADD,
@@ -58,6 +59,7 @@ from storage.node.journal_io import (
     Failpoints,
     JournalWriter,
     add_record_head,
+    cut_tail,
     delete_record,
     fence_record,
     list_journal_ids,
@@ -167,7 +169,9 @@ class NodeService:
         put = self.entries.put_replayed  # a newer copy of an entry: the older one is dead
         # the mark's file and later ones: every ADD is indexed where it lies; ledger
         # state changes only from records after the mark (earlier ones are in checkpoint.json)
+        ends: dict[int, int] = {}  # where each replayed file's valid records end
         for record in replay(journal_dir, mark[0]):
+            ends[record.file_id] = record.end_offset
             after = (record.file_id, record.end_offset) > mark
             if record.rtype == TYPE_ADD:
                 ledger_id, entry_id, lac, _ = _HEAD.unpack_from(record.body)
@@ -185,6 +189,9 @@ class NodeService:
             else:
                 self.ledgers.restore(lid, False, -1, self.entries.index.last_entry_id(lid))
         existing = list_journal_ids(journal_dir)
+        for file_id in existing:
+            if file_id >= mark[0]:  # never appended to again: its preallocated zeros or torn tail go
+                cut_tail(journal_dir, file_id, ends.get(file_id, len(MAGIC)))
         if not self.config.fsync:
             log.warning(
                 "!!! UNSAFE: journal fdatasync is OFF (--unsafe-no-fsync); acked adds can be lost !!!"
