@@ -9,8 +9,9 @@ subscriptions,throughput}`` (rows built by the pure ``gateway.api.rollups`` and
   ``FANOUT_MAX`` at once with a ``FANOUT_TIMEOUT_S`` timeout; a gateway that does
   not answer is named in ``X-Folio-Unreachable`` and its topics show as not loaded -
   never a failed request;
-- list views answer a plain JSON array of rows, sorted (``sort``, ``order``; by
-  backlog, largest first, unless asked) and paged (``search``, ``offset``,
+- list views answer a plain JSON array of rows, sorted (``sort``, one of the view's
+  enum in ``rollups``, declared in the OpenAPI document; ``order``; by backlog,
+  largest first, unless asked) and paged (``search``, ``offset``,
   ``limit``) with the count before paging in ``X-Total-Count``;
 - a subscription's time lag is read from the log: the publish time of the first
   message after its mark-delete position, for at most ``LAG_READS_MAX`` backlogged
@@ -31,7 +32,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 import httpx
 from fastapi import APIRouter, Depends, Query, Response
 
-from gateway.api import errors, rollups, throughput
+from gateway.api import errors, paging, rollups, schemas, throughput
 from gateway.api.admin_common import json_response
 from gateway.api.route_docs import Namespace, Tenant
 from gateway.api.topic_summary import broker_topic_stats, flatten
@@ -57,17 +58,51 @@ TRUNCATED_HEADER = "X-Folio-Truncated"
 TAGS: list[Any] = ["admin-cluster"]
 
 
-def row_query(
-    sort: Annotated[str, Query(max_length=64, description="field to sort by")] = "msgBacklog",
-    order: Annotated[Literal["asc", "desc"], Query(description="sort order")] = "desc",
-    search: Annotated[str | None, Query(max_length=512, description="only rows naming this text")] = None,
-    offset: Annotated[int, Query(ge=0, le=2**63 - 1, description="matching rows to leave out first")] = 0,
-    limit: Annotated[int | None, Query(ge=0, le=1000, description="most rows to answer")] = None,
+Order = Annotated[Literal["asc", "desc"], Query(description="sort order")]
+Search = Annotated[
+    str | None,
+    Query(max_length=paging.SEARCH_MAX, description="only rows whose name (or topic) contains this text"),
+]
+Offset = Annotated[int, Query(ge=0, le=paging.OFFSET_MAX, description="matching rows to leave out first")]
+Limit = Annotated[int | None, Query(ge=0, le=paging.LIMIT_MAX, description="most rows to answer")]
+SORT_DOC = "field to sort by"
+
+
+def group_query(
+    sort: Annotated[rollups.GroupSort, Query(description=SORT_DOC)] = rollups.GroupSort.MSG_BACKLOG,
+    order: Order = "desc",
+    search: Search = None,
+    offset: Offset = 0,
+    limit: Limit = None,
 ) -> rollups.RowQuery:
-    return rollups.RowQuery(sort, order == "desc", search, offset, limit)
+    return rollups.RowQuery(sort.value, order == "desc", search, offset, limit)
 
 
-Rows = Annotated[rollups.RowQuery, Depends(row_query)]
+def topic_query(
+    sort: Annotated[rollups.TopicSort, Query(description=SORT_DOC)] = rollups.TopicSort.MSG_BACKLOG,
+    order: Order = "desc",
+    search: Search = None,
+    offset: Offset = 0,
+    limit: Limit = None,
+) -> rollups.RowQuery:
+    return rollups.RowQuery(sort.value, order == "desc", search, offset, limit)
+
+
+def subscription_query(
+    sort: Annotated[
+        rollups.SubscriptionSort, Query(description=SORT_DOC)
+    ] = rollups.SubscriptionSort.MSG_BACKLOG,
+    order: Order = "desc",
+    search: Search = None,
+    offset: Offset = 0,
+    limit: Limit = None,
+) -> rollups.RowQuery:
+    return rollups.RowQuery(sort.value, order == "desc", search, offset, limit)
+
+
+GroupRows = Annotated[rollups.RowQuery, Depends(group_query)]
+TopicRows = Annotated[rollups.RowQuery, Depends(topic_query)]
+SubscriptionRows = Annotated[rollups.RowQuery, Depends(subscription_query)]
 
 
 async def _oldest_publish_ms(topic: Topic, sub: Subscription) -> int | None:
@@ -178,6 +213,7 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
     router = APIRouter(prefix="/admin/v2", tags=TAGS, route_class=errors.ErrorMappingRoute)
     views = RollupViews(get_gateway())
     READ = errors.responses(400, 404)
+    NAMED = errors.responses(400, 404, 412)  # a tenant or namespace name that is not one: 412, as Pulsar
 
     @router.get(
         "/broker-stats/throughput",
@@ -220,16 +256,16 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
         return response
 
     @router.get("/cluster/tenants", summary="Tenants with rates, backlog, size", responses=READ)
-    async def get_tenant_rows(query: Rows) -> Response:
+    async def get_tenant_rows(query: GroupRows) -> Response:
         tenants = await views.gateway.namespaces.list_tenants()
         summaries, failed = await views.summaries()
         rows = rollups.group_rows(tenants, summaries, lambda t: _part(t, 0))
         return _rows(rows, query, rollups.GROUP_FIELDS, failed)
 
     @router.get(
-        "/cluster/namespaces/{tenant}", summary="A tenant's namespaces with rates, backlog", responses=READ
+        "/cluster/namespaces/{tenant}", summary="A tenant's namespaces with rates, backlog", responses=NAMED
     )
-    async def get_namespace_rows(tenant: Tenant, query: Rows) -> Response:
+    async def get_namespace_rows(tenant: Tenant, query: GroupRows) -> Response:
         names = [n.rsplit("/", 1)[-1] for n in await views.gateway.namespaces.list_namespaces(tenant)]
         summaries, failed = await views.summaries()
         mine = [s for s in summaries if _part(str(s.get("topic", "")), 0) == tenant]
@@ -239,9 +275,9 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
     @router.get(
         "/cluster/topics/{tenant}/{namespace}",
         summary="A namespace's topics (partitioned topics and their partitions) with rates, backlog, size",
-        responses=READ,
+        responses=NAMED,
     )
-    async def get_topic_rows(tenant: Tenant, namespace: Namespace, query: Rows) -> Response:
+    async def get_topic_rows(tenant: Tenant, namespace: Namespace, query: TopicRows) -> Response:
         ns = NamespaceName.of(tenant, namespace)
         names = [str(TopicName.parse(t)) for t in await views.gateway.namespaces.list_topics(ns)]
         partitioned = [str(TopicName.parse(t)) for t in await views.gateway.namespaces.list_partitioned(ns)]
@@ -252,19 +288,26 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
     @router.get(
         "/cluster/subscriptions",
         summary="Subscriptions across topics (optionally of one tenant or namespace) with lag",
-        responses=READ,
+        responses=NAMED,
     )
     async def get_subscription_rows(
-        query: Rows,
-        tenant: Annotated[str | None, Query(max_length=256)] = None,
-        namespace: Annotated[str | None, Query(max_length=256)] = None,
+        query: SubscriptionRows,
+        tenant: Annotated[
+            str | None, Query(json_schema_extra=schemas.TENANT_SCHEMA, description="only this tenant's")
+        ] = None,
+        namespace: Annotated[
+            str | None,
+            Query(
+                json_schema_extra=schemas.NAMESPACE_SCHEMA, description="only this namespace's (needs tenant)"
+            ),
+        ] = None,
     ) -> Response:
         prefix = ""
-        if namespace and not tenant:
+        if namespace is not None and tenant is None:
             raise NotFound("a namespace needs its tenant")
-        if tenant:
+        if tenant is not None:  # a given name is checked, an empty one too (412)
             check_tenant(tenant)
-            scope = NamespaceName.of(tenant, namespace) if namespace else tenant
+            scope = NamespaceName.of(tenant, namespace) if namespace is not None else tenant
             prefix = f"persistent://{scope}/"
 
         truncated: list[str] = []

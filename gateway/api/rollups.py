@@ -7,13 +7,15 @@ backlog, size and subscription counts - and their sorting and paging
 row of zeros marked ``loaded: false`` (it exists; nobody is using it); a
 subscription's lag is its backlog in messages and, when its oldest unacknowledged
 message was read, ``lagMs`` = now - that message's publish time; the dashboard's
-own readers (names starting ``DASHBOARD_READER_PREFIX``) are never rows; a sort
-field outside a view's ``fields`` is a 400; ``take_within`` keeps a list of rows
+own readers (names starting ``DASHBOARD_READER_PREFIX``) are never rows; a view sorts
+by the closed set of its enum (``TopicSort``, ``GroupSort``, ``SubscriptionSort``; the
+routes declare it, and ``RowQuery.apply`` answers another field 400); ``take_within`` keeps a list of rows
 within a byte budget. Nothing here does I/O; ``now_ms`` is passed in.
 """
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -24,30 +26,57 @@ from gateway.meta.errors import InvalidArgument
 
 DASHBOARD_READER_PREFIX = "folio-dashboard-"  # the live tail's readerName (web_ui/static/js/tail.js)
 
-SUMMED = (
-    "msgRateIn",
-    "msgRateOut",
-    "msgThroughputIn",
-    "msgThroughputOut",
-    "msgBacklog",
-    "backlogSize",
-    "storageSize",
-    "subscriptionCount",
-    "producerCount",
-    "consumerCount",
-)
-TOPIC_FIELDS = ("name", *SUMMED)
-GROUP_FIELDS = ("name", "topics", *SUMMED)
-SUBSCRIPTION_FIELDS = (
-    "name",
-    "topic",
-    "type",
-    "msgBacklog",
-    "lagMs",
-    "unackedMessages",
-    "msgRateOut",
-    "consumers",
-)
+
+class TopicSort(enum.StrEnum):
+    """The fields a topic row sorts by (``?sort=`` of ``/admin/v2/cluster/topics/…``)."""
+
+    NAME = "name"
+    MSG_RATE_IN = "msgRateIn"
+    MSG_RATE_OUT = "msgRateOut"
+    MSG_THROUGHPUT_IN = "msgThroughputIn"
+    MSG_THROUGHPUT_OUT = "msgThroughputOut"
+    MSG_BACKLOG = "msgBacklog"
+    BACKLOG_SIZE = "backlogSize"
+    STORAGE_SIZE = "storageSize"
+    SUBSCRIPTION_COUNT = "subscriptionCount"
+    PRODUCER_COUNT = "producerCount"
+    CONSUMER_COUNT = "consumerCount"
+
+
+class GroupSort(enum.StrEnum):
+    """The fields a tenant or namespace row sorts by: a topic row's and ``topics``."""
+
+    NAME = "name"
+    TOPICS = "topics"
+    MSG_RATE_IN = "msgRateIn"
+    MSG_RATE_OUT = "msgRateOut"
+    MSG_THROUGHPUT_IN = "msgThroughputIn"
+    MSG_THROUGHPUT_OUT = "msgThroughputOut"
+    MSG_BACKLOG = "msgBacklog"
+    BACKLOG_SIZE = "backlogSize"
+    STORAGE_SIZE = "storageSize"
+    SUBSCRIPTION_COUNT = "subscriptionCount"
+    PRODUCER_COUNT = "producerCount"
+    CONSUMER_COUNT = "consumerCount"
+
+
+class SubscriptionSort(enum.StrEnum):
+    """The fields a subscription row sorts by (``?sort=`` of ``/admin/v2/cluster/subscriptions``)."""
+
+    NAME = "name"
+    TOPIC = "topic"
+    TYPE = "type"
+    MSG_BACKLOG = "msgBacklog"
+    LAG_MS = "lagMs"
+    UNACKED_MESSAGES = "unackedMessages"
+    MSG_RATE_OUT = "msgRateOut"
+    CONSUMERS = "consumers"
+
+
+TOPIC_FIELDS = tuple(f.value for f in TopicSort)
+GROUP_FIELDS = tuple(f.value for f in GroupSort)
+SUMMED = TOPIC_FIELDS[1:]  # every topic field but the name is a number summed over topics
+SUBSCRIPTION_FIELDS = tuple(f.value for f in SubscriptionSort)
 
 
 def is_dashboard_reader(name: str) -> bool:

@@ -5,8 +5,10 @@ the dashboard asks for a token; a bad one is not accepted; a consume-only role
 on ``ta/ns`` sees the topic page with the tail and peek panels but not the
 produce panel, and not the namespace's create-topic form, but the namespace's
 topic rows with their figures; its live tail (a WebSocket carrying the token)
-shows a message published meanwhile; a
-superuser sees the produce panel and the create form. The token lives in the
+shows a message published meanwhile; it sees no Delete button (deleting a
+topic needs a tenant admin); a superuser sees the produce panel, the create form
+and the Delete buttons of the topic, the topic row and the tenant row; neither
+page raises a script error (Alpine's CSP build parses each expression). The token lives in the
 tab's sessionStorage (no cookie): signing out forgets it.
 """
 
@@ -18,7 +20,7 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
-from dashkit import DashCluster, run_async
+from dashkit import DashCluster, run_async, watch_errors
 from playwright.sync_api import Browser, Page, expect
 
 from gateway.security.tokens import Algorithm, mint
@@ -70,6 +72,7 @@ def sign_in(page: Page, url: str, value: str, accepted: bool = True) -> None:
 def test_sign_in_and_see_only_what_the_role_can_do(browser: Browser, gateway_url: str) -> None:
     context = browser.new_context()
     page = context.new_page()
+    errors = watch_errors(page)
     page.goto(f"{gateway_url}/")
     expect(page.get_by_test_id("token-input")).to_be_visible()
     sign_in(page, gateway_url, "not-a-token", accepted=False)
@@ -81,6 +84,7 @@ def test_sign_in_and_see_only_what_the_role_can_do(browser: Browser, gateway_url
     expect(page.get_by_test_id("tail")).to_be_visible()
     expect(page.get_by_test_id("peek")).to_be_visible()
     expect(page.get_by_test_id("produce")).to_be_hidden()
+    expect(page.get_by_test_id("topic-delete")).to_be_hidden()
     page.get_by_test_id("tail-toggle").click()
     # "live" once its WebSocket is open: the gateway creates the reader (at latest) before it accepts
     expect(page.get_by_test_id("tail-state")).to_have_text("live")
@@ -93,6 +97,8 @@ def test_sign_in_and_see_only_what_the_role_can_do(browser: Browser, gateway_url
     # the topic rows need what the topic list needs (consume here): shown with their figures
     expect(page.locator('tr[data-row="t"] td[data-col="subscriptionCount"]')).to_have_text("0")
     expect(page.locator('tr[data-row="t"] td[data-col="storageSize"]')).not_to_have_text("0 B")
+    expect(page.get_by_test_id("row-delete")).to_have_count(1)  # the row is there, its button hidden
+    expect(page.get_by_test_id("row-delete")).to_be_hidden()
 
     page.get_by_test_id("sign-out").click()
     expect(page.get_by_test_id("token-input")).to_be_visible()
@@ -100,6 +106,12 @@ def test_sign_in_and_see_only_what_the_role_can_do(browser: Browser, gateway_url
     expect(page.get_by_test_id("signed-role")).to_have_text("admin")
     page.goto(f"{gateway_url}/ui/topics/persistent/ta/ns/t")
     expect(page.get_by_test_id("produce")).to_be_visible()
+    expect(page.get_by_test_id("topic-delete")).to_be_visible()
     page.goto(f"{gateway_url}/ui/tenants/ta/ns")
     expect(page.locator("section[data-needs=admin]").first).to_be_visible()
+    expect(page.locator('tr[data-row="t"] [data-testid="row-delete"]')).to_be_visible()
+    page.goto(f"{gateway_url}/ui/tenants")
+    expect(page.locator('tr[data-row="ta"] [data-testid="row-delete"]')).to_be_visible()
+    scripts = [e for e in errors if "Failed to load resource" not in e]
+    assert not scripts, "\n".join(scripts)
     context.close()

@@ -9,21 +9,26 @@ open is left out); rows sort by backlog (largest first) with unknown values last
 and search, and refuse an unknown sort field (400); topics nobody loaded are rows of
 zeros; group rows add up their topics; a subscription's lag is now minus the oldest
 unacknowledged message's publish time, 0 without backlog, unknown when not read; the
-dashboard's readers are recognised by name; a gateway's rows stop at their byte budget.
+dashboard's readers are recognised by name; a gateway's rows stop at their byte budget;
+the OpenAPI document declares each view's sort fields (an enum) and search bound.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
 
 from gateway.api import rollups
+from gateway.api.paging import SEARCH_MAX
 from gateway.api.rollups import RowQuery
 from gateway.api.throughput import RECORD, ThroughputRing, merge
 from gateway.meta.errors import InvalidArgument
+
+OPENAPI = Path(__file__).resolve().parents[2] / "openapi" / "openapi.json"
 
 
 def test_ring_is_bounded_in_bytes_and_keeps_the_newest() -> None:
@@ -140,3 +145,23 @@ def test_rows_are_kept_within_a_byte_budget() -> None:
 def test_dashboard_readers_are_known_by_name() -> None:
     assert rollups.is_dashboard_reader("folio-dashboard-tail-0a1b2c3d")
     assert not rollups.is_dashboard_reader("reader-0a1b2c3d")
+
+
+CLUSTER_VIEWS = {
+    "/admin/v2/cluster/tenants": rollups.GroupSort,
+    "/admin/v2/cluster/namespaces/{tenant}": rollups.GroupSort,
+    "/admin/v2/cluster/topics/{tenant}/{namespace}": rollups.TopicSort,
+    "/admin/v2/cluster/subscriptions": rollups.SubscriptionSort,
+}
+
+
+def test_the_openapi_document_declares_each_views_sort_fields_and_search_bound() -> None:
+    """What the document allows the route answers (schemathesis sends it): ``sort`` is the
+    view's enum - exactly the fields its rows sort by - and ``search`` at most SEARCH_MAX."""
+    spec = orjson.loads(OPENAPI.read_bytes())
+    for path, sort_enum in CLUSTER_VIEWS.items():
+        params = {p["name"]: p["schema"] for p in spec["paths"][path]["get"]["parameters"]}
+        ref = params["sort"]["$ref"].rsplit("/", 1)[-1]
+        assert spec["components"]["schemas"][ref]["enum"] == [f.value for f in sort_enum], path
+        search = [s for s in params["search"]["anyOf"] if s.get("type") == "string"]
+        assert search == [{"type": "string", "maxLength": SEARCH_MAX}], path

@@ -4,7 +4,8 @@
 // total in X-Total-Count). A role that may not read the cluster views (or an older
 // gateway) gets the plain name list instead (…?search=&offset=&limit=); a gateway
 // that answers the whole list (no header) is filtered and paged here. Each row can
-// be deleted after a confirmation. A partitioned topic is a row of its own (the sums
+// be deleted after a confirmation by a role that may (tenants: superuser; namespaces and
+// topics: tenant admin). A partitioned topic is a row of its own (the sums
 // over its partitions) beside its partitions' rows.
 import { ApiError, api, confirmDialog, enc, explain, fmt, poll } from "./core.js";
 import { pageHref } from "./paths.js";
@@ -37,6 +38,7 @@ const TOPIC_COLUMNS = [
 const KINDS = {
   tenants: (d) => ({
     path: "/admin/v2/tenants",
+    deleteNeeds: "superuser", // DELETE /admin/v2/tenants/{tenant} (gateway/security/rules.py)
     stats: "/admin/v2/cluster/tenants",
     columns: GROUP_COLUMNS,
     item: (t) => ({ name: t, label: t, href: pageHref.namespaces(t) }),
@@ -45,6 +47,7 @@ const KINDS = {
   }),
   namespaces: (d) => ({
     path: `/admin/v2/namespaces/${enc(d.tenant)}`,
+    deleteNeeds: "admin", // DELETE a namespace: tenant admin
     stats: `/admin/v2/cluster/namespaces/${enc(d.tenant)}`,
     columns: GROUP_COLUMNS,
     item: (n) => ({ name: lastPart(n), label: lastPart(n), href: pageHref.topics(d.tenant, lastPart(n)) }),
@@ -53,6 +56,7 @@ const KINDS = {
   }),
   topics: (d) => ({
     path: `/admin/v2/persistent/${enc(d.tenant)}/${enc(d.namespace)}`,
+    deleteNeeds: "admin", // DELETE a topic or a partitioned topic: tenant admin
     stats: `/admin/v2/cluster/topics/${enc(d.tenant)}/${enc(d.namespace)}`,
     columns: TOPIC_COLUMNS,
     item: (t, row) => {
@@ -103,6 +107,10 @@ export function listView(kind) {
       if (!this.loaded) return "Loading…";
       if (!this.total) return "0 items";
       return `${this.offset + 1}–${Math.min(this.offset + this.limit, this.total)} of ${this.total}`;
+    },
+    // the role may delete this list's rows (the Delete buttons are hidden otherwise)
+    mayDelete() {
+      return this.$store.auth.can(this.spec.deleteNeeds, this.d.tenant, this.d.namespace);
     },
     page(dir) {
       this.offset = Math.max(0, this.offset + dir * this.limit);

@@ -49,6 +49,9 @@ function row(r) {
     topicLabel: p ? `${p.tenant}/${p.namespace}/${p.local}` : r.topic,
     href: p ? pageHref.topic(p.tenant, p.namespace, p.local) : "#",
     deletePath: p ? `/admin/v2/persistent/${enc(p.tenant)}/${enc(p.namespace)}/${enc(p.local)}/subscription/${enc(r.name)}` : "",
+    tenant: p ? p.tenant : "",
+    namespace: p ? p.namespace : "",
+    local: p ? p.local : "",
     reader: r.durable === false,
     type: r.type || "–",
     backlog: fmt.num(r.msgBacklog),
@@ -130,6 +133,10 @@ export function subscriptionsPage() {
       } finally {
         this.loaded = true;
       }
+    },
+    // DELETE a subscription needs consume on its namespace or topic (gateway/security/rules.py)
+    mayDelete(r) {
+      return this.$store.auth.can("consume", r.tenant, r.namespace, r.local);
     },
     async remove(r) {
       if (!(await confirmDialog(`Delete subscription ${r.name} of ${r.topicLabel}? Its cursor is lost.`))) return;

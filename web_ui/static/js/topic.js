@@ -77,6 +77,12 @@ export function topicPage() {
     skipN: 1,
     resetTime: "",
     resetPos: "",
+    // the role has ``need`` on this topic (gateway/security/rules.py: deleting the topic needs
+    // tenant admin, deleting a subscription needs consume); what it may not do is hidden
+    may(need) {
+      const d = this.d || {};
+      return this.$store.auth.can(need, d.tenant, d.namespace, d.topic);
+    },
     async init() {
       this.d = this.$el.dataset;
       this.base = topicBase(this.d);
