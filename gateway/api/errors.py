@@ -164,9 +164,13 @@ def body(exc: BaseException) -> dict[str, Any]:
 
 
 def error_response(exc: BaseException, status: int | None = None) -> Response:
-    return Response(
+    response = Response(
         orjson.dumps(body(exc)), status_code=status or status_of(exc), media_type="application/json"
     )
+    retry_after_s = getattr(exc, "retry_after_s", None)  # an error that says when to retry
+    if isinstance(retry_after_s, int):
+        response.headers["Retry-After"] = str(retry_after_s)
+    return response
 
 
 def http_error_response(status: int, detail: str, headers: Mapping[str, str] | None = None) -> Response:

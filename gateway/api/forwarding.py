@@ -11,6 +11,7 @@ content type, ``X-Pulsar-*`` ones and ``X-Total-Count``.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -18,6 +19,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from gateway.api.http_io import pass_headers
+from gateway.broker.broker_errors import OwnershipMovedWhileLoading
 from gateway.broker.topic import Topic
 from gateway.names import TopicName
 
@@ -26,6 +28,8 @@ if TYPE_CHECKING:
 
 
 _NOT_FORWARDED = ("host", "content-length", "origin")
+LOOKUP_ATTEMPTS = 3  # lookups of one request whose topic moved while it loaded
+log = logging.getLogger(__name__)
 
 LocalTopic = Callable[[TopicName, dict[str, str]], Awaitable[Topic | str]]  # ``local_topic`` of one gateway
 
@@ -38,11 +42,20 @@ async def local_topic(
     gateway: Gateway, name: TopicName, query: dict[str, str], *, create: bool = True
 ) -> Topic | str:
     """The loaded topic if this gateway owns it (loading it, auto-creating it only
-    if ``create``), else the owner's base URL."""
-    owner = await gateway.route(name, authoritative=authoritative(query))
-    if not owner.is_self:
-        return owner.http_url
-    return await gateway.service.topic(name, create=create)
+    if ``create``), else the owner's base URL. When the topic's bundle moves while
+    it loads (the load is discarded), the owner is looked up again, at most
+    ``LOOKUP_ATTEMPTS`` times in all, so a REST caller sees a 503 only after that."""
+    for attempt in range(1, LOOKUP_ATTEMPTS + 1):
+        owner = await gateway.route(name, authoritative=authoritative(query))
+        if not owner.is_self:
+            return owner.http_url
+        try:
+            return await gateway.service.topic(name, create=create)
+        except OwnershipMovedWhileLoading:
+            if attempt == LOOKUP_ATTEMPTS:
+                raise
+            log.info("topic %s moved while it loaded; looking it up again (%d)", name, attempt)
+    raise AssertionError("unreachable")
 
 
 async def owner_url(gateway: Gateway, name: TopicName, query: dict[str, str]) -> str | None:

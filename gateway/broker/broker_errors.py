@@ -52,6 +52,14 @@ class TopicUnavailable(GatewayError):
     retriable = True
 
 
+class OwnershipMovedWhileLoading(TopicUnavailable):
+    """The topic's bundle left this gateway while the topic loaded (or before the load
+    began); the load was discarded and a fresh lookup finds the owner. A REST request
+    looks it up again a few times; after that it is answered 503 with ``Retry-After``."""
+
+    retry_after_s = 1
+
+
 class DuplicateUndetermined(GatewayError):
     """Dedup: an earlier send with this sequence id is still in flight (retry)."""
 

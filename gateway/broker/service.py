@@ -33,7 +33,7 @@ import orjson
 from coordination import keys
 from coordination.clock import Clock
 from coordination.store import MetadataStore
-from gateway.broker.broker_errors import SubscriptionBusy, TopicUnavailable
+from gateway.broker.broker_errors import OwnershipMovedWhileLoading, SubscriptionBusy, TopicUnavailable
 from gateway.broker.log_state import LogConfig, TopicNotFound
 from gateway.broker.managed_log import ManagedLog
 from gateway.broker.topic import Topic
@@ -216,7 +216,7 @@ class BrokerService:
     async def _load(self, name: TopicName, create: bool) -> Topic:
         epoch = self.ownership_epoch(name)
         if epoch is None:
-            raise TopicUnavailable(f"this gateway does not own {name}; look it up again")
+            raise OwnershipMovedWhileLoading(f"this gateway does not own {name}; look it up again")
         await self.ensure_topic_metadata(name, create=create)
         ns = name.namespace_name
         managed_log = await ManagedLog.open(
@@ -238,7 +238,7 @@ class BrokerService:
             # the bundle left while this load ran: nothing was served, seal the ledger
             log.warning("topic %s: load ended after its ownership moved; discarded", name)
             await topic.close()
-            raise TopicUnavailable(f"ownership of {name} moved while it loaded; look it up again")
+            raise OwnershipMovedWhileLoading(f"ownership of {name} moved while it loaded; look it up again")
         topic.on_closed = self._forget
         self.topics[name] = topic
         log.info("topic %s loaded (ledger %d, epoch %d)", name, managed_log.current_ledger_id, epoch)

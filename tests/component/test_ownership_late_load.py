@@ -23,6 +23,7 @@ from clusters import LedgerCluster
 
 from coordination import keys
 from coordination.clock import WallClock
+from gateway.api import forwarding
 from gateway.api.gateway import Gateway, GatewayConfig
 from gateway.broker.broker_errors import TopicUnavailable
 from gateway.broker.log_state import LogFenced
@@ -170,3 +171,29 @@ async def test_a_release_drops_the_bundles_topics_and_its_loads_in_flight(
     with pytest.raises(TopicUnavailable):
         await late
     assert sibling not in a.service.topics
+
+
+async def test_a_rest_lookup_whose_topic_moves_while_it_loads_finds_the_new_owner(
+    gateways: tuple[Gateway, Gateway, LedgerCluster], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    a, b, _ = gateways
+    bundle = (await a.route(TOPIC, authoritative=True)).bundle
+    held, release = asyncio.Event(), asyncio.Event()
+    original = Topic.load
+
+    async def gated_load(name: TopicName, managed_log: Any, host: Any, *args: Any) -> Topic:
+        if host is a.service:
+            held.set()
+            await release.wait()
+        return await original(name, managed_log, host, *args)
+
+    monkeypatch.setattr(Topic, "load", gated_load)
+    # the path of a REST publish on A: A owns the topic and loads it
+    served = asyncio.ensure_future(forwarding.local_topic(a, TOPIC, {}))
+    await asyncio.wait_for(held.wait(), 20)
+    assert await a.ownership.request_unload(bundle, to_gateway="gw-b")
+    await eventually(lambda: b.ownership.owns(bundle))
+    release.set()
+    # A's load is discarded, and the request is sent to B instead of answering 503
+    assert await asyncio.wait_for(served, 20) == "http://gw-b"
+    assert TOPIC not in a.service.topics
