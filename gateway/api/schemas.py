@@ -46,6 +46,9 @@ MESSAGE_ID_STRING_PATTERN = r"^-?[0-9]{1,18}:-?[0-9]{1,18}(?::(?:-1|[0-9]{1,9})(
 EPOCH_MS_PATTERN = r"^[0-9]{1,14}$"
 LONG_TEXT_PATTERN = r"^[+-]?[0-9]{1,19}$"  # a Java long as a JSON string (Jackson reads it)
 LongText = Annotated[str, Field(pattern=LONG_TEXT_PATTERN)]
+# deliverAfterMs as a JSON string: within the delay's bound (12 digits < 100 years in ms)
+DELAY_TEXT_PATTERN = r"^(?:-[0-9]{1,18}|\+?[0-9]{1,12})$"
+DelayText = Annotated[str, Field(pattern=DELAY_TEXT_PATTERN)]
 # ISO-8601 with offset as the parsers read it, years 1971..9998 (always within 0..EPOCH_MS_MAX
 # whatever the offset) and days 01..28 (always a real date): what any value of it means is certain.
 ISO_PATTERN = (
@@ -107,7 +110,7 @@ class _MessageFields(BaseModel):
     deliverAt: Annotated[int, Field(ge=-(2**63), le=INT64_MAX)] | LongText | None = Field(
         None, description="deliver at this epoch ms (applied when > 0); a decimal string too"
     )
-    deliverAfterMs: Annotated[int, Field(ge=-(2**63), le=DELIVER_AFTER_MAX_MS)] | LongText | None = Field(
+    deliverAfterMs: Annotated[int, Field(ge=-(2**63), le=DELIVER_AFTER_MAX_MS)] | DelayText | None = Field(
         None,
         description="deliver this many ms after publishing (applied when > 0; wins over deliverAt); "
         "a decimal string too",

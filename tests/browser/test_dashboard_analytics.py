@@ -79,8 +79,11 @@ def test_run_now_fills_the_topic_statistics_with_a_moving_progress_bar(
                 widths.append(width)
         page.wait_for_timeout(100)
     print(f"progress bar widths seen: {widths}")
-    # the bar moved through the run (planning, reading as Spark tasks finish, writing), not only once
-    assert len(set(widths)) >= 3, widths
+    # the bar moved forward through the run, never back; the polls (every 100 ms) may miss the
+    # reading band on a loaded box - the service's reading progress itself is checked in
+    # tests/analytics/test_analytics_service.py
+    shares = [float(w.rstrip("%")) for w in widths]
+    assert len(set(shares)) >= 2 and shares == sorted(shares), widths
     tiles = page.locator('[data-testid="stats-tiles"] .tile')
     expect(tiles.first).to_contain_text("300")
     expected = Counter(k for k, _ in ROWS)
