@@ -208,6 +208,8 @@ class Dedup:
         return self._gap.get(producer)
 
     def check(self, producer: str, sequence_id: int) -> DedupVerdict:
+        """The verdict on a message about to be queued; a ``GAP`` refusal is counted
+        (the gap is given up after ``gap_refusals_max`` of them)."""
         if sequence_id <= self.last_persisted(producer):
             if sequence_id in self._abandoned.get(producer, ()):
                 return DedupVerdict.ABANDONED
