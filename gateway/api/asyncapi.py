@@ -234,7 +234,7 @@ CHANNELS: dict[str, dict[str, Any]] = {
     "producer": _channel(
         "/ws/v2/producer/{domain}/{tenant}/{namespace}/{topic}",
         "Publish messages (docs/compatibility.md §1.5). A frame that cannot be parsed gets a `send-error:N` "
-        "reply and the session stays open.",
+        "reply and the session stays open; a send the topic fails ends the session (4503).",
         _PRODUCER_IN + _PRODUCER_OUT,
         PRODUCER_QUERY,
     ),

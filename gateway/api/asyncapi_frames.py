@@ -165,7 +165,9 @@ FRAME_SCHEMAS: dict[str, Schema] = {
     "PublishError": {
         "type": "object",
         "description": "`send-error:3` unparsable frame (no context), `:7` bad payload or eventTime, "
-        "`:8` the send failed (too large, topic unavailable...); the session stays open.",
+        "`:8` too large (the session stays open) or a send the topic failed (no write quorum, "
+        "topic moved...): the messages queued behind it fail too and the session closes with 4503 "
+        "(docs/compatibility.md §1.5.3).",
         "properties": {
             "result": {"type": "string", "pattern": "^send-error:[1-8]$"},
             "errorMsg": {"type": "string"},

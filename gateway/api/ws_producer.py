@@ -2,8 +2,14 @@
 
 Owns: one producer session: handshake checks, sequence ids, publish frames in,
 replies out. Rules: replies carry the request's ``context`` and come in
-completion order (in order per entry); a frame that fails to parse gets a
-``send-error:N`` reply and the session stays open; a per-message ``sequenceId``
+completion order (in order per entry); a frame that fails to parse (or whose
+payload does not fit its schema) gets a ``send-error:N`` reply and the session
+stays open; a message the topic fails (storage, quota, moved, terminated) gets
+its ``send-error:N`` and then ends the session with 4503, and nothing read on
+the session after that failure is published: frames the client pipelined
+before it read the error can never be stored ahead of its resend of the failed
+message (docs/compatibility.md §1.5, as a Pulsar producer is closed after a
+failed send); a per-message ``sequenceId``
 is honoured (else the next one is assigned), so retries can be deduplicated;
 a repeat dedup dropped is answered as Pulsar does (ok, id -1:-1), with
 ``"duplicate": true`` only for ``markDuplicates=true`` (``publish_reply``); at
@@ -85,9 +91,20 @@ class ProducerSession:
     def _closed_by_topic(self, code: str, reason: str) -> None:
         self.out.close(close_code(503), reason)
 
+    def _check_sent(self, outcomes: list[Outcome]) -> None:
+        """End the session at the first failed message (see the module's rules)."""
+        for outcome in outcomes:
+            if not isinstance(outcome, PublishResult):
+                reason = f"send failed; reconnect and resend from the first failed message: {outcome}"
+                self.out.close(close_code(503), reason)
+                return
+
     def _publish(self, requests: list[PublishRequest], reply: Callable[[list[Outcome]], None]) -> None:
         """Hand ``requests`` to the topic; ``reply(outcomes)`` runs as soon as all are
-        settled (synchronously, from the entry's completion: no loop round)."""
+        settled (synchronously, from the entry's completion: no loop round). A session
+        already closed publishes nothing: its replies could not reach the client."""
+        if self.out.closed:
+            return
         now = self.gateway.clock.now_ms()
         name = self.name
         messages = []
@@ -115,6 +132,7 @@ class ProducerSession:
             if self.pending < PENDING_MAX and self.pending_bytes < limit_bytes:
                 self.room.set()
             reply(outcomes)
+            self._check_sent(outcomes)
 
         self.topic.publish_many(messages, settled)
 
