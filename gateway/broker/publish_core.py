@@ -24,6 +24,9 @@ Rules:
   (retriable) until it is sent again, so nothing the producer pipelined behind a
   failure is stored ahead of its resend - which dedup would otherwise answer as
   a duplicate of ids persisted after it, acknowledging a message never stored.
+  A new id refused before it is queued (queue full, backlog quota, topic
+  closing) opens the same gap: a later, smaller message of that producer that
+  still fits must not be stored ahead of it either.
   A gap the producer does not fill within ``gap_refusals_max`` refusals is given
   up: later ids go on, and the abandoned id is remembered (a bounded few per
   producer) so a late resend of it is refused, never answered as a duplicate.
@@ -254,6 +257,13 @@ class Dedup:
         persisted = self.last_persisted(producer)
         self._pushed[producer] = persisted
         if sequence_id > persisted:
+            gap = self._gap.get(producer)
+            self._gap[producer] = sequence_id if gap is None else min(gap, sequence_id)
+
+    def on_refused(self, producer: str, sequence_id: int) -> None:
+        """A message was refused before it was queued: if it was new, later ids of
+        the producer wait for its resend (a gap, as after a failed add)."""
+        if sequence_id > self.last_pushed(producer):
             gap = self._gap.get(producer)
             self._gap[producer] = sequence_id if gap is None else min(gap, sequence_id)
 

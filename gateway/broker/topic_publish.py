@@ -171,6 +171,8 @@ class PublishPath:
         for index, message in enumerate(messages):
             producer, sequence = message.producer_name, message.sequence_id
             if refusal is not None:
+                if dedup:
+                    self.dedup.on_refused(producer, sequence)
                 self._settle(group, index, refusal)
                 continue
             if dedup:
@@ -195,6 +197,8 @@ class PublishPath:
             encoded = encode_message(message)
             if not batcher.offer(encoded, PendingMessage(group, index, producer, sequence)):
                 full = TooManyRequests(f"topic {self.name}: publish queue full, retry later")
+                if dedup:
+                    self.dedup.on_refused(producer, sequence)
                 self._settle(group, index, full)
                 continue
             if dedup:

@@ -148,6 +148,20 @@ def test_dedup_refuses_what_was_pipelined_behind_a_failure_until_it_is_resent() 
     assert dedup.check("p", 1322) is DedupVerdict.DUPLICATE  # now truly stored
 
 
+def test_a_new_id_refused_before_it_was_queued_opens_a_gap() -> None:
+    dedup = Dedup()
+    dedup.on_pushed("p", 3)
+    dedup.on_refused("p", 3)  # in flight already: its add decides, no gap
+    assert dedup.gap("p") is None
+    dedup.on_refused("p", 5)
+    dedup.on_refused("p", 4)
+    assert dedup.gap("p") == 4
+    assert dedup.check("p", 6) is DedupVerdict.GAP
+    assert dedup.check("p", 4) is DedupVerdict.NEW
+    dedup.on_pushed("p", 4)
+    assert dedup.gap("p") is None
+
+
 def test_a_gap_left_unfilled_is_given_up_and_its_late_resend_refused() -> None:
     dedup = Dedup(gap_refusals_max=2)
     dedup.on_pushed("p", 5)

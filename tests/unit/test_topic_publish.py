@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from coordination.clock import ManualClock
-from gateway.broker.broker_errors import TooManyRequests, TopicUnavailable
+from gateway.broker.broker_errors import SequenceGap, TooManyRequests, TopicUnavailable
 from gateway.broker.log_state import EntryCache, LogError
 from gateway.broker.publish_core import BatcherConfig, PublishBatcher
 from gateway.broker.topic import Topic
@@ -47,12 +47,12 @@ class Log:
         self.appends[index][2](future)
 
 
-def topic(queue_messages_max: int = 50_000) -> tuple[Topic, Log]:
+def topic(queue_messages_max: int = 50_000, dedup: bool = False) -> tuple[Topic, Log]:
     log = Log()
     host = SimpleNamespace(
         store=None,
         clock=ManualClock(1_000),
-        namespace_policies=lambda _ns: TopicPolicies(),
+        namespace_policies=lambda _ns: TopicPolicies(dedup=dedup),
         serves=lambda _topic: True,
     )
     t = Topic(TopicName.parse("persistent://public/default/t"), log, host)  # type: ignore[arg-type]
@@ -110,3 +110,26 @@ async def test_a_failed_add_fails_the_messages_queued_behind_it() -> None:
     assert len(log.appends) == 1, "a message queued behind a failed add was appended after it"
     assert [type(o) for o in await first] == [TopicUnavailable]
     assert [type(o) for o in await behind] == [TopicUnavailable] * 2
+
+
+async def test_a_smaller_message_cannot_overtake_one_the_full_queue_refused_on_a_dedup_topic() -> None:
+    """Stored ahead of it, it would make the resend of the refused one a "duplicate":
+    answered ok, never stored."""
+    t, log = topic(dedup=True)
+    t._batcher = PublishBatcher(BatcherConfig(inflight_max=1, queue_bytes_max=96))
+    first = t.publish_many([message(0)])
+    await asyncio.sleep(0)
+    await asyncio.sleep(0)
+    big = EntryMessage(b"x" * 200, 1_000, "p", 1)
+    outcomes = await asyncio.wait_for(t.publish_many([big, message(2)]), 5)  # queued: never answered
+    assert [type(o) for o in outcomes] == [TooManyRequests, SequenceGap]
+    log.complete(0, entry_id=0)
+    await first
+    await asyncio.sleep(0)
+    await asyncio.sleep(0)
+    resent = t.publish_many([EntryMessage(b"x" * 10, 1_000, "p", 1), message(2)])
+    await asyncio.sleep(0)
+    await asyncio.sleep(0)
+    log.complete(1, entry_id=1)
+    done = await resent
+    assert all(isinstance(o, PublishResult) and not o.duplicate for o in done), done
