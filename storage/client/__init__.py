@@ -8,7 +8,7 @@ Public names: ``LedgerClient`` (create/open/delete/close), ``LedgerWriter``,
 from storage.client.api import LedgerClient
 from storage.client.connection import ConnectionConfig
 from storage.client.reader import LedgerReader
-from storage.client.write_core import WriterConfig
+from storage.client.write_effects import WriterConfig
 from storage.client.writer import LedgerWriter, WriterFull
 
 __all__ = ["ConnectionConfig", "LedgerClient", "LedgerReader", "LedgerWriter", "WriterConfig", "WriterFull"]

@@ -23,7 +23,7 @@ from storage.client.metadata import LedgerMetadataStore
 from storage.client.pool import CONNECTIONS_MAX, ConnectionPool
 from storage.client.reader import LedgerReader
 from storage.client.recovery import recover_ledger
-from storage.client.write_core import WriterConfig
+from storage.client.write_effects import WriterConfig
 from storage.client.writer import LedgerWriter
 from storage.errors import LedgerClosed, MetadataConflict
 from storage.types import LedgerMetadata, LedgerState, Segment

@@ -38,111 +38,23 @@ returned effects in order.
 from __future__ import annotations
 
 import random
-import struct
 from collections.abc import Iterable
-from dataclasses import dataclass
-from typing import NamedTuple
-
-import crc32c
 
 from storage.client import placement
 from storage.client.schedule import AckSet, write_set_indexes
-from storage.errors import Fenced, MetadataConflict, QuorumLost, Status, StorageError
-from storage.types import LedgerMetadata, LedgerState, NodeId, NodeInfo, Segment
-
-
-@dataclass(frozen=True, slots=True)
-class WriterConfig:
-    outstanding_adds_max: int = 4096  # appended but not yet confirmed (backpressure bound)
-    outstanding_bytes_max: int = 64 * 1024 * 1024
-    add_timeout_ms: int = 5_000  # a member that has not acked by then counts as failed
-    ensemble_retry_ms: int = 1_000  # retry a replacement search that found no node
-    node_retry_ms: int = 1_000  # a failed node is not chosen again before this (first failure) ...
-    node_retry_max_ms: int = 30_000  # ... doubling with each failure, up to this
-
-
-# ---------------------------------------------------------------- effects
-
-
-class SendAdd(NamedTuple):  # hot path: a NamedTuple is built ~3x faster than a frozen dataclass
-    """Send the add ``body`` (wire add body) for ``entry_id`` to ``nodes``."""
-
-    entry_id: int
-    nodes: tuple[NodeId, ...]
-    body: bytes
-
-
-class CompleteAdds(NamedTuple):
-    """Every entry up to ``lac`` is confirmed (in order)."""
-
-    lac: int
-
-
-@dataclass(frozen=True, slots=True)
-class FindNodes:
-    """List the live nodes and probe (node info, short timeout) the ``probe``
-    nodes among them, then call ``on_live_nodes`` with those that answered."""
-
-    failed: frozenset[NodeId]
-    probe: frozenset[NodeId] = frozenset()
-
-
-@dataclass(frozen=True, slots=True)
-class WriteSegment:
-    """CAS the metadata: the last segment (``old_ensemble``) is followed by one
-    starting at ``first_entry_id`` with ``ensemble`` (see ``apply_segment``);
-    ``missing``: members that failed while the old one was written (recorded on
-    it: they may lack entries of it). Then call ``on_segment_written`` or
-    ``on_segment_failed``."""
-
-    first_entry_id: int
-    old_ensemble: tuple[NodeId, ...]
-    ensemble: tuple[NodeId, ...]
-    missing: frozenset[NodeId] = frozenset()
-
-
-@dataclass(frozen=True, slots=True)
-class FailAll:
-    """Fail every pending add (and every later append) with ``error``."""
-
-    error: StorageError
-
-
-Effect = SendAdd | CompleteAdds | FindNodes | WriteSegment | FailAll
-
-# a normal add body (wire.add_body of wire.encode_entry) built in one pack + one
-# concatenation; tests/unit checks it is byte-identical to the wire functions
-_ADD_HEAD_PACK = struct.Struct(">BQqqI").pack  # flags, ledger, entry, lac, crc32c
-_CRC_HEAD_PACK = struct.Struct(">Qqq").pack  # what the entry crc covers before the payload
-_CRC = crc32c.crc32c
-
-
-def encode_add_body(ledger_id: int, entry_id: int, lac: int, payload: bytes) -> bytes:
-    crc = _CRC(payload, _CRC(_CRC_HEAD_PACK(ledger_id, entry_id, lac)))
-    return _ADD_HEAD_PACK(0, ledger_id, entry_id, lac, crc) + payload
-
-
-NO_EFFECTS_LIST: list[Effect] = []  # shared "nothing to do" result of the hot path; never mutated
-
-
-def apply_segment(current: LedgerMetadata, change: WriteSegment) -> LedgerMetadata:
-    """The metadata after ``change``; the modify step of the CAS loop.
-
-    Raises Fenced when the ledger is no longer OPEN (someone is recovering or
-    closed it) and MetadataConflict when the last ensemble moved under us."""
-    if current.state is not LedgerState.OPEN:
-        raise Fenced(f"ledger {current.ledger_id} is {current.state.value}")
-    last = current.segments[-1]
-    if last.ensemble != change.old_ensemble:
-        raise MetadataConflict(f"ledger {current.ledger_id}: last ensemble changed concurrently")
-    new = Segment(change.first_entry_id, change.ensemble)
-    if last.first_entry_id == change.first_entry_id:  # nothing was written to the old one
-        segments = (*current.segments[:-1], new)
-    else:
-        assert last.first_entry_id < change.first_entry_id
-        old = Segment(last.first_entry_id, last.ensemble, last.missing | change.missing)
-        segments = (*current.segments[:-1], old, new)
-    return current.with_changes(segments=segments)
+from storage.client.write_effects import (
+    NO_EFFECTS_LIST,
+    CompleteAdds,
+    Effect,
+    FailAll,
+    FindNodes,
+    SendAdd,
+    WriterConfig,
+    WriteSegment,
+    encode_add_body,
+)
+from storage.errors import Fenced, QuorumLost, Status, StorageError
+from storage.types import LedgerMetadata, LedgerState, NodeId, NodeInfo
 
 
 class _Pending(AckSet):

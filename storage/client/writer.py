@@ -32,13 +32,13 @@ from coordination.errors import CoordinationError
 from storage import wire
 from storage.client.metadata import LedgerMetadataStore
 from storage.client.pool import ConnectionPool
-from storage.client.write_core import (
+from storage.client.write_core import WriteCore
+from storage.client.write_effects import (
     CompleteAdds,
     Effect,
     FailAll,
     FindNodes,
     SendAdd,
-    WriteCore,
     WriterConfig,
     WriteSegment,
     apply_segment,

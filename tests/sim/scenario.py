@@ -34,7 +34,7 @@ from functools import partial
 from coordination import keys
 from coordination.memory_store import MemoryStore
 from storage.client import placement
-from storage.client.write_core import WriterConfig
+from storage.client.write_effects import WriterConfig
 from storage.node.journal_core import JournalConfig
 from storage.types import LedgerMetadata, LedgerState, NodeInfo, Segment
 

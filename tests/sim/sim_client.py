@@ -22,13 +22,13 @@ from coordination import keys
 from coordination.memory_store import MemoryStore
 from coordination.store import update_with_retry
 from storage import wire
-from storage.client.write_core import (
+from storage.client.write_core import WriteCore
+from storage.client.write_effects import (
     CompleteAdds,
     Effect,
     FailAll,
     FindNodes,
     SendAdd,
-    WriteCore,
     WriterConfig,
     WriteSegment,
     apply_segment,

@@ -7,12 +7,12 @@ import random
 import pytest
 
 from storage import wire
-from storage.client.write_core import (
+from storage.client.write_core import WriteCore
+from storage.client.write_effects import (
     CompleteAdds,
     FailAll,
     FindNodes,
     SendAdd,
-    WriteCore,
     WriterConfig,
     WriteSegment,
     apply_segment,

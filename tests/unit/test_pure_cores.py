@@ -22,6 +22,7 @@ PURE = [
     "storage/client/schedule.py",
     "storage/client/placement.py",
     "storage/client/write_core.py",
+    "storage/client/write_effects.py",
     "storage/client/recovery_core.py",
     "storage/client/read_core.py",
     "storage/auditor/audit_core.py",
