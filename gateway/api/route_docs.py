@@ -212,6 +212,20 @@ NACK: dict[str, Any] = {
 }
 
 
+def consumer_query(
+    subscriptionType: SubscriptionTypeQuery = "Shared",
+    subscriptionInitialPosition: InitialPositionQuery = "Latest",
+    consumerName: ConsumerNameQuery = None,
+    negativeAckRedeliveryDelay: NackDelayQuery = 60_000,
+    authoritative: Authoritative = False,
+) -> None:
+    """The query parameters that attach an HTTP consumer, shared by the fetch and stream
+    routes: declared and validated here; the handlers read them with ``pull_params``."""
+
+
+ConsumerQuery = Depends(consumer_query)  # dependencies=[ConsumerQuery] of FETCH and STREAM
+
+
 # ---------------------------------------------------------------- paging of list routes
 
 

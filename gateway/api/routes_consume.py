@@ -27,13 +27,11 @@ from gateway.api.http_io import ACK_BODY_MAX, JSON, json_response, read_body
 from gateway.api.route_docs import (
     Authoritative,
     ConsumerNameQuery,
+    ConsumerQuery,
     Domain,
-    InitialPositionQuery,
     Max,
-    NackDelayQuery,
     Namespace,
     Subscription,
-    SubscriptionTypeQuery,
     Tenant,
     TopicPart,
     Wait,
@@ -55,7 +53,11 @@ def add_consume_routes(
     async def _forward(url: str, request: Request, body: bytes) -> Response:
         return await forwarding.forward(gw(), url, request, body)
 
-    @router.get("/consume/{domain}/{tenant}/{namespace}/{topic}/{subscription}", **docs.FETCH)
+    @router.get(
+        "/consume/{domain}/{tenant}/{namespace}/{topic}/{subscription}",
+        dependencies=[ConsumerQuery],
+        **docs.FETCH,
+    )
     async def fetch(
         domain: Domain,
         tenant: Tenant,
@@ -65,11 +67,6 @@ def add_consume_routes(
         request: Request,
         max: Max = 100,
         waitMs: Wait = 5000,
-        subscriptionType: SubscriptionTypeQuery = "Shared",
-        subscriptionInitialPosition: InitialPositionQuery = "Latest",
-        consumerName: ConsumerNameQuery = None,
-        negativeAckRedeliveryDelay: NackDelayQuery = 60_000,
-        authoritative: Authoritative = False,
     ) -> Response:
         """Messages delivered to this HTTP consumer (ids in base64, as WebSocket consumers get
         them); ack or nack them by id (base64 or ``ledger:entry:partition[:batch]``). Waits up

@@ -40,14 +40,10 @@ from gateway.api.errors import error_response
 from gateway.api.http_consume import HttpConsumer, HttpConsumers, pull_params
 from gateway.api.route_docs import (
     STREAM,
-    Authoritative,
-    ConsumerNameQuery,
+    ConsumerQuery,
     Domain,
-    InitialPositionQuery,
-    NackDelayQuery,
     Namespace,
     Subscription,
-    SubscriptionTypeQuery,
     Tenant,
     TopicPart,
 )
@@ -114,7 +110,11 @@ def add_stream_route(
     consumers: HttpConsumers,
     local_topic: Callable[[TopicName, dict[str, str]], Awaitable[Topic | str]],
 ) -> None:
-    @router.get("/consume/{domain}/{tenant}/{namespace}/{topic}/{subscription}/stream", **STREAM)
+    @router.get(
+        "/consume/{domain}/{tenant}/{namespace}/{topic}/{subscription}/stream",
+        dependencies=[ConsumerQuery],
+        **STREAM,
+    )
     async def stream(
         domain: Domain,
         tenant: Tenant,
@@ -124,11 +124,6 @@ def add_stream_route(
         request: Request,
         maxMessages: MaxMessages = 0,
         durationMs: Duration = 0,
-        subscriptionType: SubscriptionTypeQuery = "Shared",
-        subscriptionInitialPosition: InitialPositionQuery = "Latest",
-        consumerName: ConsumerNameQuery = None,
-        negativeAckRedeliveryDelay: NackDelayQuery = 60_000,
-        authoritative: Authoritative = False,
     ) -> Response:
         """Messages of the subscription as server-sent events, as they arrive; ack them
         with ``POST .../ack?consumerName=`` (the name the first event gives)."""
