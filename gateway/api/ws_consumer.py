@@ -375,7 +375,12 @@ async def serve_consumer(
     session.sub, session.consumer_id = sub, consumer_id
     session.max_retries = params.max_redeliver_count
     session.may_retry = websocket.scope.get(MAY_RETRY, True)
-    await session.out.accept()
+    try:
+        await session.out.accept()
+    except Exception:  # the client left before its handshake was answered: no ghost consumer
+        sub.remove_consumer(consumer_id)
+        await session.out.finish()
+        raise
     gateway.sessions += 1
     try:
         await session.run()

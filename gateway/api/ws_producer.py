@@ -245,7 +245,12 @@ async def serve_producer(
     except Exception as exc:
         await deny(websocket, exc, "Failed to create producer: ")
         return
-    await session.out.accept()
+    try:
+        await session.out.accept()
+    except Exception:  # the client left before its handshake was answered: free its name
+        if topic.producers.get(session.name) is session.record:
+            topic.remove_producer(session.name)
+        raise
     gateway.sessions += 1
     try:
         await session.run()

@@ -88,7 +88,11 @@ async def relay(websocket: WebSocket, url: str) -> None:
     except (OSError, TimeoutError) as exc:
         await deny(websocket, exc)  # 503 owner_unreachable (errors.PEER_FAILURES)
         return
-    await websocket.accept()
+    try:
+        await websocket.accept()
+    except Exception:  # the client left before its handshake was answered: end the owner's session
+        await upstream.close()
+        raise
 
     async def downstream() -> None:
         try:
