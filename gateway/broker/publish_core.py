@@ -28,8 +28,12 @@ Rules:
   closing) opens the same gap: a later, smaller message of that producer that
   still fits must not be stored ahead of it either.
   A gap the producer does not fill within ``gap_refusals_max`` refusals is given
-  up: later ids go on, and the abandoned id is remembered (a bounded few per
-  producer) so a late resend of it is refused, never answered as a duplicate.
+  up: later ids go on. Ids a producer's persisted sequence skipped over are
+  remembered as *holes* (the last ``HOLES_MAX`` ranges per producer, also in
+  the snapshot and rebuilt by the replay after a move): a resend of an id in a
+  hole was never stored, so it is refused (``ABANDONED``), never answered as a
+  duplicate - this also covers a message that failed on the previous owner
+  while a later one of the same producer reached the new owner first.
   At most ``producers_max`` producers are tracked; the least recently used goes
   first.
 """
@@ -40,7 +44,7 @@ import enum
 from collections import OrderedDict, deque
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from storage.formats.entry_format import ENTRY_BYTES_MAX, ENTRY_HEADER_BYTES, MESSAGES_PER_ENTRY_MAX
 
@@ -56,7 +60,7 @@ PIPELINE_MESSAGES = 100  # ... and with more in flight, once this many messages 
 PIPELINE_BYTES = 64 * 1024  # ... or this many bytes
 DEDUP_PRODUCERS_MAX = 10_000  # brokerDeduplicationMaxNumberOfProducers
 GAP_REFUSALS_MAX = 1_000  # refusals behind an unfilled gap before it is given up
-ABANDONED_MAX = 64  # given-up sequence ids remembered per producer
+HOLES_MAX = 16  # ranges of skipped sequence ids remembered per producer (32 bytes each)
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,12 +187,13 @@ class DedupVerdict(enum.Enum):
     DUPLICATE = "duplicate"  # already persisted: answer with the duplicate id, store nothing
     IN_FLIGHT = "in_flight"  # an add with this sequence id has not completed: retry later
     GAP = "gap"  # an earlier id of this producer failed and was not sent again: retry later
-    ABANDONED = "abandoned"  # this id failed, its gap was given up and later ids stored
+    ABANDONED = "abandoned"  # below persisted but in a hole: never stored, later ids were
 
 
 class Dedup:
     """Highest sequence ids per producer name, pushed (in flight) and persisted,
-    and the gap a failed add leaves until the producer fills it."""
+    the gap a failed add leaves until the producer fills it, and the holes its
+    persisted sequence skipped."""
 
     def __init__(
         self, producers_max: int = DEDUP_PRODUCERS_MAX, gap_refusals_max: int = GAP_REFUSALS_MAX
@@ -197,7 +202,8 @@ class Dedup:
         self._pushed: dict[str, int] = {}
         self._gap: dict[str, int] = {}  # lowest failed sequence id not sent again
         self._refusals: dict[str, int] = {}  # refused behind the gap so far
-        self._abandoned: dict[str, deque[int]] = {}
+        self._holes: dict[str, deque[tuple[int, int]]] = {}  # skipped ranges, inclusive
+        self._given_up: dict[str, int] = {}  # a given-up gap: where the next hole starts
         self._producers_max = producers_max
         self._gap_refusals_max = gap_refusals_max
 
@@ -214,7 +220,7 @@ class Dedup:
         """The verdict on a message about to be queued; a ``GAP`` refusal is counted
         (the gap is given up after ``gap_refusals_max`` of them)."""
         if sequence_id <= self.last_persisted(producer):
-            if sequence_id in self._abandoned.get(producer, ()):
+            if any(low <= sequence_id <= high for low, high in self._holes.get(producer, ())):
                 return DedupVerdict.ABANDONED
             return DedupVerdict.DUPLICATE
         if sequence_id <= self._pushed.get(producer, -1):
@@ -225,14 +231,10 @@ class Dedup:
             if refused <= self._gap_refusals_max:
                 self._refusals[producer] = refused
                 return DedupVerdict.GAP
-            self._give_up(producer, gap)
+            del self._gap[producer]  # given up: a hole from it once a later id is stored
+            self._refusals.pop(producer, None)
+            self._given_up[producer] = gap
         return DedupVerdict.NEW
-
-    def _give_up(self, producer: str, gap: int) -> None:
-        abandoned = self._abandoned.setdefault(producer, deque(maxlen=ABANDONED_MAX))
-        abandoned.append(gap)
-        del self._gap[producer]
-        self._refusals.pop(producer, None)
 
     def on_pushed(self, producer: str, sequence_id: int) -> None:
         if sequence_id > self._pushed.get(producer, -1):
@@ -243,12 +245,18 @@ class Dedup:
             self._refusals.pop(producer, None)
 
     def on_persisted(self, producer: str, sequence_id: int) -> None:
-        if sequence_id > self._persisted.get(producer, -1):
+        last = self._persisted.get(producer)
+        if last is None or sequence_id > last:
+            given_up = self._given_up.pop(producer, None)
+            start = last + 1 if last is not None else given_up  # a first id skips nothing known
+            if start is not None and sequence_id > start:
+                holes = self._holes.setdefault(producer, deque(maxlen=HOLES_MAX))
+                holes.append((start, sequence_id - 1))
             self._persisted[producer] = sequence_id
         self._persisted.move_to_end(producer)
         while len(self._persisted) > self._producers_max:
             old, _ = self._persisted.popitem(last=False)
-            for table in (self._pushed, self._gap, self._refusals, self._abandoned):
+            for table in (self._pushed, self._gap, self._refusals, self._holes, self._given_up):
                 table.pop(old, None)
 
     def on_failed(self, producer: str, sequence_id: int) -> None:
@@ -267,9 +275,17 @@ class Dedup:
             gap = self._gap.get(producer)
             self._gap[producer] = sequence_id if gap is None else min(gap, sequence_id)
 
-    def snapshot(self) -> dict[str, int]:
-        return dict(self._persisted)
+    def snapshot(self) -> dict[str, Any]:
+        """The persisted state, JSON-ready: ``{"producers": {name: seq}, "holes":
+        {name: [[low, high], ...]}}`` (ADR 0005's dedup key)."""
+        holes = {name: [list(hole) for hole in ranges] for name, ranges in self._holes.items() if ranges}
+        return {"producers": dict(self._persisted), "holes": holes}
 
-    def restore(self, producers: Mapping[str, int]) -> None:
-        for name, seq in producers.items():
+    def restore(self, data: Mapping[str, Any]) -> None:
+        """Take a ``snapshot()`` back (one without ``holes`` is taken as having none)."""
+        for name, seq in data.get("producers", {}).items():
             self.on_persisted(str(name), int(seq))
+        for name, ranges in data.get("holes", {}).items():
+            if str(name) in self._persisted:
+                holes = self._holes.setdefault(str(name), deque(maxlen=HOLES_MAX))
+                holes.extend((int(low), int(high)) for low, high in ranges)

@@ -81,6 +81,7 @@ class Topic(PublishPath):
         super().__init__()  # the publish path: batcher, dedup
         self.decoded = DecodedEntries(managed_log, managed_log.cache.budget)
         self.dedup_revision = 0
+        self.dedup_position = managed_log.last_confirmed  # the last entry dedup took in
         self.entries_since_snapshot = 0
         self.upkeep_task: asyncio.Task[None] | None = None  # set by upkeep_schedule.py
         self.quota_exceeded = False

@@ -74,6 +74,7 @@ class PublishPath:
     msg_in: int
     bytes_in: int
     entries_since_snapshot: int
+    dedup_position: Position
 
     def __init__(self) -> None:
         self.dedup = Dedup()
@@ -191,7 +192,7 @@ class PublishPath:
                     self._settle(group, index, SequenceGap(first))
                     continue
                 if verdict is DedupVerdict.ABANDONED:
-                    late = f"sequence id {sequence} of {producer} failed and later ids were stored"
+                    late = f"sequence id {sequence} of {producer} was never stored and later ids were"
                     self._settle(group, index, SequenceAbandoned(late))
                     continue
             encoded = encode_message(message)
@@ -266,6 +267,8 @@ class PublishPath:
                 if dedup:
                     self.dedup.on_persisted(token.producer, token.sequence_id)
                 settle(token.group, token.index, late)
+            if dedup:
+                self.dedup_position = entry_future.result()
             self._pump()
             return
         position = entry_future.result()
@@ -284,6 +287,8 @@ class PublishPath:
             group.remaining -= 1
             if not group.remaining:
                 self._finish(group)
+        if dedup:
+            self.dedup_position = position
         self.entries_since_snapshot += 1
         for sub in self.subscriptions.values():
             sub.on_new_entry()

@@ -3,7 +3,7 @@
 Owns: the periodic and load-time work of a ``Topic`` that is not on the
 publish or delivery path. Rules (docs/compatibility.md §4.9, §4.11):
 - dedup state is a snapshot in etcd (producer -> highest persisted sequence id,
-  plus the log position it covers), written by compare-and-swap every
+  the holes skipped below it, and the log position it covers), written by compare-and-swap every
   ``DEDUP_SNAPSHOT_ENTRIES`` entries and on clean close; a new owner restores
   it and replays the log after that position, so duplicates are recognised
   across ownership changes;
@@ -44,10 +44,11 @@ async def restore_dedup(topic: Topic) -> None:
     position = EARLIEST
     if current is not None:
         data = orjson.loads(current.value)
-        topic.dedup.restore(data.get("producers", {}))
+        topic.dedup.restore(data)
         ledger, entry = data.get("position", [-1, -1])
         position = Position(int(ledger), int(entry))
         topic.dedup_revision = current.mod_revision
+    topic.dedup_position = position
     nxt = topic.log.layout.next_position(position)
     while nxt is not None:  # replay the log tail after the snapshot
         entries = await topic.log.read(nxt, 1000)
@@ -56,16 +57,15 @@ async def restore_dedup(topic: Topic) -> None:
         for pos, payload in entries:
             for message in topic.decoded.messages(pos, payload):
                 topic.dedup.on_persisted(message.producer_name, message.sequence_id)
+        topic.dedup_position = entries[-1][0]
         nxt = topic.log.layout.next_position(entries[-1][0])
 
 
 async def snapshot_dedup(topic: Topic) -> None:
-    value = orjson.dumps(
-        {
-            "producers": topic.dedup.snapshot(),
-            "position": [topic.log.last_confirmed.ledger_id, topic.log.last_confirmed.entry_id],
-        }
-    )
+    """Write the dedup state with the position it covers: the last entry whose
+    messages it has taken in (never ahead of it, or a replay would skip ids)."""
+    position = topic.dedup_position
+    value = orjson.dumps({**topic.dedup.snapshot(), "position": [position.ledger_id, position.entry_id]})
     revision = await topic.store.compare_and_swap(keys.dedup(topic.name.path), value, topic.dedup_revision)
     if revision is None:
         topic.on_lost_ownership()

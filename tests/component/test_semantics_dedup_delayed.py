@@ -140,6 +140,39 @@ async def test_rest_publish_with_sequence_id_is_deduplicated(cluster: MessagingC
     await reader.close()
 
 
+async def test_an_id_skipped_before_a_move_is_refused_not_answered_as_a_duplicate(
+    cluster: MessagingCluster,
+) -> None:
+    """Seq 1 failed on the old owner; seq 2, pipelined behind it, reached the new owner
+    after the move and was stored. The resend of 1 used to be answered as a duplicate
+    (acknowledged, never stored); now it is refused (409 ``sequence_abandoned``)."""
+    topic = "dedup-move"
+    url = f"{cluster.urls[0]}/topics/persistent/public/default/{topic}?markDuplicates=true"
+
+    def body(seq: int) -> dict[str, object]:
+        return {"producerName": "move-p", "messages": [{"payload": f"s{seq}", "sequenceId": seq}]}
+
+    async with httpx.AsyncClient(timeout=10) as http:
+        first = (await http.post(url, json=body(0))).json()["messagePublishResults"][0]
+        assert first["errorCode"] == 0
+        unload = f"{cluster.urls[1]}/admin/v2/persistent/public/default/{topic}/unload"
+        assert (await http.put(unload)).status_code == 204
+        after_move = (await http.post(url, json=body(2))).json()["messagePublishResults"][0]
+        assert after_move["errorCode"] == 0 and not after_move.get("duplicate"), after_move
+        resend = await http.post(url, json=body(1))
+    result = resend.json()["messagePublishResults"][0] if resend.status_code == 200 else {}
+    assert resend.status_code == 409 or result.get("errorCode", 0) != 0, resend.text
+    assert not result.get("duplicate"), resend.text
+    assert "sequence" in resend.text, resend.text
+    reader = await Collector.connect(
+        f"{cluster.ws(1)}/ws/v2/reader/persistent/public/default/{topic}?messageId=earliest"
+    )
+    await reader.wait_messages(2)
+    assert await reader.nothing_for(0.6)
+    assert texts(reader) == ["s0", "s2"]
+    await reader.close()
+
+
 @pytest.mark.parametrize("sub_type", ["Shared", "Key_Shared"])
 async def test_delayed_delivery_waits_on_shared(cluster: MessagingCluster, sub_type: str) -> None:
     topic = f"delayed-{sub_type.lower()}"

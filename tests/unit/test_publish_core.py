@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import orjson
 import pytest
 
-from gateway.broker.publish_core import BatcherConfig, Dedup, DedupVerdict, PublishBatcher
+from gateway.broker.publish_core import HOLES_MAX, BatcherConfig, Dedup, DedupVerdict, PublishBatcher
 from storage.formats.entry_format import ENTRY_HEADER_BYTES
 
 pytestmark = pytest.mark.unit
@@ -178,10 +179,43 @@ def test_dedup_snapshot_restore_and_producer_bound() -> None:
     dedup = Dedup(producers_max=2)
     for name, seq in (("a", 5), ("b", 6), ("c", 7)):
         dedup.on_persisted(name, seq)
-    assert dedup.snapshot() == {"b": 6, "c": 7}  # least recently used dropped
+    assert dedup.snapshot() == {"producers": {"b": 6, "c": 7}, "holes": {}}  # least recently used dropped
     other = Dedup()
     other.restore(dedup.snapshot())
     assert other.check("c", 7) is DedupVerdict.DUPLICATE and other.last_persisted("b") == 6
+    older = Dedup()
+    older.restore({"producers": {"c": 7}})  # a snapshot written before holes were kept
+    assert older.check("c", 7) is DedupVerdict.DUPLICATE
+
+
+def test_an_id_that_failed_on_the_old_owner_is_not_a_duplicate_on_the_new_one() -> None:
+    """5 failed on the old owner (its gap lived there); 6, pipelined behind it, reached
+    the new owner first and was stored. The resend of 5 was answered as a duplicate:
+    acknowledged, never stored. Now 5 is in a hole: refused, and the hole survives
+    the next snapshot and move."""
+    old = Dedup()
+    for seq in range(5):
+        old.on_pushed("p", seq)
+        old.on_persisted("p", seq)
+    new = Dedup()
+    new.restore(old.snapshot())  # the new owner: snapshot (and replay) up to 4
+    assert new.check("p", 6) is DedupVerdict.NEW
+    new.on_pushed("p", 6)
+    new.on_persisted("p", 6)
+    assert new.check("p", 5) is DedupVerdict.ABANDONED
+    assert new.check("p", 4) is DedupVerdict.DUPLICATE and new.check("p", 6) is DedupVerdict.DUPLICATE
+    third = Dedup()
+    third.restore(orjson.loads(orjson.dumps(new.snapshot())))
+    assert third.check("p", 5) is DedupVerdict.ABANDONED and third.check("p", 4) is DedupVerdict.DUPLICATE
+
+
+def test_holes_are_bounded_per_producer() -> None:
+    dedup = Dedup()
+    for seq in range(0, 2 * (HOLES_MAX + 4), 2):  # every other id skipped
+        dedup.on_persisted("p", seq)
+    holes = dedup.snapshot()["holes"]["p"]
+    assert len(holes) == HOLES_MAX and holes[-1] == [2 * (HOLES_MAX + 3) - 1] * 2
+    assert dedup.check("p", 1) is DedupVerdict.DUPLICATE  # forgotten: the oldest go first
 
 
 def test_offer_all_queues_all_or_nothing() -> None:

@@ -28,6 +28,7 @@ class Log:
 
     fenced = terminated = False
     cache = EntryCache(1 << 20)
+    last_confirmed = Position(5, -1)
 
     def __init__(self) -> None:
         self.on_fenced: Any = None
@@ -133,3 +134,4 @@ async def test_a_smaller_message_cannot_overtake_one_the_full_queue_refused_on_a
     log.complete(1, entry_id=1)
     done = await resent
     assert all(isinstance(o, PublishResult) and not o.duplicate for o in done), done
+    assert t.dedup_position == Position(5, 1)  # what the next dedup snapshot covers
