@@ -62,6 +62,9 @@ def _parser() -> argparse.ArgumentParser:
         help="storage nodes delay each fdatasync this long (power loss)",
     )
     faults.add_argument("--dir", default="", help="run directory (default .folio-faults/seed-N-<time>)")
+    faults.add_argument(
+        "--check", default="", metavar="DIR", help="only check the history an earlier run left in DIR"
+    )
 
     bench = sub.add_parser("bench", help="benchmarks")
     bench_sub = bench.add_subparsers(dest="bench", required=True)

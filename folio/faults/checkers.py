@@ -28,10 +28,15 @@ Rules checked:
   answered ok to a publish sent after that start (the worst topic counts);
   ``after-final-heal`` measures the same from the ``healed`` op (every fault
   over, every process running) - how long the cluster takes to serve again.
+  Faults follow each other, so one long outage is charged to every fault that
+  starts during it; the *own* figure leaves out of a fault's window each topic
+  that had not published again since the previous fault began (counted as
+  ``inherited``), and a fault with every topic inherited has no own window.
 """
 
 from __future__ import annotations
 
+import bisect
 import statistics
 from collections import Counter, defaultdict
 from collections.abc import Hashable, Iterable
@@ -79,6 +84,8 @@ class Result:
     faults: Counter[str] = field(default_factory=Counter)
     crashes: Counter[str] = field(default_factory=Counter)
     unavailability: dict[str, Unavailability] = field(default_factory=dict)
+    unavailability_own: dict[str, Unavailability] = field(default_factory=dict)  # inherited topics left out
+    inherited: int = 0  # (fault, topic) windows that began in an earlier fault's outage
     step_down_s: list[float] = field(default_factory=list)  # a woken, paused owner until it stepped down
     owners_still_running: int = 0  # woken owners that had not stepped down when the nemesis stopped watching
     powerloss_faults: int = 0
@@ -117,6 +124,10 @@ class Result:
             line += f" | paused owners stepped down {worst} after waking (n={len(self.step_down_s)})"
             line += f", still running {self.owners_still_running}"
         return line
+
+    def unavailability_own_line(self) -> str:
+        kinds = " ".join(u.describe() for _, u in sorted(self.unavailability_own.items()))
+        return f"unavailability_own {kinds} inherited={self.inherited}"
 
     def details(self, limit: int = 10) -> str:
         parts = []
@@ -192,7 +203,7 @@ def check(history: Iterable[Op], dedup_topics: Iterable[str] = ()) -> Result:
     result.duplicated_dedup = sorted(v for v, ids in stored.items() if len(ids) > 1)
     result.order_violations = _order(reads, deliveries, set(acked))
     result.cursor_regressions = _cursor_regressions(ops)
-    result.unavailability = _unavailability(ops)
+    result.unavailability, result.unavailability_own, result.inherited = _unavailability(ops)
     result.acks_without_quorum = _acks_without_quorum(ops)
     return result
 
@@ -259,11 +270,13 @@ def _cursor_regressions(ops: list[Op]) -> list[tuple[str, str, list[int], list[i
     return regressions
 
 
-def _unavailability(ops: list[Op]) -> dict[str, Unavailability]:
+def _unavailability(ops: list[Op]) -> tuple[dict[str, Unavailability], dict[str, Unavailability], int]:
+    """Per kind: the windows until every topic publishes again, the same leaving out the
+    topics still down from an earlier fault, and how many (fault, topic) windows were so left out."""
     starts = [
         (op["t"], str(op["kind"])) for op in ops if op.get("f") == "fault" and op.get("phase") == "start"
     ]
-    starts += [(op["t"], HEALED) for op in ops if op.get("f") == "healed"]
+    healed = [op["t"] for op in ops if op.get("f") == "healed"]
     invoked: dict[tuple[str, int], float] = {}
     oks: dict[str, list[tuple[float, float]]] = defaultdict(list)  # topic -> (invoked, answered)
     for op in ops:
@@ -275,14 +288,39 @@ def _unavailability(ops: list[Op]) -> dict[str, Unavailability]:
         elif op["type"] == "ok" and value in invoked:
             oks[_base(str(op["topic"]))].append((invoked[value], op["t"]))
     end = max((op["t"] for op in ops), default=0.0)
+    back = [_Recovery(answers, end) for answers in oks.values()]
     out: dict[str, Unavailability] = {}
-    for t0, kind in starts:
-        worst = 0.0
-        for answers in oks.values():
-            after = [answered for sent_at, answered in answers if sent_at >= t0]
-            worst = max(worst, (min(after) if after else end) - t0)
-        out.setdefault(kind, Unavailability(kind)).seconds.append(worst)
-    return out
+    own: dict[str, Unavailability] = {}
+    inherited = 0
+    previous: float | None = None
+    for t0, kind in sorted(starts):
+        windows = [topic.after(t0) - t0 for topic in back]
+        out.setdefault(kind, Unavailability(kind)).seconds.append(max(windows, default=0.0))
+        # a topic not yet publishing again since the previous fault began is still in that outage
+        still_down = [previous is not None and topic.after(previous) > t0 for topic in back]
+        inherited += sum(still_down)
+        mine = [w for w, down in zip(windows, still_down, strict=True) if not down]
+        if mine or not windows:
+            own.setdefault(kind, Unavailability(kind)).seconds.append(max(mine, default=0.0))
+        previous = t0
+    for t0 in healed:
+        worst = max((topic.after(t0) - t0 for topic in back), default=0.0)
+        out.setdefault(HEALED, Unavailability(HEALED)).seconds.append(worst)
+    return out, own, inherited
+
+
+class _Recovery:
+    """One topic's publishes: when the first one sent at or after a time was answered ok."""
+
+    def __init__(self, answers: list[tuple[float, float]], end: float) -> None:
+        answers = sorted(answers)
+        self.sent = [sent_at for sent_at, _ in answers]
+        self.first_ok = [end] * (len(answers) + 1)  # earliest answer among those sent from i on
+        for i in range(len(answers) - 1, -1, -1):
+            self.first_ok[i] = min(answers[i][1], self.first_ok[i + 1])
+
+    def after(self, t0: float) -> float:
+        return self.first_ok[bisect.bisect_left(self.sent, t0)]
 
 
 def _acks_without_quorum(ops: list[Op]) -> list[Value]:

@@ -9,6 +9,7 @@ nemesis run on one event loop.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from pathlib import Path
 from typing import IO, Any
@@ -43,4 +44,10 @@ class History:
 
 
 def load(path: Path) -> list[dict[str, Any]]:
-    return [orjson.loads(line) for line in path.read_bytes().splitlines() if line.strip()]
+    """The operations in a history file; a run killed mid-write may leave its last line cut short,
+    which is left out (a broken line anywhere else raises)."""
+    lines = [line for line in path.read_bytes().splitlines() if line.strip()]
+    ops = [orjson.loads(line) for line in lines[:-1]]
+    with contextlib.suppress(orjson.JSONDecodeError):
+        ops.extend(orjson.loads(line) for line in lines[-1:])
+    return ops

@@ -68,6 +68,8 @@ WORKLOAD = (
     TopicPlan(DEDUP_NS, "dedup", (("ws", 4), ("rest", 0)), "Exclusive", 1),
 )
 
+DEDUP_TOPICS = tuple(p.topic for p in WORKLOAD if p.namespace == DEDUP_NS)
+
 
 @dataclass
 class RunConfig:
@@ -221,7 +223,7 @@ async def _run(config: RunConfig, cluster: FaultCluster, history: History) -> ch
 
     await asyncio.gather(*(read_back(n, plan) for n, plan in enumerate(WORKLOAD)))
     history.flush()
-    return checkers.check(history.ops, dedup_topics=[p.topic for p in WORKLOAD if p.namespace == DEDUP_NS])
+    return checkers.check(history.ops, dedup_topics=DEDUP_TOPICS)
 
 
 async def _warm_up(history: History, at_least_s: float = 3.0, at_most_s: float = 60.0) -> None:

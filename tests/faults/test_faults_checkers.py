@@ -3,10 +3,13 @@ for, and a clean history passes them all (folio/faults/checkers.py)."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 
+from folio.cli import main
 from folio.faults.checkers import check
 
 pytestmark = pytest.mark.unit
@@ -180,6 +183,62 @@ def test_unavailability_is_measured_per_fault_kind_on_the_worst_topic() -> None:
     assert result.faults == {"kill-node": 1}
     assert result.unavailability["kill-node"].seconds == [pytest.approx(4.0)]
     assert "kill-node=max 4.0s" in result.unavailability_line()
+
+
+def test_a_topic_still_down_from_the_previous_fault_is_inherited_not_owned() -> None:
+    def start(t: float, kind: str) -> dict[str, Any]:
+        return {"t": t, "type": "info", "f": "fault", "kind": kind, "phase": "start"}
+
+    ops = [start(10.0, "kill-node"), start(12.0, "pause-node")]
+    ops += pub(9, "pa", 0, "1:0:-1:-1", topic="a") + pub(10.5, "pa", 1, topic="a")  # a: no answer...
+    ops += pub(19.99, "pa", 2, "1:2:-1:-1", topic="a")  # ...until 20.0: down through both faults
+    ops += pub(10.29, "pb", 0, "2:0:-1:-1", topic="b")  # b: back 0.3 s after the kill
+    ops += pub(12.49, "pb", 1, "2:1:-1:-1", topic="b")  # and 0.5 s after the pause
+    result = check(ops)
+    # until publishes succeed again: a's outage is charged to both faults
+    assert result.unavailability["kill-node"].seconds == [pytest.approx(10.0)]
+    assert result.unavailability["pause-node"].seconds == [pytest.approx(8.0)]
+    # own: a had not recovered from the kill when the pause began, so the pause owns only b
+    assert result.unavailability_own["kill-node"].seconds == [pytest.approx(10.0)]
+    assert result.unavailability_own["pause-node"].seconds == [pytest.approx(0.5)]
+    assert result.inherited == 1
+    assert result.unavailability_line().startswith("unavailability kill-node=max 10.0s p50 10.0s (n=1) ")
+    assert result.unavailability_own_line() == (
+        "unavailability_own kill-node=max 10.0s p50 10.0s (n=1) "
+        "pause-node=max 0.5s p50 0.5s (n=1) inherited=1"
+    )
+    # a third fault while both topics are still down from the second owns no window at all
+    both_down = check([*ops, start(12.2, "kill-etcd")])
+    assert both_down.unavailability["kill-etcd"].seconds == [pytest.approx(7.8)]
+    assert "kill-etcd" not in both_down.unavailability_own and both_down.inherited == 3
+
+
+def write_run(root: Path, ops: list[dict[str, Any]]) -> Path:
+    root.mkdir()
+    (root / "history.jsonl").write_bytes(b"".join(orjson.dumps(op) + b"\n" for op in ops))
+    return root
+
+
+def test_check_re_runs_the_checkers_on_a_run_directory(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ops = [{"t": 10.0, "type": "info", "f": "fault", "kind": "kill-node", "phase": "start"}]
+    ops += pub(10.5, "p", 0, "1:0:-1:-1") + pub(11, "p", 1, "1:1:-1:-1")
+    clean = write_run(
+        tmp_path / "clean", [*ops, read(20, "p", 0, "1:0:-1:-1"), read(20, "p", 1, "1:1:-1:-1")]
+    )
+    assert main(["faults", "--check", str(clean)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[1].startswith("acked=2 lost=0 ")
+    assert out[2] == "unavailability kill-node=max 0.5s p50 0.5s (n=1)"
+    assert out[3] == "unavailability_own kill-node=max 0.5s p50 0.5s (n=1) inherited=0"
+    lossy = write_run(tmp_path / "lossy", [*ops, read(20, "p", 0, "1:0:-1:-1")])
+    assert main(["faults", "--check", str(lossy)]) == 1
+    assert "lost: [('p', 1)]" in capsys.readouterr().out
+    with (lossy / "history.jsonl").open("ab") as cut:  # a run killed mid-write
+        cut.write(b'{"t": 21.0, "type": "ok", "f": "cur')
+    assert main(["faults", "--check", str(lossy)]) == 1
+    assert main(["faults", "--check", str(tmp_path / "missing")]) == 2
 
 
 def test_after_the_final_heal_is_measured_apart_from_the_faults() -> None:

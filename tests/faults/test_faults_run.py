@@ -37,6 +37,7 @@ AFTER_HEAL_BOUND_S = 30.0
 def show(name: str, result: Result) -> None:
     print(f"\n[{name}] {result.line()}")
     print(f"[{name}] {result.unavailability_line()}")
+    print(f"[{name}] {result.unavailability_own_line()}")
     details = result.details()
     if details:
         print(details)
