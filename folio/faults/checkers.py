@@ -126,8 +126,8 @@ class Result:
         return line
 
     def unavailability_own_line(self) -> str:
-        kinds = " ".join(u.describe() for _, u in sorted(self.unavailability_own.items()))
-        return f"unavailability_own {kinds} inherited={self.inherited}"
+        kinds = [u.describe() for _, u in sorted(self.unavailability_own.items())]
+        return " ".join(["unavailability_own", *kinds, f"inherited={self.inherited}"])
 
     def details(self, limit: int = 10) -> str:
         parts = []
