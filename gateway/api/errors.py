@@ -29,6 +29,7 @@ from fastapi.routing import APIRoute
 from pydantic import BaseModel, Field
 from starlette.requests import Request
 from starlette.responses import Response
+from websockets.exceptions import InvalidMessage
 
 from coordination.errors import CoordinationError
 from gateway.errors import GatewayError
@@ -126,9 +127,10 @@ def responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
     return {s: {"model": ErrorBody, "description": _DESCRIPTIONS.get(s, "Error")} for s in wanted}
 
 
-# failing to reach another gateway (connection refused or reset, timeout): the owner may
-# be dying and its bundles move once its lease ends - retryable, whichever path met it
-PEER_FAILURES: tuple[type[BaseException], ...] = (OSError, httpx.TransportError)
+# failing to reach another gateway (connection refused or reset, timeout, or hung up in the
+# middle of a WebSocket handshake: InvalidMessage): the owner may be dying and its bundles
+# move once its lease ends - retryable, whichever path met it
+PEER_FAILURES: tuple[type[BaseException], ...] = (OSError, httpx.TransportError, InvalidMessage)
 
 
 def code_of(exc: BaseException) -> str:

@@ -411,7 +411,13 @@ async def serve_reader(gateway: Gateway, websocket: WebSocket, topic: Topic, par
     session.sub, session.consumer_id = sub, consumer_id
     sub.cursor.ack_batch_prefix(position, skip_in_batch)
     sub.start()
-    await session.out.accept()
+    try:
+        await session.out.accept()
+    except Exception:  # the client left before its handshake was answered: no ghost reader
+        sub.remove_consumer(consumer_id)
+        await topic.remove_reader(sub)
+        await session.out.finish()
+        raise
     gateway.sessions += 1
     try:
         await session.run()

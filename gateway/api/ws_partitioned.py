@@ -85,6 +85,15 @@ async def _open_links(
     return links
 
 
+async def _accept(websocket: WebSocket, links: dict[int, ClientConnection]) -> None:
+    """Answer the client's handshake; a client that already left ends every partition's session."""
+    try:
+        await websocket.accept()
+    except Exception:  # no ghost producer or consumer left on any partition's owner
+        await _close_all(links)
+        raise
+
+
 async def _close_all(links: dict[int, ClientConnection]) -> None:
     for link in links.values():
         with contextlib.suppress(Exception):
@@ -187,7 +196,7 @@ async def serve_partitioned_producer(
     links = await _open_links(gateway, websocket, name, partitions, "producer", "")
     if links is None:
         return
-    await websocket.accept()
+    await _accept(websocket, links)
     query = websocket.query_params
     round_robin = query.get("messageRoutingMode") == "RoundRobinPartition"
     scheme = query.get("hashingScheme", "JavaStringHash")
@@ -247,7 +256,7 @@ async def serve_partitioned_consumer(
     links = await _open_links(gateway, websocket, name, partitions, kind, suffix)
     if links is None:
         return
-    await websocket.accept()
+    await _accept(websocket, links)
     fanout = _Fanout(websocket, links)
 
     async def handle(text: str) -> bool:

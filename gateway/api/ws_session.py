@@ -26,7 +26,7 @@ import websockets
 from starlette.websockets import WebSocket, WebSocketDisconnect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
-from gateway.api.errors import body, close_code, reason_response, status_of
+from gateway.api.errors import PEER_FAILURES, body, close_code, reason_response, status_of
 from gateway.api.ws_outbound import Outbound
 
 log = logging.getLogger(__name__)
@@ -85,8 +85,8 @@ async def relay(websocket: WebSocket, url: str) -> None:
             reason, code = (response.body or b"").decode(errors="replace"), "relay"
         await deny_status(websocket, response.status_code, reason, code)
         return
-    except (OSError, TimeoutError) as exc:
-        await deny(websocket, exc)  # 503 owner_unreachable (errors.PEER_FAILURES)
+    except PEER_FAILURES as exc:  # unreachable, timed out, or hung up mid-handshake
+        await deny(websocket, exc)  # 503 owner_unreachable
         return
     try:
         await websocket.accept()

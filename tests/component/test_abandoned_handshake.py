@@ -5,9 +5,12 @@ request queued; the gateway answers it later, registers the producer (or the
 consumer, or opens the relay to the owner) and only then finds the client gone
 at ``accept``. The 1 h fault run (seed 404) showed what a leak there costs: the
 producer's name stayed "already connected" (409) on the owner until the topic
-was unloaded, 17-59 s, the run's longest publish outages. Both ways are covered:
-served by the owner (gateway/api/ws_producer.py) and relayed to it
-(gateway/api/ws_session.py).
+was unloaded, 17-59 s, the run's longest publish outages. A producer is covered
+both ways: served by the owner (gateway/api/ws_producer.py) and relayed to it
+(gateway/api/ws_session.py); so are an Exclusive consumer and a named reader
+(gateway/api/ws_consumer.py) and a partitioned producer and Exclusive consumer,
+whose per-partition links are opened before the client's handshake is answered
+(gateway/api/ws_partitioned.py).
 """
 
 from __future__ import annotations
@@ -16,15 +19,33 @@ import asyncio
 import base64
 import os
 import socket
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator
 
+import httpx
 import pytest
+import pytest_asyncio
 import websockets
 from clusters import MessagingCluster
+from wsclient import module_cluster
 
 from folio.bench_gateway_load import lookup
 
-pytestmark = pytest.mark.component
+pytestmark = [pytest.mark.component, pytest.mark.asyncio(loop_scope="module")]
+
+P = "/persistent/public/default"
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def cluster(
+    etcd_endpoint: str, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[MessagingCluster]:
+    async with module_cluster(etcd_endpoint, tmp_path_factory.mktemp("abandoned")) as made:
+        yield made
+
+
+async def owner_of(cluster: MessagingCluster, topic: str) -> str:
+    _, owner_url = await lookup(cluster.urls[0], topic)
+    return next(u for u in cluster.urls if u.rstrip("/") == owner_url.rstrip("/"))
 
 
 def abandon(http_base: str, path: str) -> None:
@@ -39,16 +60,12 @@ def abandon(http_base: str, path: str) -> None:
         sock.sendall(request.encode())
 
 
-async def test_an_abandoned_producer_handshake_frees_the_name(
-    messaging_cluster: Callable[..., Awaitable[MessagingCluster]],
-) -> None:
-    cluster = await messaging_cluster(gateways=2, nodes=3)
+async def test_an_abandoned_producer_handshake_frees_the_name(cluster: MessagingCluster) -> None:
     for how in ("owner", "relay"):
         topic = f"abandoned-{how}"
-        _, owner_url = await lookup(cluster.urls[0], topic)
-        owner = next(u for u in cluster.urls if u.rstrip("/") == owner_url.rstrip("/"))
+        owner = await owner_of(cluster, topic)
         target = owner if how == "owner" else next(u for u in cluster.urls if u != owner)
-        path = f"/ws/v2/producer/persistent/public/default/{topic}?producerName=p1"
+        path = f"/ws/v2/producer{P}/{topic}?producerName=p1"
         abandon(target, path)
         await asyncio.sleep(2.0)  # the gateway loads the topic, then finds the client gone
         for base in cluster.urls:  # before the fix: 409 "Producer with name 'p1' is already connected"
@@ -56,3 +73,36 @@ async def test_an_abandoned_producer_handshake_frees_the_name(
                 pass
             await asyncio.sleep(0.5)  # the gateway notes the close before the next session
         print(f"{how}: the name is free again after an abandoned handshake")
+
+
+async def test_abandoned_consumer_reader_and_partitioned_handshakes_leave_nothing(
+    cluster: MessagingCluster,
+) -> None:
+    exclusive = "subscriptionType=Exclusive"
+    async with httpx.AsyncClient(timeout=30) as http:
+        for topic in ("abandoned-pp", "abandoned-pc"):
+            created = await http.put(f"{cluster.urls[0]}/admin/v2{P}/{topic}/partitions", json=2)
+            assert created.status_code in (200, 204), created.text
+        consumer_owner = await owner_of(cluster, "abandoned-c")
+        reader_owner = await owner_of(cluster, "abandoned-r")
+        abandoned = [  # each served where the leak was: the topic's owner, or the partition fan-out
+            (consumer_owner, f"/ws/v2/consumer{P}/abandoned-c/s?{exclusive}"),
+            (reader_owner, f"/ws/v2/reader{P}/abandoned-r?readerName=r-gone"),
+            (cluster.urls[0], f"/ws/v2/producer{P}/abandoned-pp?producerName=pp"),
+            (cluster.urls[0], f"/ws/v2/consumer{P}/abandoned-pc/s?{exclusive}"),
+        ]
+        for base, path in abandoned:
+            abandon(base, path)
+        await asyncio.sleep(2.5)  # each gateway loads the topics, then finds the client gone
+        stats = await http.get(f"{reader_owner}/admin/v2{P}/abandoned-r/stats")
+        assert stats.status_code == 200, stats.text
+        leftover = stats.json()["subscriptions"]
+        assert "r-gone" not in leftover, f"a ghost reader is left on the owner: {leftover}"
+        # before the fix: 409 (ConsumerBusy "Exclusive consumer is already connected",
+        # ProducerBusy for the partitioned producer's name) from the ghosts' owners
+        for base, path in abandoned:
+            if "/reader/" in path:
+                continue
+            async with websockets.connect(base.replace("http", "ws", 1) + path, open_timeout=15):
+                pass
+    print("consumer, reader, partitioned producer and consumer: nothing left after abandoned handshakes")
