@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING, Any
 from fastapi import APIRouter, WebSocket
 
 from gateway.api.forwarding import LocalTopic
-from gateway.api.ws_consumer import serve_consumer, serve_reader
 from gateway.api.ws_partitioned import serve_partitioned_consumer, serve_partitioned_producer
 from gateway.api.ws_producer import serve_producer
 from gateway.api.ws_session import deny, relay, relay_url
+from gateway.api.ws_subscribe import serve_consumer, serve_reader
 from gateway.broker.topic import Topic
 from gateway.names import TopicName, check_subscription
 from gateway.protocol.params import parse_consumer_params, parse_producer_params, parse_reader_params

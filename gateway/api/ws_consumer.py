@@ -31,7 +31,6 @@ acks, cumulative acks, nacks, permits, seeks and unsubscribe. Rules:
 from __future__ import annotations
 
 import asyncio
-import secrets
 from collections import deque
 from typing import TYPE_CHECKING, Any, cast
 
@@ -40,16 +39,14 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from gateway.api.convert import delivery_frames, position_of
 from gateway.api.errors import close_code, protocol_close_code
-from gateway.api.ws_session import Outbound, deny
+from gateway.api.ws_session import Outbound
 from gateway.broker import letters, topic_admin
 from gateway.broker.consumers import Delivery
-from gateway.broker.dispatch import ConsumerInfo
 from gateway.broker.dispatch.base import HashRange
 from gateway.broker.subscription import Subscription
 from gateway.broker.topic import Topic
 from gateway.errors import GatewayError
 from gateway.protocol.errors import WS_FAILED_TO_DESERIALIZE, ProtocolError
-from gateway.protocol.params import ConsumerParams, ReaderParams
 from gateway.protocol.ws_frames import (
     Ack,
     AckCumulative,
@@ -65,7 +62,6 @@ from gateway.protocol.ws_frames import (
     parse_command,
     ranges_notice,
 )
-from gateway.security.middleware import MAY_RETRY
 from storage.formats.positions import EARLIEST, LATEST, NO_BATCH, MessagePosition, Position
 
 if TYPE_CHECKING:
@@ -350,76 +346,3 @@ class ConsumerSession:
                     await self.topic.remove_reader(sub)
             await self.out.finish()
             self.gateway.deliveries.forget(self)
-
-
-async def serve_consumer(
-    gateway: Gateway, websocket: WebSocket, topic: Topic, subscription: str, params: ConsumerParams
-) -> None:
-    session = ConsumerSession(gateway, websocket, topic, params.batch_delivery, params.notices)
-    name = params.consumer_name or f"consumer-{secrets.token_hex(4)}"
-    try:
-        dlq = params.dead_letter_topic
-        sub, consumer_id = await topic.subscribe(
-            subscription,
-            params.subscription_type,
-            params.to_consumer_info(name),
-            session,
-            initial=params.initial_position,
-            durable=params.subscription_mode == "Durable",
-            dead_letter_topic=dlq,
-        )
-    except Exception as exc:
-        await session.out.finish()
-        await deny(websocket, exc, "Failed to subscribe: ")
-        return
-    session.sub, session.consumer_id = sub, consumer_id
-    session.max_retries = params.max_redeliver_count
-    session.may_retry = websocket.scope.get(MAY_RETRY, True)
-    try:
-        await session.out.accept()
-    except Exception:  # the client left before its handshake was answered: no ghost consumer
-        sub.remove_consumer(consumer_id)
-        await session.out.finish()
-        raise
-    gateway.sessions += 1
-    try:
-        await session.run()
-    finally:
-        gateway.sessions -= 1
-
-
-async def serve_reader(gateway: Gateway, websocket: WebSocket, topic: Topic, params: ReaderParams) -> None:
-    session = ConsumerSession(gateway, websocket, topic, params.batch_delivery)
-    session.reader = True
-    start = params.start
-    skip_in_batch = 0
-    if start == "earliest":
-        position, inclusive = EARLIEST, True
-    elif start == "latest":
-        position, inclusive = LATEST, True
-    else:
-        position, inclusive = Position(start.ledger_id, start.entry_id), params.start_inclusive
-        if start.is_batch:  # inside a batch entry: read the entry, skip the messages before the start
-            skip_in_batch, inclusive = start.batch_index + (0 if inclusive else 1), True
-    info = ConsumerInfo(params.reader_name or f"reader-{secrets.token_hex(4)}", 0, params.receiver_queue_size)
-    try:
-        sub, consumer_id = topic.create_reader(position, inclusive, info, session, params.reader_name)
-    except Exception as exc:
-        await session.out.finish()
-        await deny(websocket, exc, "Failed to create reader: ")
-        return
-    session.sub, session.consumer_id = sub, consumer_id
-    sub.cursor.ack_batch_prefix(position, skip_in_batch)
-    sub.start()
-    try:
-        await session.out.accept()
-    except Exception:  # the client left before its handshake was answered: no ghost reader
-        sub.remove_consumer(consumer_id)
-        await topic.remove_reader(sub)
-        await session.out.finish()
-        raise
-    gateway.sessions += 1
-    try:
-        await session.run()
-    finally:
-        gateway.sessions -= 1

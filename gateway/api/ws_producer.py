@@ -31,7 +31,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 from gateway.api.convert import entry_message
 from gateway.api.errors import close_code
 from gateway.api.metrics import publish_latency
-from gateway.api.ws_session import Outbound, deny
+from gateway.api.ws_session import Outbound, accept_and_run, deny
 from gateway.broker.topic import Topic
 from gateway.broker.topic_types import Outcome, PublishResult
 from gateway.meta.schema_registry import SchemaNotFound
@@ -245,14 +245,9 @@ async def serve_producer(
     except Exception as exc:
         await deny(websocket, exc, "Failed to create producer: ")
         return
-    try:
-        await session.out.accept()
-    except Exception:  # the client left before its handshake was answered: free its name
+
+    async def undo() -> None:
         if topic.producers.get(session.name) is session.record:
             topic.remove_producer(session.name)
-        raise
-    gateway.sessions += 1
-    try:
-        await session.run()
-    finally:
-        gateway.sessions -= 1
+
+    await accept_and_run(gateway, session.out, session.run, undo)

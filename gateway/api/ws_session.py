@@ -19,6 +19,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
 from urllib.parse import urlencode
 
 import orjson
@@ -29,9 +31,12 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus
 from gateway.api.errors import PEER_FAILURES, body, close_code, reason_response, status_of
 from gateway.api.ws_outbound import Outbound
 
+if TYPE_CHECKING:
+    from gateway.api.gateway import Gateway
+
 log = logging.getLogger(__name__)
 
-__all__ = ["Outbound", "deny", "deny_status", "relay", "relay_url"]
+__all__ = ["Outbound", "accept_and_run", "deny", "deny_status", "relay", "relay_url"]
 
 RELAY_PING_S = 5.0  # the relay pings the owner gateway this often...
 RELAY_PING_TIMEOUT_S = 5.0  # ...and gives it up (client closed 4503) when no pong comes this soon
@@ -55,6 +60,24 @@ async def deny_status(websocket: WebSocket, status: int, reason: str, code: str)
     etcd was away) is not an error: there is nobody left to tell."""
     with contextlib.suppress(OSError, WebSocketDisconnect):  # uvicorn's ClientDisconnected
         await websocket.send_denial_response(reason_response(status, reason, code))
+
+
+async def accept_and_run(
+    gateway: Gateway, out: Outbound, run: Callable[[], Awaitable[None]], undo: Callable[[], Awaitable[None]]
+) -> None:
+    """Answer a handshake whose session is already registered, then run the session.
+    A client that left before the answer (e.g. it gave up on a paused gateway) has
+    the registration undone: no ghost producer, consumer or reader keeps its name."""
+    try:
+        await out.accept()
+    except Exception:
+        await undo()
+        raise
+    gateway.sessions += 1
+    try:
+        await run()
+    finally:
+        gateway.sessions -= 1
 
 
 def relay_url(http_url: str, path: str, query: dict[str, str]) -> str:

@@ -8,7 +8,7 @@ producer's name stayed "already connected" (409) on the owner until the topic
 was unloaded, 17-59 s, the run's longest publish outages. A producer is covered
 both ways: served by the owner (gateway/api/ws_producer.py) and relayed to it
 (gateway/api/ws_session.py); so are an Exclusive consumer and a named reader
-(gateway/api/ws_consumer.py) and a partitioned producer and Exclusive consumer,
+(gateway/api/ws_subscribe.py) and a partitioned producer and Exclusive consumer,
 whose per-partition links are opened before the client's handshake is answered
 (gateway/api/ws_partitioned.py).
 """
