@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -50,9 +51,10 @@ def folio(etcd_endpoint: str, tmp_path_factory: pytest.TempPathFactory) -> Itera
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
+    from pyspark.errors import PySparkRuntimeError
     from pyspark.sql import SparkSession
 
-    session = (
+    builder = (
         SparkSession.builder.master("local[2, 2]")  # 2 threads; a failed task is tried twice
         .appName("folio-tests")
         .config("spark.ui.enabled", "false")
@@ -60,8 +62,17 @@ def spark() -> Iterator[Any]:
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.sql.python.filterPushdown.enabled", "true")
         .config("spark.driver.bindAddress", "127.0.0.1")
-        .getOrCreate()
     )
+    # the JVM is forked from a process with etcd client (gRPC) threads; now and then the
+    # launch fails at once (JAVA_GATEWAY_EXITED) - the analytics service retries it too
+    for attempt in range(3):
+        try:
+            session = builder.getOrCreate()
+            break
+        except PySparkRuntimeError:
+            if attempt == 2:
+                raise
+            time.sleep(2.0)
     session.sparkContext.setLogLevel("WARN")
     try:
         yield session
