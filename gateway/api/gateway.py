@@ -26,6 +26,7 @@ from dataclasses import dataclass, field, replace
 import httpx
 
 from coordination.clock import SystemClock, WallClock
+from coordination.errors import Unavailable
 from coordination.session_thread import lease_session
 from coordination.store import MetadataStore
 from gateway.api.delivery_budget import DeliveryBudget
@@ -308,14 +309,21 @@ class Gateway:
     async def partitions(self, name: TopicName) -> int:
         """Partition count of ``name`` (0: not partitioned, or a partition itself), from a
         short-lived cache: every publish asks, and a count only ever grows (clients of
-        Pulsar pick up new partitions late too)."""
+        Pulsar pick up new partitions late too). While etcd is away the last count read
+        still answers (none can be added then): REST publishing goes on through an etcd
+        outage as WebSocket publishing does."""
         if name.is_partition:
             return 0
         now = time.monotonic()
         cached = self._partitions.get(name.path)
         if cached is not None and cached[1] > now:
             return cached[0]
-        count = await self.namespaces.get_partitions(name)
+        try:
+            count = await self.namespaces.get_partitions(name)
+        except Unavailable:
+            if cached is None:
+                raise
+            return cached[0]
         if len(self._partitions) >= PARTITION_CACHE_MAX:
             self._partitions.clear()
         self._partitions[name.path] = (count, now + PARTITION_CACHE_S)
