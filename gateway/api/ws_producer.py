@@ -8,7 +8,7 @@ stays open; a message the topic fails (storage, quota, moved, terminated) gets
 its ``send-error:N`` and then ends the session with 4503, and nothing read on
 the session after that failure is published: frames the client pipelined
 before it read the error can never be stored ahead of its resend of the failed
-message (docs/compatibility.md §1.5, as a Pulsar producer is closed after a
+message (docs/compatibility.md §1.5.3, as a Pulsar producer is closed after a
 failed send); a per-message ``sequenceId``
 is honoured (else the next one is assigned), so retries can be deduplicated;
 a repeat dedup dropped is answered as Pulsar does (ok, id -1:-1), with

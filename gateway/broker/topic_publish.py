@@ -7,7 +7,9 @@ Rules (docs/architecture.md §5):
 - a publish is refused whole while the topic is closing, fenced, terminated or
   over its backlog quota; otherwise its messages are queued in order, all at
   once when they fit and dedup is off, else one by one (each refused with a
-  retriable 429 when the queue is full, or answered as a duplicate);
+  retriable 429 when the queue is full, or answered as a duplicate); on a
+  dedup topic a new id refused (whole-publish refusal or a full queue) opens
+  a gap in its producer's sequence (``Dedup.on_refused``);
 - entries are cut by ``PublishBatcher`` (adaptive: when the previous add
   completed or the batch is full); a batch is cut at once, a lone message one
   loop round later with whatever else arrived by then;
