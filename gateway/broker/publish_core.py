@@ -265,15 +265,17 @@ class Dedup:
         persisted = self.last_persisted(producer)
         self._pushed[producer] = persisted
         if sequence_id > persisted:
-            gap = self._gap.get(producer)
-            self._gap[producer] = sequence_id if gap is None else min(gap, sequence_id)
+            self._open_gap(producer, sequence_id)
 
     def on_refused(self, producer: str, sequence_id: int) -> None:
         """A message was refused before it was queued: if it was new, later ids of
         the producer wait for its resend (a gap, as after a failed add)."""
         if sequence_id > self.last_pushed(producer):
-            gap = self._gap.get(producer)
-            self._gap[producer] = sequence_id if gap is None else min(gap, sequence_id)
+            self._open_gap(producer, sequence_id)
+
+    def _open_gap(self, producer: str, sequence_id: int) -> None:
+        gap = self._gap.get(producer)
+        self._gap[producer] = sequence_id if gap is None else min(gap, sequence_id)
 
     def snapshot(self) -> dict[str, Any]:
         """The persisted state, JSON-ready: ``{"producers": {name: seq}, "holes":
