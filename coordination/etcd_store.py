@@ -1,7 +1,8 @@
 """``MetadataStore`` over a real etcd v3 cluster, through aetcd's gRPC stubs.
 
-Owns: the gRPC channel to etcd, the translation of etcd requests/responses into
-the store protocol, and of gRPC/connection failures into ``Unavailable``.
+Owns: the translation of etcd requests/responses into the store protocol; the
+connection itself (endpoints, gRPC channel, failures -> ``Unavailable``) is the
+``EtcdChannel`` it shares with its watches (etcd_channel.py).
 Rule: same semantics as ``MemoryStore`` (one contract suite runs against both):
 
 - compare-and-swap is one etcd transaction: ``mod_revision(key) == expected``
@@ -23,45 +24,21 @@ use may be a prefix of another (``/a`` vs ``/ab``); ``/t-000001``-style names ar
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import aetcd
-import aetcd.exceptions
-import aetcd.utils
 from aetcd import rpc
 
 from coordination.errors import Compacted, CoordinationError, LeaseLost, Unavailable
-from coordination.etcd_watch import CLIENT_ERRORS, EtcdWatch
+from coordination.etcd_channel import DEFAULT_TIMEOUT_S, EtcdChannel
+from coordination.etcd_watch import EtcdWatch
 from coordination.store import KeyValue, WatchEvent
 from coordination.watch_stream import WATCH_QUEUE_SIZE
 
 LIST_PAGE_SIZE = 1000  # keys per Range request when listing a prefix
 LIST_ATTEMPTS = 3  # a paginated listing restarts if its pinned revision gets compacted
-DEFAULT_TIMEOUT_S = 5.0  # per request
 WATCH_RECONNECT_S = 30.0  # how long a watch keeps trying to re-subscribe before Unavailable
-MAX_MESSAGE_BYTES = 16 * 1024 * 1024
-
-_CHANNEL_OPTIONS: dict[str, Any] = {
-    "grpc.keepalive_time_ms": 10_000,  # detect a silently dead etcd on idle watch streams
-    "grpc.keepalive_timeout_ms": 5_000,
-    "grpc.keepalive_permit_without_calls": 1,
-    "grpc.initial_reconnect_backoff_ms": 100,
-    "grpc.min_reconnect_backoff_ms": 100,
-    "grpc.max_reconnect_backoff_ms": 1_000,
-    "grpc.max_receive_message_length": MAX_MESSAGE_BYTES,
-}
-
-_UNAVAILABLE_CODES = (rpc.StatusCode.UNAVAILABLE, rpc.StatusCode.DEADLINE_EXCEEDED, rpc.StatusCode.CANCELLED)
-_UNAVAILABLE_TYPES = (
-    aetcd.exceptions.ConnectionFailedError,
-    aetcd.exceptions.ConnectionTimeoutError,
-    aetcd.exceptions.WatchTimeoutError,
-    asyncio.TimeoutError,
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,28 +81,6 @@ def parse_endpoints(endpoints: str) -> list[tuple[str, int]]:
     return out
 
 
-def map_error(exc: BaseException) -> CoordinationError:
-    """Translate an aetcd/gRPC failure into the coordination error tree."""
-    if isinstance(exc, CoordinationError):
-        return exc
-    if isinstance(exc, aetcd.exceptions.RevisionCompactedError):
-        return Compacted(int(exc.compacted_revision))
-    code = None
-    text = str(exc) or type(exc).__name__
-    for candidate in (exc, exc.__cause__):
-        if isinstance(candidate, rpc.AioRpcError):
-            code = candidate.code()
-            text = candidate.details() or text
-            break
-    if "lease not found" in text:
-        return LeaseLost(text)
-    if "compacted" in text:
-        return Compacted(0, text)
-    if isinstance(exc, _UNAVAILABLE_TYPES) or code in _UNAVAILABLE_CODES or "closed" in text.lower():
-        return Unavailable(f"etcd unavailable: {text}")
-    return CoordinationError(f"etcd error: {text}")
-
-
 class EtcdStore:
     """A ``MetadataStore`` on etcd; create it with ``await connect(...)``."""
 
@@ -139,83 +94,39 @@ class EtcdStore:
         list_page_size: int = LIST_PAGE_SIZE,
         watch_reconnect_s: float = WATCH_RECONNECT_S,
     ) -> None:
-        if not endpoints:
-            raise ValueError("no etcd endpoints")
         if list_page_size < 1:
             raise ValueError("list_page_size must be >= 1")
-        self.endpoints = list(endpoints)
-        self.namespace = namespace
-        self.timeout_s = timeout_s
+        self._channel = EtcdChannel(endpoints, namespace=namespace, timeout_s=timeout_s)
         self.watch_queue_size = watch_queue_size
         self.list_page_size = list_page_size
         self.watch_reconnect_s = watch_reconnect_s
-        self._index = 0
-        self._client: Any = None
-        self._closed = False
         self._watches: list[EtcdWatch] = []
-        self._tasks: set[asyncio.Task[None]] = set()
+
+    @property
+    def endpoints(self) -> list[tuple[str, int]]:
+        return self._channel.endpoints
+
+    @property
+    def namespace(self) -> str:
+        return self._channel.namespace
+
+    @property
+    def timeout_s(self) -> float:
+        return self._channel.timeout_s
 
     @property
     def closed(self) -> bool:
-        return self._closed
+        return self._channel.closed
 
     @property
     def endpoint(self) -> str:
-        host, port = self.endpoints[self._index]
-        return f"{host}:{port}"
+        return self._channel.endpoint
 
     # -- plumbing ---------------------------------------------------------------------------
 
-    async def _connected(self) -> Any:
-        if self._closed:
-            raise Unavailable("etcd store closed")
-        if self._client is None:
-            host, port = self.endpoints[self._index]
-            client = aetcd.Client(host=host, port=port, timeout=self.timeout_s, options=_CHANNEL_OPTIONS)
-            with self._translate(client):
-                await client.connect()
-            self._client = client
-        return self._client
-
-    @contextlib.contextmanager
-    def _translate(self, client: Any) -> Iterator[None]:
-        try:
-            yield
-        except CLIENT_ERRORS as exc:
-            error = map_error(exc)
-            if isinstance(error, Unavailable):
-                self._move_on(client)
-            raise error from exc
-
-    def _move_on(self, failed_client: Any) -> None:
-        """After an Unavailable, use the next endpoint (only with several endpoints)."""
-        if len(self.endpoints) > 1 and failed_client is self._client and failed_client is not None:
-            self._index = (self._index + 1) % len(self.endpoints)
-            self._client = None
-            self._spawn(failed_client.close())  # its watches re-subscribe on the new client
-
-    def _spawn(self, coro: Any) -> None:
-        task = asyncio.get_running_loop().create_task(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
-    def _key(self, key: str) -> bytes:
-        if not key:
-            raise ValueError("empty key")
-        return (self.namespace + key).encode()
-
-    def _range(self, prefix: str) -> tuple[bytes, bytes]:
-        full = (self.namespace + prefix).encode()
-        if not full:
-            return b"\0", b"\0"  # every key
-        return full, aetcd.utils.prefix_range_end(full)
-
-    def _strip(self, key: bytes) -> str:
-        return key.decode()[len(self.namespace) :]
-
     def _kv(self, kv: Any) -> KeyValue:
         return KeyValue(
-            key=self._strip(kv.key),
+            key=self._channel.strip(kv.key),
             value=bytes(kv.value),
             create_revision=int(kv.create_revision),
             mod_revision=int(kv.mod_revision),
@@ -224,15 +135,12 @@ class EtcdStore:
         )
 
     async def _call(self, stub_name: str, method: str, request: Any) -> Any:
-        client = await self._connected()
-        with self._translate(client):
-            stub = getattr(client, stub_name)
-            return await getattr(stub, method)(request, timeout=self.timeout_s, metadata=client.metadata)
+        return await self._channel.call(stub_name, method, request)
 
     # -- MetadataStore ------------------------------------------------------------------------
 
     async def get(self, key: str) -> KeyValue | None:
-        resp = await self._call("kvstub", "Range", rpc.RangeRequest(key=self._key(key)))
+        resp = await self._call("kvstub", "Range", rpc.RangeRequest(key=self._channel.key(key)))
         return self._kv(resp.kvs[0]) if resp.kvs else None
 
     async def list_prefix(self, prefix: str) -> list[KeyValue]:
@@ -249,7 +157,7 @@ class EtcdStore:
         raise AssertionError("unreachable")
 
     async def _list_once(self, prefix: str) -> tuple[list[KeyValue], int]:
-        start, end = self._range(prefix)
+        start, end = self._channel.key_range(prefix)
         out: list[KeyValue] = []
         revision = 0
         while True:
@@ -263,19 +171,18 @@ class EtcdStore:
             start = bytes(resp.kvs[-1].key) + b"\0"
 
     async def revision(self) -> int:
-        resp = await self._call("kvstub", "Range", rpc.RangeRequest(key=b"\0", count_only=True))
-        return int(resp.header.revision)
+        return await self._channel.revision()
 
     async def put(self, key: str, value: bytes, lease: int = 0) -> int:
-        req = rpc.PutRequest(key=self._key(key), value=value, lease=lease)
+        req = rpc.PutRequest(key=self._channel.key(key), value=value, lease=lease)
         return int((await self._call("kvstub", "Put", req)).header.revision)
 
     async def delete(self, key: str) -> bool:
-        resp = await self._call("kvstub", "DeleteRange", rpc.DeleteRangeRequest(key=self._key(key)))
+        resp = await self._call("kvstub", "DeleteRange", rpc.DeleteRangeRequest(key=self._channel.key(key)))
         return int(resp.deleted) > 0
 
     async def delete_prefix(self, prefix: str) -> int:
-        start, end = self._range(prefix)
+        start, end = self._channel.key_range(prefix)
         resp = await self._call("kvstub", "DeleteRange", rpc.DeleteRangeRequest(key=start, range_end=end))
         return int(resp.deleted)
 
@@ -289,22 +196,22 @@ class EtcdStore:
     async def compare_and_swap(
         self, key: str, value: bytes, expected_mod_revision: int, lease: int = 0
     ) -> int | None:
-        k = self._key(key)
+        k = self._channel.key(key)
         put = rpc.RequestOp(request_put=rpc.PutRequest(key=k, value=value, lease=lease))
         req = rpc.TxnRequest(compare=[self._compare(k, expected_mod_revision)], success=[put], failure=[])
         resp = await self._call("kvstub", "Txn", req)
         return int(resp.header.revision) if resp.succeeded else None
 
     async def put_guarded(self, key: str, value: bytes, guards: Sequence[tuple[str, int]]) -> int | None:
-        put = rpc.RequestOp(request_put=rpc.PutRequest(key=self._key(key), value=value))
-        compares = [self._compare(self._key(k), revision) for k, revision in guards]
+        put = rpc.RequestOp(request_put=rpc.PutRequest(key=self._channel.key(key), value=value))
+        compares = [self._compare(self._channel.key(k), revision) for k, revision in guards]
         resp = await self._call("kvstub", "Txn", rpc.TxnRequest(compare=compares, success=[put], failure=[]))
         return int(resp.header.revision) if resp.succeeded else None
 
     async def compare_and_delete(self, key: str, expected_mod_revision: int) -> bool:
         if expected_mod_revision <= 0:
             return False  # "must not exist": there is nothing to delete
-        k = self._key(key)
+        k = self._channel.key(key)
         delete = rpc.RequestOp(request_delete_range=rpc.DeleteRangeRequest(key=k))
         req = rpc.TxnRequest(compare=[self._compare(k, expected_mod_revision)], success=[delete], failure=[])
         resp = await self._call("kvstub", "Txn", req)
@@ -319,8 +226,8 @@ class EtcdStore:
         return int(resp.ID)
 
     async def refresh_lease(self, lease: int) -> None:
-        client = await self._connected()
-        with self._translate(client):
+        client = await self._channel.connected()
+        with self._channel.translate(client):
             reply = await client.refresh_lease(lease)
         if reply is None:
             raise Unavailable("etcd closed the keepalive stream without an answer")
@@ -361,27 +268,26 @@ class EtcdStore:
         ]
 
     def watch_prefix(self, prefix: str, start_revision: int = 0) -> AsyncIterator[WatchEvent]:
-        watch = EtcdWatch(self, prefix, start_revision)
-        if self._closed:
+        watch = EtcdWatch(
+            self._channel,
+            prefix,
+            start_revision,
+            queue_size=self.watch_queue_size,
+            reconnect_s=self.watch_reconnect_s,
+        )
+        if self.closed:
             watch.fail(Unavailable("etcd store closed"))
         self._watches = [w for w in self._watches if w.active]
         self._watches.append(watch)
         return watch
 
     async def close(self) -> None:
-        if self._closed:
+        if self.closed:
             return
-        self._closed = True
         for watch in self._watches:
             watch.finish()
         self._watches.clear()
-        client, self._client = self._client, None
-        if client is not None:
-            with contextlib.suppress(*CLIENT_ERRORS):
-                await client.close()
-        for task in list(self._tasks):
-            with contextlib.suppress(Exception, asyncio.CancelledError):
-                await task
+        await self._channel.close()
 
 
 async def connect(

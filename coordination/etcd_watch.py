@@ -6,8 +6,9 @@ Rule: the consumer's task does the (re)subscribing, lazily, when it finds the
 queue empty; the stream callback only queues events or flags a break. A
 re-subscription starts at the revision after the last event queued, so a
 reconnect neither loses nor repeats events; it is retried with back-off for
-``store.watch_reconnect_s``, then the watch ends with ``Unavailable``. Callbacks
-from an older subscription are ignored (generation counter).
+``reconnect_s``, then the watch ends with ``Unavailable``. Callbacks from an
+older subscription are ignored (generation counter). The watch depends on the
+``EtcdChannel`` it shares with the store, never on the store.
 """
 
 from __future__ import annotations
@@ -15,29 +16,27 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import aetcd.exceptions
-from aetcd import rpc
 
 from coordination.errors import Compacted, Unavailable
+from coordination.etcd_channel import CLIENT_ERRORS, EtcdChannel
 from coordination.store import EventKind, WatchEvent
 from coordination.watch_stream import WatchStream
 
-if TYPE_CHECKING:
-    from coordination.etcd_store import EtcdStore
-
-# what aetcd/gRPC raise; the store maps them with etcd_store.map_error
-CLIENT_ERRORS = (aetcd.exceptions.ClientError, rpc.BaseError, rpc.RpcError, asyncio.TimeoutError)
 RECONNECT_BACKOFF_S = (0.05, 1.0)  # first and largest pause between watch re-subscriptions
 
 
 class EtcdWatch(WatchStream):
     """A server-side etcd watch feeding a ``WatchStream``; re-subscribes when broken."""
 
-    def __init__(self, store: EtcdStore, prefix: str, start_revision: int) -> None:
-        super().__init__(store.watch_queue_size, on_close=self._cancel)
-        self._store = store
+    def __init__(
+        self, channel: EtcdChannel, prefix: str, start_revision: int, *, queue_size: int, reconnect_s: float
+    ) -> None:
+        super().__init__(queue_size, on_close=self._cancel)
+        self._channel = channel
+        self._reconnect_s = reconnect_s
         self._prefix = prefix
         self._next_revision = start_revision  # 0 until known (then: after the last queued event)
         self._generation = 0  # callbacks from an older subscription are ignored
@@ -49,18 +48,18 @@ class EtcdWatch(WatchStream):
         if self._subscribed:
             return
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + self._store.watch_reconnect_s
+        deadline = loop.time() + self._reconnect_s
         delay, max_delay = RECONNECT_BACKOFF_S
         while self.active:
             try:
                 if self._next_revision == 0:
-                    self._next_revision = await self._store.revision() + 1
+                    self._next_revision = await self._channel.revision() + 1
                 await self._subscribe()
                 return
             except Compacted as exc:
                 self.fail(exc)
             except Unavailable as exc:
-                if self._store.closed:
+                if self._channel.closed:
                     self.finish()
                 elif loop.time() >= deadline:
                     self.fail(exc)
@@ -69,13 +68,13 @@ class EtcdWatch(WatchStream):
                     delay = min(delay * 2, max_delay)
 
     async def _subscribe(self) -> None:
-        client = await self._store._connected()
-        start, end = self._store._range(self._prefix)
+        client = await self._channel.connected()
+        start, end = self._channel.key_range(self._prefix)
         self._generation += 1
         self._subscribed = True
         callback = functools.partial(self._on_event, self._generation)
         try:
-            with self._store._translate(client):
+            with self._channel.translate(client):
                 handle = await client._watcher.add_callback(
                     start, callback, range_end=end, start_revision=self._next_revision
                 )
@@ -97,14 +96,14 @@ class EtcdWatch(WatchStream):
         kind = EventKind.PUT if item.kind == "PUT" else EventKind.DELETE
         event = WatchEvent(
             kind=kind,
-            key=self._store._strip(item.kv.key),
+            key=self._channel.strip(item.kv.key),
             value=bytes(item.kv.value) if kind is EventKind.PUT else b"",
             mod_revision=int(item.kv.mod_revision),
         )
         if self.offer(event):
             self._next_revision = event.mod_revision + 1
         else:
-            self._store._spawn(self._cancel())  # overflowed: stop the server-side watch
+            self._channel.spawn(self._cancel())  # overflowed: stop the server-side watch
 
     async def _cancel(self) -> None:
         watcher, watch_id = self._watcher, self._watch_id
