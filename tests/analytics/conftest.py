@@ -22,13 +22,6 @@ from analytics_stack import Stack
 from clusters import running_cluster
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    here = Path(__file__).parent
-    for item in items:
-        if here in Path(str(item.fspath)).parents:
-            item.add_marker(pytest.mark.component)
-
-
 @pytest.fixture(scope="module")
 def stack(etcd_endpoint: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     root = tmp_path_factory.mktemp("analytics")

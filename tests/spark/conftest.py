@@ -35,13 +35,6 @@ os.environ["PYTHONPATH"] = os.pathsep.join(
 )
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    here = Path(__file__).parent
-    for item in items:
-        if here in Path(str(item.fspath)).parents:
-            item.add_marker(pytest.mark.spark)
-
-
 @pytest.fixture(scope="session")
 def folio(etcd_endpoint: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[MessagingCluster]:
     root = tmp_path_factory.mktemp("folio-spark")
