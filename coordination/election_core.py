@@ -1,4 +1,4 @@
-"""Leader election decisions, pure: given the candidate keys, who leads and what to do.
+"""Leader election decisions: given the candidate keys, who leads and what to do (pure).
 
 Owns: the rules of ``election.Election`` (no asyncio, no store access).
 Rule: every candidate holds ``<election prefix><candidate id>`` under its own

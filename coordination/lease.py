@@ -1,4 +1,4 @@
-"""Lease keepalive policy: when to refresh a lease, and when to stop trusting it.
+"""Lease keepalive policy: when to refresh a lease, and when to stop trusting it (pure).
 
 Owns: the pure decision logic behind ``session.LeaseSession`` (no asyncio, no I/O;
 time comes in as ``now_ms`` from a monotonic clock).

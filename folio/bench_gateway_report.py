@@ -1,4 +1,4 @@
-"""Result rows and tables of ``folio bench gateway`` (pure: no I/O but ``str`` building).
+"""Result rows and tables of ``folio bench gateway``: no I/O but ``str`` building (pure).
 
 Owns: the ``Row`` of one measurement, the median over repetitions, the text
 table (the same columns for Folio and for the peers so they read side by

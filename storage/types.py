@@ -1,4 +1,4 @@
-"""Value types of the storage layer: ids, ledger metadata, ensembles.
+"""Value types of the storage layer: ids, ledger metadata, ensembles (pure).
 
 Owns: ``LedgerMetadata`` and its JSON form in etcd (docs/decisions/0003).
 Rule (BookKeeper): an entry uses the segment with the greatest

@@ -1,4 +1,4 @@
-"""The node wire protocol: frames, ops, bodies and the signed entry format.
+"""The node wire protocol: frames, ops, bodies and the signed entry format (pure).
 
 Owns: every byte that crosses a client<->node TCP connection (docs/decisions/0001).
 Sans-I/O: ``FrameDecoder.feed(bytes)`` returns complete frames; ``encode_*``

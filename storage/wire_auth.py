@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import os
+import secrets
 import struct
 
 MAGIC = b"FOLIOAU1"
@@ -30,7 +30,7 @@ SEEN_MAX = 100_000
 
 
 def proof(secret: bytes, now_ms: int, nonce: bytes | None = None) -> bytes:
-    signed = MAGIC + (nonce if nonce is not None else os.urandom(NONCE_BYTES)) + _TIME.pack(now_ms)
+    signed = MAGIC + (nonce if nonce is not None else secrets.token_bytes(NONCE_BYTES)) + _TIME.pack(now_ms)
     return signed + hmac.new(secret, signed, hashlib.sha256).digest()
 
 

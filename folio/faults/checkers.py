@@ -1,4 +1,4 @@
-"""Checkers of a fault-run history (pure: a list of operation dicts in, counts out).
+"""Checkers of a fault-run history: a list of operation dicts in, counts out (pure).
 
 Owns: what a history must satisfy. Operations (``history.py``) are dicts with
 ``t`` (seconds), ``type`` (invoke/ok/fail/info) and ``f``:

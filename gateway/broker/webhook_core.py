@@ -1,4 +1,4 @@
-"""Push subscriptions (webhooks): the pure decisions of pushing (no I/O).
+"""Push subscriptions (webhooks): the decisions of pushing (pure).
 
 Owns: ``Backoff`` (when the next POST of a pusher may go after failures),
 ``take_batch`` (which delivered messages one POST carries), ``attempt_outcome``

@@ -1,4 +1,4 @@
-"""The load manager's decisions, pure: who should own which bundle, and what to move.
+"""The load manager's decisions: who should own which bundle, and what to move (pure).
 
 Owns: ``BalancePolicy`` (weights and thresholds), the load ``score`` of a gateway,
 ``least_loaded`` (also used by lookup, so a gateway's own pick agrees with the

@@ -1,4 +1,4 @@
-"""The settings of a push subscription (webhook), as users send and read them.
+"""The settings of a push subscription (webhook), as users send and read them (pure).
 
 Owns: ``WebhookConfig`` and its JSON shape (``parse_webhook``, ``to_json``,
 ``public_json``). Rules (ADR 0006): unknown fields, a URL that is not absolute

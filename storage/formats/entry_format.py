@@ -1,4 +1,4 @@
-"""How a batch of published messages becomes one ledger entry payload.
+"""How a batch of published messages becomes one ledger entry payload (pure).
 
 Owns: ``EntryMessage`` (a message as stored, with the schema version it was
 encoded with - docs/decisions/0010-schema-registry.md), the version-1 binary layout of

@@ -1,4 +1,4 @@
-"""Key_Shared hashing: which 16-bit slot a message's sticky key falls in.
+"""Key_Shared hashing: which 16-bit slot a message's sticky key falls in (pure).
 
 Owns: the sticky-key rule (``sticky_key``), Pulsar's Murmur3 hash of a key
 (``key_hash``, ``key_slot``) and the hash of a consistent-hashing ring point

@@ -1,4 +1,4 @@
-"""A topic's ledger list as stored in etcd under ``coordination.keys.managed_log``.
+"""A topic's ledger list as stored in etcd under ``coordination.keys.managed_log`` (pure).
 
 Owns: ``LedgerInfo`` (one ledger of a topic's log as listed there) and the JSON
 codec of the whole value, ``{"ledgers": [...], "createdMs": ..., ...}``

@@ -1,4 +1,4 @@
-"""Message ids exactly as Pulsar clients see them.
+"""Message ids exactly as Pulsar clients see them (pure).
 
 Owns: ``MessageId`` and its three encodings - the protobuf-2 ``MessageIdData``
 bytes (hand-written, no protobuf runtime), their standard base64 form used by

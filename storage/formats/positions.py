@@ -1,4 +1,4 @@
-"""Positions in a topic's log, shared by the cursor, dispatchers and message ids.
+"""Positions in a topic's log, shared by the cursor, dispatchers and message ids (pure).
 
 Owns: ``Position`` (an entry: ledger id, entry id) and ``MessagePosition`` (a
 message inside an entry: plus batch index), both totally ordered. Rule

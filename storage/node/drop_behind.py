@@ -1,4 +1,4 @@
-"""Page-cache drop-behind for the journal files (pure planning, no I/O).
+"""Page-cache drop-behind for the journal files: the planning, no I/O (pure).
 
 Owns: which byte ranges of which journal files have been written long enough ago
 to be dropped from the page cache, and when a sealed file's fd may be closed.

@@ -1,4 +1,4 @@
-"""Pure group-commit policy of the journal (BookKeeper's ``Journal.run`` as a core).
+"""The journal's group-commit policy, BookKeeper's ``Journal.run`` as a core (pure).
 
 Owns: the queue of journal records waiting to be written, written-but-unsynced
 records, and the one sync in flight. No I/O, no clock: time comes in as

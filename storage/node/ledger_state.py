@@ -1,4 +1,4 @@
-"""Pure per-ledger rules of a storage node: fencing, deletion, LAC, last entry stored.
+"""Per-ledger rules of a storage node: fencing, deletion, LAC, last entry stored (pure).
 
 Owns: one ``LedgerInfo`` per ledger this node holds, and the ids of deleted
 ledgers (``Tombstones``). No I/O.

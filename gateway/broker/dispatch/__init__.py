@@ -1,4 +1,4 @@
-"""Subscription dispatchers: which consumer gets which message (pure cores).
+"""Subscription dispatchers: which consumer gets which message (pure).
 
 Public names only; see ``base`` for the interface and the shell contract.
 """
