@@ -3,7 +3,7 @@
 Owns: ``Strategy`` (Pulsar's ``SchemaCompatibilityStrategy``), ``is_compatible``
 (may a new schema follow the existing versions?) and ``can_read`` (Avro schema
 resolution: can a reader schema read what a writer schema wrote?). Rules
-(docs/decisions/0009-schema-registry.md):
+(docs/decisions/0010-schema-registry.md):
 - BACKWARD: the new schema reads data written with the last version; FORWARD:
   the last version reads data the new one writes; FULL: both; the
   ``_TRANSITIVE`` forms check every version since the last deletion instead of

@@ -1,7 +1,7 @@
 """The schema registry: every schema version of a topic, in one etcd key.
 
 Owns: ``SchemaRegistry`` (read, add, delete versions of a topic's schema) and
-``SchemaVersion`` (one stored version). Rules (docs/decisions/0009-schema-registry.md):
+``SchemaVersion`` (one stored version). Rules (docs/decisions/0010-schema-registry.md):
 - key ``keys.schemas(<base topic path>)`` holds ``{"versions":[...]}``; a
   partitioned topic's partitions share their base topic's schema;
 - versions count from 0 and are never reused; DELETE appends a tombstone

@@ -7,7 +7,7 @@ text) and the REST producer's ``keySchema``/``valueSchema`` (a JSON-serialised
 ``SchemaInfo`` whose ``schema`` is base64 of the definition bytes) - and
 ``encode_text`` / ``check_bytes``, which turn a REST payload into the bytes
 Pulsar's schema would write, or check bytes against a schema. Rules
-(docs/decisions/0009-schema-registry.md):
+(docs/decisions/0010-schema-registry.md):
 - BYTES and STRING have no definition; the primitives are Pulsar's fixed-width
   big-endian encodings (BOOLEAN 1 byte, INT8/16/32/64, FLOAT/DOUBLE IEEE-754);
 - JSON and AVRO carry an Avro record definition, parsed and checked with
