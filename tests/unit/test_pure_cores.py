@@ -43,6 +43,8 @@ PURE = [
     "gateway/broker/flow.py",
     "gateway/broker/log_policy.py",
     "gateway/broker/publish_core.py",
+    "gateway/broker/publish_results.py",
+    "gateway/broker/topic_upkeep.py",
     "gateway/broker/message_counts.py",
     "gateway/broker/stats.py",
     "gateway/broker/stats_history.py",
