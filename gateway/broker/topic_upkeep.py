@@ -1,8 +1,8 @@
 """A topic's upkeep rules: what a visit must do, backlog bytes, the TTL cut (pure).
 
 Owns: the decisions behind the periodic and load-time work of a ``Topic`` that
-is not on the publish or delivery path (the topic does the work: ``Topic.
-maintain_once``, ``maintain_in_place``). Rules (docs/compatibility.md §4.9, §4.11):
+is not on the publish or delivery path (the topic does the work:
+``Topic.maintain_once``, ``Topic.maintain_in_place``). Rules (docs/compatibility.md §4.9, §4.11):
 - dedup state is a snapshot in etcd, written every ``DEDUP_SNAPSHOT_ENTRIES``
   entries (``snapshot_due``) and on clean close;
 - TTL moves each durable cursor past the entries published before now - TTL:
