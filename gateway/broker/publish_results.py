@@ -1,9 +1,9 @@
-"""What a publish answers for each message: where it was stored, or why not.
+"""What a publish answers for each message: where it was stored, or why not (pure).
 
 Owns: ``PublishResult`` (ledger, entry, partition, batch index and size, the
 base64 message id; or a duplicate deduplication dropped) and ``Outcome`` (a
-result, or the ``GatewayError`` that refused the message). Rule: plain values
-(pure); a duplicate carries the id Pulsar answers it with
+result, or the ``GatewayError`` that refused the message). Rule: plain values;
+a duplicate carries the id Pulsar answers it with
 (``message_id.duplicate_id``), and the edges encode both kinds of outcome.
 """
 

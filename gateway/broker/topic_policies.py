@@ -1,4 +1,4 @@
-"""The namespace policies one topic acts on, as the broker resolved them.
+"""The namespace policies one topic acts on, as the broker resolved them (pure).
 
 Owns: ``TopicPolicies`` (deduplication, retention, TTL, producer, consumer and
 subscription limits, the backlog quota, the quorums of the next ledger).

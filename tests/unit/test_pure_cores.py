@@ -44,6 +44,7 @@ PURE = [
     "gateway/broker/log_policy.py",
     "gateway/broker/publish_core.py",
     "gateway/broker/publish_results.py",
+    "gateway/broker/topic_policies.py",
     "gateway/broker/topic_upkeep.py",
     "gateway/broker/message_counts.py",
     "gateway/broker/stats.py",
