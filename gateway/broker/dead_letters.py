@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from typing import Protocol
 
 from coordination.clock import Clock
-from gateway.broker.decoded import DecodedEntries
+from gateway.broker.decoded_entries import DecodedEntries
 from gateway.names import TopicName
 from storage.formats.entry_format import EntryMessage
 from storage.formats.message_id import MessageId

@@ -87,7 +87,7 @@ from gateway.broker.broker_errors import (
 )
 from gateway.broker.consumers import ConsumerSink
 from gateway.broker.cursor_core import Cursor
-from gateway.broker.decoded import DecodedEntries
+from gateway.broker.decoded_entries import DecodedEntries
 from gateway.broker.dispatch import ConsumerInfo
 from gateway.broker.log_state import LogFenced
 from gateway.broker.managed_log import ManagedLog
