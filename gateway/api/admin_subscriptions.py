@@ -37,7 +37,7 @@ from gateway.api.admin_common import (
 from gateway.api.admin_schemas import CURSOR_TARGET, CountPath, SecondsPath, TimestampPath, request_body
 from gateway.api.route_docs import Namespace, Paging, Tenant, TopicPart
 from gateway.api.route_docs import Subscription as SubscriptionName
-from gateway.broker import topic_admin, topic_upkeep
+from gateway.broker import topic_admin
 from gateway.broker.log_state import TopicNotFound
 from gateway.broker.subscription import Subscription
 from gateway.broker.topic import Topic
@@ -231,7 +231,7 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
             namespace,
             topic,
             subscription,
-            lambda t, s: topic_upkeep.expire(t, seconds, [s]),
+            lambda t, s: t.expire(seconds, [s]),
         )
 
     @router.post(
@@ -282,7 +282,7 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
             return await on_partitions(gateway, request, name, count, None)
 
         async def serve(t: Topic) -> Response:
-            await topic_upkeep.expire(t, seconds)
+            await t.expire(seconds)
             for sub in t.subscriptions.values():
                 await sub.persist()
             return no_content()

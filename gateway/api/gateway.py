@@ -39,7 +39,7 @@ from gateway.broker.log_state import LogConfig, Quorums
 from gateway.broker.pending_rules import PendingLimits
 from gateway.broker.service import BrokerService, NamespaceView
 from gateway.broker.topic import Topic
-from gateway.broker.topic_types import TopicPolicies
+from gateway.broker.topic_policies import TopicPolicies
 from gateway.meta.namespaces import NamespaceStore
 from gateway.meta.policies import Policies
 from gateway.meta.schema_registry import SchemaRegistry

@@ -7,9 +7,9 @@ publishes (a non-owner forwards the request with ``authoritative=true``); a
 partitioned topic's messages are split per partition - by key hash, else round
 robin - and each part goes to its owner; the JSON reply has one result per
 message (HTTP 200 even when some failed), a raw publish answers one
-``ProducerAck`` (503 when retriable, 500 else); under deduplication, messages
-without a sequence id get the next ones so REST retries stay apart; publish
-latency is observed where this gateway publishes itself.
+``ProducerAck`` (503 when retriable, 500 else); the topic numbers messages
+without a sequence id (``Topic.publish_requests``); publish latency is
+observed where this gateway publishes itself.
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ from starlette.responses import Response
 
 from gateway.api import forwarding
 from gateway.api import route_docs as docs
-from gateway.api.convert import entry_message
 from gateway.api.errors import error_response, reason_response
 from gateway.api.forwarding import LocalTopic
 from gateway.api.http_io import JSON, json_response, read_body, rest_message
@@ -39,8 +38,8 @@ from gateway.api.route_docs import (
     Tenant,
     TopicPart,
 )
+from gateway.broker.publish_results import PublishResult
 from gateway.broker.topic import Topic
-from gateway.broker.topic_types import PublishResult
 from gateway.errors import GatewayError
 from gateway.names import PARTITIONS_MAX, InvalidName, TopicName
 from gateway.protocol.errors import BadRequest
@@ -53,7 +52,6 @@ from gateway.protocol.rest import (
     producer_acks,
 )
 from gateway.protocol.ws_frames import PublishRequest
-from storage.formats.entry_format import EntryMessage
 from storage.formats.errors import FormatError
 from storage.formats.key_routing import partition_of_key
 
@@ -67,15 +65,7 @@ def add_publish_routes(router: APIRouter, gw: Callable[[], Gateway], local_topic
     async def _publish_local(
         topic: Topic, producer: str, requests: list[PublishRequest], mark_duplicates: bool
     ) -> list[dict[str, Any]]:
-        now = gw().clock.now_ms()
-        dedup = topic.policies.dedup
-        messages: list[EntryMessage] = []
-        for request in requests:
-            sequence = request.sequence_id
-            if sequence is None:  # keep REST retries without ids apart from each other under dedup
-                sequence = topic.last_sequence_id(producer) + 1 + len(messages) if dedup else 0
-            messages.append(entry_message(request, producer, sequence, now))
-        outcomes = await topic.publish_many(messages)
+        outcomes = await topic.publish_requests(producer, requests, gw().clock.now_ms())
         return [
             ack_ok(o.message_id, o.duplicate and mark_duplicates)
             if isinstance(o, PublishResult)

@@ -40,7 +40,7 @@ import orjson
 
 from coordination import keys
 from gateway.api.convert import delivery_frames
-from gateway.broker import letters
+from gateway.broker import dead_letters
 from gateway.broker.broker_errors import SubscriptionNotFound
 from gateway.broker.consumers import Delivery, PullSink
 from gateway.broker.subscription import Subscription
@@ -265,10 +265,10 @@ class WebhookPusher(PullSink):
     async def _dead_letter(self, batch: list[Delivery]) -> bool:
         name = self.topic.name
         local = self.config.deadLetterTopic
-        target = str(name.sibling(local) if local else letters.letter_topics(name, self.subscription)[1])
+        target = str(name.sibling(local) if local else dead_letters.letter_topics(name, self.subscription)[1])
         try:
             for delivery in batch:
-                await letters.dead_letter(
+                await dead_letters.dead_letter(
                     self.topic, target, delivery.message, delivery.position, self.subscription
                 )
         except Exception as exc:  # stays unacked: pushed again after the back-off

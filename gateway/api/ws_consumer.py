@@ -40,7 +40,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 from gateway.api.convert import delivery_frames, position_of
 from gateway.api.errors import close_code, protocol_close_code
 from gateway.api.ws_session import Outbound
-from gateway.broker import letters, topic_admin
+from gateway.broker import dead_letters, topic_admin
 from gateway.broker.consumers import Delivery
 from gateway.broker.dispatch.base import HashRange
 from gateway.broker.subscription import Subscription
@@ -269,11 +269,11 @@ class ConsumerSession:
         elif isinstance(command, ReconsumeLater):
             position = position_of(command.message_id, self.partition)
             if position is not None and not self.reader and not self.may_retry:
-                retry = letters.letter_topics(self.topic.name, sub.name)[0]
+                retry = dead_letters.letter_topics(self.topic.name, sub.name)[0]
                 reason = f"not authorized to produce to the retry topic {retry}"
                 self.out.send(orjson.dumps({"type": "error", "code": "forbidden", "errorMsg": reason}))
             elif position is not None and not self.reader:
-                task = letters.reconsume_later(
+                task = dead_letters.reconsume_later(
                     self.topic, sub, self.consumer_id, position, command.delay_ms, self.max_retries
                 )
                 asyncio.get_running_loop().create_task(task)

@@ -10,7 +10,8 @@ the session after that failure is published: frames the client pipelined
 before it read the error can never be stored ahead of its resend of the failed
 message (docs/compatibility.md §1.5.3, as a Pulsar producer is closed after a
 failed send); a per-message ``sequenceId``
-is honoured (else the next one is assigned), so retries can be deduplicated;
+is honoured (else the topic assigns the producer's next one:
+``Topic.publish_requests``), so retries can be deduplicated;
 a repeat dedup dropped is answered as Pulsar does (ok, id -1:-1), with
 ``"duplicate": true`` only for ``markDuplicates=true`` (``publish_reply``); at
 most ``PENDING_MAX`` messages (and ``pending_bytes_per_session`` bytes) are
@@ -28,12 +29,11 @@ from typing import TYPE_CHECKING, Any
 
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from gateway.api.convert import entry_message
 from gateway.api.errors import close_code
 from gateway.api.metrics import publish_latency
 from gateway.api.ws_session import Outbound, accept_and_run, deny
+from gateway.broker.publish_results import Outcome, PublishResult
 from gateway.broker.topic import Topic
-from gateway.broker.topic_types import Outcome, PublishResult
 from gateway.meta.schema_registry import SchemaNotFound
 from gateway.meta.schema_types import SchemaInfo, SchemaMismatch, check_bytes
 from gateway.protocol.errors import WS_PAYLOAD_ENCODING_ERROR, WS_UNKNOWN_ERROR, ProtocolError
@@ -72,13 +72,9 @@ class ProducerSession:
         self.params = params
         self.out = Outbound(websocket)
         self.websocket = websocket
-        self.record = topic.add_producer(params.producer_name)
+        self.record = topic.add_producer(params.producer_name, params.initial_sequence_id)
         self.record.closer = self._closed_by_topic
         self.name = self.record.name
-        start = params.initial_sequence_id
-        if topic.policies.dedup:
-            start = max(start, topic.last_sequence_id(self.name))
-        self.next_sequence = start + 1
         self.pending = 0
         self.pending_bytes = 0
         self.room = asyncio.Event()
@@ -105,19 +101,6 @@ class ProducerSession:
         already closed publishes nothing: its replies could not reach the client."""
         if self.out.closed:
             return
-        now = self.gateway.clock.now_ms()
-        name = self.name
-        messages = []
-        sequence = self.next_sequence  # _sequence inlined: once per message
-        for request in requests:
-            given = request.sequence_id
-            if given is None:
-                messages.append(entry_message(request, name, sequence, now))
-                sequence += 1
-            else:
-                messages.append(entry_message(request, name, given, now))
-                sequence = max(sequence, given + 1)
-        self.next_sequence = sequence
         size = sum(len(r.payload) for r in requests)
         count = len(requests)
         self.pending += count
@@ -134,7 +117,7 @@ class ProducerSession:
             reply(outcomes)
             self._check_sent(outcomes)
 
-        self.topic.publish_many(messages, settled)
+        self.topic.publish_requests(self.record, requests, self.gateway.clock.now_ms(), settled)
 
     def _reply(self, outcome: Outcome, request: PublishRequest) -> dict[str, Any]:
         return publish_reply(outcome, request, self.params.mark_duplicates)

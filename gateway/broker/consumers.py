@@ -17,7 +17,7 @@ from typing import Any, Protocol
 
 from gateway.broker.broker_errors import NotAllowed
 from gateway.broker.cursor_core import Cursor
-from gateway.broker.decoded import DecodedEntries
+from gateway.broker.decoded_entries import DecodedEntries
 from gateway.broker.dispatch import (
     ConsumerId,
     ConsumerInfo,

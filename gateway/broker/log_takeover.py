@@ -30,9 +30,10 @@ import asyncio
 import contextlib
 import logging
 import weakref
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from coordination.clock import Clock
+from gateway.broker.message_counts import MessageCounts
 from gateway.errors import GatewayError
 from storage.client.api import LedgerClient
 from storage.errors import StorageError
@@ -41,9 +42,6 @@ from storage.formats.errors import FormatError
 from storage.formats.log_record import LedgerInfo
 from storage.formats.positions import Position
 from storage.types import LedgerState
-
-if TYPE_CHECKING:
-    from gateway.broker.managed_log import ManagedLog
 
 log = logging.getLogger(__name__)
 
@@ -107,13 +105,36 @@ async def delete_dropped(client: LedgerClient, ledgers: list[LedgerInfo], kept: 
             await client.delete(dropped.ledger_id)
 
 
+class RecountedLog(Protocol):
+    """What a recount needs of the log whose ledgers it counts (a ``ManagedLog``)."""
+
+    @property
+    def topic_path(self) -> str: ...
+
+    @property
+    def closed(self) -> bool: ...
+
+    @property
+    def fenced(self) -> bool: ...
+
+    @property
+    def ledgers(self) -> list[LedgerInfo]: ...
+
+    @property
+    def counts(self) -> MessageCounts: ...
+
+    async def read(self, start: Position, max_entries: int) -> list[tuple[Position, bytes]]: ...
+
+    async def record_total(self, ledger_id: int) -> None: ...
+
+
 class Recount:
     """The one background recount task of a log (none if nothing needs counting)."""
 
     def __init__(self) -> None:
         self._task: asyncio.Task[None] | None = None
 
-    def start(self, managed: ManagedLog, ledger_ids: list[int]) -> None:
+    def start(self, managed: RecountedLog, ledger_ids: list[int]) -> None:
         if ledger_ids:
             self._task = asyncio.create_task(recount(managed, ledger_ids))
 
@@ -128,7 +149,7 @@ class Recount:
             self._task = None
 
 
-async def recount(managed: ManagedLog, ledger_ids: list[int]) -> None:
+async def recount(managed: RecountedLog, ledger_ids: list[int]) -> None:
     """Count the messages of ``ledger_ids`` (closed ledgers of ``managed``) entry by
     entry and record each total in the ledger list (in one of the gateway's recount
     slots: waits for one)."""
@@ -141,7 +162,7 @@ async def recount(managed: ManagedLog, ledger_ids: list[int]) -> None:
             active -= 1
 
 
-async def _recount(managed: ManagedLog, ledger_ids: list[int]) -> None:
+async def _recount(managed: RecountedLog, ledger_ids: list[int]) -> None:
     for ledger_id in ledger_ids:
         if not await _count_ledger(managed, ledger_id):
             continue  # given up (or the log closed: checked next)
@@ -154,7 +175,7 @@ async def _recount(managed: ManagedLog, ledger_ids: list[int]) -> None:
             return
 
 
-async def _count_ledger(managed: ManagedLog, ledger_id: int) -> bool:
+async def _count_ledger(managed: RecountedLog, ledger_id: int) -> bool:
     """True once every entry of the ledger is counted."""
     entries = next((info.entries for info in managed.ledgers if info.ledger_id == ledger_id), 0)
     next_entry, failures = 0, 0

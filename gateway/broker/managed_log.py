@@ -11,10 +11,21 @@ docs/compatibility.md §5.3, BookKeeper's "ledgers to log" recipe):
   CAS succeeds. A failed CAS means another gateway took the topic: ``LogFenced``.
 - appends complete in order; an add that comes back fenced makes the whole log
   fenced at once (``on_fenced``): the owner must drop the topic.
-- rollover, and the log left without a writable ledger when its writer lost
-  its write quorum, are ``log_roll.Roller``'s: appends go where
-  ``log_policy.route_append`` says (to the writer, wait for the roll, or a
-  retriable error); the roll changes the ledger list here (``switch_ledger``).
+- rollover (the decisions are pure, in ``log_policy``): after each confirmed
+  add, roll once the open ledger is full or old (``should_roll``); ``roll()``
+  rolls now (tests, admin). One roll at a time, under the list lock: close the
+  open ledger at its last confirmed entry, create the next (id above it), CAS
+  the list (an empty old ledger is dropped from it and deleted); the appends
+  made meanwhile wait and then go in order to the new writer;
+- a writer that lost its write quorum (``writer_lost_quorum``) is closed and
+  the log rolls at once; a roll that closed the old ledger but could not
+  create the next leaves the log unwritable: appends go where
+  ``log_policy.route_append`` says - the next one retries, at most every
+  ``ROLL_RETRY_MS``, and appends in between fail retriably;
+- when an add fails (not fenced), the appends waiting for a roll fail with it:
+  they were made after it, and stored in the next ledger they would come
+  before the producer's resend of the failed one; a fenced step (an add, the
+  close, the list CAS) fences the whole log;
 - trim deletes whole closed ledgers that every durable cursor passed and that
   retention no longer keeps (log_policy.ledgers_to_trim), list first, data after.
 - reads never go past the last confirmed entry; recent entries come from the
@@ -36,12 +47,19 @@ import logging
 from collections.abc import Callable
 
 from coordination.clock import Clock
+from coordination.errors import CoordinationError
 from coordination.store import MetadataStore
 from gateway.broker.log_layout import LedgerLayout
 from gateway.broker.log_list import LedgerList
-from gateway.broker.log_policy import AppendRoute, Retention, ledgers_to_trim
+from gateway.broker.log_policy import (
+    AppendRoute,
+    Retention,
+    ledgers_to_trim,
+    route_append,
+    should_roll,
+    writer_lost_quorum,
+)
 from gateway.broker.log_reads import LedgerReaders, read_cached, read_entries
-from gateway.broker.log_roll import Roller
 from gateway.broker.log_state import (
     EntryCache,
     LogClosed,
@@ -65,6 +83,7 @@ log = logging.getLogger(__name__)
 READ_ENTRIES_MAX = 1000  # entries returned by one read call
 
 AppendCallback = Callable[["asyncio.Future[Position]"], None]
+Waiting = tuple[bytes, int, "asyncio.Future[Position]"]  # an append waiting for a roll: payload, messages
 
 
 class ManagedLog:
@@ -84,7 +103,10 @@ class ManagedLog:
         self._layout: LedgerLayout | None = None
         self._cache = EntryCache(config.cache_bytes_max, config.cache_budget)
         self._readers = LedgerReaders(client, clock, config.cache_budget)
-        self._roller = Roller(self, config.rollover, clock)
+        self._roll_task: asyncio.Task[None] | None = None
+        self._unwritable = False  # the writer lost its quorum, or a roll closed it: roll when due
+        self._roll_failed_ms: int | None = None  # when the last attempt to open a new ledger failed
+        self._waiting: list[Waiting] = []  # appends waiting for the roll, in order
         self._recount = Recount()  # ledgers closed by recovery are counted again (log_takeover)
         self._new_entries = asyncio.Event()
         self.fenced = False
@@ -197,7 +219,7 @@ class ManagedLog:
     @property
     def pending_appends(self) -> int:
         writer = self._writer
-        return len(self._roller.waiting) + (writer.outstanding if writer else 0)
+        return len(self._waiting) + (writer.outstanding if writer else 0)
 
     async def wait_for_entries(self, after: Position, timeout_s: float | None = None) -> bool:
         """Wait until an entry after ``after`` is confirmed (True) or the timeout."""
@@ -225,16 +247,24 @@ class ManagedLog:
         elif self.closed or self.terminated:
             future.set_exception(LogClosed(f"topic {self.topic_path} is closed or terminated"))
         else:
-            route = self._roller.route(self._writer, self._clock.now_ms())
+            writer = self._writer
+            route = route_append(
+                self._roll_task is not None,
+                writer is not None,
+                self._unwritable,
+                writer.error if writer is not None else None,
+                self._roll_failed_ms,
+                self._clock.now_ms(),
+            )
             if route is AppendRoute.WRITE and self._writer is not None:
                 self.write_to(self._writer, payload, messages, future, on_done)
                 return future
             if route is AppendRoute.REFUSE:
                 future.set_exception(LogError(f"topic {self.topic_path}: too few writable storage nodes"))
             else:
-                self._roller.waiting.append((payload, messages, future))
+                self._waiting.append((payload, messages, future))
                 if route is AppendRoute.ROLL:
-                    self._roller.start()
+                    self._start_roll()
         if on_done is not None:
             future.add_done_callback(on_done)
         return future
@@ -263,11 +293,11 @@ class ManagedLog:
                     self.fence(exc)
                     exc = LogFenced(str(exc))
                 else:
-                    self._roller.on_add_failed(writer)
+                    if writer_lost_quorum(writer.error) and not self._unwritable:
+                        self._unwritable = True  # closed at its LAC, and the log rolls, at once
+                        self._start_roll()
                     # appends waiting for a roll came after this one: none may be stored before it
-                    self._roller.fail_waiting(
-                        LogError(f"topic {self.topic_path}: an earlier append failed: {exc}")
-                    )
+                    self._fail_waiting(LogError(f"topic {self.topic_path}: an earlier append failed: {exc}"))
                 if not future.done():
                     future.set_exception(exc)
                     if on_done is not None:
@@ -288,7 +318,7 @@ class ManagedLog:
                 future.set_result(position)
                 if on_done is not None:
                     on_done(future)
-            self._roller.on_added()
+            self._roll_if_due()
 
         try:
             writer.append_nowait(payload, done)
@@ -309,24 +339,72 @@ class ManagedLog:
         self.fenced = True
         log.warning("topic %s: writes fenced (%s); another gateway owns it now", self.topic_path, exc)
         self._new_entries.set()
-        self._roller.fail_waiting(LogFenced(str(exc)))
+        self._fail_waiting(LogFenced(str(exc)))
         if self.on_fenced is not None:
             self.on_fenced()
 
-    # ------------------------------------------------------------ rollover (log_roll)
+    # ------------------------------------------------------------ rollover
+
+    def _roll_if_due(self) -> None:
+        """An add was confirmed: roll if the open ledger is full or old."""
+        if self._roll_task is not None or self.closed or self.fenced:
+            return
+        policy, now_ms = self._config.rollover, self._clock.now_ms()
+        if should_roll(policy, self._current_entries, self._current_bytes, self._writer_opened_ms, now_ms):
+            self._start_roll()
+
+    def _start_roll(self) -> None:
+        if self._roll_task is None and not self.closed and not self.fenced:
+            name = f"roll-{self.topic_path}"
+            self._roll_task = asyncio.get_running_loop().create_task(self._roll(), name=name)
 
     async def roll(self) -> None:
         """Roll now (tests, admin); waits for it."""
-        await self._roller.roll()
+        self._start_roll()
+        if self._roll_task is not None:
+            await asyncio.shield(self._roll_task)
 
-    @property
-    def list_lock(self) -> asyncio.Lock:
-        """Held while the ledger list changes (roll, trim, totals, terminate, close)."""
-        return self._list.lock
+    def _fail_waiting(self, exc: Exception) -> None:
+        for _, _, future in self._waiting:
+            if not future.done():
+                future.set_exception(exc)
+        self._waiting.clear()
 
-    async def switch_ledger(self, old: LedgerWriter, metadata: LedgerMetadata) -> None:
+    async def _roll(self) -> None:
+        old = self._writer
+        assert old is not None
+        try:
+            async with self._list.lock:
+                metadata = await old.close()  # at its LAC, also after it lost its quorum
+                self._unwritable = True
+                await self._switch_ledger(old, metadata)
+                self._unwritable = False
+                self._roll_failed_ms = None
+        except Fenced as exc:
+            self.fence(exc)
+        except (StorageError, GatewayError, CoordinationError) as exc:
+            log.warning("topic %s: rollover failed: %s", self.topic_path, exc)
+            if isinstance(exc, LogFenced):
+                self.fence(exc)
+            elif self._unwritable:
+                self._roll_failed_ms = self._clock.now_ms()
+        finally:
+            self._roll_task = None
+        waiting, self._waiting = self._waiting, []
+        for payload, messages, future in waiting:
+            if future.done():
+                continue
+            writer = self._writer
+            if self.fenced or writer is None:
+                future.set_exception(LogFenced(f"topic {self.topic_path} is fenced"))
+            elif self._unwritable:
+                future.set_exception(LogError(f"topic {self.topic_path}: too few writable storage nodes"))
+            else:
+                self.write_to(writer, payload, messages, future)
+
+    async def _switch_ledger(self, old: LedgerWriter, metadata: LedgerMetadata) -> None:
         """Put the next ledger after ``old`` (closed, ``metadata``) into the list and
-        write to it (``list_lock`` held): ``old`` stays in the list unless empty."""
+        write to it (the list lock held): ``old`` stays in the list unless empty."""
         closed_info = self._closed_info(old.ledger_id, metadata.last_entry_id + 1, metadata.length)
         writer = await self._create_ledger(old.ledger_id)
         new_list = [*self._list.ledgers[:-1]]
@@ -436,8 +514,10 @@ class ManagedLog:
         self.closed = True
         self._new_entries.set()
         self._recount.stop()
-        await self._roller.stop()
-        self._roller.fail_waiting(LogError(f"topic {self.topic_path} is closing"))
+        if self._roll_task is not None:  # wait for the roll under way
+            with contextlib.suppress(Exception):
+                await self._roll_task
+        self._fail_waiting(LogError(f"topic {self.topic_path} is closing"))
         writer = self._writer
         if writer is not None and not self.fenced:
             try:

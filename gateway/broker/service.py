@@ -38,7 +38,7 @@ from gateway.broker.log_state import LogConfig, TopicNotFound
 from gateway.broker.managed_log import ManagedLog
 from gateway.broker.topic import Topic
 from gateway.broker.topic_admin import connected_clients
-from gateway.broker.topic_types import TopicPolicies
+from gateway.broker.topic_policies import TopicPolicies
 from gateway.broker.upkeep_schedule import UpkeepSchedule
 from gateway.errors import GatewayError
 from gateway.meta.topics import check_topic_room

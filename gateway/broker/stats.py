@@ -101,6 +101,20 @@ def publisher_stats(
     }
 
 
+def _outbound(rates: tuple[float, ...], msg_out: int, bytes_out: int) -> dict[str, Any]:
+    """The outbound counters and rates a consumer and a subscription both report;
+    ``rates``: messages out, bytes out, redeliveries, acks (per second)."""
+    rate, throughput, redeliver, acks = rates
+    return {
+        "msgRateOut": rate,
+        "msgThroughputOut": throughput,
+        "bytesOutCounter": bytes_out,
+        "msgOutCounter": msg_out,
+        "msgRateRedeliver": redeliver,
+        "messageAckRate": acks,
+    }
+
+
 def consumer_stats(
     *,
     name: str,
@@ -119,14 +133,8 @@ def consumer_stats(
     metadata: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """``rates``: messages out, bytes out, redeliveries, acks (per second)."""
-    rate, throughput, redeliver, acks = rates
     return {
-        "msgRateOut": rate,
-        "msgThroughputOut": throughput,
-        "bytesOutCounter": bytes_out,
-        "msgOutCounter": msg_out,
-        "msgRateRedeliver": redeliver,
-        "messageAckRate": acks,
+        **_outbound(rates, msg_out, bytes_out),
         "chunkedMessageRate": 0.0,
         "consumerName": name,
         "availablePermits": available_permits,
@@ -165,14 +173,8 @@ def subscription_stats(
     key_shared_mode: str | None = None,
 ) -> dict[str, Any]:
     """``rates``: messages out, bytes out, redeliveries, acks, expiries (per second)."""
-    rate, throughput, redeliver, acks, expired = rates
     out: dict[str, Any] = {
-        "msgRateOut": rate,
-        "msgThroughputOut": throughput,
-        "bytesOutCounter": bytes_out,
-        "msgOutCounter": msg_out,
-        "msgRateRedeliver": redeliver,
-        "messageAckRate": acks,
+        **_outbound(rates[:4], msg_out, bytes_out),
         "chunkedMessageRate": 0,
         "msgBacklog": backlog,
         "backlogSize": backlog_bytes,
@@ -183,7 +185,7 @@ def subscription_stats(
         "unackedMessages": sum(int(c["unackedMessages"]) for c in consumers),
         "type": sub_type or "Exclusive",
         "activeConsumerName": active_consumer,
-        "msgRateExpired": expired,
+        "msgRateExpired": rates[4],
         "totalMsgExpired": total_expired,
         "lastExpireTimestamp": last_expire_ms,
         "lastConsumedFlowTimestamp": last_consumed_ms,

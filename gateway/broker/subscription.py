@@ -1,8 +1,10 @@
 """Subscription: one cursor, one dispatcher, and its consumers (asyncio shell).
 
 Owns: a subscription's cursor (ack state), its dispatcher (who gets what), its
-read position, its consumers' sinks, and the persistence of the cursor to
-etcd. Rules (docs/architecture.md §4-5, dispatch/base.py contract):
+read position, its consumers' sinks, the effects that wait for entries read
+back (``deferred_effects``) and the persistence of the cursor to etcd; it
+knows its topic through a narrow port (``SubscriptionTopic``).
+Rules (docs/architecture.md §4-5, dispatch/base.py contract):
 - one task (``_run``) reads the log at the read position as far as the
   dispatcher's ``read_budget`` allows (overshooting by at most one entry),
   skipping acked messages, and carries out the dispatcher's effects in order;
@@ -14,22 +16,25 @@ etcd. Rules (docs/architecture.md §4-5, dispatch/base.py contract):
   by compare-and-swap; a failed CAS means another gateway owns the topic now:
   the topic is dropped (at-least-once: unpersisted acks come back as
   redeliveries, nothing is lost);
-- acks naming positions this topic never delivered move nothing.
+- acks naming positions this topic never delivered move nothing;
+- a dispatcher's ``DeadLetter`` copies the message to the consumer's
+  dead-letter topic (default ``<topic>-<sub>-DLQ``, ``dead_letters``), then
+  acks the original; a copy that fails leaves it unacked (redelivered later).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import itertools
 import logging
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import orjson
 
 from coordination import keys
+from coordination.store import MetadataStore
 from gateway.broker.broker_errors import ConsumerBusy, NotAllowed, SubscriptionTypeMismatch
 from gateway.broker.consumers import (
     SUBSCRIPTION_TYPES,
@@ -42,11 +47,13 @@ from gateway.broker.consumers import (
 )
 from gateway.broker.cursor_core import Cursor
 from gateway.broker.cursor_store import StoredCursor
-from gateway.broker.deferred import DeferredEffects, apply_later
+from gateway.broker.dead_letters import LetterSource, dead_letter, letter_topics
+from gateway.broker.deferred_effects import DeferredEffects
 from gateway.broker.dispatch import (
     ActiveChanged,
     ConsumerId,
     ConsumerInfo,
+    DeadLetter,
     Deliver,
     Dispatcher,
     DispatcherConfig,
@@ -58,12 +65,12 @@ from gateway.broker.dispatch import (
     RejectReason,
     RewindTo,
 )
+from gateway.broker.managed_log import ManagedLog
 from gateway.broker.stats import RateMeter
 from gateway.quotas import Quota, refused
-from storage.formats.positions import MessagePosition, Position
+from storage.formats.positions import NO_BATCH, MessagePosition, Position
 
 if TYPE_CHECKING:
-    from gateway.broker.topic import Topic
     from storage.formats.entry_format import EntryMessage
 
 log = logging.getLogger(__name__)
@@ -73,10 +80,26 @@ READ_ENTRIES_MAX = 100
 _consumer_ids = itertools.count(1)
 
 
+class SubscriptionTopic(LetterSource, Protocol):
+    """What a subscription needs of its topic (a ``Topic``): its log and decoded
+    entries, the cursor store, the consumer limit, and to be told that another
+    gateway owns it now (a cursor CAS lost); dead letters need ``LetterSource``."""
+
+    @property
+    def log(self) -> ManagedLog: ...
+
+    @property
+    def store(self) -> MetadataStore: ...
+
+    def max_consumers_per_subscription(self) -> int: ...
+
+    def on_lost_ownership(self) -> None: ...
+
+
 class Subscription:
     def __init__(
         self,
-        topic: Topic,
+        topic: SubscriptionTopic,
         name: str,
         cursor: Cursor,
         *,
@@ -103,9 +126,7 @@ class Subscription:
         self._entry_messages = 1  # messages per entry in the last read: turns a budget into entries
         self._task: asyncio.Task[None] | None = None
         self._persist_task: asyncio.Task[None] | None = None
-        self._deferred = DeferredEffects(
-            functools.partial(apply_later, self)
-        )  # deliveries waiting for their entries
+        self._deferred = DeferredEffects(self.apply_later)  # deliveries waiting for their entries
         self._just_read: list[tuple[Position, bytes]] = []  # the entries being dispatched now
         self.stored = StoredCursor(topic.store, self.key, revision, cursor.revision if revision else -1)
         self._persist_interval_ms = persist_interval_ms
@@ -285,7 +306,6 @@ class Subscription:
         self._reset_delivery()
         expired = max(0, before - self.backlog())
         self.expired += expired
-        self.topic.msg_expired += expired
         self.last_expire_ms = self._now()
         return expired
 
@@ -339,8 +359,49 @@ class Subscription:
             return
         self.send(deliveries)
         if later:  # dead letters
-            asyncio.get_running_loop().create_task(apply_later(self, later))
+            asyncio.get_running_loop().create_task(self.apply_later(later))
         self.wake()
+
+    async def apply_later(self, effects: list[Effect]) -> None:
+        """Apply ``effects`` in order: deliveries once their entries are at hand (read
+        back from the storage nodes if need be), dead letters by publishing them."""
+        delivers: list[Deliver] = []
+        loaded: dict[Position, list[EntryMessage] | None] = {}
+        for effect in effects:
+            if isinstance(effect, Deliver):
+                entry = effect.message.position.entry
+                if entry not in loaded:
+                    try:
+                        loaded[entry] = await self.topic.decoded.load_messages(entry)
+                    except Exception as exc:  # its messages stay pending: redelivered later
+                        log.warning(
+                            "subscription %s: reading entry %s back failed: %s", self.name, entry, exc
+                        )
+                        loaded[entry] = None
+                delivers.append(effect)  # one whose entry is gone (trimmed, unreadable) is dropped
+            elif isinstance(effect, DeadLetter):
+                await self._dead_letter(effect)
+        deliveries, _ = resolve_deliveries(delivers, lambda position: loaded[position.entry])
+        self.send(deliveries)
+
+    async def _dead_letter(self, effect: DeadLetter) -> None:
+        """Carry out a dispatcher's ``DeadLetter``: copy the message to the consumer's
+        dead-letter topic (default ``<topic>-<sub>-DLQ``), then ack the original."""
+        position = effect.message.position
+        topic = self.topic
+        messages = await topic.decoded.load_messages(position.entry)
+        record = self.consumers.get(effect.consumer_id)
+        target = record.dead_letter_topic if record and record.dead_letter_topic else None
+        if target is None:
+            target = str(letter_topics(topic.name, self.name)[1])
+        if messages is not None:
+            index = 0 if position.batch_index == NO_BATCH else position.batch_index
+            try:
+                await dead_letter(topic, target, messages[index], position, self.name)
+            except Exception as exc:  # the message stays unacked: redelivered later
+                log.warning("dead-letter to %s failed: %s", target, exc)
+                return
+        self.ack(effect.consumer_id, [position])
 
     def _messages_at(self, position: MessagePosition) -> list[EntryMessage] | None:
         """The messages of ``position``'s entry without I/O: decoded, in the log's

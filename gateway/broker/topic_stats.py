@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any
 from coordination import keys
 from gateway.broker import stats
 from gateway.broker.stats import iso_ms
-from gateway.broker.topic_upkeep import backlog_bytes
 from storage.errors import StorageError
 from storage.types import LedgerState
 
@@ -112,7 +111,7 @@ def topic_stats(topic: Topic) -> dict[str, Any]:
         msg_in=topic.msg_in,
         bytes_in=topic.bytes_in,
         storage_size=topic.log.total_bytes,
-        backlog_size=backlog_bytes(topic),
+        backlog_size=topic.backlog_bytes(),
         publishers=publishers,
         subscriptions=subs,
         deduplication=topic.policies.dedup,

@@ -4,14 +4,14 @@ Owns: the single task that drives the upkeep of all of a gateway's topics (it
 replaced a sleeping task per topic: at 3,000 topics their timers, task steps and
 lock-taking trims cost an idle gateway 7 % of a core), and, per visit, the
 choice between the upkeep done in place and a task for the upkeep that waits on
-I/O. Rules (``topic_upkeep.py`` says what the upkeep does):
+I/O. Rules (``Topic`` does the upkeep, under the rules of ``topic_upkeep.py``):
 - every ``INTERVAL_MS`` each loaded, open topic is visited once, in one pass on
   the event loop, at one ``now_ms``;
-- a topic whose upkeep needs no I/O (``topic_upkeep.needs_io``: no TTL to apply
+- a topic whose upkeep needs no I/O (``Topic.upkeep_needs_io``: no TTL to apply
   to a subscription, one ledger only - nothing to trim -, no dedup snapshot due)
-  gets it in place (``topic_upkeep.maintain_in_place``: stats sampled, backlog
+  gets it in place (``Topic.maintain_in_place``: stats sampled, backlog
   quota checked) - no task, no timer, a few microseconds;
-- otherwise the whole ``topic_upkeep.maintain_once`` runs in a task of its own
+- otherwise the whole ``Topic.maintain_once`` runs in a task of its own
   (``Topic.upkeep_task``), at most one per topic: a topic whose upkeep is still
   running is skipped until it ends, as its own loop once waited for it, and
   ``Topic.close`` cancels it;
@@ -27,7 +27,6 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 from coordination.clock import Clock
-from gateway.broker import topic_upkeep as upkeep
 
 if TYPE_CHECKING:
     from gateway.broker.topic import Topic
@@ -73,11 +72,11 @@ class UpkeepSchedule:
                 continue  # still at it: skipped, as its own loop once waited
             try:
                 policies = topic.policies
-                if upkeep.needs_io(topic, policies):
+                if topic.upkeep_needs_io(policies):
                     topic.upkeep_task = asyncio.get_running_loop().create_task(_maintain(topic))
                     started += 1
                 else:
-                    upkeep.maintain_in_place(topic, policies, now_ms)
+                    topic.maintain_in_place(policies, now_ms)
             except Exception as exc:
                 log.info("topic %s: upkeep failed: %s", topic.name, exc)
         return started
@@ -85,6 +84,6 @@ class UpkeepSchedule:
 
 async def _maintain(topic: Topic) -> None:
     try:
-        await upkeep.maintain_once(topic)
+        await topic.maintain_once()
     except Exception as exc:
         log.info("topic %s: upkeep failed: %s", topic.name, exc)

@@ -37,7 +37,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from coordination.errors import CoordinationError
 from gateway.api.errors import reason_response
-from gateway.broker.letters import letter_topics
+from gateway.broker.dead_letters import letter_topics
 from gateway.names import InvalidName, TopicName
 from gateway.quotas import Quota, refused
 from gateway.security import rules
@@ -225,7 +225,7 @@ class SecurityMiddleware:
     ) -> Verdict:
         """A consumer's (or webhook's) dead letters go where its caller may produce (never
         with the gateway's own authority): the consumer's named ``deadLetterTopic``, else
-        the default one (``letters.letter_topics``) once ``maxRedeliverCount`` is set; a
+        the default one (``dead_letters.letter_topics``) once ``maxRedeliverCount`` is set; a
         webhook's default one always (a named one is checked by its handler)."""
         named = query.get("deadLetterTopic", [""])[0] if letters is rules.Letters.CONSUMER else ""
         if named:

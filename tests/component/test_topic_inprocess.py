@@ -23,7 +23,7 @@ from gateway.broker.log_policy import Retention, RolloverPolicy
 from gateway.broker.log_state import LogConfig, TopicNotFound
 from gateway.broker.service import BrokerService, NamespaceView
 from gateway.broker.topic import Topic
-from gateway.broker.topic_types import TopicPolicies
+from gateway.broker.topic_policies import TopicPolicies
 from gateway.names import NamespaceName, TopicName
 from storage.client.api import LedgerClient
 from storage.formats.entry_format import EntryMessage

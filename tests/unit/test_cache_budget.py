@@ -7,7 +7,7 @@ import gc
 import pytest
 
 from gateway.broker.cache_budget import CacheBudget
-from gateway.broker.decoded import DecodedEntries
+from gateway.broker.decoded_entries import DecodedEntries
 from gateway.broker.log_state import EntryCache
 from storage.formats.entry_format import EntryMessage, encode_message, join_entry
 from storage.formats.positions import Position

@@ -1,4 +1,4 @@
-"""The decoded-entry cache of a topic (gateway/broker/decoded.py) stays within its
+"""The decoded-entry cache of a topic (gateway/broker/decoded_entries.py) stays within its
 bounds in entries, messages and bytes, whatever the entries hold."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ from typing import Any, cast
 
 import pytest
 
-from gateway.broker import decoded as decoded_module
-from gateway.broker.decoded import DecodedEntries
+from gateway.broker import decoded_entries as decoded_module
+from gateway.broker.decoded_entries import DecodedEntries
 from gateway.broker.managed_log import ManagedLog
 from storage.formats.entry_format import EntryMessage, encode_entry
 from storage.formats.positions import Position

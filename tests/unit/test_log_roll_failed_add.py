@@ -5,15 +5,12 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
 from coordination.clock import ManualClock
-from gateway.broker.log_policy import RolloverPolicy
-from gateway.broker.log_roll import Roller
-from gateway.broker.log_state import LogError
+from gateway.broker.log_state import LogConfig, LogError
 from gateway.broker.managed_log import ManagedLog
 from storage.errors import StorageError
 from storage.formats.positions import Position
@@ -36,13 +33,13 @@ class HeldWriter:
 
 async def test_a_failed_add_fails_the_appends_waiting_for_a_roll() -> None:
     loop = asyncio.get_running_loop()
-    log: Any = SimpleNamespace(topic_path="persistent/public/default/t")
-    log._roller = Roller(log, RolloverPolicy(), ManualClock(0))
+    nothing: Any = None  # no etcd, no storage nodes: the add is answered by hand
+    log = ManagedLog("persistent/public/default/t", nothing, nothing, ManualClock(0), LogConfig())
     writer = HeldWriter()
     first: asyncio.Future[Position] = loop.create_future()
-    ManagedLog.write_to(log, writer, b"seq 25", 1, first)  # type: ignore[arg-type]
+    log.write_to(writer, b"seq 25", 1, first)  # type: ignore[arg-type]
     later: asyncio.Future[Position] = loop.create_future()
-    log._roller.waiting.append((b"seq 26", 1, later))  # queued behind it, for a roll
+    log._waiting.append((b"seq 26", 1, later))  # queued behind it, for a roll
 
     failed: asyncio.Future[int] = loop.create_future()
     failed.set_exception(StorageError("no writable node can replace"))
@@ -53,4 +50,4 @@ async def test_a_failed_add_fails_the_appends_waiting_for_a_roll() -> None:
         first.result()
     with pytest.raises(LogError, match="an earlier append failed"):
         later.result()  # never appended after the failed add
-    assert log._roller.waiting == []
+    assert log._waiting == []

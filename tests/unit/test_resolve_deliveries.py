@@ -68,7 +68,7 @@ def test_read_messages_stops_at_the_budget_and_tells_the_entry_size_it_saw() -> 
 
     from gateway.broker.consumers import read_messages
     from gateway.broker.cursor_core import Cursor
-    from gateway.broker.decoded import DecodedEntries
+    from gateway.broker.decoded_entries import DecodedEntries
     from storage.formats.entry_format import encode_entry
 
     log: Any = None  # messages(position, payload) decodes what it is given

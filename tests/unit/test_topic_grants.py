@@ -13,7 +13,7 @@ import pytest
 
 from coordination.clock import SystemClock
 from coordination.memory_store import MemoryStore
-from gateway.broker.letters import letter_topics
+from gateway.broker.dead_letters import letter_topics
 from gateway.meta.errors import PreconditionFailed
 from gateway.meta.namespaces import NamespaceStore
 from gateway.meta.policies import TOPIC_GRANTS_MAX, Policies

@@ -1,5 +1,6 @@
 """Topic.publish_many: queueing a batch at once, and message by message when it does
-not all fit (the queue bound answers the rest with a retriable 429)."""
+not all fit (the queue bound answers the rest with a retriable 429); and
+Topic.publish_requests: the sequence ids the topic gives messages sent without one."""
 
 from __future__ import annotations
 
@@ -14,9 +15,11 @@ from coordination.clock import ManualClock
 from gateway.broker.broker_errors import SequenceGap, TooManyRequests, TopicUnavailable
 from gateway.broker.log_state import EntryCache, LogError
 from gateway.broker.publish_core import BatcherConfig, PublishBatcher
+from gateway.broker.publish_results import PublishResult
 from gateway.broker.topic import Topic
-from gateway.broker.topic_types import PublishResult, TopicPolicies
+from gateway.broker.topic_policies import TopicPolicies
 from gateway.names import TopicName
+from gateway.protocol.ws_frames import PublishRequest
 from storage.formats.entry_format import EntryMessage, decode_entry
 from storage.formats.positions import Position
 
@@ -135,3 +138,60 @@ async def test_a_smaller_message_cannot_overtake_one_the_full_queue_refused_on_a
     done = await resent
     assert all(isinstance(o, PublishResult) and not o.duplicate for o in done), done
     assert t.dedup_position == Position(5, 1)  # what the next dedup snapshot covers
+
+
+def request(i: int, sequence_id: int | None = None) -> PublishRequest:
+    return PublishRequest(b"r%d" % i, sequence_id=sequence_id)
+
+
+def sequences(log: Log, index: int = 0) -> list[int]:
+    return [m.sequence_id for m in decode_entry(log.appends[index][0])]
+
+
+async def test_a_one_off_publish_under_dedup_numbers_its_messages_after_the_producer_s_last() -> None:
+    """REST retries without ids stay apart: each call continues after the last id
+    the topic took from that producer; a given id is kept as it is."""
+    t, log = topic(dedup=True)
+    first = t.publish_requests("rest", [request(0), request(1), request(2)], 1_000)
+    assert sequences(log) == [0, 1, 2]
+    log.complete(0, entry_id=0)
+    await first
+    second = t.publish_requests("rest", [request(3), request(4, sequence_id=7)], 1_000)
+    await asyncio.sleep(0)
+    await asyncio.sleep(0)
+    assert sequences(log, 1) == [3, 7]
+    log.complete(1, entry_id=1)
+    assert all(isinstance(o, PublishResult) for o in await second)
+    third = t.publish_requests("rest", [request(5)], 1_000)
+    await asyncio.sleep(0)
+    await asyncio.sleep(0)
+    assert sequences(log, 2) == [8]  # after 7, the highest the topic took
+    log.complete(2, entry_id=2)
+    assert [o.duplicate for o in await third if isinstance(o, PublishResult)] == [False]
+
+
+async def test_a_one_off_publish_without_dedup_gives_sequence_id_0() -> None:
+    t, log = topic()
+    t.publish_requests("rest", [request(0), request(1, sequence_id=5)], 2_000)
+    assert sequences(log) == [0, 5]
+    assert [m.publish_time_ms for m in decode_entry(log.appends[0][0])] == [2_000, 2_000]
+
+
+async def test_a_connected_producer_continues_its_own_count() -> None:
+    """From initialSequenceId on, without dedup too; a given id moves the count on."""
+    t, log = topic()
+    record = t.add_producer("ws", initial_sequence_id=40)
+    t.publish_requests(record, [request(0), request(1), request(2, sequence_id=50), request(3)], 1_000)
+    assert sequences(log) == [41, 42, 50, 51]
+    assert record.next_sequence == 52
+
+
+async def test_a_connected_producer_under_dedup_starts_after_the_last_id_the_topic_knows() -> None:
+    t, log = topic(dedup=True)
+    t.dedup.on_persisted("ws", 99)
+    record = t.add_producer("ws", initial_sequence_id=10)
+    t.publish_requests(record, [request(0)], 1_000)
+    await asyncio.sleep(0)
+    await asyncio.sleep(0)  # a lone message is cut a loop round later
+    assert sequences(log) == [100]
+    assert t.add_producer("other", initial_sequence_id=10).next_sequence == 11

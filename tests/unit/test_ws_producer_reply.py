@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from gateway.api.ws_producer import publish_reply
-from gateway.broker.topic_types import PublishResult
+from gateway.broker.publish_results import PublishResult
 from gateway.protocol.ws_frames import PublishRequest
 from storage.formats.message_id import NO_PARTITION, MessageId
 from storage.formats.positions import NO_BATCH

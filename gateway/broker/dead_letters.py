@@ -2,11 +2,13 @@
 
 Owns: publishing a copy of a consumed message to its subscription's
 dead-letter topic (``<topic>-<sub>-DLQ``) or retry topic (``<topic>-<sub>-RETRY``),
-and ``letter_topics``, their names. Rules (docs/compatibility.md §4.4): the
-names come from the consumed topic's own name (the partitioned topic's for a
-partition, so the security layer can authorize them before a consumer opens;
-never from a message property a producer could set); the copy keeps payload, key and properties and
-adds ``REAL_TOPIC`` and ``ORIGIN_MESSAGE_ID``; a retry copy carries
+and ``letter_topics``, their names; it takes the consumed topic and its
+subscription as narrow ports (``LetterSource``, ``LetterSubscription``).
+Rules (docs/compatibility.md §4.4): the names come from the consumed topic's
+own name (the partitioned topic's for a partition, so the security layer can
+authorize them before a consumer opens; never from a message property a
+producer could set); the copy keeps payload, key and properties and adds
+``REAL_TOPIC`` and ``ORIGIN_MESSAGE_ID``; a retry copy carries
 ``RECONSUMETIMES`` and ``DELAY_TIME`` and is delivered after the delay; past
 ``maxRedeliverCount`` reconsumes it goes to the dead-letter topic; the original
 is acked only after its copy is stored.
@@ -15,19 +17,51 @@ is acked only after its copy is stored.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from collections.abc import Iterable
+from typing import Protocol
 
+from coordination.clock import Clock
+from gateway.broker.decoded_entries import DecodedEntries
 from gateway.names import TopicName
 from storage.formats.entry_format import EntryMessage
 from storage.formats.message_id import MessageId
 from storage.formats.positions import NO_BATCH, MessagePosition
 
-if TYPE_CHECKING:
-    from gateway.broker.dispatch import DeadLetter
-    from gateway.broker.subscription import Subscription
-    from gateway.broker.topic import Topic
-
 log = logging.getLogger(__name__)
+
+
+class LetterTarget(Protocol):
+    """Publishes a message to a topic by name, wherever it is owned (the broker service)."""
+
+    async def publish_to(self, topic: str, message: EntryMessage) -> None: ...
+
+
+class LetterSource(Protocol):
+    """What copying a message needs of the topic it was consumed from (a ``Topic``)."""
+
+    @property
+    def name(self) -> TopicName: ...
+
+    @property
+    def partition(self) -> int: ...
+
+    @property
+    def clock(self) -> Clock: ...
+
+    @property
+    def decoded(self) -> DecodedEntries: ...
+
+    @property
+    def host(self) -> LetterTarget: ...
+
+
+class LetterSubscription(Protocol):
+    """The subscription a retried message is acknowledged on (a ``Subscription``)."""
+
+    @property
+    def name(self) -> str: ...
+
+    def ack(self, consumer_id: int, positions: Iterable[MessagePosition]) -> int: ...
 
 
 def letter_topics(topic: TopicName, subscription: str) -> tuple[TopicName, TopicName]:
@@ -44,7 +78,7 @@ def letter_topics(topic: TopicName, subscription: str) -> tuple[TopicName, Topic
 
 
 async def dead_letter(
-    topic: Topic,
+    topic: LetterSource,
     target: str,
     message: EntryMessage,
     origin: MessagePosition,
@@ -75,8 +109,8 @@ async def dead_letter(
 
 
 async def reconsume_later(
-    topic: Topic,
-    sub: Subscription,
+    topic: LetterSource,
+    sub: LetterSubscription,
     consumer_id: int,
     position: MessagePosition,
     delay_ms: int,
@@ -109,22 +143,3 @@ async def reconsume_later(
             deliver_at_ms=topic.clock.now_ms() + delay_ms,
         )
     sub.ack(consumer_id, [position])
-
-
-async def dead_letter_effect(sub: Subscription, effect: DeadLetter) -> None:
-    """Carry out a dispatcher's ``DeadLetter``: copy the message to the consumer's
-    dead-letter topic (default ``<topic>-<sub>-DLQ``), then ack the original."""
-    position = effect.message.position
-    messages = await sub.topic.decoded.load_messages(position.entry)
-    record = sub.consumers.get(effect.consumer_id)
-    target = record.dead_letter_topic if record and record.dead_letter_topic else None
-    if target is None:
-        target = str(letter_topics(sub.topic.name, sub.name)[1])
-    if messages is not None:
-        index = 0 if position.batch_index == NO_BATCH else position.batch_index
-        try:
-            await dead_letter(sub.topic, target, messages[index], position, sub.name)
-        except Exception as exc:  # the message stays unacked: redelivered later
-            log.warning("dead-letter to %s failed: %s", target, exc)
-            return
-    sub.ack(effect.consumer_id, [position])

@@ -2,8 +2,8 @@
 
 Owns: ``DeferredEffects``, the queue of one subscription's effects that could not
 be applied at once (deliveries whose entry is no longer cached: it is read back
-from the storage nodes first) and the one task that applies them, oldest first;
-and ``apply_later``, how such effects (and dead letters) are applied.
+from the storage nodes first) and the one task that applies them, oldest first
+(with the function the subscription gives it: ``Subscription.apply_later``).
 Rule: while anything waits here, every later delivery of the subscription waits
 behind it, so a message whose entry must be read back is never overtaken by the
 messages after it (Exclusive, Failover, Key_Shared and readers deliver in log
@@ -17,16 +17,8 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
 
-from gateway.broker import letters
-from gateway.broker.consumers import resolve_deliveries
-from gateway.broker.dispatch import DeadLetter, Deliver, Effect
-from storage.formats.positions import Position
-
-if TYPE_CHECKING:
-    from gateway.broker.subscription import Subscription
-    from storage.formats.entry_format import EntryMessage
+from gateway.broker.dispatch import Effect
 
 log = logging.getLogger(__name__)
 
@@ -65,24 +57,3 @@ class DeferredEffects:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-
-
-async def apply_later(sub: Subscription, effects: list[Effect]) -> None:
-    """Apply ``effects`` in order: deliveries once their entries are at hand (read
-    back from the storage nodes if need be), dead letters by publishing them."""
-    delivers: list[Deliver] = []
-    loaded: dict[Position, list[EntryMessage] | None] = {}
-    for effect in effects:
-        if isinstance(effect, Deliver):
-            entry = effect.message.position.entry
-            if entry not in loaded:
-                try:
-                    loaded[entry] = await sub.topic.decoded.load_messages(entry)
-                except Exception as exc:  # its messages stay pending: redelivered later
-                    log.warning("subscription %s: reading entry %s back failed: %s", sub.name, entry, exc)
-                    loaded[entry] = None
-            delivers.append(effect)  # one whose entry is gone (trimmed, unreadable) is dropped
-        elif isinstance(effect, DeadLetter):
-            await letters.dead_letter_effect(sub, effect)
-    deliveries, _ = resolve_deliveries(delivers, lambda position: loaded[position.entry])
-    sub.send(deliveries)
