@@ -40,10 +40,10 @@ from gateway.api import (
     ws_fastpath,
 )
 from gateway.api.errors import error_response, http_error_response, validation_response
-from gateway.api.gateway import Gateway
 from gateway.api.metrics import registry_for
 from gateway.dashboard import make_router as dashboard_router
 from gateway.errors import GatewayError
+from gateway.process import Gateway
 from gateway.security import access, http_limits, internal, middleware
 from gateway.security.guard import Guard
 from storage.errors import StorageError

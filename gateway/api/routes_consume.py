@@ -17,11 +17,9 @@ from typing import TYPE_CHECKING
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
-from gateway.api import forwarding
 from gateway.api import route_docs as docs
 from gateway.api.convert import delivery_frames, position_of
 from gateway.api.errors import error_response, reason_response
-from gateway.api.forwarding import LocalTopic
 from gateway.api.http_consume import HttpConsumers, pull_params
 from gateway.api.http_io import ACK_BODY_MAX, JSON, json_response, read_body
 from gateway.api.route_docs import (
@@ -37,21 +35,22 @@ from gateway.api.route_docs import (
     Wait,
 )
 from gateway.api.sse_consume import add_stream_route
+from gateway.broker.topic import Topic
 from gateway.errors import GatewayError
 from gateway.names import InvalidName, TopicName, check_subscription
+from gateway.protocol.params import parse_authoritative
 from gateway.protocol.rest import fetch_response, id_texts, parse_ack_body
+from gateway.routing import Peer
 from gateway.security.middleware import role_of
 from storage.formats.errors import FormatError
 
 if TYPE_CHECKING:
-    from gateway.api.gateway import Gateway
+    from gateway.process import Gateway
 
 
-def add_consume_routes(
-    router: APIRouter, gw: Callable[[], Gateway], consumers: HttpConsumers, local_topic: LocalTopic
-) -> None:
-    async def _forward(url: str, request: Request, body: bytes) -> Response:
-        return await forwarding.forward(gw(), url, request, body)
+def add_consume_routes(router: APIRouter, gw: Callable[[], Gateway], consumers: HttpConsumers) -> None:
+    async def _serve(name: TopicName, query: dict[str, str]) -> Topic | Peer:
+        return await gw().router.serve(name, authoritative=parse_authoritative(query))
 
     @router.get(
         "/consume/{domain}/{tenant}/{namespace}/{topic}/{subscription}",
@@ -76,9 +75,9 @@ def add_consume_routes(
             name = TopicName.of(domain, tenant, namespace, topic)
             check_subscription(subscription)
             params = pull_params(query)
-            where = await local_topic(name, query)
-            if isinstance(where, str):
-                return await _forward(f"{where}{request.url.path}", request, b"")
+            where = await _serve(name, query)
+            if isinstance(where, Peer):
+                return await gw().forwarder.replay(where, request, b"")
             key = (str(name), subscription, params.consumer_name or "http")
             consumer = await consumers.attach(key, where, params, owner=role_of(request.scope))
             consumer.last_used_ms = consumers.now_ms()
@@ -96,9 +95,9 @@ def add_consume_routes(
             body = await read_body(request, ACK_BODY_MAX)
             name = TopicName.of(domain, tenant, namespace, topic)
             ids = parse_ack_body(body)
-            where = await local_topic(name, query)
-            if isinstance(where, str):
-                return await _forward(f"{where}{request.url.path}", request, body)
+            where = await _serve(name, query)
+            if isinstance(where, Peer):
+                return await gw().forwarder.replay(where, request, body)
             consumer = consumers.get((str(name), subscription, query.get("consumerName", "http")))
             if consumer is not None and consumer.owner != role_of(request.scope):
                 return reason_response(409, "this HTTP consumer belongs to another role", "consumer_busy")
@@ -147,4 +146,4 @@ def add_consume_routes(
     ) -> Response:
         return await _settle(domain, tenant, namespace, topic, subscription, request, True)
 
-    add_stream_route(router, consumers, local_topic)  # .../{subscription}/stream: server-sent events
+    add_stream_route(router, consumers, _serve)  # .../{subscription}/stream: server-sent events

@@ -2,10 +2,11 @@
 
 Owns: ``POST /topics/...`` (JSON ``ProducerMessages`` or a raw payload with its
 headers) and ``POST /topics/.../partitions/{n}``. Rules
-(docs/architecture.md §7, docs/compatibility.md §2): the topic's owner
-publishes (a non-owner forwards the request with ``authoritative=true``); a
-partitioned topic's messages are split per partition - by key hash, else round
-robin - and each part goes to its owner; the JSON reply has one result per
+(docs/architecture.md §7, docs/compatibility.md §2): where the topic is served
+is asked of the router once (``gateway.routing``); the topic's owner publishes
+(a non-owner forwards the request, ``gateway.forwarder``); a partitioned
+topic's messages are split per partition - by key hash, else round robin - and
+each part goes to its owner; the JSON reply has one result per
 message (HTTP 200 even when some failed), a raw publish answers one
 ``ProducerAck`` (503 when retriable, 500 else); under deduplication, messages
 without a sequence id get the next ones so REST retries stay apart; publish
@@ -22,12 +23,10 @@ from typing import TYPE_CHECKING, Annotated, Any
 from fastapi import APIRouter, Path, Request
 from starlette.responses import Response
 
-from gateway.api import forwarding
 from gateway.api import route_docs as docs
 from gateway.api.convert import entry_message
 from gateway.api.errors import error_response, reason_response
-from gateway.api.forwarding import LocalTopic
-from gateway.api.http_io import JSON, json_response, read_body, rest_message
+from gateway.api.http_io import JSON, json_response, read_body
 from gateway.api.metrics import publish_latency
 from gateway.api.rest_schemas import apply_schemas
 from gateway.api.route_docs import (
@@ -44,7 +43,7 @@ from gateway.broker.topic_types import PublishResult
 from gateway.errors import GatewayError
 from gateway.names import PARTITIONS_MAX, InvalidName, TopicName
 from gateway.protocol.errors import BadRequest
-from gateway.protocol.params import parse_mark_duplicates
+from gateway.protocol.params import parse_authoritative, parse_mark_duplicates
 from gateway.protocol.rest import (
     ack_error,
     ack_ok,
@@ -53,17 +52,32 @@ from gateway.protocol.rest import (
     producer_acks,
 )
 from gateway.protocol.ws_frames import PublishRequest
+from gateway.routing import Partitioned, Peer
+from storage.formats import producer_messages
 from storage.formats.entry_format import EntryMessage
 from storage.formats.errors import FormatError
 from storage.formats.key_routing import partition_of_key
 
 if TYPE_CHECKING:
-    from gateway.api.gateway import Gateway
+    from gateway.process import Gateway
 
 _round_robin = itertools.count()
 
 
-def add_publish_routes(router: APIRouter, gw: Callable[[], Gateway], local_topic: LocalTopic) -> None:
+def _forwarded(request: PublishRequest) -> dict[str, Any]:
+    """``request`` as a message of the REST producer body sent to a partition's owner."""
+    return producer_messages.message(
+        request.payload,
+        key=request.key,
+        properties=request.properties,
+        sequence_id=request.sequence_id,
+        event_time_ms=request.event_time_ms,
+        deliver_at_ms=request.deliver_at_ms,
+        schema_version=request.schema_version,
+    )
+
+
+def add_publish_routes(router: APIRouter, gw: Callable[[], Gateway]) -> None:
     async def _publish_local(
         topic: Topic, producer: str, requests: list[PublishRequest], mark_duplicates: bool
     ) -> list[dict[str, Any]]:
@@ -82,9 +96,6 @@ def add_publish_routes(router: APIRouter, gw: Callable[[], Gateway], local_topic
             else ack_error(topic.partition, str(o), o.retriable)
             for o in outcomes
         ]
-
-    async def _forward(url: str, request: Request, body: bytes) -> Response:
-        return await forwarding.forward(gw(), url, request, body)
 
     async def _produce(name: TopicName, request: Request) -> Response:
         started = perf_counter()  # publish latency: observed where this gateway publishes itself
@@ -106,16 +117,15 @@ def add_publish_routes(router: APIRouter, gw: Callable[[], Gateway], local_topic
             else:
                 raw, raw_producer = parse_raw_headers(dict(request.headers), body, now, limit)
                 producer, requests = raw_producer or "RestProducer", [raw]
-            partitions = await gateway.partitions(name)
-            if partitions > 0:
+            where = await gateway.router.locate(name, authoritative=parse_authoritative(query))
+            if isinstance(where, Partitioned):
                 response = await _produce_partitioned(
-                    name, partitions, producer, requests, schema_version, mark
+                    name, where.count, producer, requests, schema_version, mark
                 )
                 publish_latency(gateway).rest.observe(perf_counter() - started)
                 return response
-            where = await local_topic(name, query)
-            if isinstance(where, str):
-                return await _forward(f"{where}{request.url.path}", request, body)
+            if isinstance(where, Peer):
+                return await gateway.forwarder.replay(where, request, body)
             results = await _publish_local(where, producer, requests, mark)
             publish_latency(gateway).rest.observe(perf_counter() - started)
         except (GatewayError, FormatError, InvalidName) as exc:
@@ -147,17 +157,16 @@ def add_publish_routes(router: APIRouter, gw: Callable[[], Gateway], local_topic
         results: list[dict[str, Any]] = [{}] * len(requests)
         for index, items in groups.items():
             part = name.partition(index)
-            where = await local_topic(part, {})
-            if isinstance(where, str):
-                body: dict[str, Any] = {
-                    "producerName": producer,
-                    "messages": [rest_message(r) for _, r in items],
-                }
-                if schema_version or any(r.schema_version is not None for _, r in items):
-                    body["schemaVersion"] = schema_version  # the payloads are its bytes; keep it stamped
-                params = {"authoritative": "true", "markDuplicates": str(mark_duplicates).lower()}
-                upstream = await gateway.http.post(f"{where}/topics/{part.path}", json=body, params=params)
-                got = upstream.json().get("messagePublishResults", [])
+            where = await gateway.router.serve(part)
+            if isinstance(where, Peer):
+                stamped = schema_version or any(r.schema_version is not None for _, r in items)
+                body = producer_messages.body(
+                    producer,
+                    [_forwarded(r) for _, r in items],
+                    schema_version if stamped else None,  # the payloads are its bytes; keep it stamped
+                )
+                params = {"markDuplicates": str(mark_duplicates).lower()}
+                got = await gateway.forwarder.publish(where, part, body, params)
                 part_results = (
                     got if len(got) == len(items) else [ack_error(index, "forward failed", True)] * len(items)
                 )

@@ -65,7 +65,7 @@ from gateway.protocol.ws_frames import (
 from storage.formats.positions import EARLIEST, LATEST, NO_BATCH, MessagePosition, Position
 
 if TYPE_CHECKING:
-    from gateway.api.gateway import Gateway
+    from gateway.process import Gateway
 
 FRAMES_AHEAD_BYTES = 64 * 1024  # past this much unsent, deliveries wait unframed (``backlog``)
 FRAME_OVERHEAD = 160  # a delivery frame's fields beside its base64 payload, about
