@@ -49,9 +49,9 @@ from gateway.meta.policies import Policies
 from gateway.meta.schema_registry import SchemaRegistry
 from gateway.names import NamespaceName, TopicName
 from gateway.ownership.bundles import BundleRange, NamespaceBundle
+from gateway.ownership.key_records import LoadReport, smoothed
 from gateway.ownership.load_manager import LoadManager
 from gateway.ownership.owner import LossReason, OwnershipManager
-from gateway.ownership.records import LoadReport, smoothed
 from gateway.ownership.registry import GatewayRegistry
 from gateway.routing import Router
 from gateway.security.guard import SecurityConfig
@@ -239,7 +239,7 @@ class Gateway:
         """Load for the load manager: *rates* since the previous report (the topics'
         counters are totals) - published messages/s in total, and messages/s in + out
         (published + delivered to subscriptions and readers) of each owned bundle,
-        every owned bundle listed, smoothed over reports (``records.smoothed``: a
+        every owned bundle listed, smoothed over reports (``key_records.smoothed``: a
         burst does not make a bundle look hot) - plus topics and sessions. One pass
         over the loaded topics and their subscriptions, once per report interval. The
         totals in and out also go into ``throughput``, the history the dashboard draws."""

@@ -18,7 +18,6 @@ from fastapi import APIRouter, Request
 from starlette.responses import Response
 
 from gateway.api import route_docs as docs
-from gateway.api.convert import delivery_frames, position_of
 from gateway.api.errors import error_response, reason_response
 from gateway.api.http_consume import HttpConsumers, pull_params
 from gateway.api.http_io import ACK_BODY_MAX, JSON, json_response, read_body
@@ -35,6 +34,7 @@ from gateway.api.route_docs import (
     Wait,
 )
 from gateway.api.sse_consume import add_stream_route
+from gateway.api.wire_mapping import delivery_frames, position_of
 from gateway.broker.topic import Topic
 from gateway.errors import GatewayError
 from gateway.names import InvalidName, TopicName, check_subscription

@@ -24,7 +24,6 @@ from fastapi import APIRouter, Path, Request
 from starlette.responses import Response
 
 from gateway.api import route_docs as docs
-from gateway.api.convert import entry_message
 from gateway.api.errors import error_response, reason_response
 from gateway.api.http_io import JSON, json_response, read_body
 from gateway.api.metrics import publish_latency
@@ -38,6 +37,7 @@ from gateway.api.route_docs import (
     Tenant,
     TopicPart,
 )
+from gateway.api.wire_mapping import entry_message
 from gateway.broker.topic import Topic
 from gateway.broker.topic_types import PublishResult
 from gateway.errors import GatewayError

@@ -35,7 +35,6 @@ import orjson
 from fastapi import APIRouter, Query, Request
 from starlette.responses import RedirectResponse, Response, StreamingResponse
 
-from gateway.api.convert import delivery_frames
 from gateway.api.errors import error_response
 from gateway.api.http_consume import HttpConsumer, HttpConsumers, pull_params
 from gateway.api.route_docs import (
@@ -47,6 +46,7 @@ from gateway.api.route_docs import (
     Tenant,
     TopicPart,
 )
+from gateway.api.wire_mapping import delivery_frames
 from gateway.broker.topic import Topic
 from gateway.errors import GatewayError
 from gateway.names import InvalidName, TopicName, check_subscription

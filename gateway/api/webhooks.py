@@ -40,7 +40,7 @@ import orjson
 
 from coordination import keys
 from coordination.store import MetadataStore
-from gateway.api.convert import delivery_frames
+from gateway.api.wire_mapping import delivery_frames
 from gateway.broker import letters
 from gateway.broker.broker_errors import SubscriptionNotFound
 from gateway.broker.consumers import Delivery, PullSink

@@ -37,8 +37,8 @@ from typing import TYPE_CHECKING, Any, cast
 import orjson
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from gateway.api.convert import delivery_frames, position_of
 from gateway.api.errors import close_code, protocol_close_code
+from gateway.api.wire_mapping import delivery_frames, position_of
 from gateway.api.ws_session import Outbound
 from gateway.broker import letters, topic_admin
 from gateway.broker.consumers import Delivery

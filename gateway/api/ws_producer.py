@@ -28,9 +28,9 @@ from typing import TYPE_CHECKING, Any
 
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from gateway.api.convert import entry_message
 from gateway.api.errors import close_code
 from gateway.api.metrics import publish_latency
+from gateway.api.wire_mapping import entry_message
 from gateway.api.ws_session import Outbound, accept_and_run, deny
 from gateway.broker.topic import Topic
 from gateway.broker.topic_types import Outcome, PublishResult

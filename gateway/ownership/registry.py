@@ -26,7 +26,7 @@ from coordination.session import LeaseSession
 from coordination.store import MetadataStore
 from coordination.tasks import cancel_and_wait
 from gateway.ownership.cache import WatchedPrefix
-from gateway.ownership.records import GatewayInfo, LoadReport, gateway_of_key
+from gateway.ownership.key_records import GatewayInfo, LoadReport, gateway_of_key
 
 log = logging.getLogger(__name__)
 

@@ -1,4 +1,4 @@
-"""The load report's per-bundle rates: ``LoadReport`` JSON (gateway/ownership/records.py)
+"""The load report's per-bundle rates: ``LoadReport`` JSON (gateway/ownership/key_records.py)
 and how ``Gateway.load_report`` (gateway/process.py) computes them."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pytest
 from gateway.api.throughput import ThroughputRing
 from gateway.names import NamespaceName, TopicName
 from gateway.ownership.bundles import NamespaceBundle, bundle_ranges
-from gateway.ownership.records import BUNDLE_RATES_MAX, GatewayInfo, LoadReport, smoothed
+from gateway.ownership.key_records import BUNDLE_RATES_MAX, GatewayInfo, LoadReport, smoothed
 from gateway.process import Gateway
 
 pytestmark = pytest.mark.unit
