@@ -83,7 +83,7 @@ def create_app(gateway: Gateway, *, manage_lifecycle: bool = True) -> FastAPI:
         openapi_tags=openapi.TAGS,
     )
     openapi.install(app)
-    messaging = routes.make_router(lambda: gateway)
+    messaging = routes.make_router(gateway)
     app.include_router(messaging)
     app.state.http_consumers = messaging.consumers  # type: ignore[attr-defined]  # main.py ends them
     ws_fastpath.install(app, messaging.ws_handlers)  # type: ignore[attr-defined]

@@ -11,7 +11,7 @@ request is served. Rules (docs/architecture.md §6-7, docs/compatibility.md §1-
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from fastapi import APIRouter, Request
 from starlette.responses import Response
@@ -39,19 +39,14 @@ if TYPE_CHECKING:
     from gateway.process import Gateway
 
 
-def make_router(get_gateway: Any) -> APIRouter:
+def make_router(gateway: Gateway) -> APIRouter:
     router = APIRouter()
-    consumers = HttpConsumers(held=get_gateway().http_held)
-
-    def gw() -> Gateway:
-        gateway: Gateway = get_gateway()
-        return gateway
+    consumers = HttpConsumers(held=gateway.http_held)
 
     # ------------------------------------------------------------ health and lookup
 
     @router.get("/admin/v2/brokers/health", **docs.HEALTH)
     async def health() -> Response:
-        gateway = gw()
         if gateway.closing or gateway.session.lost.is_set():
             return reason_response(503, "gateway is closing or lost its etcd session", "unavailable")
         return Response("ok", media_type="text/plain")
@@ -67,7 +62,7 @@ def make_router(get_gateway: Any) -> APIRouter:
     ) -> Response:
         try:
             name = TopicName.of(domain, tenant, namespace, topic)
-            owner = await gw().router.owner(name, authoritative=parse_authoritative(request.query_params))
+            owner = await gateway.router.owner(name, authoritative=parse_authoritative(request.query_params))
         except (GatewayError, FormatError, InvalidName) as exc:
             return error_response(exc)
         ws = owner.http_url.replace("http://", "ws://", 1).replace("https://", "wss://", 1)
@@ -88,14 +83,14 @@ def make_router(get_gateway: Any) -> APIRouter:
     ) -> Response:
         try:
             name = TopicName.of(domain, tenant, namespace, topic)
-            owner = await gw().router.owner(name)
+            owner = await gateway.router.owner(name)
         except (GatewayError, FormatError, InvalidName) as exc:
             return error_response(exc)
         return json_response(owner.bundle.range.name)
 
-    ws_handlers = add_ws_routes(router, gw)
-    add_publish_routes(router, gw)
-    add_consume_routes(router, gw, consumers)
+    ws_handlers = add_ws_routes(router, gateway)
+    add_publish_routes(router, gateway)
+    add_consume_routes(router, gateway, consumers)
     router.consumers = consumers  # type: ignore[attr-defined]
     router.ws_handlers = ws_handlers  # type: ignore[attr-defined]
     return router

@@ -11,7 +11,6 @@ ack is a 409); ids that match nothing pending are answered as ``unmatched``.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from fastapi import APIRouter, Request
@@ -19,7 +18,7 @@ from starlette.responses import Response
 
 from gateway.api import route_docs as docs
 from gateway.api.errors import error_response, reason_response
-from gateway.api.http_consume import HttpConsumers, pull_params
+from gateway.api.http_consume import HttpConsumers, pull_params, settle
 from gateway.api.http_io import ACK_BODY_MAX, JSON, json_response, read_body
 from gateway.api.route_docs import (
     Authoritative,
@@ -48,9 +47,9 @@ if TYPE_CHECKING:
     from gateway.process import Gateway
 
 
-def add_consume_routes(router: APIRouter, gw: Callable[[], Gateway], consumers: HttpConsumers) -> None:
+def add_consume_routes(router: APIRouter, gateway: Gateway, consumers: HttpConsumers) -> None:
     async def _serve(name: TopicName, query: dict[str, str]) -> Topic | Peer:
-        return await gw().router.serve(name, authoritative=parse_authoritative(query))
+        return await gateway.router.serve(name, authoritative=parse_authoritative(query))
 
     @router.get(
         "/consume/{domain}/{tenant}/{namespace}/{topic}/{subscription}",
@@ -77,7 +76,7 @@ def add_consume_routes(router: APIRouter, gw: Callable[[], Gateway], consumers: 
             params = pull_params(query)
             where = await _serve(name, query)
             if isinstance(where, Peer):
-                return await gw().forwarder.replay(where, request, b"")
+                return await gateway.forwarder.replay(where, request, b"")
             key = (str(name), subscription, params.consumer_name or "http")
             consumer = await consumers.attach(key, where, params, owner=role_of(request.scope))
             consumer.last_used_ms = consumers.now_ms()
@@ -97,7 +96,7 @@ def add_consume_routes(router: APIRouter, gw: Callable[[], Gateway], consumers: 
             ids = parse_ack_body(body)
             where = await _serve(name, query)
             if isinstance(where, Peer):
-                return await gw().forwarder.replay(where, request, body)
+                return await gateway.forwarder.replay(where, request, body)
             consumer = consumers.get((str(name), subscription, query.get("consumerName", "http")))
             if consumer is not None and consumer.owner != role_of(request.scope):
                 return reason_response(409, "this HTTP consumer belongs to another role", "consumer_busy")
@@ -107,18 +106,12 @@ def add_consume_routes(router: APIRouter, gw: Callable[[], Gateway], consumers: 
             consumer_id = consumer.consumer_id if consumer is not None else 0
             texts = id_texts(body)
             found = [position_of(i, where.partition) for i in ids]
-            is_acked = sub.cursor.is_acked
-            pending = [p is not None and p.entry_id >= 0 and not is_acked(p) for p in found]
-            if nack:
-                sub.nack(consumer_id, [p for p, ok in zip(found, pending, strict=True) if ok and p])
-                unmatched = [t for t, ok in zip(texts, pending, strict=True) if not ok]
-                return json_response({"nacked": len(texts) - len(unmatched), "unmatched": unmatched})
-            sub.ack(consumer_id, [p for p, ok in zip(found, pending, strict=True) if ok and p])
-            matched = [ok and p is not None and is_acked(p) for p, ok in zip(found, pending, strict=True)]
-            unmatched = [t for t, ok in zip(texts, matched, strict=True) if not ok]
+            unmatched = settle(sub, consumer_id, texts, found, nack)
         except (GatewayError, FormatError, InvalidName) as exc:
             return error_response(exc)
-        return json_response({"acked": len(texts) - len(unmatched), "unmatched": unmatched})
+        return json_response(
+            {"nacked" if nack else "acked": len(texts) - len(unmatched), "unmatched": unmatched}
+        )
 
     @router.post("/consume/{domain}/{tenant}/{namespace}/{topic}/{subscription}/ack", **docs.ACK)
     async def ack(

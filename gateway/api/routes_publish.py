@@ -16,7 +16,6 @@ latency is observed where this gateway publishes itself.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable
 from time import perf_counter
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -77,11 +76,11 @@ def _forwarded(request: PublishRequest) -> dict[str, Any]:
     )
 
 
-def add_publish_routes(router: APIRouter, gw: Callable[[], Gateway]) -> None:
+def add_publish_routes(router: APIRouter, gateway: Gateway) -> None:
     async def _publish_local(
         topic: Topic, producer: str, requests: list[PublishRequest], mark_duplicates: bool
     ) -> list[dict[str, Any]]:
-        now = gw().clock.now_ms()
+        now = gateway.clock.now_ms()
         dedup = topic.policies.dedup
         messages: list[EntryMessage] = []
         for request in requests:
@@ -99,7 +98,6 @@ def add_publish_routes(router: APIRouter, gw: Callable[[], Gateway]) -> None:
 
     async def _produce(name: TopicName, request: Request) -> Response:
         started = perf_counter()  # publish latency: observed where this gateway publishes itself
-        gateway = gw()
         query = dict(request.query_params)
         try:
             mark = parse_mark_duplicates(query)
@@ -146,7 +144,6 @@ def add_publish_routes(router: APIRouter, gw: Callable[[], Gateway]) -> None:
         schema_version: int,
         mark_duplicates: bool,
     ) -> Response:
-        gateway = gw()
         groups: dict[int, list[tuple[int, PublishRequest]]] = {}
         for i, request in enumerate(requests):
             if request.key is not None:

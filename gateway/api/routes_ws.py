@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 WsHandler = Callable[..., Awaitable[None]]
 
 
-def add_ws_routes(router: APIRouter, gw: Callable[[], Gateway]) -> dict[str, WsHandler]:
+def add_ws_routes(router: APIRouter, gateway: Gateway) -> dict[str, WsHandler]:
     """Add the WebSocket routes; returns their handlers by kind (for the fast path)."""
 
     async def _ws_session(
@@ -48,7 +48,7 @@ def add_ws_routes(router: APIRouter, gw: Callable[[], Gateway]) -> dict[str, WsH
         query = dict(websocket.query_params)
         try:
             name, params = make()
-            where = await gw().router.locate(name, authoritative=parse_authoritative(query))
+            where = await gateway.router.locate(name, authoritative=parse_authoritative(query))
         except Exception as exc:
             await deny(websocket, exc)
             return
@@ -67,8 +67,8 @@ def add_ws_routes(router: APIRouter, gw: Callable[[], Gateway]) -> dict[str, WsH
                 TopicName.of(domain, tenant, namespace, topic),
                 parse_producer_params(dict(websocket.query_params)),
             ),
-            lambda name, n: serve_partitioned_producer(gw(), websocket, name, n),
-            lambda local, params: serve_producer(gw(), websocket, local, params),
+            lambda name, n: serve_partitioned_producer(gateway, websocket, name, n),
+            lambda local, params: serve_producer(gateway, websocket, local, params),
         )
 
     @router.websocket("/ws/v2/consumer/{domain}/{tenant}/{namespace}/{topic}/{subscription}")
@@ -83,8 +83,8 @@ def add_ws_routes(router: APIRouter, gw: Callable[[], Gateway]) -> dict[str, WsH
         await _ws_session(
             websocket,
             make,
-            lambda name, n: serve_partitioned_consumer(gw(), websocket, name, n, subscription),
-            lambda local, params: serve_consumer(gw(), websocket, local, subscription, params),
+            lambda name, n: serve_partitioned_consumer(gateway, websocket, name, n, subscription),
+            lambda local, params: serve_consumer(gateway, websocket, local, subscription, params),
         )
 
     @router.websocket("/ws/v2/reader/{domain}/{tenant}/{namespace}/{topic}")
@@ -95,8 +95,8 @@ def add_ws_routes(router: APIRouter, gw: Callable[[], Gateway]) -> dict[str, WsH
                 TopicName.of(domain, tenant, namespace, topic),
                 parse_reader_params(dict(websocket.query_params)),
             ),
-            lambda name, n: serve_partitioned_consumer(gw(), websocket, name, n, None),
-            lambda local, params: serve_reader(gw(), websocket, local, params),
+            lambda name, n: serve_partitioned_consumer(gateway, websocket, name, n, None),
+            lambda local, params: serve_reader(gateway, websocket, local, params),
         )
 
     @router.websocket("/ws/v2/pingpong")
