@@ -99,7 +99,7 @@ def create_app(gateway: Gateway, *, manage_lifecycle: bool = True) -> FastAPI:
     guard = Guard(
         gateway.config.security,
         lambda: gateway.namespaces,
-        peer_urls=lambda: [info.http_url for info in gateway.registry.live().values()],
+        peer_urls=gateway.registry.urls,
     )
     middleware.install(app, guard)  # outermost: in front of the WebSocket fast path too
     internal.install(gateway.http, gateway.config.security)

@@ -124,6 +124,10 @@ class GatewayRegistry:
         """Live gateways by id, from the watched cache (no etcd round trip)."""
         return dict(self._live)
 
+    def urls(self) -> list[str]:
+        """The base URLs of the live gateways, from the watched cache."""
+        return [info.http_url for info in self._live.values()]
+
     def get(self, gateway_id: str) -> GatewayInfo | None:
         return self._live.get(gateway_id)
 
