@@ -29,12 +29,12 @@ import uvicorn
 from coordination.etcd_store import connect
 from coordination.patience import patiently
 from gateway.api.app import create_app
-from gateway.api.gateway import Gateway, GatewayConfig
 from gateway.api.heap_trim import trim_heap_after_bursts
 from gateway.api.webhooks import CONNECTIONS_MAX, WEBHOOKS_MAX
 from gateway.broker.cache_budget import CACHE_BUDGET_BYTES, CacheBudget
 from gateway.broker.log_state import LogConfig
 from gateway.broker.pending_rules import BUDGET_BYTES, PAUSE_BYTES, PendingLimits
+from gateway.process import Gateway, GatewayConfig
 from gateway.security import http_limits, settings
 from storage.runtime import tune_gc
 

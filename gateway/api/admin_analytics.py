@@ -31,7 +31,7 @@ from gateway.api.route_docs import Domain, Namespace, Tenant, TopicPart
 from gateway.names import TopicName
 
 if TYPE_CHECKING:
-    from gateway.api.gateway import Gateway
+    from gateway.process import Gateway
 
 TAGS: list[str | Any] = ["admin-analytics"]
 

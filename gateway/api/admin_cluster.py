@@ -50,7 +50,7 @@ from gateway.meta.errors import Conflict, NotFound
 from storage.types import LedgerMetadata, NodeInfo
 
 if TYPE_CHECKING:
-    from gateway.api.gateway import Gateway
+    from gateway.process import Gateway
 
 CLUSTER = "folio"
 TAGS: list[str | Any] = ["admin-cluster"]

@@ -26,15 +26,16 @@ from starlette.convertors import StringConvertor, register_url_convertor
 from starlette.responses import Response
 
 from gateway.api.errors import ErrorMappingRoute, reason_response
-from gateway.api.forwarding import forward, local_topic
 from gateway.api.paging import TOTAL_HEADER, PageParams
 from gateway.broker.topic import Topic
 from gateway.meta.errors import InvalidArgument
 from gateway.names import TopicName, check_subscription
 from gateway.protocol.fields import as_int
+from gateway.protocol.params import parse_authoritative
+from gateway.routing import Peer
 
 if TYPE_CHECKING:
-    from gateway.api.gateway import Gateway
+    from gateway.process import Gateway
 
 JSON = "application/json"
 
@@ -135,10 +136,11 @@ async def on_owner(
     name an existing subscription (404 otherwise)."""
     if subscription is not None:
         check_subscription(subscription)
-    where = await local_topic(gateway, name, dict(request.query_params), create=create)
-    if isinstance(where, str):
+    authoritative = parse_authoritative(request.query_params)
+    where = await gateway.router.serve(name, authoritative=authoritative, create=create)
+    if isinstance(where, Peer):
         content = b"" if body is None else orjson.dumps(body)
-        return await forward(gateway, f"{where}{request.url.path}", request, content)
+        return await gateway.forwarder.replay(where, request, content)
     if subscription is not None and subscription not in where.subscriptions:
         return reason_response(404, f"Subscription {subscription} not found on {name}", "not_found")
     return await serve(where)

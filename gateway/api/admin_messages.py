@@ -41,7 +41,7 @@ from storage.formats.message_id import INT32_MAX
 from storage.formats.positions import NO_BATCH, MessagePosition, Position
 
 if TYPE_CHECKING:
-    from gateway.api.gateway import Gateway
+    from gateway.process import Gateway
 
 T = f"{PREFIX}/{{topic}}"
 S = f"{T}/subscription/{{subscription}}"

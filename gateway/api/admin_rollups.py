@@ -43,9 +43,9 @@ from storage.errors import StorageError
 from storage.formats.positions import Position
 
 if TYPE_CHECKING:
-    from gateway.api.gateway import Gateway
     from gateway.broker.subscription import Subscription
     from gateway.broker.topic import Topic
+    from gateway.process import Gateway
 
 FANOUT_MAX = 8
 FANOUT_TIMEOUT_S = 3.0

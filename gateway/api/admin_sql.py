@@ -41,7 +41,7 @@ from gateway.errors import GatewayError
 from gateway.meta.errors import NotFound
 
 if TYPE_CHECKING:
-    from gateway.api.gateway import Gateway
+    from gateway.process import Gateway
 
 POLL_S = 0.1
 WAIT_MAX_S = 60

@@ -45,7 +45,7 @@ from gateway.names import TopicName, check_subscription
 from storage.formats.positions import EARLIEST, LATEST, Position
 
 if TYPE_CHECKING:
-    from gateway.api.gateway import Gateway
+    from gateway.process import Gateway
 
 TAGS: list[str | Any] = ["admin-subscriptions"]
 S = f"{PREFIX}/{{topic}}/subscription/{{subscription}}"

@@ -31,7 +31,7 @@ from gateway.meta.schema_registry import SchemaNotFound
 from gateway.meta.schema_types import SchemaType, parse_post_schema
 
 if TYPE_CHECKING:
-    from gateway.api.gateway import Gateway
+    from gateway.process import Gateway
 
 TAGS: list[str | Any] = ["admin-schemas"]
 S = "/admin/v2/schemas/{tenant}/{namespace}/{topic}"

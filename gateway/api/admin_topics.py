@@ -44,7 +44,6 @@ from gateway.api.admin_common import (
     read_json,
     topic_name,
 )
-from gateway.api.forwarding import forward, get_json, owner_url
 from gateway.api.route_docs import Namespace, Paging, PartitionedBase, Tenant, TopicPart
 from gateway.broker import stats, stats_history
 from gateway.broker.broker_errors import SubscriptionBusy, TopicUnavailable
@@ -54,10 +53,11 @@ from gateway.broker.topic_stats import internal_stats, topic_stats
 from gateway.meta.errors import Conflict, NotFound
 from gateway.meta.namespaces import NamespaceStore
 from gateway.names import NamespaceName, TopicName
+from gateway.protocol.params import parse_authoritative
 from storage.formats.positions import MessagePosition
 
 if TYPE_CHECKING:
-    from gateway.api.gateway import Gateway
+    from gateway.process import Gateway
 
 TAGS: list[str | Any] = ["admin-topics"]
 Force = Annotated[bool, Query(description="also when clients are connected (they are disconnected)")]
@@ -147,10 +147,10 @@ async def fan_out(gateway: Gateway, name: TopicName, count: int, kind: str) -> d
 
     async def one(index: int) -> tuple[str, Any]:
         part = name.partition(index)
-        url = await owner_url(gateway, part, {})
-        if url is None:
+        peer = await gateway.router.peer(part)
+        if peer is None:
             return str(part), await _local(gateway, part, kind)
-        status, body = await get_json(gateway, f"{url}/admin/v2/{part.path}/{kind}")
+        status, body = await gateway.forwarder.get_json(peer, f"/admin/v2/{part.path}/{kind}")
         if status != 200:
             reason = body.get("reason") if isinstance(body, dict) else body
             raise TopicUnavailable(f"partition {part}: {status} {reason}")
@@ -283,9 +283,9 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
     ) -> Response:
         gateway = get_gateway()
         name = topic_name(tenant, namespace, topic)
-        url = await owner_url(gateway, name, dict(request.query_params))
-        if url is not None:
-            return await forward(gateway, f"{url}{request.url.path}", request, b"")
+        peer = await gateway.router.peer(name, authoritative=parse_authoritative(request.query_params))
+        if peer is not None:
+            return await gateway.forwarder.replay(peer, request, b"")
         if not await gateway.service.topic_exists(name):
             raise TopicNotFound(f"Topic {name} does not exist")
         await gateway.service.unload(name)
@@ -293,12 +293,12 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
 
     async def delete_one(gateway: Gateway, name: TopicName, force: bool, request: Request | None) -> Response:
         query = dict(request.query_params) if request is not None else {}
-        url = await owner_url(gateway, name, query)
-        if url is not None:
+        peer = await gateway.router.peer(name, authoritative=parse_authoritative(query))
+        if peer is not None:
             if request is not None:
-                return await forward(gateway, f"{url}{request.url.path}", request, b"")
+                return await gateway.forwarder.replay(peer, request, b"")
             upstream = await gateway.http.delete(
-                f"{url}/admin/v2/{name.path}", params={"force": "true", "authoritative": "true"}
+                f"{peer.url}/admin/v2/{name.path}", params={"force": "true", "authoritative": "true"}
             )
             return Response(upstream.content, status_code=upstream.status_code)
         if not name.is_partition and await gateway.partitions(name):

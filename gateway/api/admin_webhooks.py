@@ -52,7 +52,7 @@ from gateway.security.policy import Need
 from storage.formats.positions import EARLIEST
 
 if TYPE_CHECKING:
-    from gateway.api.gateway import Gateway
+    from gateway.process import Gateway
 
 TAGS: list[str | Any] = ["admin-subscriptions"]
 W = f"{PREFIX}/{{topic}}/subscription/{{subscription}}/webhook"

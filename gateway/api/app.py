@@ -40,10 +40,10 @@ from gateway.api import (
     ws_fastpath,
 )
 from gateway.api.errors import error_response, http_error_response, validation_response
-from gateway.api.gateway import Gateway
 from gateway.api.metrics import registry_for
 from gateway.dashboard import make_router as dashboard_router
 from gateway.errors import GatewayError
+from gateway.process import Gateway
 from gateway.security import access, http_limits, internal, middleware
 from gateway.security.guard import Guard
 from storage.errors import StorageError
@@ -83,7 +83,7 @@ def create_app(gateway: Gateway, *, manage_lifecycle: bool = True) -> FastAPI:
         openapi_tags=openapi.TAGS,
     )
     openapi.install(app)
-    messaging = routes.make_router(lambda: gateway)
+    messaging = routes.make_router(gateway)
     app.include_router(messaging)
     app.state.http_consumers = messaging.consumers  # type: ignore[attr-defined]  # main.py ends them
     ws_fastpath.install(app, messaging.ws_handlers)  # type: ignore[attr-defined]
@@ -99,7 +99,7 @@ def create_app(gateway: Gateway, *, manage_lifecycle: bool = True) -> FastAPI:
     guard = Guard(
         gateway.config.security,
         lambda: gateway.namespaces,
-        peer_urls=lambda: [info.http_url for info in gateway.registry.live().values()],
+        peer_urls=gateway.registry.urls,
     )
     middleware.install(app, guard)  # outermost: in front of the WebSocket fast path too
     internal.install(gateway.http, gateway.config.security)

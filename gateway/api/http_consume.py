@@ -16,6 +16,8 @@ buffer of delivered messages. Rules (docs/architecture.md §7, docs/compatibilit
   consumers of the gateway together hold at most ``HELD_BUDGET_BYTES`` (a
   fetch finding nothing held while they are over it is refused: 429
   ``too_many_requests``, counted in ``HttpHeld.refused``);
+- an ack or nack (``settle``) moves only what is pending at the subscription:
+  ids already acked, or not of this topic, are answered as unmatched;
 - when the server starts to stop (``end_all``), every consumer is dropped: its
   waiting fetch or event stream (sse_consume.py) ends, so none holds the shutdown.
 """
@@ -32,6 +34,7 @@ from gateway.broker.consumers import Delivery, PullSink
 from gateway.broker.subscription import Subscription
 from gateway.broker.topic import Topic
 from gateway.protocol.params import ConsumerParams, parse_consumer_params
+from storage.formats.positions import MessagePosition
 
 FETCH_MAX = 1000
 FETCH_BYTES_MAX = 8 * 1024 * 1024  # payload bytes in one fetch (a larger message goes out alone)
@@ -48,6 +51,23 @@ class HttpHeld:
     budget: int = HELD_BUDGET_BYTES
     bytes: int = 0
     refused: int = 0  # fetches refused (429) because the budget was full
+
+
+def settle(
+    sub: Subscription, consumer_id: int, texts: list[str], found: list[MessagePosition | None], nack: bool
+) -> list[str]:
+    """Ack (or nack) at ``sub`` the positions ``found`` for the ids ``texts`` (None: an id
+    of another topic) on behalf of ``consumer_id``; the ids that matched nothing pending
+    (acked already, or not this topic's), as sent."""
+    is_acked = sub.cursor.is_acked
+    pending = [p is not None and p.entry_id >= 0 and not is_acked(p) for p in found]
+    chosen = [p for p, ok in zip(found, pending, strict=True) if ok and p]
+    if nack:
+        sub.nack(consumer_id, chosen)
+        return [t for t, ok in zip(texts, pending, strict=True) if not ok]
+    sub.ack(consumer_id, chosen)
+    matched = [ok and p is not None and is_acked(p) for p, ok in zip(found, pending, strict=True)]
+    return [t for t, ok in zip(texts, matched, strict=True) if not ok]
 
 
 def pull_params(query: dict[str, str]) -> ConsumerParams:

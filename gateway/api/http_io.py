@@ -1,14 +1,12 @@
-"""HTTP plumbing of the REST routes: bounded body reading, forwarding helpers.
+"""HTTP plumbing of the REST routes: bounded body reading, JSON replies.
 
 Owns: reading a request body within a limit (413 by declared or streamed size,
-a client hang-up is a 400, never a traceback), JSON replies, the JSON form of a message
-forwarded to another gateway, and which response headers pass through a
-forward. Rule: memory per request is bounded by the limit, not by the client.
+a client hang-up is a 400, never a traceback) and JSON replies. Rule: memory
+per request is bounded by the limit, not by the client.
 """
 
 from __future__ import annotations
 
-import base64
 from typing import Any
 
 import orjson
@@ -16,7 +14,6 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
 from gateway.errors import GatewayError
-from gateway.protocol.ws_frames import PublishRequest
 
 ACK_BODY_MAX = 4 * 1024 * 1024
 JSON = "application/json"
@@ -51,28 +48,3 @@ async def read_body(request: Request, limit: int) -> bytes:
 
 def json_response(data: Any, status: int = 200) -> Response:
     return Response(orjson.dumps(data), status_code=status, media_type=JSON)
-
-
-def rest_message(request: PublishRequest) -> dict[str, Any]:
-    out: dict[str, Any] = {
-        "payload": base64.b64encode(request.payload).decode(),
-        "payloadEncoding": "base64",
-        "properties": request.properties,
-    }
-    if request.key is not None:
-        out["key"] = request.key
-    if request.sequence_id is not None:
-        out["sequenceId"] = request.sequence_id
-    if request.event_time_ms:
-        out["eventTime"] = request.event_time_ms
-    if request.deliver_at_ms:
-        out["deliverAt"] = request.deliver_at_ms
-    if request.schema_version is not None:  # the payload is already the schema's bytes
-        out["schemaVersion"] = request.schema_version
-    return out
-
-
-def pass_headers(headers: Any) -> dict[str, str]:
-    return {
-        k: v for k, v in headers.items() if k.lower() in ("content-type",) or k.lower().startswith("x-pulsar")
-    }

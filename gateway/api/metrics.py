@@ -23,8 +23,8 @@ from prometheus_client.registry import Collector
 from gateway.api.http_consume import HttpConsumer
 
 if TYPE_CHECKING:
-    from gateway.api.gateway import Gateway
     from gateway.broker.topic import Topic
+    from gateway.process import Gateway
 
 PUBLISH_SECONDS_BUCKETS = (
     0.0005,

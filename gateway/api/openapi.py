@@ -1,10 +1,9 @@
-"""The gateway's OpenAPI document, generated from the app itself (no running cluster).
+"""The shape of the gateway's OpenAPI document: what the app declares about itself.
 
-Owns: building the spec that ``openapi/openapi.json`` commits, the tag list,
-the operation-id rule and the clean-up applied to FastAPI's output. Rules:
-- the committed file is exactly what the app generates; a test fails on
-  drift, and ``python -m gateway.api.openapi > openapi/openapi.json``
-  regenerates it;
+Owns: the tag list, the operation-id rule and the clean-up applied to FastAPI's
+output (``install`` makes the app serve the cleaned document). The document
+itself is generated from the app by ``gateway.api.openapi_spec``, which imports
+the app; this module does not. Rules:
 - an operation id is the route function's name (unique across the app), so
   generated clients get ``produce``, ``get_topic_stats``... not
   ``produce_topics__domain__..._post``;
@@ -17,16 +16,12 @@ the operation-id rule and the clean-up applied to FastAPI's output. Rules:
 
 from __future__ import annotations
 
-import sys
 from typing import TYPE_CHECKING, Any
 
-import orjson
 from fastapi.routing import APIRoute
 from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
-from coordination.clock import SystemClock
-from coordination.memory_store import MemoryStore
 from gateway.api.errors import ErrorBody
 from gateway.api.schemas import REQUEST_MODELS
 
@@ -91,22 +86,3 @@ def install(app: FastAPI) -> None:
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]
-
-
-def spec() -> dict[str, Any]:
-    from gateway.api.app import create_app
-    from gateway.api.gateway import Gateway, GatewayConfig
-
-    gateway = Gateway(
-        MemoryStore(SystemClock()), GatewayConfig(gateway_id="spec", http_url="http://127.0.0.1:8080")
-    )
-    document: dict[str, Any] = create_app(gateway, manage_lifecycle=False).openapi()
-    return document
-
-
-def render() -> bytes:
-    return orjson.dumps(spec(), option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n"
-
-
-if __name__ == "__main__":
-    sys.stdout.buffer.write(render())

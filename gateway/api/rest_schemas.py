@@ -35,7 +35,7 @@ from gateway.protocol.errors import PayloadTooLarge
 from gateway.protocol.rest import ProducerMessages
 
 if TYPE_CHECKING:
-    from gateway.api.gateway import Gateway
+    from gateway.process import Gateway
 
 
 async def apply_schemas(gateway: Gateway, topic: TopicName, body: ProducerMessages, max_payload: int) -> int:

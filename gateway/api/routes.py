@@ -3,23 +3,19 @@
 Owns: the URL surface users publish and consume through (``routes_ws``,
 ``routes_publish``, ``routes_consume``, ``sse_consume``), and where each
 request is served. Rules (docs/architecture.md §6-7, docs/compatibility.md §1-2, §5.2):
-- any gateway accepts any request; the owner of the topic's bundle serves it;
-  a non-owner relays WebSocket sessions and forwards REST calls to the owner
-  (with ``authoritative=true`` so the owner never bounces it again);
-- a partitioned topic is served by the gateways owning its partitions: REST
-  publishes are split per partition (key hash, else round robin) and each part
-  is forwarded to its owner;
+- where a topic is served is asked of the gateway's router
+  (``gateway.routing``), once per request; a non-owner relays WebSocket
+  sessions and forwards REST calls to the owner (``gateway.forwarder``);
 - errors go out through ``gateway.api.errors`` only.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
-from gateway.api import forwarding
 from gateway.api import route_docs as docs
 from gateway.api.errors import error_response, reason_response
 from gateway.api.http_consume import HttpConsumers
@@ -34,32 +30,23 @@ from gateway.api.route_docs import (
 from gateway.api.routes_consume import add_consume_routes
 from gateway.api.routes_publish import add_publish_routes
 from gateway.api.routes_ws import add_ws_routes
-from gateway.broker.topic import Topic
 from gateway.errors import GatewayError
 from gateway.names import InvalidName, TopicName
+from gateway.protocol.params import parse_authoritative
 from storage.formats.errors import FormatError
 
 if TYPE_CHECKING:
-    from gateway.api.gateway import Gateway
+    from gateway.process import Gateway
 
 
-def make_router(get_gateway: Any) -> APIRouter:
+def make_router(gateway: Gateway) -> APIRouter:
     router = APIRouter()
-    consumers = HttpConsumers(held=get_gateway().http_held)
-
-    def gw() -> Gateway:
-        gateway: Gateway = get_gateway()
-        return gateway
-
-    async def local_topic(name: TopicName, query: dict[str, str]) -> Topic | str:
-        """The loaded topic if this gateway owns it, else the owner's base URL."""
-        return await forwarding.local_topic(gw(), name, query)
+    consumers = HttpConsumers(held=gateway.http_held)
 
     # ------------------------------------------------------------ health and lookup
 
     @router.get("/admin/v2/brokers/health", **docs.HEALTH)
     async def health() -> Response:
-        gateway = gw()
         if gateway.closing or gateway.session.lost.is_set():
             return reason_response(503, "gateway is closing or lost its etcd session", "unavailable")
         return Response("ok", media_type="text/plain")
@@ -75,7 +62,7 @@ def make_router(get_gateway: Any) -> APIRouter:
     ) -> Response:
         try:
             name = TopicName.of(domain, tenant, namespace, topic)
-            owner = await gw().route(name, authoritative=forwarding.authoritative(dict(request.query_params)))
+            owner = await gateway.router.owner(name, authoritative=parse_authoritative(request.query_params))
         except (GatewayError, FormatError, InvalidName) as exc:
             return error_response(exc)
         ws = owner.http_url.replace("http://", "ws://", 1).replace("https://", "wss://", 1)
@@ -96,14 +83,14 @@ def make_router(get_gateway: Any) -> APIRouter:
     ) -> Response:
         try:
             name = TopicName.of(domain, tenant, namespace, topic)
-            owner = await gw().route(name)
+            owner = await gateway.router.owner(name)
         except (GatewayError, FormatError, InvalidName) as exc:
             return error_response(exc)
         return json_response(owner.bundle.range.name)
 
-    ws_handlers = add_ws_routes(router, gw, local_topic)
-    add_publish_routes(router, gw, local_topic)
-    add_consume_routes(router, gw, consumers, local_topic)
+    ws_handlers = add_ws_routes(router, gateway)
+    add_publish_routes(router, gateway)
+    add_consume_routes(router, gateway, consumers)
     router.consumers = consumers  # type: ignore[attr-defined]
     router.ws_handlers = ws_handlers  # type: ignore[attr-defined]
     return router

@@ -11,18 +11,14 @@ ack is a 409); ids that match nothing pending are answered as ``unmatched``.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
-from gateway.api import forwarding
 from gateway.api import route_docs as docs
-from gateway.api.convert import delivery_frames, position_of
 from gateway.api.errors import error_response, reason_response
-from gateway.api.forwarding import LocalTopic
-from gateway.api.http_consume import HttpConsumers, pull_params
+from gateway.api.http_consume import HttpConsumers, pull_params, settle
 from gateway.api.http_io import ACK_BODY_MAX, JSON, json_response, read_body
 from gateway.api.route_docs import (
     Authoritative,
@@ -37,21 +33,23 @@ from gateway.api.route_docs import (
     Wait,
 )
 from gateway.api.sse_consume import add_stream_route
+from gateway.api.wire_mapping import delivery_frames, position_of
+from gateway.broker.topic import Topic
 from gateway.errors import GatewayError
 from gateway.names import InvalidName, TopicName, check_subscription
+from gateway.protocol.params import parse_authoritative
 from gateway.protocol.rest import fetch_response, id_texts, parse_ack_body
+from gateway.routing import Peer
 from gateway.security.middleware import role_of
 from storage.formats.errors import FormatError
 
 if TYPE_CHECKING:
-    from gateway.api.gateway import Gateway
+    from gateway.process import Gateway
 
 
-def add_consume_routes(
-    router: APIRouter, gw: Callable[[], Gateway], consumers: HttpConsumers, local_topic: LocalTopic
-) -> None:
-    async def _forward(url: str, request: Request, body: bytes) -> Response:
-        return await forwarding.forward(gw(), url, request, body)
+def add_consume_routes(router: APIRouter, gateway: Gateway, consumers: HttpConsumers) -> None:
+    async def _serve(name: TopicName, query: dict[str, str]) -> Topic | Peer:
+        return await gateway.router.serve(name, authoritative=parse_authoritative(query))
 
     @router.get(
         "/consume/{domain}/{tenant}/{namespace}/{topic}/{subscription}",
@@ -76,9 +74,9 @@ def add_consume_routes(
             name = TopicName.of(domain, tenant, namespace, topic)
             check_subscription(subscription)
             params = pull_params(query)
-            where = await local_topic(name, query)
-            if isinstance(where, str):
-                return await _forward(f"{where}{request.url.path}", request, b"")
+            where = await _serve(name, query)
+            if isinstance(where, Peer):
+                return await gateway.forwarder.replay(where, request, b"")
             key = (str(name), subscription, params.consumer_name or "http")
             consumer = await consumers.attach(key, where, params, owner=role_of(request.scope))
             consumer.last_used_ms = consumers.now_ms()
@@ -96,9 +94,9 @@ def add_consume_routes(
             body = await read_body(request, ACK_BODY_MAX)
             name = TopicName.of(domain, tenant, namespace, topic)
             ids = parse_ack_body(body)
-            where = await local_topic(name, query)
-            if isinstance(where, str):
-                return await _forward(f"{where}{request.url.path}", request, body)
+            where = await _serve(name, query)
+            if isinstance(where, Peer):
+                return await gateway.forwarder.replay(where, request, body)
             consumer = consumers.get((str(name), subscription, query.get("consumerName", "http")))
             if consumer is not None and consumer.owner != role_of(request.scope):
                 return reason_response(409, "this HTTP consumer belongs to another role", "consumer_busy")
@@ -108,18 +106,12 @@ def add_consume_routes(
             consumer_id = consumer.consumer_id if consumer is not None else 0
             texts = id_texts(body)
             found = [position_of(i, where.partition) for i in ids]
-            is_acked = sub.cursor.is_acked
-            pending = [p is not None and p.entry_id >= 0 and not is_acked(p) for p in found]
-            if nack:
-                sub.nack(consumer_id, [p for p, ok in zip(found, pending, strict=True) if ok and p])
-                unmatched = [t for t, ok in zip(texts, pending, strict=True) if not ok]
-                return json_response({"nacked": len(texts) - len(unmatched), "unmatched": unmatched})
-            sub.ack(consumer_id, [p for p, ok in zip(found, pending, strict=True) if ok and p])
-            matched = [ok and p is not None and is_acked(p) for p, ok in zip(found, pending, strict=True)]
-            unmatched = [t for t, ok in zip(texts, matched, strict=True) if not ok]
+            unmatched = settle(sub, consumer_id, texts, found, nack)
         except (GatewayError, FormatError, InvalidName) as exc:
             return error_response(exc)
-        return json_response({"acked": len(texts) - len(unmatched), "unmatched": unmatched})
+        return json_response(
+            {"nacked" if nack else "acked": len(texts) - len(unmatched), "unmatched": unmatched}
+        )
 
     @router.post("/consume/{domain}/{tenant}/{namespace}/{topic}/{subscription}/ack", **docs.ACK)
     async def ack(
@@ -147,4 +139,4 @@ def add_consume_routes(
     ) -> Response:
         return await _settle(domain, tenant, namespace, topic, subscription, request, True)
 
-    add_stream_route(router, consumers, local_topic)  # .../{subscription}/stream: server-sent events
+    add_stream_route(router, consumers, _serve)  # .../{subscription}/stream: server-sent events

@@ -2,10 +2,11 @@
 
 Owns: ``POST /topics/...`` (JSON ``ProducerMessages`` or a raw payload with its
 headers) and ``POST /topics/.../partitions/{n}``. Rules
-(docs/architecture.md §7, docs/compatibility.md §2): the topic's owner
-publishes (a non-owner forwards the request with ``authoritative=true``); a
-partitioned topic's messages are split per partition - by key hash, else round
-robin - and each part goes to its owner; the JSON reply has one result per
+(docs/architecture.md §7, docs/compatibility.md §2): where the topic is served
+is asked of the router once (``gateway.routing``); the topic's owner publishes
+(a non-owner forwards the request, ``gateway.forwarder``); a partitioned
+topic's messages are split per partition - by key hash, else round robin - and
+each part goes to its owner; the JSON reply has one result per
 message (HTTP 200 even when some failed), a raw publish answers one
 ``ProducerAck`` (503 when retriable, 500 else); the topic numbers messages
 without a sequence id (``Topic.publish_requests``); publish latency is
@@ -15,18 +16,15 @@ observed where this gateway publishes itself.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable
 from time import perf_counter
 from typing import TYPE_CHECKING, Annotated, Any
 
 from fastapi import APIRouter, Path, Request
 from starlette.responses import Response
 
-from gateway.api import forwarding
 from gateway.api import route_docs as docs
 from gateway.api.errors import error_response, reason_response
-from gateway.api.forwarding import LocalTopic
-from gateway.api.http_io import JSON, json_response, read_body, rest_message
+from gateway.api.http_io import JSON, json_response, read_body
 from gateway.api.metrics import publish_latency
 from gateway.api.rest_schemas import apply_schemas
 from gateway.api.route_docs import (
@@ -43,7 +41,7 @@ from gateway.broker.topic import Topic
 from gateway.errors import GatewayError
 from gateway.names import PARTITIONS_MAX, InvalidName, TopicName
 from gateway.protocol.errors import BadRequest
-from gateway.protocol.params import parse_mark_duplicates
+from gateway.protocol.params import parse_authoritative, parse_mark_duplicates
 from gateway.protocol.rest import (
     ack_error,
     ack_ok,
@@ -52,20 +50,35 @@ from gateway.protocol.rest import (
     producer_acks,
 )
 from gateway.protocol.ws_frames import PublishRequest
+from gateway.routing import Partitioned, Peer
+from storage.formats import producer_messages
 from storage.formats.errors import FormatError
 from storage.formats.key_routing import partition_of_key
 
 if TYPE_CHECKING:
-    from gateway.api.gateway import Gateway
+    from gateway.process import Gateway
 
 _round_robin = itertools.count()
 
 
-def add_publish_routes(router: APIRouter, gw: Callable[[], Gateway], local_topic: LocalTopic) -> None:
+def _forwarded(request: PublishRequest) -> dict[str, Any]:
+    """``request`` as a message of the REST producer body sent to a partition's owner."""
+    return producer_messages.message(
+        request.payload,
+        key=request.key,
+        properties=request.properties,
+        sequence_id=request.sequence_id,
+        event_time_ms=request.event_time_ms,
+        deliver_at_ms=request.deliver_at_ms,
+        schema_version=request.schema_version,
+    )
+
+
+def add_publish_routes(router: APIRouter, gateway: Gateway) -> None:
     async def _publish_local(
         topic: Topic, producer: str, requests: list[PublishRequest], mark_duplicates: bool
     ) -> list[dict[str, Any]]:
-        outcomes = await topic.publish_requests(producer, requests, gw().clock.now_ms())
+        outcomes = await topic.publish_requests(producer, requests, gateway.clock.now_ms())
         return [
             ack_ok(o.message_id, o.duplicate and mark_duplicates)
             if isinstance(o, PublishResult)
@@ -73,12 +86,8 @@ def add_publish_routes(router: APIRouter, gw: Callable[[], Gateway], local_topic
             for o in outcomes
         ]
 
-    async def _forward(url: str, request: Request, body: bytes) -> Response:
-        return await forwarding.forward(gw(), url, request, body)
-
     async def _produce(name: TopicName, request: Request) -> Response:
         started = perf_counter()  # publish latency: observed where this gateway publishes itself
-        gateway = gw()
         query = dict(request.query_params)
         try:
             mark = parse_mark_duplicates(query)
@@ -96,16 +105,15 @@ def add_publish_routes(router: APIRouter, gw: Callable[[], Gateway], local_topic
             else:
                 raw, raw_producer = parse_raw_headers(dict(request.headers), body, now, limit)
                 producer, requests = raw_producer or "RestProducer", [raw]
-            partitions = await gateway.partitions(name)
-            if partitions > 0:
+            where = await gateway.router.locate(name, authoritative=parse_authoritative(query))
+            if isinstance(where, Partitioned):
                 response = await _produce_partitioned(
-                    name, partitions, producer, requests, schema_version, mark
+                    name, where.count, producer, requests, schema_version, mark
                 )
                 publish_latency(gateway).rest.observe(perf_counter() - started)
                 return response
-            where = await local_topic(name, query)
-            if isinstance(where, str):
-                return await _forward(f"{where}{request.url.path}", request, body)
+            if isinstance(where, Peer):
+                return await gateway.forwarder.replay(where, request, body)
             results = await _publish_local(where, producer, requests, mark)
             publish_latency(gateway).rest.observe(perf_counter() - started)
         except (GatewayError, FormatError, InvalidName) as exc:
@@ -126,7 +134,6 @@ def add_publish_routes(router: APIRouter, gw: Callable[[], Gateway], local_topic
         schema_version: int,
         mark_duplicates: bool,
     ) -> Response:
-        gateway = gw()
         groups: dict[int, list[tuple[int, PublishRequest]]] = {}
         for i, request in enumerate(requests):
             if request.key is not None:
@@ -137,17 +144,16 @@ def add_publish_routes(router: APIRouter, gw: Callable[[], Gateway], local_topic
         results: list[dict[str, Any]] = [{}] * len(requests)
         for index, items in groups.items():
             part = name.partition(index)
-            where = await local_topic(part, {})
-            if isinstance(where, str):
-                body: dict[str, Any] = {
-                    "producerName": producer,
-                    "messages": [rest_message(r) for _, r in items],
-                }
-                if schema_version or any(r.schema_version is not None for _, r in items):
-                    body["schemaVersion"] = schema_version  # the payloads are its bytes; keep it stamped
-                params = {"authoritative": "true", "markDuplicates": str(mark_duplicates).lower()}
-                upstream = await gateway.http.post(f"{where}/topics/{part.path}", json=body, params=params)
-                got = upstream.json().get("messagePublishResults", [])
+            where = await gateway.router.serve(part)
+            if isinstance(where, Peer):
+                stamped = schema_version or any(r.schema_version is not None for _, r in items)
+                body = producer_messages.body(
+                    producer,
+                    [_forwarded(r) for _, r in items],
+                    schema_version if stamped else None,  # the payloads are its bytes; keep it stamped
+                )
+                params = {"markDuplicates": str(mark_duplicates).lower()}
+                got = await gateway.forwarder.publish(where, part, body, params)
                 part_results = (
                     got if len(got) == len(items) else [ack_error(index, "forward failed", True)] * len(items)
                 )

@@ -2,9 +2,10 @@
 
 Owns: the ``/ws/v2/...`` routes and where each session is served. Rules
 (docs/architecture.md §6-7, docs/compatibility.md §1): a session is validated
-first (a bad name or parameter is refused before anything is opened); a
-partitioned topic's session is served across its partitions' owners; a topic
-this gateway owns is served here; any other session is relayed to the owner.
+first (a bad name or parameter is refused before anything is opened); then the
+router (``gateway.routing``) is asked once where the topic is: a partitioned
+topic's session is served across its partitions' owners; a topic this gateway
+owns is served here; any other session is relayed to the owner.
 """
 
 from __future__ import annotations
@@ -14,37 +15,28 @@ from typing import TYPE_CHECKING, Any
 
 from fastapi import APIRouter, WebSocket
 
-from gateway.api.forwarding import LocalTopic
 from gateway.api.ws_partitioned import serve_partitioned_consumer, serve_partitioned_producer
 from gateway.api.ws_producer import serve_producer
 from gateway.api.ws_session import deny, relay, relay_url
 from gateway.api.ws_subscribe import serve_consumer, serve_reader
 from gateway.broker.topic import Topic
 from gateway.names import TopicName, check_subscription
-from gateway.protocol.params import parse_consumer_params, parse_producer_params, parse_reader_params
+from gateway.protocol.params import (
+    parse_authoritative,
+    parse_consumer_params,
+    parse_producer_params,
+    parse_reader_params,
+)
+from gateway.routing import Partitioned, Peer
 
 if TYPE_CHECKING:
-    from gateway.api.gateway import Gateway
+    from gateway.process import Gateway
 
 WsHandler = Callable[..., Awaitable[None]]
 
 
-def add_ws_routes(
-    router: APIRouter, gw: Callable[[], Gateway], local_topic: LocalTopic
-) -> dict[str, WsHandler]:
+def add_ws_routes(router: APIRouter, gateway: Gateway) -> dict[str, WsHandler]:
     """Add the WebSocket routes; returns their handlers by kind (for the fast path)."""
-
-    async def _ws_topic(websocket: WebSocket, name: TopicName) -> Topic | None:
-        query = dict(websocket.query_params)
-        try:
-            where = await local_topic(name, query)
-        except Exception as exc:
-            await deny(websocket, exc)
-            return None
-        if isinstance(where, str):
-            await relay(websocket, relay_url(where, websocket.url.path, query))
-            return None
-        return where
 
     async def _ws_session(
         websocket: WebSocket,
@@ -53,18 +45,19 @@ def add_ws_routes(
         local: Callable[[Topic, Any], Awaitable[None]],
     ) -> None:
         """Validate, then serve a WebSocket session here, on the partitions' owners, or relay it."""
+        query = dict(websocket.query_params)
         try:
             name, params = make()
-            partitions = await _partitions(name)
+            where = await gateway.router.locate(name, authoritative=parse_authoritative(query))
         except Exception as exc:
             await deny(websocket, exc)
             return
-        if partitions:
-            await partitioned(name, partitions)
-            return
-        topic = await _ws_topic(websocket, name)
-        if topic is not None:
-            await local(topic, params)
+        if isinstance(where, Partitioned):
+            await partitioned(name, where.count)
+        elif isinstance(where, Peer):
+            await relay(websocket, relay_url(where.url, websocket.url.path, query))
+        else:
+            await local(where, params)
 
     @router.websocket("/ws/v2/producer/{domain}/{tenant}/{namespace}/{topic}")
     async def ws_producer(websocket: WebSocket, domain: str, tenant: str, namespace: str, topic: str) -> None:
@@ -74,8 +67,8 @@ def add_ws_routes(
                 TopicName.of(domain, tenant, namespace, topic),
                 parse_producer_params(dict(websocket.query_params)),
             ),
-            lambda name, n: serve_partitioned_producer(gw(), websocket, name, n),
-            lambda local, params: serve_producer(gw(), websocket, local, params),
+            lambda name, n: serve_partitioned_producer(gateway, websocket, name, n),
+            lambda local, params: serve_producer(gateway, websocket, local, params),
         )
 
     @router.websocket("/ws/v2/consumer/{domain}/{tenant}/{namespace}/{topic}/{subscription}")
@@ -90,8 +83,8 @@ def add_ws_routes(
         await _ws_session(
             websocket,
             make,
-            lambda name, n: serve_partitioned_consumer(gw(), websocket, name, n, subscription),
-            lambda local, params: serve_consumer(gw(), websocket, local, subscription, params),
+            lambda name, n: serve_partitioned_consumer(gateway, websocket, name, n, subscription),
+            lambda local, params: serve_consumer(gateway, websocket, local, subscription, params),
         )
 
     @router.websocket("/ws/v2/reader/{domain}/{tenant}/{namespace}/{topic}")
@@ -102,8 +95,8 @@ def add_ws_routes(
                 TopicName.of(domain, tenant, namespace, topic),
                 parse_reader_params(dict(websocket.query_params)),
             ),
-            lambda name, n: serve_partitioned_consumer(gw(), websocket, name, n, None),
-            lambda local, params: serve_reader(gw(), websocket, local, params),
+            lambda name, n: serve_partitioned_consumer(gateway, websocket, name, n, None),
+            lambda local, params: serve_reader(gateway, websocket, local, params),
         )
 
     @router.websocket("/ws/v2/pingpong")
@@ -116,9 +109,5 @@ def add_ws_routes(
                     return
         except Exception:
             return
-
-    async def _partitions(name: TopicName) -> int:
-        """Partition count of ``name`` (0: not partitioned, or already a partition)."""
-        return await gw().partitions(name)
 
     return {"producer": ws_producer, "consumer": ws_consumer, "reader": ws_reader, "pingpong": ws_pingpong}

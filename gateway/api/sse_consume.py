@@ -35,7 +35,6 @@ import orjson
 from fastapi import APIRouter, Query, Request
 from starlette.responses import RedirectResponse, Response, StreamingResponse
 
-from gateway.api.convert import delivery_frames
 from gateway.api.errors import error_response
 from gateway.api.http_consume import HttpConsumer, HttpConsumers, pull_params
 from gateway.api.route_docs import (
@@ -47,9 +46,11 @@ from gateway.api.route_docs import (
     Tenant,
     TopicPart,
 )
+from gateway.api.wire_mapping import delivery_frames
 from gateway.broker.topic import Topic
 from gateway.errors import GatewayError
 from gateway.names import InvalidName, TopicName, check_subscription
+from gateway.routing import Peer
 from gateway.security.middleware import role_of
 from storage.formats.errors import FormatError
 
@@ -108,7 +109,7 @@ async def events(
 def add_stream_route(
     router: APIRouter,
     consumers: HttpConsumers,
-    local_topic: Callable[[TopicName, dict[str, str]], Awaitable[Topic | str]],
+    serve: Callable[[TopicName, dict[str, str]], Awaitable[Topic | Peer]],
 ) -> None:
     @router.get(
         "/consume/{domain}/{tenant}/{namespace}/{topic}/{subscription}/stream",
@@ -132,9 +133,9 @@ def add_stream_route(
             name = TopicName.of(domain, tenant, namespace, topic)
             check_subscription(subscription)
             params = pull_params(query)
-            where = await local_topic(name, query)
-            if isinstance(where, str):
-                return RedirectResponse(f"{where}{request.url.path}?{request.url.query}", status_code=307)
+            where = await serve(name, query)
+            if isinstance(where, Peer):
+                return RedirectResponse(f"{where.url}{request.url.path}?{request.url.query}", status_code=307)
             key = (str(name), subscription, params.consumer_name or f"sse-{secrets.token_hex(6)}")
             consumer = await consumers.attach(key, where, params, stream=True, owner=role_of(request.scope))
         except (GatewayError, FormatError, InvalidName) as exc:

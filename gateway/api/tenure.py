@@ -38,17 +38,15 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, TypeVar
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TypeVar
 
 from coordination.errors import CoordinationError
 from coordination.patience import Backoff, patiently
 from coordination.session import LeaseSession
 from coordination.session_thread import lease_session
+from coordination.store import MetadataStore
 from coordination.tasks import cancel_and_wait
-
-if TYPE_CHECKING:
-    from gateway.api.gateway import Gateway
 
 log = logging.getLogger("folio.gateway")
 
@@ -66,34 +64,55 @@ class SessionEnded(Exception):
     """The lease a join was made under was lost before the join finished."""
 
 
-class Tenure:
-    """``await join()`` at start; afterwards it rejoins by itself after every lost lease."""
+Prepare = Callable[[], Awaitable[object]]  # a step before the first join (no lease needed)
+Step = Callable[[LeaseSession], Awaitable[object]]  # a step of every join, under its lease
 
-    def __init__(self, gateway: Gateway) -> None:
-        self.gateway = gateway
-        self.what = f"gateway {gateway.config.gateway_id}"
+
+class Tenure:
+    """``await join()`` at start; afterwards it rejoins by itself after every lost lease.
+
+    It holds the gateway's current lease ``session``; ``prepare`` runs once before the
+    first join, and ``steps`` (membership, ownership, load-manager candidacy) run in
+    order on every join, each under the lease it is given."""
+
+    def __init__(
+        self,
+        store: MetadataStore,
+        session: LeaseSession,
+        gateway_id: str,
+        lease_ttl_s: int,
+        *,
+        prepare: Sequence[Prepare],
+        steps: Sequence[Step],
+    ) -> None:
+        self.store = store
+        self.session = session
+        self.lease_ttl_s = lease_ttl_s
+        self.what = f"gateway {gateway_id}"
         self.rejoins = 0  # leases lost and replaced so far
         self.last_outage_s = 0.0  # from the last lease lost to the rejoin
+        self._prepare = tuple(prepare)
+        self._steps = tuple(steps)
+        self._closing = False
         self._task: asyncio.Task[None] | None = None
 
     async def join(self) -> None:
-        """Join the cluster under the gateway's first session; then keep rejoining."""
-        gateway = self.gateway
-        await patiently(self.what, gateway.namespaces.start, log, REJOIN_BACKOFF)
-        await patiently(self.what, gateway.namespaces.ensure_defaults, log, REJOIN_BACKOFF)
-        await self._enter(gateway.session)
+        """Join the cluster under the first session; then keep rejoining."""
+        for prepare in self._prepare:
+            await patiently(self.what, prepare, log, REJOIN_BACKOFF)
+        await self._enter(self.session)
         self._task = asyncio.get_running_loop().create_task(self._keep(), name="gateway-tenure")
 
     async def close(self) -> None:
+        self._closing = True
         task, self._task = self._task, None
         await cancel_and_wait(task)
 
     async def _keep(self) -> None:
-        gateway = self.gateway
-        while not gateway.closing:
-            session = gateway.session
+        while not self._closing:
+            session = self.session
             await session.lost.wait()
-            if gateway.closing:
+            if self._closing:
                 return
             began = time.monotonic()
             log.warning(
@@ -106,7 +125,7 @@ class Tenure:
                 await self._enter(await self._renew(session))
             except Exception:  # e.g. our id held under a lease not ours: end this lease, try again
                 log.exception("%s: rejoining failed; trying again", self.what)
-                await gateway.session.close(revoke=True)
+                await self.session.close(revoke=True)
                 await asyncio.sleep(REJOIN_BACKOFF.max_s)
                 continue
             self.rejoins += 1
@@ -114,20 +133,18 @@ class Tenure:
             log.warning(
                 "%s rejoined the cluster with lease %x, %.1f s after losing the old one",
                 self.what,
-                gateway.session.lease_id,
+                self.session.lease_id,
                 self.last_outage_s,
             )
 
     async def _enter(self, session: LeaseSession) -> None:
         """Lease, membership, ownership, candidacy - over again under a new lease
         whenever the current one is lost before the join is done."""
-        gateway = self.gateway
         while True:
             try:
                 await self._step(session, _start)
-                await self._step(session, gateway.registry.rejoin)
-                await self._step(session, gateway.ownership.rejoin)
-                await self._step(session, gateway.load_manager.rejoin)
+                for step in self._steps:
+                    await self._step(session, step)
                 return
             except SessionEnded:
                 session = await self._renew(session)
@@ -145,11 +162,10 @@ class Tenure:
     async def _renew(self, old: LeaseSession) -> LeaseSession:
         """A started session on a new lease (waiting for etcd as long as it takes); the
         old lease revoked, so the keys held under it go now rather than at its expiry."""
-        gateway = self.gateway
         await old.close(revoke=False)
-        new = lease_session(gateway.store, gateway.config.lease_ttl_s)
+        new = lease_session(self.store, self.lease_ttl_s)
         await patiently(self.what, new.start, log, REJOIN_BACKOFF)
         with contextlib.suppress(RuntimeError, CoordinationError):  # never granted, or gone already
-            await gateway.store.revoke_lease(old.lease_id)
-        gateway.session = new
+            await self.store.revoke_lease(old.lease_id)
+        self.session = new
         return new

@@ -31,15 +31,16 @@ import contextlib
 import logging
 import time
 from collections import deque
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
+from typing import Any
 
 import httpx
 import orjson
 
 from coordination import keys
-from gateway.api.convert import delivery_frames
+from coordination.store import MetadataStore
+from gateway.api.wire_mapping import delivery_frames
 from gateway.broker import dead_letters
 from gateway.broker.broker_errors import SubscriptionNotFound
 from gateway.broker.consumers import Delivery, PullSink
@@ -57,9 +58,6 @@ from gateway.names import TopicName
 from gateway.protocol.params import parse_consumer_params
 from gateway.protocol.webhook_config import WebhookConfig, parse_webhook
 from gateway.security.egress import GuardedBackend, guard_client, outcome
-
-if TYPE_CHECKING:
-    from gateway.api.gateway import Gateway
 
 log = logging.getLogger(__name__)
 
@@ -285,14 +283,19 @@ class Webhooks:
 
     def __init__(
         self,
-        gateway: Gateway,
+        store: MetadataStore,
+        claim: Callable[[TopicName], Awaitable[bool]],
+        owned_topic: Callable[[TopicName], Awaitable[Topic]],
+        members: Callable[[], Awaitable[list[str]]],
         *,
         allowed_hosts: tuple[str, ...] = (),
         webhooks_max: int = WEBHOOKS_MAX,
         connections: int = CONNECTIONS_MAX,
         reconcile_s: float = RECONCILE_S,
     ) -> None:
-        self.gateway = gateway
+        self._store = store
+        self._claim = claim  # whether this gateway serves a topic (taking its bundle if free)
+        self._owned_topic = owned_topic  # a topic served here, loaded (never created)
         self.allowed_hosts = allowed_hosts
         self.webhooks_max = webhooks_max
         self._reconcile_s = reconcile_s
@@ -304,15 +307,9 @@ class Webhooks:
             trust_env=False,
             follow_redirects=False,
         )
-        guard_client(self.http, GuardedBackend(allowed_hosts, self._members))
+        guard_client(self.http, GuardedBackend(allowed_hosts, members))  # never to a member
         self._task: asyncio.Task[None] | None = None
         self._lock = asyncio.Lock()
-
-    async def _members(self) -> list[str]:
-        """Every gateway's and storage node's host:port (never a webhook target)."""
-        gateways = [urlsplit(info.http_url).netloc for info in self.gateway.registry.live().values()]
-        nodes = [node.address for node in await self.gateway.client.metadata.live_nodes()]
-        return [*gateways, *nodes]
 
     def start(self) -> None:
         if self._task is None:
@@ -340,10 +337,10 @@ class Webhooks:
         """Start and stop pushers so that this gateway runs those of the topics it owns."""
         stored: dict[WebhookKey, int] = {}
         configs: dict[WebhookKey, bytes] = {}
-        for kv in (await self.gateway.store.list_prefix(keys.WEBHOOKS))[: self.webhooks_max]:
+        for kv in (await self._store.list_prefix(keys.WEBHOOKS))[: self.webhooks_max]:
             path, _, sub = kv.key[len(keys.WEBHOOKS) :].rpartition("/")
             try:
-                if not await self.gateway.claim(topic_of(path)):
+                if not await self._claim(topic_of(path)):
                     continue
             except Exception:  # ownership moving, or a bad key: next round
                 continue
@@ -377,7 +374,7 @@ class Webhooks:
         path, sub = key
         try:
             config = parse_webhook(orjson.loads(value), self.allowed_hosts)  # as the allow-list is now
-            topic = await self.gateway.service.topic(topic_of(path), create=False)
+            topic = await self._owned_topic(topic_of(path))
             pusher = WebhookPusher(topic, sub, config, self.http, revision, self.totals)
             await pusher.start()
         except Exception as exc:

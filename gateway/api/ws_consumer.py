@@ -37,8 +37,8 @@ from typing import TYPE_CHECKING, Any, cast
 import orjson
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from gateway.api.convert import delivery_frames, position_of
 from gateway.api.errors import close_code, protocol_close_code
+from gateway.api.wire_mapping import delivery_frames, position_of
 from gateway.api.ws_session import Outbound
 from gateway.broker import dead_letters, topic_admin
 from gateway.broker.consumers import Delivery
@@ -65,7 +65,7 @@ from gateway.protocol.ws_frames import (
 from storage.formats.positions import EARLIEST, LATEST, NO_BATCH, MessagePosition, Position
 
 if TYPE_CHECKING:
-    from gateway.api.gateway import Gateway
+    from gateway.process import Gateway
 
 FRAMES_AHEAD_BYTES = 64 * 1024  # past this much unsent, deliveries wait unframed (``backlog``)
 FRAME_OVERHEAD = 160  # a delivery frame's fields beside its base64 payload, about

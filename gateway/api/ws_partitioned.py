@@ -50,7 +50,7 @@ from gateway.protocol.ws_frames import (
 from storage.formats.key_routing import partition_of_key
 
 if TYPE_CHECKING:
-    from gateway.api.gateway import Gateway
+    from gateway.process import Gateway
 
 
 async def _open_links(
@@ -62,7 +62,7 @@ async def _open_links(
     try:
         for index in range(partitions):
             part = name.partition(index)
-            owner = await gateway.route(part)
+            owner = await gateway.router.owner(part)
             path = f"/ws/v2/{kind}/{part.path}{suffix}"
             links[index] = await websockets.connect(
                 relay_url(owner.http_url, path, query), max_size=None, open_timeout=10, ping_interval=None

@@ -49,7 +49,7 @@ from gateway.protocol.ws_frames import (
 )
 
 if TYPE_CHECKING:
-    from gateway.api.gateway import Gateway
+    from gateway.process import Gateway
 
 PENDING_MAX = 10_000
 

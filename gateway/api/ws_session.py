@@ -32,7 +32,7 @@ from gateway.api.errors import PEER_FAILURES, body, close_code, reason_response,
 from gateway.api.ws_outbound import Outbound
 
 if TYPE_CHECKING:
-    from gateway.api.gateway import Gateway
+    from gateway.process import Gateway
 
 log = logging.getLogger(__name__)
 

@@ -25,7 +25,7 @@ from gateway.security.middleware import MAY_RETRY
 from storage.formats.positions import EARLIEST, LATEST, Position
 
 if TYPE_CHECKING:
-    from gateway.api.gateway import Gateway
+    from gateway.process import Gateway
 
 
 async def serve_consumer(

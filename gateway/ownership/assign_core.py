@@ -56,7 +56,7 @@ from collections.abc import Mapping, Set
 from dataclasses import dataclass, field
 
 from gateway.ownership.bundles import NamespaceBundle
-from gateway.ownership.records import Assignment, GatewayInfo, LoadReport
+from gateway.ownership.key_records import Assignment, GatewayInfo, LoadReport
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,7 +17,7 @@ import logging
 from collections.abc import Awaitable, Callable, Iterable
 
 from gateway.ownership.bundles import NamespaceBundle
-from gateway.ownership.held import LossReason
+from gateway.ownership.held_bundles import LossReason
 
 log = logging.getLogger(__name__)
 

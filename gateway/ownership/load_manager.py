@@ -6,7 +6,7 @@ live gateways changes): read the cluster, run ``assign_core.decide``, carry out
 its effects. Everything it writes is held under its own lease, so a deposed
 leader's half-done work disappears with it and the next leader decides afresh.
 
-Protocol (all keys via coordination.keys; values in records.py):
+Protocol (all keys via coordination.keys; values in key_records.py):
 
 - ``/folio/gateways/<id>``: each gateway's registration and load (registry.py).
 - ``/folio/bundles/<t>/<ns>/<range>`` = owner gateway id, under the owner's lease,
@@ -59,7 +59,7 @@ from gateway.ownership.assign_core import (
     shed_due,
 )
 from gateway.ownership.bundles import NamespaceBundle
-from gateway.ownership.records import (
+from gateway.ownership.key_records import (
     Assignment,
     UnloadRequest,
     assignment_key,

@@ -3,7 +3,7 @@
 Owns: this gateway's ownership keys ``keys.bundle(t, ns, range)`` (value: the
 gateway id, held under the gateway's lease), and watched caches of every
 ownership key, every assignment and every unload request (``WatchedPrefix``);
-the table of the bundles it holds is ``held.HeldBundles``.
+the table of the bundles it holds is ``held_bundles.HeldBundles``.
 Rules (docs/architecture.md §6, docs/compatibility.md §5):
 
 - A bundle is acquired only by create-if-absent (CAS on revision 0) under this
@@ -24,7 +24,7 @@ Rules (docs/architecture.md §6, docs/compatibility.md §5):
   runs the ``on_unload_requested`` hook (the broker closes the topics), then
   releases the key (even if the hook failed or timed out: the load manager's
   decision stands, fencing covers stragglers), then deletes the request.
-- A bundle is lost (``held.lost_bundles``) when the watched cache no longer
+- A bundle is lost (``held_bundles.lost_bundles``) when the watched cache no longer
   holds our key - or when the lease is lost, which loses every bundle at once.
   The ``on_bundle_lost`` callbacks then run (``hooks``; also after
   ``release``). The gateway then takes part again under a new lease
@@ -57,17 +57,17 @@ from gateway.ownership.bundles import (
 )
 from gateway.ownership.cache import WatchedPrefix
 from gateway.ownership.errors import BundleUnavailable, NoGatewayAvailable, OwnershipSessionLost
-from gateway.ownership.held import HeldBundles, LossReason, lost_bundles
+from gateway.ownership.held_bundles import HeldBundles, LossReason, lost_bundles
 from gateway.ownership.hooks import BundleCallback, BundleLostCallback, Hooks, UnloadHook
-from gateway.ownership.records import (
+from gateway.ownership.key_records import (
     GatewayInfo,
     assignment_key,
     decode_owner,
     owner_key,
     unload_key,
 )
+from gateway.ownership.ownership_view import OwnershipView
 from gateway.ownership.registry import GatewayRegistry
-from gateway.ownership.view import OwnershipView
 
 log = logging.getLogger(__name__)
 

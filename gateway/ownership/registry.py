@@ -26,7 +26,7 @@ from coordination.session import LeaseSession
 from coordination.store import MetadataStore
 from coordination.tasks import cancel_and_wait
 from gateway.ownership.cache import WatchedPrefix
-from gateway.ownership.records import GatewayInfo, LoadReport, gateway_of_key
+from gateway.ownership.key_records import GatewayInfo, LoadReport, gateway_of_key
 
 log = logging.getLogger(__name__)
 
@@ -123,6 +123,10 @@ class GatewayRegistry:
     def live(self) -> dict[str, GatewayInfo]:
         """Live gateways by id, from the watched cache (no etcd round trip)."""
         return dict(self._live)
+
+    def urls(self) -> list[str]:
+        """The base URLs of the live gateways, from the watched cache."""
+        return [info.http_url for info in self._live.values()]
 
     def get(self, gateway_id: str) -> GatewayInfo | None:
         return self._live.get(gateway_id)

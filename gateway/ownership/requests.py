@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from coordination.store import MetadataStore
 from gateway.ownership.bundles import NamespaceBundle
-from gateway.ownership.records import (
+from gateway.ownership.key_records import (
     Assignment,
     UnloadRequest,
     assignment_key,

@@ -161,6 +161,13 @@ def parse_producer_params(query: Mapping[str, str]) -> ProducerParams:
     )
 
 
+def parse_authoritative(query: Mapping[str, str]) -> bool:
+    """``authoritative`` (lookup, REST, WebSocket): the caller already asked the owner,
+    so its answer is final (a gateway forwarding to the owner sets it). Anything but
+    ``true`` (any case) is false, as upstream reads it."""
+    return query.get("authoritative", "false").lower() == "true"
+
+
 def parse_mark_duplicates(query: Mapping[str, str]) -> bool:
     """``markDuplicates`` (WebSocket producer and REST publish): whether a reply to a
     repeat that dedup dropped says ``"duplicate":true``. Off by default: Pulsar answers

@@ -34,7 +34,6 @@ from typing import Any
 
 import httpx
 import orjson
-from pybase64 import b64encode_as_string
 from pyspark import TaskContext
 from pyspark.sql import Row
 from pyspark.sql.datasource import DataSourceStreamWriter, DataSourceWriter, WriterCommitMessage
@@ -44,6 +43,7 @@ from coordination import keys
 from coordination.etcd_store import connect
 from pyspark_folio.names import PARTITION_SUFFIX, path_of
 from pyspark_folio.options import Connection, WriteOptions
+from storage.formats import producer_messages
 from storage.formats.key_routing import partition_of_key
 
 SEQUENCE_BATCH_SHIFT = 32  # a streaming row's sequence id: batch id << 32 | position in the task
@@ -148,7 +148,7 @@ class _Sender:
             try:
                 reply = self._http.post(
                     url,
-                    content=orjson.dumps({"producerName": self._producer, "messages": messages}),
+                    content=orjson.dumps(producer_messages.body(self._producer, messages)),
                     headers={"content-type": "application/json"},
                 )
             except httpx.TransportError:
@@ -215,20 +215,15 @@ def publish_rows(
                 counts.update(_partition_counts(options.connection, {topic}))
             value = fields.get("value")
             payload = value.encode() if isinstance(value, str) else bytes(value or b"")
-            message: dict[str, Any] = {
-                "payload": b64encode_as_string(payload),
-                "payloadEncoding": "base64",
-                "sequenceId": sequence_base + position,
-            }
             key = fields.get("key")
-            if key is not None:
-                message["key"] = key
-            properties = fields.get("properties")
-            if properties:
-                message["properties"] = dict(properties)
             event_time = fields.get("event_time")
-            if event_time is not None:
-                message["eventTime"] = _ms(event_time)
+            message = producer_messages.message(
+                payload,
+                key=key,
+                properties=fields.get("properties"),
+                sequence_id=sequence_base + position,
+                event_time_ms=_ms(event_time) if event_time is not None else None,
+            )
             target = topic
             partitions = counts[topic]
             if partitions:

@@ -47,7 +47,7 @@ from wsclient import (
     unb64,
 )
 
-from gateway.api.gateway import GatewayConfig
+from gateway.process import GatewayConfig
 from storage.formats.message_id import MessageId
 
 pytestmark = [pytest.mark.component, pytest.mark.asyncio(loop_scope="module")]

@@ -29,7 +29,7 @@ from clusters import MessagingCluster
 from wsclient import TOPIC_PATH, b64, handshake_status, module_cluster
 
 from coordination import keys
-from gateway.api.gateway import GatewayConfig
+from gateway.process import GatewayConfig
 
 pytestmark = [pytest.mark.component, pytest.mark.asyncio(loop_scope="module")]
 

@@ -22,9 +22,9 @@ from gateway.names import NamespaceName, TopicName
 from gateway.ownership.assign_core import BalancePolicy
 from gateway.ownership.bundles import NamespaceBundle, bundle_for, bundle_ranges
 from gateway.ownership.errors import OwnershipSessionLost
+from gateway.ownership.key_records import assignment_key, owner_key, unload_key
 from gateway.ownership.load_manager import LoadManager
 from gateway.ownership.owner import LossReason, OwnershipManager
-from gateway.ownership.records import assignment_key, owner_key, unload_key
 
 pytestmark = pytest.mark.component
 

@@ -1,6 +1,6 @@
 """A topic load that ends after its bundle left the gateway (real etcd, real storage nodes).
 
-Two whole gateways (``gateway.api.gateway.Gateway``: ownership, load manager,
+Two whole gateways (``gateway.process.Gateway``: ownership, load manager,
 broker service) live in this process so the interleaving can be forced: gateway
 A's load of a topic is held just after its managed log was opened (a ledger
 created and compare-and-swapped into the list) while the bundle is unloaded to
@@ -23,13 +23,13 @@ from clusters import LedgerCluster
 
 from coordination import keys
 from coordination.clock import WallClock
-from gateway.api import forwarding
-from gateway.api.gateway import Gateway, GatewayConfig
 from gateway.broker.broker_errors import TopicUnavailable
 from gateway.broker.log_state import LogFenced
 from gateway.broker.managed_log import ManagedLog
 from gateway.broker.topic import Topic
 from gateway.names import TopicName
+from gateway.process import Gateway, GatewayConfig
+from gateway.routing import Peer
 from storage.client.api import LedgerClient
 from storage.formats.entry_format import EntryMessage
 from storage.formats.log_record import decode_state, encode_state
@@ -189,11 +189,11 @@ async def test_a_rest_lookup_whose_topic_moves_while_it_loads_finds_the_new_owne
 
     monkeypatch.setattr(Topic, "load", gated_load)
     # the path of a REST publish on A: A owns the topic and loads it
-    served = asyncio.ensure_future(forwarding.local_topic(a, TOPIC, {}))
+    served = asyncio.ensure_future(a.router.serve(TOPIC))
     await asyncio.wait_for(held.wait(), 20)
     assert await a.ownership.request_unload(bundle, to_gateway="gw-b")
     await eventually(lambda: b.ownership.owns(bundle))
     release.set()
     # A's load is discarded, and the request is sent to B instead of answering 503
-    assert await asyncio.wait_for(served, 20) == "http://gw-b"
+    assert await asyncio.wait_for(served, 20) == Peer("http://gw-b")
     assert TOPIC not in a.service.topics

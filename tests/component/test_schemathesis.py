@@ -45,7 +45,7 @@ from schemathesis.specs.openapi.checks import positive_data_acceptance
 
 from coordination.etcd_store import EtcdStore, connect, parse_endpoints
 from gateway.api.app import create_app
-from gateway.api.gateway import Gateway, GatewayConfig
+from gateway.process import Gateway, GatewayConfig
 
 pytestmark = pytest.mark.component
 

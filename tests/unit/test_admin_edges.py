@@ -28,9 +28,9 @@ from gateway.api import schemas
 from gateway.api.admin_bodies import CursorTarget, parse_target
 from gateway.api.admin_common import decode_json
 from gateway.api.app import create_app
-from gateway.api.gateway import Gateway, GatewayConfig
 from gateway.meta.errors import InvalidArgument
 from gateway.names import PARTITIONED_TOPIC_MAX, TOPIC_MAX, InvalidName, TopicName
+from gateway.process import Gateway, GatewayConfig
 from storage.formats.message_id import INT64_MAX
 from storage.formats.positions import EARLIEST, LATEST, Position
 

@@ -29,7 +29,7 @@ from schemathesis.generation import GenerationMode
 from gateway.api.admin_bodies import parse_target
 from gateway.api.admin_common import decode_json
 from gateway.api.admin_schemas import Action, QuotaPolicy, QuotaType, TopicType
-from gateway.api.openapi import spec
+from gateway.api.openapi_spec import spec
 from gateway.errors import GatewayError
 from gateway.meta.errors import PreconditionFailed
 from gateway.meta.fields import bool_field

@@ -1,6 +1,6 @@
 """The dashboard's routes stay out of the API: not in OpenAPI, no shared or shadowed path.
 
-Walks the routes of ``create_app`` (built like ``gateway/api/openapi.py`` does, on a
+Walks the routes of ``create_app`` (built like ``gateway/api/openapi_spec.py`` does, on a
 MemoryStore, without starting the gateway): a dashboard route is one whose endpoint
 lives in ``gateway.dashboard.routes``; every other HTTP or WebSocket route is API.
 Two path templates overlap when one concrete path matches both (segment by
@@ -23,7 +23,7 @@ from fastapi.routing import iter_route_contexts
 from coordination.clock import SystemClock
 from coordination.memory_store import MemoryStore
 from gateway.api.app import create_app
-from gateway.api.gateway import Gateway, GatewayConfig
+from gateway.process import Gateway, GatewayConfig
 
 pytestmark = pytest.mark.unit
 

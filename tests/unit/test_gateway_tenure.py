@@ -12,9 +12,9 @@ from coordination import keys
 from coordination.clock import SystemClock
 from coordination.errors import Unavailable
 from coordination.memory_store import MemoryStore
-from gateway.api.gateway import Gateway, GatewayConfig
 from gateway.names import TopicName
 from gateway.ownership.errors import OwnershipSessionLost
+from gateway.process import Gateway, GatewayConfig
 
 TOPIC = TopicName.parse("persistent://public/default/tenure")
 

@@ -269,7 +269,7 @@ def test_entry_ids_base64_matches_message_id(ledger: int, entry: int, partition:
 def test_delivery_frame_ids_match_message_id(
     ledger: int, entry: int, partition: int, index: int, size: int
 ) -> None:
-    from gateway.api.convert import delivery_frames
+    from gateway.api.wire_mapping import delivery_frames
     from gateway.broker.consumers import Delivery
     from storage.formats.entry_format import EntryMessage
     from storage.formats.positions import MessagePosition

@@ -7,11 +7,11 @@ from typing import Any
 
 import pytest
 
-from gateway.api.gateway import topic_policies
 from gateway.broker.log_state import LogConfig, Quorums
 from gateway.meta.errors import InvalidPolicy
 from gateway.meta.persistence import ENSEMBLE_MAX, ORDER_RULE, Persistence
 from gateway.meta.policies import Policies
+from gateway.process import topic_policies
 
 pytestmark = pytest.mark.unit
 

@@ -17,8 +17,8 @@ from coordination.clock import SystemClock
 from coordination.memory_store import MemoryStore
 from gateway.api.app import create_app
 from gateway.api.asyncapi import render as render_asyncapi
-from gateway.api.gateway import Gateway, GatewayConfig
-from gateway.api.openapi import render
+from gateway.api.openapi_spec import render
+from gateway.process import Gateway, GatewayConfig
 
 pytestmark = pytest.mark.unit
 
@@ -29,7 +29,7 @@ ASYNCAPI = Path(__file__).resolve().parents[2] / "openapi" / "asyncapi.json"
 def test_committed_spec_matches_the_app() -> None:
     assert OPENAPI.read_bytes() == render(), (
         "openapi/openapi.json drifted from the app: regenerate it with "
-        "`.venv/bin/python -m gateway.api.openapi > openapi/openapi.json`"
+        "`.venv/bin/python -m gateway.api.openapi_spec > openapi/openapi.json`"
     )
 
 

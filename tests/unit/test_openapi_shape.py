@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from gateway.api.openapi import TAGS, spec
+from gateway.api.openapi import TAGS
+from gateway.api.openapi_spec import spec
 
 pytestmark = pytest.mark.unit
 

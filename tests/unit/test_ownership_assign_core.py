@@ -25,7 +25,7 @@ from gateway.ownership.assign_core import (
     shed_due,
 )
 from gateway.ownership.bundles import NamespaceBundle, bundle_ranges
-from gateway.ownership.records import Assignment, GatewayInfo, LoadReport
+from gateway.ownership.key_records import Assignment, GatewayInfo, LoadReport
 
 pytestmark = pytest.mark.unit
 

@@ -1,4 +1,4 @@
-"""Namespace bundles and the topic -> bundle hash (gateway/ownership/bundles.py, records.py)."""
+"""Namespace bundles and the topic -> bundle hash (gateway/ownership/bundles.py, key_records.py)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from gateway.ownership.bundles import (
     bundle_ranges,
     topic_hash,
 )
-from gateway.ownership.records import (
+from gateway.ownership.key_records import (
     Assignment,
     GatewayInfo,
     LoadReport,

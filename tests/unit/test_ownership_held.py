@@ -7,8 +7,8 @@ import pytest
 from coordination.prefix_view import Entry
 from gateway.names import NamespaceName
 from gateway.ownership.bundles import BundleRange, NamespaceBundle
-from gateway.ownership.held import HeldBundles, lost_bundles
-from gateway.ownership.records import owner_key
+from gateway.ownership.held_bundles import HeldBundles, lost_bundles
+from gateway.ownership.key_records import owner_key
 
 pytestmark = pytest.mark.unit
 

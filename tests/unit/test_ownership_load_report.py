@@ -1,5 +1,5 @@
-"""The load report's per-bundle rates: ``LoadReport`` JSON (gateway/ownership/records.py)
-and how ``Gateway.load_report`` (gateway/api/gateway.py) computes them."""
+"""The load report's per-bundle rates: ``LoadReport`` JSON (gateway/ownership/key_records.py)
+and how ``Gateway.load_report`` (gateway/process.py) computes them."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
-from gateway.api.gateway import Gateway
 from gateway.api.throughput import ThroughputRing
 from gateway.names import NamespaceName, TopicName
 from gateway.ownership.bundles import NamespaceBundle, bundle_ranges
-from gateway.ownership.records import BUNDLE_RATES_MAX, GatewayInfo, LoadReport, smoothed
+from gateway.ownership.key_records import BUNDLE_RATES_MAX, GatewayInfo, LoadReport, smoothed
+from gateway.process import Gateway
 
 pytestmark = pytest.mark.unit
 
@@ -112,7 +112,7 @@ def test_load_report_rates_per_owned_bundle_since_the_previous_report(
         clock=SimpleNamespace(now_ms=lambda: 5_000),
     )
     clock = iter([102.0, 104.0])
-    monkeypatch.setattr("gateway.api.gateway.time.monotonic", lambda: next(clock))
+    monkeypatch.setattr("gateway.process.time.monotonic", lambda: next(clock))
 
     first = Gateway.load_report(gateway)
     assert first == LoadReport(

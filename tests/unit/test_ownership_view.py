@@ -1,4 +1,4 @@
-"""The decoded ownership caches (gateway/ownership/view.py)."""
+"""The decoded ownership caches (gateway/ownership/ownership_view.py)."""
 
 from __future__ import annotations
 
@@ -7,14 +7,14 @@ import pytest
 from coordination.prefix_view import Entry
 from gateway.names import NamespaceName
 from gateway.ownership.bundles import NamespaceBundle, bundle_ranges
-from gateway.ownership.records import (
+from gateway.ownership.key_records import (
     Assignment,
     UnloadRequest,
     assignment_key,
     owner_key,
     unload_key,
 )
-from gateway.ownership.view import OwnershipView
+from gateway.ownership.ownership_view import OwnershipView
 
 pytestmark = pytest.mark.unit
 

@@ -28,10 +28,10 @@ import pytest
 from coordination.clock import SystemClock
 from coordination.memory_store import MemoryStore
 from gateway.api.app import create_app
-from gateway.api.gateway import Gateway, GatewayConfig
 from gateway.meta.policies import Policies
 from gateway.meta.tenant_info import TenantInfo
 from gateway.names import NamespaceName
+from gateway.process import Gateway, GatewayConfig
 from gateway.security import rules
 from gateway.security.guard import SecurityConfig
 from gateway.security.middleware import SecurityMiddleware

@@ -144,8 +144,16 @@ async def test_a_stored_webhook_outside_a_tightened_allow_list_does_not_start() 
     async def topic(*args: object, **kwargs: object) -> None:
         loads.append(args)
 
-    gateway = SimpleNamespace(service=SimpleNamespace(topic=topic))
-    webhooks = Webhooks(gateway, allowed_hosts=("127.0.0.1",))  # type: ignore[arg-type]
+    async def members() -> list[str]:
+        return []
+
+    webhooks = Webhooks(
+        SimpleNamespace(),  # type: ignore[arg-type]
+        claim=None,  # type: ignore[arg-type]
+        owned_topic=topic,  # type: ignore[arg-type]
+        members=members,
+        allowed_hosts=("127.0.0.1",),
+    )
     key = ("persistent/public/default/t", "s")
     try:
         await webhooks._start(key, b'{"url": "http://10.0.0.1/hook"}', 5)

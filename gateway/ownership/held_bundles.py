@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping
 from coordination.prefix_view import Entry
 from gateway.names import NamespaceName, TopicName
 from gateway.ownership.bundles import BundleRange, NamespaceBundle, topic_hash
-from gateway.ownership.records import owner_key
+from gateway.ownership.key_records import owner_key
 
 
 class LossReason(enum.Enum):

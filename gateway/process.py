@@ -1,11 +1,14 @@
-"""Gateway: one gateway process's long-lived parts, wired together (asyncio shell).
+"""The gateway process: its long-lived parts, built and wired together (asyncio shell).
 
-Owns: the etcd connection and lease session, the ledger client, the namespace
-store, bundle ownership (registry, ownership manager, load manager), the
-broker service, the HTTP client used to forward to other gateways, and the
-bounds of this gateway (sessions, payload size). Rules (docs/architecture.md §6):
-- any gateway accepts any request; ``route(topic)`` says whether this gateway
-  owns the topic's bundle (serve it) or which gateway does (forward/relay);
+Owns: ``Gateway``, which builds the etcd connection and lease session, the
+ledger client, the namespace store, bundle ownership (registry, ownership
+manager, load manager), the broker service, the router and the forwarder to
+other gateways, and holds the bounds of this gateway (sessions, payload size);
+and the load report. Each part takes the leaf objects it needs, never the
+process. Rules (docs/architecture.md §6):
+- any gateway accepts any request; ``router`` (``gateway.routing``) says whether
+  this gateway owns the topic's bundle (serve it) or which gateway does, and
+  ``forwarder`` (``gateway.forwarder``) is how it talks to that one;
 - when a bundle is lost (lease lost, unload, release, deleted key) its topics,
   loaded or still loading, are dropped at once; a lost lease is stepped down
   from and rejoined in this process (``tenure``); an unload request closes them
@@ -17,16 +20,16 @@ bounds of this gateway (sessions, payload size). Rules (docs/architecture.md §6
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import logging
 import time
 from dataclasses import dataclass, field, replace
+from urllib.parse import urlsplit
 
 import httpx
 
 from coordination.clock import SystemClock, WallClock
-from coordination.errors import Unavailable
+from coordination.session import LeaseSession
 from coordination.session_thread import lease_session
 from coordination.store import MetadataStore
 from gateway.api.delivery_budget import DeliveryBudget
@@ -40,24 +43,23 @@ from gateway.broker.pending_rules import PendingLimits
 from gateway.broker.service import BrokerService, NamespaceView
 from gateway.broker.topic import Topic
 from gateway.broker.topic_policies import TopicPolicies
+from gateway.forwarder import Forwarder
 from gateway.meta.namespaces import NamespaceStore
 from gateway.meta.policies import Policies
 from gateway.meta.schema_registry import SchemaRegistry
 from gateway.names import NamespaceName, TopicName
 from gateway.ownership.bundles import BundleRange, NamespaceBundle
+from gateway.ownership.key_records import LoadReport, smoothed
 from gateway.ownership.load_manager import LoadManager
-from gateway.ownership.owner import LossReason, OwnerInfo, OwnershipManager
-from gateway.ownership.records import LoadReport, smoothed
+from gateway.ownership.owner import LossReason, OwnershipManager
 from gateway.ownership.registry import GatewayRegistry
+from gateway.routing import Router
 from gateway.security.guard import SecurityConfig
 from storage.client.api import LedgerClient
 from storage.client.connection import ConnectionConfig
-from storage.formats.entry_format import EntryMessage
 
 log = logging.getLogger(__name__)
 
-PARTITION_CACHE_S = 2.0
-PARTITION_CACHE_MAX = 10_000
 FORWARD_KEEPALIVE_S = 2.0
 
 
@@ -135,7 +137,7 @@ class Gateway:
         self.config = config
         self.clock = WallClock()  # publish times, delays, TTL: wall time
         # kept by its own thread; replaced by a new one after a lost lease (tenure)
-        self.session = lease_session(store, config.lease_ttl_s)
+        session = lease_session(store, config.lease_ttl_s)
         self.client = LedgerClient(
             store,
             SystemClock(),
@@ -151,39 +153,58 @@ class Gateway:
         self.deliveries = DeliveryBudget(config.pending)
         self.http_held = HttpHeld()  # payloads HTTP consumers hold (http_consume.py)
         self.registry = GatewayRegistry(
-            store, self.session, config.gateway_id, config.http_url, load_provider=self.load_report
+            store, session, config.gateway_id, config.http_url, load_provider=self.load_report
         )
         self.ownership = OwnershipManager(
-            store, self.session, config.gateway_id, config.http_url, registry=self.registry
+            store, session, config.gateway_id, config.http_url, registry=self.registry
         )
         self.load_manager = LoadManager(
             store,
-            self.session,
+            session,
             config.gateway_id,
             interval_s=config.load_manager_interval_s,
             registry=self.registry,
         )
         self.service = BrokerService(store, self.client, self.clock, self._namespace_view, config.log)
-        self.service.is_local = self.ownership.is_owner
-        self.service.ownership_epoch = self.ownership.epoch_of
-        self.service.remote_publish = self._remote_publish
+        self.router = Router(self.namespaces, self.ownership, self.service)
+        # the admin routes ask these two of the process; both are the router's
+        self.route = self.router.owner
+        self.partitions = self.router.partitions
         # idle connections expire before the peer's keep-alive (uvicorn: 5 s) can close
         # them under a request being sent on them
         self.http = httpx.AsyncClient(timeout=30.0, limits=httpx.Limits(keepalive_expiry=FORWARD_KEEPALIVE_S))
+        self.forwarder = Forwarder(self.http, self.router)
+        self.service.is_local = self.ownership.is_owner
+        self.service.ownership_epoch = self.ownership.epoch_of
+        self.service.remote_publish = self.forwarder.publish_entry
         self.webhooks = Webhooks(
-            self,
+            store,
+            self.router.claim,
+            self._owned_topic,
+            self._members,
             allowed_hosts=config.webhook_hosts,
             webhooks_max=config.webhooks_max,
             connections=config.webhook_connections,
         )
-        self.tenure = Tenure(self)
+        self.tenure = Tenure(
+            store,
+            session,
+            config.gateway_id,
+            config.lease_ttl_s,
+            prepare=(self.namespaces.start, self.namespaces.ensure_defaults),
+            steps=(self.registry.rejoin, self.ownership.rejoin, self.load_manager.rejoin),
+        )
         self.sessions = 0
         self.closing = False
-        self._partitions: dict[str, tuple[int, float]] = {}  # topic path -> (count, valid until)
         self._load_at = time.monotonic()  # when the previous load report was made
         self._load_counts: dict[TopicName, _TopicCounts] = {}  # each topic's counters then
         self._bundle_rates: dict[str, float] = {}  # smoothed rate of each owned bundle then
         self.throughput = ThroughputRing()  # msg/s in and out at each load report (dashboard history)
+
+    @property
+    def session(self) -> LeaseSession:
+        """The lease session this gateway is in the cluster under (``tenure`` renews it)."""
+        return self.tenure.session
 
     # ------------------------------------------------------------ lifecycle
 
@@ -218,7 +239,7 @@ class Gateway:
         """Load for the load manager: *rates* since the previous report (the topics'
         counters are totals) - published messages/s in total, and messages/s in + out
         (published + delivered to subscriptions and readers) of each owned bundle,
-        every owned bundle listed, smoothed over reports (``records.smoothed``: a
+        every owned bundle listed, smoothed over reports (``key_records.smoothed``: a
         burst does not make a bundle look hot) - plus topics and sessions. One pass
         over the loaded topics and their subscriptions, once per report interval. The
         totals in and out also go into ``throughput``, the history the dashboard draws."""
@@ -274,11 +295,6 @@ class Gateway:
             topics = self.config.max_topics_per_namespace
         return NamespaceView(True, auto.allow, partitions, resolved, topics)
 
-    async def route(self, topic: TopicName, *, authoritative: bool = False) -> OwnerInfo:
-        policies = await self.namespaces.policies(topic.namespace_name)
-        boundaries = list(policies.bundles.boundaries)
-        return await self.ownership.lookup(topic, boundaries, authoritative=authoritative)
-
     async def unload_namespace(self, ns: NamespaceName, bundle: str | None) -> int:
         """Ask the owners of ``ns``'s bundles (all, or the one named) to unload them; the
         topics close gracefully and move on next use. Returns how many were asked."""
@@ -299,60 +315,12 @@ class Gateway:
     async def _unload_bundle(self, bundle: NamespaceBundle) -> None:
         await self.service.unload_where(bundle.contains)
 
-    async def claim(self, topic: TopicName) -> bool:
-        """Whether this gateway serves ``topic``, acquiring its bundle as a lookup would
-        when nobody holds it (webhooks: their topics are served without a client)."""
-        if self.ownership.is_owner(topic):
-            return True
-        return (await self.route(topic)).is_self
+    async def _owned_topic(self, name: TopicName) -> Topic:
+        """A webhook's topic, owned here: loaded, never created."""
+        return await self.service.topic(name, create=False)
 
-    async def partitions(self, name: TopicName) -> int:
-        """Partition count of ``name`` (0: not partitioned, or a partition itself), from a
-        short-lived cache: every publish asks, and a count only ever grows (clients of
-        Pulsar pick up new partitions late too). While etcd is away the last count read
-        still answers (none can be added then): REST publishing goes on through an etcd
-        outage as WebSocket publishing does."""
-        if name.is_partition:
-            return 0
-        now = time.monotonic()
-        cached = self._partitions.get(name.path)
-        if cached is not None and cached[1] > now:
-            return cached[0]
-        try:
-            count = await self.namespaces.get_partitions(name)
-        except Unavailable:
-            if cached is None:
-                raise
-            return cached[0]
-        if len(self._partitions) >= PARTITION_CACHE_MAX:
-            self._partitions.clear()
-        self._partitions[name.path] = (count, now + PARTITION_CACHE_S)
-        return count
-
-    # ------------------------------------------------------------ forwarding
-
-    async def _remote_publish(self, topic: str, message: EntryMessage) -> None:
-        """Publish one message to a topic owned by another gateway (dead letters)."""
-        name = TopicName.parse(topic)
-        owner = await self.route(name)
-        if owner.is_self:
-            target = await self.service.topic(name)
-            await target.publish(message)
-            return
-        body = {
-            "producerName": message.producer_name,
-            "messages": [
-                {
-                    "payload": base64.b64encode(message.payload).decode(),
-                    "payloadEncoding": "base64",
-                    "properties": dict(message.properties),
-                    **({"key": message.key.decode("utf-8", "replace")} if message.key is not None else {}),
-                }
-            ],
-        }
-        url = f"{owner.http_url}/topics/{name.path}?authoritative=true"
-        response = await self.http.post(url, json=body)
-        response.raise_for_status()
-        result = response.json()["messagePublishResults"][0]
-        if result.get("errorCode", 0):
-            raise RuntimeError(f"publish to {name} failed: {result.get('errorMsg')}")
+    async def _members(self) -> list[str]:
+        """Every gateway's and storage node's host:port (never a webhook target)."""
+        gateways = [urlsplit(info.http_url).netloc for info in self.registry.live().values()]
+        nodes = [node.address for node in await self.client.metadata.live_nodes()]
+        return [*gateways, *nodes]

@@ -17,7 +17,7 @@ from coordination import keys
 from coordination.prefix_view import Entry
 from gateway.names import NamespaceName
 from gateway.ownership.bundles import BundleRange, NamespaceBundle
-from gateway.ownership.records import Assignment, UnloadRequest, bundle_of_key, decode_owner
+from gateway.ownership.key_records import Assignment, UnloadRequest, bundle_of_key, decode_owner
 
 
 class OwnershipView:
