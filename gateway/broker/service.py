@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import weakref
 from collections.abc import Awaitable, Callable
@@ -179,6 +180,10 @@ class BrokerService:
             f"topic {name} is partitioned ({count} partitions): use a partition, {name.partition(0)}{last}"
         )
 
+    def _forget_load(self, name: TopicName, task: asyncio.Task[Topic]) -> None:
+        if self._loading.get(name) is task:  # never a newer load of the same name
+            del self._loading[name]
+
     async def topic(self, name: TopicName, *, create: bool = True) -> Topic:
         """The loaded topic, loading (and auto-creating) it if needed."""
         if self.closed:
@@ -196,7 +201,7 @@ class BrokerService:
                 raise TopicUnavailable(f"this gateway serves its maximum of {self._topics_max} topics")
             task = asyncio.get_running_loop().create_task(self._load(name, create))
             self._loading[name] = task
-            task.add_done_callback(lambda _t: self._loading.pop(name, None))
+            task.add_done_callback(functools.partial(self._forget_load, name))
             if not create:
                 self._loading_without_create.add(task)
         try:
@@ -205,6 +210,7 @@ class BrokerService:
             # a concurrent load that may not create (a stats or peek request) found no
             # topic; this caller may create it: load again rather than share that refusal
             if create and task in self._loading_without_create:
+                self._forget_load(name, task)  # its done-callback may not have run yet: load anew
                 return await self.topic(name, create=True)
             raise
 
