@@ -24,7 +24,7 @@ import pytest
 import websockets
 from clusters import MessagingCluster
 from websockets.exceptions import ConnectionClosed
-from wsclient import Producer, b64, reader_url, unb64
+from wsclient import Consumer, Producer, b64, reader_url, unb64
 
 pytestmark = pytest.mark.component
 
@@ -69,6 +69,10 @@ async def test_a_failed_send_ends_the_session_so_later_frames_cannot_overtake_th
     cluster = await messaging_cluster(gateways=1, nodes=3)
     nodes = cluster.ledgers.nodes
     base = cluster.ws(0)
+    # a durable subscription keeps the log: without one (and without retention) the
+    # ledger holding m0 is all consumed and is trimmed once the topic rolls, as in Pulsar
+    keeper = await Consumer.connect(base, TOPIC, "keep")
+    await keeper.ws.close()
     url = f"{base}/ws/v2/producer/persistent/public/default/{TOPIC}?producerName=p"
     ws = await websockets.connect(url, open_timeout=15)
     try:
