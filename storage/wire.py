@@ -157,28 +157,27 @@ def encode_response(op: int, request_id: int, status: Status, body: bytes | memo
     return _PACK_RESP_FRAME_HEAD(_RESP_HEAD_SIZE, op | RESPONSE_BIT, request_id, status)  # every add reply
 
 
-Request = tuple[int, int, bytes]  # a request frame: (op, request id, body)
-Response = tuple[int, int, int, bytes]  # a reply frame: (op | 0x80, request id, status code, body)
+Request = tuple[tuple[int, int], bytes]  # a request frame: ((op, request id), body)
+Response = tuple[tuple[int, int, int], bytes]  # a reply frame: ((op | 0x80, request id, status code), body)
 _NO_FRAMES: list[Any] = []  # the shared "no complete frame yet" result of ``feed``; never mutated
 
 
 class FrameDecoder:
     """Incremental frame splitter for one direction of a connection.
 
-    ``FrameDecoder.requests()`` (a node's side) returns ``(op, request_id, body)``
-    per frame, ``FrameDecoder.responses()`` (a client's side) ``(op | 0x80,
-    request_id, status code, body)``; ``body`` is a copy (``b""`` when empty).
+    ``FrameDecoder.requests()`` (a node's side) returns ``((op, request_id), body)``
+    per frame, ``FrameDecoder.responses()`` (a client's side) ``((op | 0x80,
+    request_id, status code), body)``; ``body`` is a copy (``b""`` when empty).
     Bytes wait as received chunks until the frame they complete is all here, so
     every byte is copied a bounded number of times whatever the frame size (a
     growing buffer would copy a multi-MiB frame once per chunk). ``feed`` raises
     ProtocolViolation on a length shorter than the head or larger than
     ``max_frame_bytes`` (the connection is then beyond repair: close it)."""
 
-    __slots__ = ("_have", "_head_size", "_max", "_need", "_parts", "_replies", "_unpack_head")
+    __slots__ = ("_have", "_head_size", "_max", "_need", "_parts", "_unpack_head")
 
     def __init__(self, replies: bool, max_frame_bytes: int) -> None:
         head = _RESP_HEAD if replies else _REQ_HEAD
-        self._replies = replies
         self._unpack_head = head.unpack_from
         self._head_size = head.size
         self._max = max_frame_bytes
@@ -194,7 +193,7 @@ class FrameDecoder:
     def responses(cls, max_frame_bytes: int = MAX_FRAME_BYTES) -> FrameDecoder:
         return cls(True, max_frame_bytes)
 
-    def feed(self, data: bytes) -> list[Any]:
+    def feed(self, data: bytes) -> list[Any]:  # list[Request] or list[Response]
         self._parts.append(data)
         self._have += len(data)
         if self._have < self._need:
@@ -205,7 +204,6 @@ class FrameDecoder:
         offset = 0
         need = _LEN.size
         frames: list[Any] = []
-        replies = self._replies
         unpack_head = self._unpack_head
         head_size = self._head_size
         body_at = 4 + head_size
@@ -218,14 +216,8 @@ class FrameDecoder:
             if end > size:
                 need = end - offset
                 break
-            start = offset + body_at
-            body = buffer[start:end] if end > start else b""  # the one copy of a body
-            if replies:
-                op, request_id, status = unpack_head(buffer, offset + 4)
-                frames.append((op, request_id, status, body))
-            else:
-                op, request_id = unpack_head(buffer, offset + 4)
-                frames.append((op, request_id, body))
+            # the head's fields, and the one copy of the body (b"" itself when empty)
+            frames.append((unpack_head(buffer, offset + 4), buffer[offset + body_at : end]))
             offset = end
         rest = buffer[offset:] if offset else buffer
         self._parts = [rest] if rest else []

@@ -213,11 +213,11 @@ class NodeConnection:
 
     # ------------------------------------------------------------ receiving
 
-    def _on_replies(self, replies: list[tuple[int, int, int, bytes]]) -> None:
+    def _on_replies(self, replies: list[wire.Response]) -> None:
         node = self.node_id
         in_flight = self._in_flight
         statuses = _STATUS
-        for _op, request_id, code, body in replies:
+        for (_, request_id, code), body in replies:
             status = statuses.get(code)
             if status is None:
                 self._abort(f"unknown status {code} in a reply")

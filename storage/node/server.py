@@ -173,7 +173,7 @@ class Connection(asyncio.Protocol):
         self._update_reading()
 
     def _dispatch(self, frame: wire.Request) -> None:
-        op, request_id, body = frame
+        (op, request_id), body = frame
         service = self._service
         if op == _ADD:
             service.add(self, request_id, memoryview(body))

@@ -43,7 +43,7 @@ class Reply(NamedTuple):
 
     @staticmethod
     def of(frame: wire.Response) -> Reply:
-        op, request_id, status, body = frame
+        (op, request_id, status), body = frame
         return Reply(op & ~wire.RESPONSE_BIT, request_id, Status(status), body)
 
 

@@ -42,7 +42,7 @@ class FakeNode:
         decoder = wire.FrameDecoder.requests()
         with contextlib.suppress(ConnectionError, asyncio.CancelledError):
             while data := await reader.read(65536):
-                for op, request_id, body in decoder.feed(data):
+                for (op, request_id), body in decoder.feed(data):
                     self.received += 1
                     reply = wire.encode_response(op, request_id, Status.OK, body)
                     if self.hold:

@@ -27,8 +27,8 @@ def cut(stream: bytes, rng: random.Random, sizes: list[int]) -> list[bytes]:
 def test_requests_come_out_whole_and_in_order_however_the_stream_is_cut(sizes: list[int]) -> None:
     rng = random.Random(sum(sizes))
     bodies = [b"", b"x", rng.randbytes(17), rng.randbytes(3_000 if sizes == [1] else 2_000_000), b""]
-    expected = [(i % 7, 2**63 + i, body) for i, body in enumerate(bodies)]
-    stream = b"".join(wire.encode_request(op, rid, body) for op, rid, body in expected)
+    expected = [((i % 7, 2**63 + i), body) for i, body in enumerate(bodies)]
+    stream = b"".join(wire.encode_request(op, rid, body) for (op, rid), body in expected)
     decoder = wire.FrameDecoder.requests()
     frames = [frame for chunk in cut(stream, rng, sizes) for frame in decoder.feed(chunk)]
     assert frames == expected
@@ -39,7 +39,7 @@ def test_a_request_head_and_its_body_are_the_request() -> None:
     body = b"abc" * 100
     head = wire.encode_request_head(3, 2**63, len(body))
     assert head + body == wire.encode_request(3, 2**63, body)
-    assert wire.FrameDecoder.requests().feed(head + body) == [(3, 2**63, body)]
+    assert wire.FrameDecoder.requests().feed(head + body) == [((3, 2**63), body)]
 
 
 def test_replies_carry_the_response_bit_and_their_status() -> None:
@@ -47,8 +47,8 @@ def test_replies_carry_the_response_bit_and_their_status() -> None:
     data = wire.encode_response(wire.Op.ADD, 5, Status.FENCED) + wire.encode_response(
         wire.Op.READ, 6, Status.OK, memoryview(b"entry")
     )
-    assert decoder.feed(data[:-1]) == [(0x81, 5, int(Status.FENCED), b"")]
-    assert decoder.feed(data[-1:]) == [(0x82, 6, 0, b"entry")]
+    assert decoder.feed(data[:-1]) == [((0x81, 5, int(Status.FENCED)), b"")]
+    assert decoder.feed(data[-1:]) == [((0x82, 6, 0), b"entry")]
 
 
 @pytest.mark.parametrize("length", [0, 8, wire.MAX_FRAME_BYTES + 1])
