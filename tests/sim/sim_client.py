@@ -145,7 +145,7 @@ class WriterShell(SimClient):
             self.appended += 1
             send = effects[0]
             assert isinstance(send, SendAdd) and send.entry_id == entry_id
-            self._checker.writer_appended(entry_id, wire.parse_add(send.body)[1])
+            self._checker.writer_appended(entry_id, wire.parse_add(send.body)[4])
             self._execute(effects)
         if self.error is None and self.appended < self.entries:
             self.sched.after(self._rng.randint(1, self._think_ms_max), self._pump)

@@ -26,7 +26,7 @@ from coordination import keys
 from coordination.errors import LeaseLost
 from coordination.memory_store import MemoryStore
 from storage import wire
-from storage.errors import Status
+from storage.errors import BadRequest, Status
 from storage.node import journal_io
 from storage.node.journal_core import Ack, Effect, JournalConfig, JournalCore, Reject, Sync, Write
 from storage.node.ledger_state import LedgerStates
@@ -198,11 +198,11 @@ class SimNode:
             self._reply(src, Reply(message.req_id, Status.UNKNOWN_OP))
 
     def _add(self, message: Request, src: str) -> None:
-        recovery, entry = wire.parse_add(message.body)
-        if not wire.verify_entry(entry):
+        try:
+            recovery, ledger_id, entry_id, lac, entry = wire.parse_add(message.body)
+        except BadRequest:
             self._reply(src, Reply(message.req_id, Status.BAD_REQUEST))
             return
-        ledger_id, entry_id, lac = wire.entry_header(entry)
         if (ledger_id in self.states.fenced) != (self.states.check_add(ledger_id, False) is Status.FENCED):
             self._checker.fail(f"{self.name}: LedgerStates.fenced and check_add disagree on {ledger_id}")
         status = self.states.check_add(ledger_id, recovery or not self._fencing)
