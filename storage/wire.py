@@ -1,15 +1,21 @@
 """The node wire protocol: frames, ops, bodies and the signed entry format.
 
-Owns: every byte that crosses a client<->node TCP connection (docs/decisions/0001).
-Sans-I/O: ``FrameDecoder.feed(bytes)`` returns complete frames; ``encode_*``
-build bytes. Both the node server and the client connection use this module;
-nothing else knows the layout.
+Owns: the layout of every frame that crosses a client<->node TCP connection
+(docs/decisions/0001); the proof a client may send before its first frame is
+storage/wire_auth.py's. Sans-I/O: ``FrameDecoder.feed(bytes)`` returns the
+complete frames' heads and bodies; ``encode_*`` build bytes, ``parse_*`` read
+them. The node server, the node service and entry store, the client connection
+and the ledger writer, reader and recovery all use this module; nothing else
+knows the layout. Rule: the hot paths (an add's head and body, a reply's head,
+splitting frames) are pre-bound ``struct`` packs and unpacks; a frame's body is
+copied once out of the stream, an add's entry is then a memoryview slice of it.
 
 Frame  = u32 length (of what follows) | u8 op | u64 request_id | body
 Reply  = u32 length | u8 (op | 0x80) | u64 request_id | u8 status | body
 Entry  = u64 ledger_id | i64 entry_id | i64 lac | u32 crc32c | payload
          (crc32c over ledger_id, entry_id, lac and payload; computed by the
          writer, stored verbatim by nodes, verified by every reader)
+Add    = u8 flags (0x01: recovery add) | entry
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from __future__ import annotations
 import enum
 import struct
 from dataclasses import dataclass
+from typing import Any
 
 import crc32c
 
@@ -29,7 +36,11 @@ RANGE_READ_BYTES_MAX = 4 * 1024 * 1024  # a range-read reply carries at most thi
 _LEN = struct.Struct(">I")
 _REQ_HEAD = struct.Struct(">BQ")  # op, request id
 _RESP_HEAD = struct.Struct(">BQB")  # op|0x80, request id, status
+_REQ_FRAME_HEAD = struct.Struct(">IBQ")  # length, then the request head: what precedes a body
+_RESP_FRAME_HEAD = struct.Struct(">IBQB")  # length, then the reply head
 ENTRY_HEADER = struct.Struct(">QqqI")  # ledger, entry, lac, crc32c
+_CRC_HEAD = struct.Struct(">Qqq")  # what an entry's crc covers before its payload
+_ADD_HEAD = struct.Struct(">BQqqI")  # an add body's flags, then the entry header
 _LEDGER_ENTRY = struct.Struct(">Qq")
 _RANGE = struct.Struct(">QqqI")
 _READ_LAC = struct.Struct(">QqI")
@@ -40,6 +51,22 @@ _U8 = struct.Struct(">B")
 
 RESPONSE_BIT = 0x80
 FLAG_RECOVERY_ADD = 0x01
+ENTRY_BYTES_MAX = ENTRY_HEADER.size + MAX_ENTRY_PAYLOAD_BYTES  # an encoded entry, header included
+
+# pre-bound for the hot paths
+_UNPACK_LEN = _LEN.unpack_from
+_PACK_REQ_FRAME_HEAD = _REQ_FRAME_HEAD.pack
+_PACK_RESP_FRAME_HEAD = _RESP_FRAME_HEAD.pack
+_PACK_CRC_HEAD = _CRC_HEAD.pack
+_PACK_ADD_HEAD = _ADD_HEAD.pack
+_UNPACK_ADD_HEAD = _ADD_HEAD.unpack_from
+_UNPACK_ENTRY_HEADER = ENTRY_HEADER.unpack_from
+_CRC = crc32c.crc32c
+_REQ_HEAD_SIZE = _REQ_HEAD.size
+_RESP_HEAD_SIZE = _RESP_HEAD.size
+_ENTRY_HEADER_SIZE = ENTRY_HEADER.size
+_CRC_HEAD_SIZE = _CRC_HEAD.size
+_ADD_BYTES_MIN = _ADD_HEAD.size
 
 
 class Op(enum.IntEnum):
@@ -62,8 +89,14 @@ class Entry:
     payload: bytes
 
 
-def _entry_crc(ledger_id: int, entry_id: int, lac: int, payload: bytes) -> int:
-    return crc32c.crc32c(payload, crc32c.crc32c(struct.pack(">Qqq", ledger_id, entry_id, lac)))
+def _entry_crc(ledger_id: int, entry_id: int, lac: int, payload: bytes | memoryview) -> int:
+    return _CRC(payload, _CRC(_PACK_CRC_HEAD(ledger_id, entry_id, lac)))
+
+
+def _crc_matches(entry: bytes | memoryview, crc: int) -> bool:
+    """Whether an encoded entry's own bytes give ``crc`` (no copy of the payload)."""
+    view = memoryview(entry)
+    return _CRC(view[_ENTRY_HEADER_SIZE:], _CRC(view[:_CRC_HEAD_SIZE])) == crc
 
 
 def encode_entry(ledger_id: int, entry_id: int, lac: int, payload: bytes) -> bytes:
@@ -73,122 +106,161 @@ def encode_entry(ledger_id: int, entry_id: int, lac: int, payload: bytes) -> byt
 
 def entry_header(data: bytes | memoryview) -> tuple[int, int, int]:
     """(ledger_id, entry_id, lac) of an encoded entry, without verifying it."""
-    if len(data) < ENTRY_HEADER.size:
+    if len(data) < _ENTRY_HEADER_SIZE:
         raise ProtocolViolation("entry shorter than its header")
-    ledger_id, entry_id, lac, _ = ENTRY_HEADER.unpack_from(data)
+    ledger_id, entry_id, lac, _ = _UNPACK_ENTRY_HEADER(data)
     return ledger_id, entry_id, lac
 
 
 def decode_entry(data: bytes | memoryview) -> Entry:
     """Parse and verify an encoded entry; raises ChecksumMismatch if corrupt."""
-    if len(data) < ENTRY_HEADER.size:
+    if len(data) < _ENTRY_HEADER_SIZE:
         raise ProtocolViolation("entry shorter than its header")
-    ledger_id, entry_id, lac, crc = ENTRY_HEADER.unpack_from(data)
-    payload = bytes(data[ENTRY_HEADER.size :])
+    ledger_id, entry_id, lac, crc = _UNPACK_ENTRY_HEADER(data)
+    payload = bytes(data[_ENTRY_HEADER_SIZE:])
     if _entry_crc(ledger_id, entry_id, lac, payload) != crc:
         raise ChecksumMismatch(f"entry {ledger_id}:{entry_id} fails its crc32c")
     return Entry(ledger_id, entry_id, lac, payload)
 
 
 def verify_entry(data: bytes | memoryview) -> bool:
-    try:
-        decode_entry(data)
-    except (ChecksumMismatch, ProtocolViolation):
+    """Whether ``data`` is a whole encoded entry whose crc32c matches."""
+    if len(data) < _ENTRY_HEADER_SIZE:
         return False
-    return True
+    return _crc_matches(data, _UNPACK_ENTRY_HEADER(data)[3])
+
+
+def payload_size(entry: bytes | memoryview) -> int:
+    """The payload bytes of an encoded entry."""
+    return len(entry) - _ENTRY_HEADER_SIZE
 
 
 # ---------------------------------------------------------------- frames
 
 
-@dataclass(frozen=True, slots=True)
-class Request:
-    op: int  # may be an unknown op number; the server answers UNKNOWN_OP
-    request_id: int
-    body: bytes
-
-
-@dataclass(frozen=True, slots=True)
-class Response:
-    op: int
-    request_id: int
-    status: Status
-    body: bytes
+def encode_request_head(op: int, request_id: int, body_length: int) -> bytes:
+    """What precedes a request's body on the wire (written with it as one vectored write)."""
+    return _PACK_REQ_FRAME_HEAD(_REQ_HEAD_SIZE + body_length, op, request_id)
 
 
 def encode_request(op: int, request_id: int, body: bytes = b"") -> bytes:
-    return _LEN.pack(_REQ_HEAD.size + len(body)) + _REQ_HEAD.pack(op, request_id) + body
+    return _PACK_REQ_FRAME_HEAD(_REQ_HEAD_SIZE + len(body), op, request_id) + body
 
 
-def encode_response(op: int, request_id: int, status: Status, body: bytes = b"") -> bytes:
-    return (
-        _LEN.pack(_RESP_HEAD.size + len(body))
-        + _RESP_HEAD.pack(op | RESPONSE_BIT, request_id, int(status))
-        + body
-    )
+def encode_response(op: int, request_id: int, status: Status, body: bytes | memoryview = b"") -> bytes:
+    if body:
+        head = _PACK_RESP_FRAME_HEAD(_RESP_HEAD_SIZE + len(body), op | RESPONSE_BIT, request_id, status)
+        return head + body
+    return _PACK_RESP_FRAME_HEAD(_RESP_HEAD_SIZE, op | RESPONSE_BIT, request_id, status)  # every add reply
+
+
+Request = tuple[int, int, bytes]  # a request frame: (op, request id, body)
+Response = tuple[int, int, int, bytes]  # a reply frame: (op | 0x80, request id, status code, body)
+_NO_FRAMES: list[Any] = []  # the shared "no complete frame yet" result of ``feed``; never mutated
 
 
 class FrameDecoder:
-    """Incremental frame splitter. ``feed`` returns the complete frames'
-    contents (without the length prefix); raises ProtocolViolation on a length
-    that is too small or larger than ``MAX_FRAME_BYTES``."""
+    """Incremental frame splitter for one direction of a connection.
 
-    def __init__(self, max_frame_bytes: int = MAX_FRAME_BYTES) -> None:
-        self._buffer = bytearray()
+    ``FrameDecoder.requests()`` (a node's side) returns ``(op, request_id, body)``
+    per frame, ``FrameDecoder.responses()`` (a client's side) ``(op | 0x80,
+    request_id, status code, body)``; ``body`` is a copy (``b""`` when empty).
+    Bytes wait as received chunks until the frame they complete is all here, so
+    every byte is copied a bounded number of times whatever the frame size (a
+    growing buffer would copy a multi-MiB frame once per chunk). ``feed`` raises
+    ProtocolViolation on a length shorter than the head or larger than
+    ``max_frame_bytes`` (the connection is then beyond repair: close it)."""
+
+    __slots__ = ("_have", "_head_size", "_max", "_need", "_parts", "_replies", "_unpack_head")
+
+    def __init__(self, replies: bool, max_frame_bytes: int) -> None:
+        head = _RESP_HEAD if replies else _REQ_HEAD
+        self._replies = replies
+        self._unpack_head = head.unpack_from
+        self._head_size = head.size
         self._max = max_frame_bytes
+        self._parts: list[bytes] = []  # received, not split into frames yet
+        self._have = 0
+        self._need = _LEN.size  # split again once this many bytes are here
 
-    def feed(self, data: bytes) -> list[bytes]:
-        self._buffer += data
-        frames: list[bytes] = []
+    @classmethod
+    def requests(cls, max_frame_bytes: int = MAX_FRAME_BYTES) -> FrameDecoder:
+        return cls(False, max_frame_bytes)
+
+    @classmethod
+    def responses(cls, max_frame_bytes: int = MAX_FRAME_BYTES) -> FrameDecoder:
+        return cls(True, max_frame_bytes)
+
+    def feed(self, data: bytes) -> list[Any]:
+        self._parts.append(data)
+        self._have += len(data)
+        if self._have < self._need:
+            return _NO_FRAMES
+        parts = self._parts
+        buffer = parts[0] if len(parts) == 1 else b"".join(parts)
+        size = len(buffer)
         offset = 0
-        buffer = self._buffer
-        while len(buffer) - offset >= 4:
-            (length,) = _LEN.unpack_from(buffer, offset)
-            if length < _REQ_HEAD.size or length > self._max:
+        need = _LEN.size
+        frames: list[Any] = []
+        replies = self._replies
+        unpack_head = self._unpack_head
+        head_size = self._head_size
+        body_at = 4 + head_size
+        limit = self._max
+        while size - offset >= 4:
+            (length,) = _UNPACK_LEN(buffer, offset)
+            if length < head_size or length > limit:
                 raise ProtocolViolation(f"frame length {length} out of bounds")
-            if len(buffer) - offset - 4 < length:
+            end = offset + 4 + length
+            if end > size:
+                need = end - offset
                 break
-            frames.append(bytes(buffer[offset + 4 : offset + 4 + length]))
-            offset += 4 + length
-        if offset:
-            del buffer[:offset]
+            start = offset + body_at
+            body = buffer[start:end] if end > start else b""  # the one copy of a body
+            if replies:
+                op, request_id, status = unpack_head(buffer, offset + 4)
+                frames.append((op, request_id, status, body))
+            else:
+                op, request_id = unpack_head(buffer, offset + 4)
+                frames.append((op, request_id, body))
+            offset = end
+        rest = buffer[offset:] if offset else buffer
+        self._parts = [rest] if rest else []
+        self._have = len(rest)
+        self._need = need
         return frames
 
     @property
     def buffered(self) -> int:
-        return len(self._buffer)
-
-
-def parse_request(frame: bytes) -> Request:
-    if len(frame) < _REQ_HEAD.size:
-        raise ProtocolViolation("request frame too short")
-    op, request_id = _REQ_HEAD.unpack_from(frame)
-    return Request(op, request_id, frame[_REQ_HEAD.size :])
-
-
-def parse_response(frame: bytes) -> Response:
-    if len(frame) < _RESP_HEAD.size:
-        raise ProtocolViolation("response frame too short")
-    op, request_id, status = _RESP_HEAD.unpack_from(frame)
-    try:
-        status_enum = Status(status)
-    except ValueError as exc:
-        raise ProtocolViolation(f"unknown status {status}") from exc
-    return Response(op & ~RESPONSE_BIT, request_id, status_enum, frame[_RESP_HEAD.size :])
+        return self._have
 
 
 # ---------------------------------------------------------------- bodies
 
 
 def add_body(entry: bytes, recovery: bool = False) -> bytes:
+    """The add body of an encoded entry (a recovery add re-sends one it read)."""
     return _U8.pack(FLAG_RECOVERY_ADD if recovery else 0) + entry
 
 
-def parse_add(body: bytes) -> tuple[bool, bytes]:
-    """(is_recovery_add, encoded entry)."""
-    if len(body) < 1 + ENTRY_HEADER.size:
+def encode_add_body(ledger_id: int, entry_id: int, lac: int, payload: bytes) -> bytes:
+    """A writer's normal add body of a new entry (``add_body`` of ``encode_entry``),
+    in one pack and one concatenation."""
+    crc = _CRC(payload, _CRC(_PACK_CRC_HEAD(ledger_id, entry_id, lac)))
+    return _PACK_ADD_HEAD(0, ledger_id, entry_id, lac, crc) + payload
+
+
+def parse_add(body: bytes | memoryview) -> tuple[bool, int, int, int, bytes | memoryview]:
+    """(is_recovery_add, ledger_id, entry_id, lac, encoded entry) of a verified add
+    body; the entry is a slice of ``body`` (no copy when ``body`` is a memoryview).
+    Raises ProtocolViolation (too short) or ChecksumMismatch (corrupt)."""
+    if len(body) < _ADD_BYTES_MIN:
         raise ProtocolViolation("add body too short")
-    return bool(body[0] & FLAG_RECOVERY_ADD), body[1:]
+    flags, ledger_id, entry_id, lac, crc = _UNPACK_ADD_HEAD(body)
+    entry = body[1:]
+    if _CRC(entry[_ENTRY_HEADER_SIZE:], _CRC(entry[:_CRC_HEAD_SIZE])) != crc:
+        raise ChecksumMismatch(f"entry {ledger_id}:{entry_id} fails its crc32c")
+    return flags & FLAG_RECOVERY_ADD != 0, ledger_id, entry_id, lac, entry
 
 
 def ledger_entry_body(ledger_id: int, entry_id: int) -> bytes:

@@ -21,7 +21,6 @@ import asyncio
 import contextlib
 import logging
 import os
-import struct
 import time
 from collections import deque
 from collections.abc import Callable
@@ -31,7 +30,7 @@ from typing import Any
 
 from coordination.clock import Clock, SystemClock
 from storage import wire, wire_auth
-from storage.errors import Status
+from storage.errors import ProtocolViolation, Status
 from storage.ports import ASYNCIO_NETWORK, Network
 from storage.types import NodeId
 
@@ -61,66 +60,23 @@ class ConnectionConfig:
     auth_secret: bytes | None = field(default_factory=secret_from_env)
 
 
-# The hot path packs request headers and splits replies itself, with the exact
-# layout of storage/wire.py (tests/contract/test_client_connection.py checks the
-# two agree): request = u32 len | u8 op | u64 id | body; reply = u32 len |
-# u8 op|0x80 | u64 id | u8 status | body.
-_REQUEST_HEAD = struct.Struct(">IBQ")
-_REPLY_HEAD = struct.Struct(">IBQB")
-_LENGTH = struct.Struct(">I")
-_REQUEST_HEAD_EXTRA = _REQUEST_HEAD.size - 4
+_encode_request_head = wire.encode_request_head
 _STATUS = {int(status): status for status in Status}
 
 
-def encode_request_head(op: int, request_id: int, body_length: int) -> bytes:
-    return _REQUEST_HEAD.pack(_REQUEST_HEAD_EXTRA + body_length, op, request_id)
-
-
 class _Protocol(asyncio.Protocol):
-    """Splits the reply stream into frames. Bytes wait as received chunks until the
-    frame they complete is all here, so every byte is copied a bounded number of
-    times whatever the frame size (a growing buffer would copy a multi-MiB range
-    reply once per chunk)."""
+    """Hands the node's replies, split by ``wire.FrameDecoder``, to its connection."""
 
     def __init__(self, owner: NodeConnection) -> None:
         self.owner = owner
-        self._parts: list[bytes] = []  # received, not split into frames yet
-        self._have = 0
-        self._need = _LENGTH.size  # split again once this many bytes are here
+        self._replies = wire.FrameDecoder.responses()
 
     def data_received(self, data: bytes) -> None:
-        self._parts.append(data)
-        self._have += len(data)
-        if self._have < self._need:
+        try:
+            replies = self._replies.feed(data)
+        except ProtocolViolation as exc:
+            self.owner._abort(f"reply {exc}")
             return
-        parts = self._parts
-        buffer = parts[0] if len(parts) == 1 else b"".join(parts)
-        view = memoryview(buffer)
-        size = len(buffer)
-        offset = 0
-        need = _LENGTH.size
-        replies: list[tuple[int, int, bytes]] = []
-        head = _REPLY_HEAD
-        head_size = head.size
-        length_of = _LENGTH.unpack_from
-        while size - offset >= 4:
-            (length,) = length_of(buffer, offset)
-            if length < head_size - 4 or length > wire.MAX_FRAME_BYTES:
-                self.owner._abort(f"reply frame length {length} out of bounds")
-                return
-            end = offset + 4 + length
-            if end > size:
-                need = end - offset
-                break
-            _, _op, request_id, status = head.unpack_from(buffer, offset)
-            body = bytes(view[offset + head_size : end]) if end > offset + head_size else b""
-            replies.append((request_id, status, body))
-            offset = end
-        view.release()
-        rest = buffer[offset:] if offset else buffer
-        self._parts = [rest] if rest else []
-        self._have = len(rest)
-        self._need = need
         if replies:
             self.owner._on_replies(replies)
 
@@ -193,7 +149,7 @@ class NodeConnection:
         in_flight = self._in_flight
         if self._transport is not None and len(in_flight) < self._in_flight_max and not self._waiting:
             in_flight[rid] = (callback, token)
-            head = _REQUEST_HEAD.pack(_REQUEST_HEAD_EXTRA + len(body), op, rid)
+            head = _encode_request_head(op, rid, len(body))
             if not self._flush_scheduled:
                 self._flush_scheduled = True
                 self._loop.call_soon(self._flush)
@@ -257,17 +213,17 @@ class NodeConnection:
         while self._waiting and len(self._in_flight) < limit:
             rid, op, body, callback, token = self._waiting.popleft()
             self._in_flight[rid] = (callback, token)
-            self._out.append(encode_request_head(op, rid, len(body)))
+            self._out.append(_encode_request_head(op, rid, len(body)))
             self._out.append(body)
         self._schedule_flush()
 
     # ------------------------------------------------------------ receiving
 
-    def _on_replies(self, replies: list[tuple[int, int, bytes]]) -> None:
+    def _on_replies(self, replies: list[tuple[int, int, int, bytes]]) -> None:
         node = self.node_id
         in_flight = self._in_flight
         statuses = _STATUS
-        for request_id, code, body in replies:
+        for _op, request_id, code, body in replies:
             status = statuses.get(code)
             if status is None:
                 self._abort(f"unknown status {code} in a reply")

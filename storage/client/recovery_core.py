@@ -204,7 +204,7 @@ class RecoveryCore:
             del self._reads[entry_id]
             self._found_until = entry_id
             self._window = min(self._window_max, self._window * 2)
-            self.recovered_bytes += len(read.data) - wire.ENTRY_HEADER.size
+            self.recovered_bytes += wire.payload_size(read.data)
             self.recovered_entries += 1
             self._writebacks[entry_id] = (set(), set())
             add = wire.add_body(read.data, recovery=True)

@@ -51,10 +51,10 @@ from storage.client.write_effects import (
     SendAdd,
     WriterConfig,
     WriteSegment,
-    encode_add_body,
 )
 from storage.errors import Fenced, QuorumLost, Status, StorageError
 from storage.types import LedgerMetadata, LedgerState, NodeId, NodeInfo
+from storage.wire import encode_add_body
 
 
 class _Pending(AckSet):

@@ -1,12 +1,11 @@
 """The ledger writer's interface to its shell: the bounds it is given, what it
-asks the shell to do, and how its adds and ensemble changes are encoded (pure).
+asks the shell to do, and the ensemble changes it makes (pure).
 
 Owns: ``WriterConfig`` (the writer's count, byte and time bounds), the effects
 ``write_core`` returns (``SendAdd``, ``CompleteAdds``, ``FindNodes``,
-``WriteSegment``, ``FailAll``), the add body of one entry and the metadata
-change a ``WriteSegment`` makes. Rules (docs/compatibility.md
-§6.2-6.4): an add body is byte-identical to ``wire.add_body`` of
-``wire.encode_entry``; a new segment starts at LAC+1 and records on the old one
+``WriteSegment``, ``FailAll``) and the metadata change a ``WriteSegment``
+makes (add bodies are ``wire.encode_add_body``'s). Rules (docs/compatibility.md
+§6.2-6.4): a new segment starts at LAC+1 and records on the old one
 the members that may lack entries of it; the change applies only while the
 ledger is OPEN and its last ensemble is the one the writer saw (else Fenced /
 MetadataConflict). No asyncio, no sockets, no clock.
@@ -14,11 +13,8 @@ MetadataConflict). No asyncio, no sockets, no clock.
 
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass
 from typing import NamedTuple
-
-import crc32c
 
 from storage.errors import Fenced, MetadataConflict, StorageError
 from storage.types import LedgerMetadata, LedgerState, NodeId, Segment
@@ -79,18 +75,6 @@ class FailAll:
 
 
 Effect = SendAdd | CompleteAdds | FindNodes | WriteSegment | FailAll
-
-# a normal add body (wire.add_body of wire.encode_entry) built in one pack + one
-# concatenation; tests/unit checks it is byte-identical to the wire functions
-_ADD_HEAD_PACK = struct.Struct(">BQqqI").pack  # flags, ledger, entry, lac, crc32c
-_CRC_HEAD_PACK = struct.Struct(">Qqq").pack  # what the entry crc covers before the payload
-_CRC = crc32c.crc32c
-
-
-def encode_add_body(ledger_id: int, entry_id: int, lac: int, payload: bytes) -> bytes:
-    crc = _CRC(payload, _CRC(_CRC_HEAD_PACK(ledger_id, entry_id, lac)))
-    return _ADD_HEAD_PACK(0, ledger_id, entry_id, lac, crc) + payload
-
 
 NO_EFFECTS_LIST: list[Effect] = []  # shared "nothing to do" result of the hot path; never mutated
 

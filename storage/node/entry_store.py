@@ -37,6 +37,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from storage import wire
+from storage.errors import ProtocolViolation
 from storage.node.entry_index import EntryIndex, decode_index_file, encode_index_file
 from storage.node.journal_io import (
     TYPE_ADD,
@@ -54,7 +55,6 @@ log = logging.getLogger("folio.storage.entries")
 Location = tuple[int, int, int]  # journal file id, offset of the wire entry, length
 Location4 = tuple[int, int, int, int]  # ledger, entry, offset of the wire entry in its file, length
 _LOW32 = 0xFFFFFFFF
-_ENTRY_HEAD = wire.ENTRY_HEADER.size
 
 
 class EntryStore:
@@ -309,9 +309,11 @@ def scan_adds(path: Path, disk: Disk = OS_DISK) -> array:
     first bad record (every record's crc32c verified)."""
     records = array("q")
     for end, rtype, body in scan_file(disk.read_bytes(path)):
-        if rtype == TYPE_ADD and len(body) >= _ENTRY_HEAD:
-            ledger_id = int.from_bytes(body[:8], "big")
-            entry_id = int.from_bytes(body[8:16], "big", signed=True)
+        if rtype == TYPE_ADD:
+            try:
+                ledger_id, entry_id, _ = wire.entry_header(body)
+            except ProtocolViolation:  # shorter than an entry header: not indexed
+                continue
             records.extend((ledger_id, entry_id, end - len(body), len(body)))
     return records
 

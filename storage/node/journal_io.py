@@ -92,6 +92,12 @@ def delete_record(ledger_id: int) -> bytes:
     return HEAD.pack(len(body) + 1, crc32c.crc32c(body, _CRC_DELETE), TYPE_DELETE) + body
 
 
+def record_ledger_id(body: Buffer) -> int:
+    """The ledger id of a FENCE or DELETE record's body."""
+    (ledger_id,) = FENCE_BODY.unpack_from(body)
+    return int(ledger_id)
+
+
 @dataclass(frozen=True, slots=True)
 class Failpoints:
     fsync_error_after: int = 0  # 0 = off

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import struct
 import time
 from collections import deque
 from collections.abc import Callable
@@ -41,13 +40,7 @@ MAX_IN_FLIGHT = 4096  # requests per connection
 MAX_PER_PEER = 256  # connections from one address
 IDLE_TIMEOUT_S = 300.0
 AUTH_TIMEOUT_S = 5.0
-_REQ_HEAD = struct.Struct(">BQ")
-_REQ_HEAD_SIZE = _REQ_HEAD.size
-_LEN_UNPACK = struct.Struct(">I").unpack_from
-# a reply without a body (every add reply) in one pack: u32 len | u8 op|0x80 | u64 id | u8 status
-_EMPTY_REPLY_PACK = struct.Struct(">IBQB").pack
-_EMPTY_REPLY_LENGTH = 10
-_RESPONSE_BIT = wire.RESPONSE_BIT
+_encode_response = wire.encode_response
 
 _ADD = int(wire.Op.ADD)
 _READ = int(wire.Op.READ)
@@ -61,9 +54,10 @@ class Connection(asyncio.Protocol):
     def __init__(self, server: NodeServer) -> None:
         self._server = server
         self._service = server.service
-        self._buffer = bytearray()  # an incomplete frame carried over to the next read
+        self._buffer = bytearray()  # an incomplete proof carried over to the next read
+        self._requests = wire.FrameDecoder.requests()
         self._transport: asyncio.Transport | None = None
-        self._backlog: deque[bytes] = deque()
+        self._backlog: deque[wire.Request] = deque()
         self._out: list[Buffer] = []
         self._flush_scheduled = False
         self._reading_paused = False
@@ -138,28 +132,12 @@ class Connection(asyncio.Protocol):
             if not after:
                 return
             data = after
-        # splits frames like wire.FrameDecoder (same bounds), with one copy per frame
-        buffer = self._buffer
-        if buffer:
-            buffer += data
-            data = bytes(buffer)
-            buffer.clear()
-        size = len(data)
-        offset = 0
-        frames: list[bytes] = []
-        while size - offset >= 4:
-            (length,) = _LEN_UNPACK(data, offset)
-            if length < _REQ_HEAD_SIZE or length > wire.MAX_FRAME_BYTES:
-                log.warning("closing connection %s: frame length %d out of bounds", self._peer(), length)
-                self._abort()
-                return
-            end = offset + 4 + length
-            if end > size:
-                break
-            frames.append(data[offset + 4 : end])
-            offset = end
-        if offset < size:
-            buffer += data[offset:] if offset else data
+        try:
+            frames = self._requests.feed(data)
+        except ProtocolViolation as exc:
+            log.warning("closing connection %s: %s", self._peer(), exc)
+            self._abort()
+            return
         if frames:
             if self._backlog:
                 self._backlog.extend(frames)
@@ -195,16 +173,16 @@ class Connection(asyncio.Protocol):
             self._dispatch(frame)
         self._update_reading()
 
-    def _dispatch(self, frame: bytes) -> None:
-        op, request_id = _REQ_HEAD.unpack_from(frame)
+    def _dispatch(self, frame: wire.Request) -> None:
+        op, request_id, body = frame
         service = self._service
         if op == _ADD:
-            service.add(self, request_id, memoryview(frame)[_REQ_HEAD_SIZE:])
+            service.add(self, request_id, memoryview(body))
         elif op in (_READ, _RANGE, _LAC):
-            dispatch_read(service, self, op, request_id, frame[_REQ_HEAD_SIZE:])
+            dispatch_read(service, self, op, request_id, body)
         elif op == _FENCE:
             try:
-                ledger_id = wire.parse_ledger(frame[_REQ_HEAD_SIZE:])
+                ledger_id = wire.parse_ledger(body)
             except ProtocolViolation:
                 self.reply(op, request_id, Status.BAD_REQUEST)
                 return
@@ -218,10 +196,7 @@ class Connection(asyncio.Protocol):
         if self.closed:
             return
         self.in_flight -= 1
-        if body:
-            frame = wire.encode_response(op, request_id, status, body)  # type: ignore[arg-type]
-        else:
-            frame = _EMPTY_REPLY_PACK(_EMPTY_REPLY_LENGTH, op | _RESPONSE_BIT, request_id, status)
+        frame = _encode_response(op, request_id, status, body)
         if not self._flush_scheduled:
             self._flush_scheduled = True
             self._loop.call_soon(self._flush)

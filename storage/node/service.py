@@ -30,11 +30,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-import crc32c
-
 from coordination.clock import Clock
 from storage import wire
-from storage.errors import Status
+from storage.errors import BadRequest, Status
 from storage.node.checkpoint import Checkpoint, load_checkpoint, save_checkpoint
 from storage.node.compaction import (
     COMPACTION_BYTES_PER_ROUND,
@@ -63,6 +61,7 @@ from storage.node.journal_io import (
     delete_record,
     fence_record,
     list_journal_ids,
+    record_ledger_id,
     replay,
 )
 from storage.node.ledger_state import LedgerStates
@@ -72,12 +71,8 @@ from storage.ports import OS_DISK, Disk
 
 log = logging.getLogger("folio.storage.node")
 
-_HEAD = wire.ENTRY_HEADER
-_HEAD_SIZE = _HEAD.size
-_UNPACK_HEAD = _HEAD.unpack_from
-_CRC = crc32c.crc32c
-_PAYLOAD_MAX = wire.MAX_ENTRY_PAYLOAD_BYTES
-_RECOVERY = wire.FLAG_RECOVERY_ADD
+_parse_add = wire.parse_add
+_ENTRY_MAX = wire.ENTRY_BYTES_MAX
 _ADD = int(wire.Op.ADD)
 _FENCE = int(wire.Op.FENCE)
 _FENCED = Status.FENCED
@@ -180,14 +175,14 @@ class NodeService:
             ends[record.file_id] = record.end_offset
             after = (record.file_id, record.end_offset) > mark
             if record.rtype == TYPE_ADD:
-                ledger_id, entry_id, lac, _ = _HEAD.unpack_from(record.body)
+                ledger_id, entry_id, lac = wire.entry_header(record.body)
                 put(ledger_id, entry_id, record.file_id << 32 | record.body_offset, len(record.body))
                 if after:
                     self.ledgers.on_stored(ledger_id, entry_id, lac)
             elif record.rtype == TYPE_FENCE and after:
-                self.ledgers.fence(int.from_bytes(record.body[:8], "big"))
+                self.ledgers.fence(record_ledger_id(record.body))
             elif record.rtype == TYPE_DELETE and after:
-                self.ledgers.delete(int.from_bytes(record.body[:8], "big"))
+                self.ledgers.delete(record_ledger_id(record.body))
             replayed += after
         for lid in self.entries.index.ledger_ids():
             if lid in self._deleted:  # entries of a deleted ledger whose files are not reclaimed yet
@@ -250,22 +245,22 @@ class NodeService:
 
     def add(self, conn: Replier, request_id: int, body: memoryview) -> None:
         """The hot path: verify, check, queue for the journal. No copies of the entry."""
-        if len(body) < 1 + _HEAD_SIZE:
+        try:
+            recovery, ledger_id, entry_id, lac, entry = _parse_add(body)
+        except BadRequest:  # too short, or fails its crc32c
             conn.reply(_ADD, request_id, Status.BAD_REQUEST)
             return
-        entry = body[1:]
-        ledger_id, entry_id, lac, crc = _UNPACK_HEAD(entry)
         status = Status.OK
-        if entry_id < 0 or lac < -1 or _CRC(entry[_HEAD_SIZE:], _CRC(entry[:24])) != crc:
+        if entry_id < 0 or lac < -1:
             status = Status.BAD_REQUEST
-        elif len(entry) - _HEAD_SIZE > _PAYLOAD_MAX:
+        elif len(entry) > _ENTRY_MAX:
             status = Status.TOO_LARGE
         elif self.read_only:
             status = Status.READ_ONLY
-        elif ledger_id in self._fenced and not body[0] & _RECOVERY:
+        elif ledger_id in self._fenced and not recovery:
             status = Status.FENCED
         elif ledger_id not in self._known and ledger_id in self._deleted and self._refuse_deleted:
-            status = self.ledgers.check_add(ledger_id, bool(body[0] & _RECOVERY))
+            status = self.ledgers.check_add(ledger_id, recovery)
         if status is not Status.OK:
             conn.reply(_ADD, request_id, status)
             return
@@ -274,7 +269,7 @@ class NodeService:
         if not self._submit((head, entry), len(head) + len(entry), cookie):
             self.metrics.rejected.inc()
             conn.reply(_ADD, request_id, Status.UNAVAILABLE)
-        elif body[0] & _RECOVERY:
+        elif recovery:
             self.metrics.recovery_adds.inc()
 
     def fence(self, conn: Replier, request_id: int, ledger_id: int) -> None:

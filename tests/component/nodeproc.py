@@ -14,7 +14,7 @@ import time
 import urllib.request
 from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 
 from coordination import keys
 from coordination.etcd_store import EtcdStore, connect
@@ -33,14 +33,28 @@ class NodeProcess(BaseNodeProcess):
         return WireClient(*self.host_port, timeout_s=timeout_s)
 
 
+class Reply(NamedTuple):
+    """A node's reply, as the tests read it."""
+
+    op: int
+    request_id: int
+    status: Status
+    body: bytes
+
+    @staticmethod
+    def of(frame: wire.Response) -> Reply:
+        op, request_id, status, body = frame
+        return Reply(op & ~wire.RESPONSE_BIT, request_id, Status(status), body)
+
+
 class WireClient:
     """Blocking wire client. ``send`` pipelines; ``recv`` returns responses by id."""
 
     def __init__(self, host: str, port: int, timeout_s: float = 10.0) -> None:
         self.sock = socket.create_connection((host, port), timeout=timeout_s)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self._decoder = wire.FrameDecoder()
-        self._ready: dict[int, wire.Response] = {}
+        self._decoder = wire.FrameDecoder.responses()
+        self._ready: dict[int, Reply] = {}
         self._next_id = 1
 
     def close(self) -> None:
@@ -61,17 +75,17 @@ class WireClient:
     def send_raw(self, data: bytes) -> None:
         self.sock.sendall(data)
 
-    def recv(self, request_id: int) -> wire.Response:
+    def recv(self, request_id: int) -> Reply:
         while request_id not in self._ready:
             data = self.sock.recv(1 << 20)
             if not data:
                 raise ConnectionError("node closed the connection")
-            for frame in self._decoder.feed(data):
-                response = wire.parse_response(frame)
+            for reply in self._decoder.feed(data):
+                response = Reply.of(reply)
                 self._ready[response.request_id] = response
         return self._ready.pop(request_id)
 
-    def call(self, op: int, body: bytes = b"") -> wire.Response:
+    def call(self, op: int, body: bytes = b"") -> Reply:
         return self.recv(self.send(op, body))
 
     # -- conveniences -------------------------------------------------------------

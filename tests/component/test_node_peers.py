@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-from nodeproc import NodeProcess, metric, metrics_text, new_node, put_ledger
+from nodeproc import NodeProcess, Reply, metric, metrics_text, new_node, put_ledger
 
 from storage import wire
 from storage.errors import Status
@@ -40,15 +40,15 @@ def proven(node: NodeProcess, secret: bytes = SECRET) -> socket.socket:
     return sock
 
 
-def call(sock: socket.socket, op: int, body: bytes) -> wire.Response:
+def call(sock: socket.socket, op: int, body: bytes) -> Reply:
     sock.sendall(wire.encode_request(op, 1, body))
-    decoder = wire.FrameDecoder()
+    decoder = wire.FrameDecoder.responses()
     while True:
         data = sock.recv(1 << 16)
         assert data, "closed"
         frames = decoder.feed(data)
         if frames:
-            return wire.parse_response(frames[0])
+            return Reply.of(frames[0])
 
 
 def test_secret_per_peer_bound_and_idle_timeout(

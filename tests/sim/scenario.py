@@ -425,10 +425,10 @@ class WireObserver:
         world.net.arrival_taps.append(self.arrived)
         world.net.sent_taps.append(self.sent)
 
-    def _frames(self, src: SimTransport, data: bytes) -> list[bytes]:
+    def _frames(self, src: SimTransport, data: bytes, replies: bool) -> list[Any]:
         decoder = self._decoders.get(src)
         if decoder is None:
-            decoder = self._decoders[src] = wire.FrameDecoder()
+            decoder = self._decoders[src] = wire.FrameDecoder(replies, wire.MAX_FRAME_BYTES)
         try:
             return decoder.feed(data)
         except ProtocolViolation:
@@ -438,21 +438,18 @@ class WireObserver:
         if dst.host not in self._nodes or src.host in self._nodes:
             return
         after_fence = dst.host in self._checker.fence_replied
-        for frame in self._frames(src, data):
-            request = wire.parse_request(frame)
+        for op, request_id, body in self._frames(src, data, replies=False):
             recovery, entry_id = False, -1
-            if request.op == wire.Op.ADD:
-                recovery, entry = wire.parse_add(request.body)
-                entry_id = wire.entry_header(entry)[1]
-            self._asked[(src, request.request_id)] = (request.op, entry_id, recovery, after_fence)
+            if op == wire.Op.ADD:
+                recovery, _, entry_id, _, _ = wire.parse_add(body)
+            self._asked[(src, request_id)] = (op, entry_id, recovery, after_fence)
 
     def sent(self, src: SimTransport, dst: SimTransport, data: bytes) -> None:
         if src.host not in self._nodes or dst.host in self._nodes:
             return
-        for frame in self._frames(src, data):
-            response = wire.parse_response(frame)
-            asked = self._asked.pop((dst, response.request_id), None)
-            if asked is None or response.status is not Status.OK:
+        for _, request_id, status, _ in self._frames(src, data, replies=True):
+            asked = self._asked.pop((dst, request_id), None)
+            if asked is None or status != Status.OK:
                 continue
             op, entry_id, recovery, after_fence = asked
             if op == wire.Op.ADD:

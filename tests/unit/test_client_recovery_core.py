@@ -71,7 +71,8 @@ def test_reads_forward_writes_back_and_closes_at_first_absent_entry() -> None:
     effects = core.on_read_response("A", 2, OK, entry(2, b"two"))
     adds = [e for e in effects if isinstance(e, SendRecoveryAdd)]
     assert [(a.node, a.entry_id) for a in adds] == [("C", 2), ("A", 2), ("B", 2)]
-    assert wire.parse_add(adds[0].body) == (True, entry(2, b"two"))
+    recovery, *_, data = wire.parse_add(adds[0].body)
+    assert recovery and data == entry(2, b"two")
     assert core.on_read_response("A", 3, NO_ENTRY, b"") == []
     out = core.on_read_response("B", 3, NO_ENTRY, b"")  # 2 negatives = Qw-Qa+1: absent
     assert not any(isinstance(e, CloseLedger) for e in out)  # write-back not acked yet

@@ -1,5 +1,6 @@
-"""The client connection's reply splitter: frames come out whole and in order,
-however the byte stream is cut into chunks (one byte, a frame's edge, many MiB)."""
+"""The client connection's replies, split by wire.FrameDecoder: frames come out whole
+and in order, however the byte stream is cut into chunks (one byte, a frame's edge,
+many MiB)."""
 
 from __future__ import annotations
 
@@ -9,17 +10,18 @@ from typing import Any
 import pytest
 
 from storage import wire
-from storage.client.connection import _REPLY_HEAD, _Protocol
+from storage.client.connection import _Protocol
+from storage.errors import Status
 
 pytestmark = pytest.mark.unit
 
 
 class Owner:
     def __init__(self) -> None:
-        self.replies: list[tuple[int, int, bytes]] = []
+        self.replies: list[tuple[int, int, int, bytes]] = []
         self.aborted: list[str] = []
 
-    def _on_replies(self, replies: list[tuple[int, int, bytes]]) -> None:
+    def _on_replies(self, replies: list[tuple[int, int, int, bytes]]) -> None:
         self.replies.extend(replies)
 
     def _abort(self, reason: str) -> None:
@@ -27,7 +29,7 @@ class Owner:
 
 
 def frame(request_id: int, status: int, body: bytes) -> bytes:
-    return _REPLY_HEAD.pack(_REPLY_HEAD.size - 4 + len(body), 0x82, request_id, status) + body
+    return wire.encode_response(wire.Op.READ, request_id, Status(status), body)
 
 
 def feed(chunks: list[bytes]) -> Owner:
@@ -54,8 +56,8 @@ def test_every_cut_of_the_stream_gives_the_same_frames(sizes: list[int]) -> None
     bodies = [b"", b"x", rng.randbytes(17), rng.randbytes(3_000_000), b"", rng.randbytes(70_000)]
     if sizes == [1]:
         bodies[3] = rng.randbytes(5_000)  # a byte at a time: keep it quick
-    expected = [(i + 1, i % 3, body) for i, body in enumerate(bodies)]
-    stream = b"".join(frame(i, s, b) for i, s, b in expected)
+    expected = [(0x82, i + 1, i % 3, body) for i, body in enumerate(bodies)]
+    stream = b"".join(frame(i, s, b) for _, i, s, b in expected)
     owner = feed(cut(stream, rng, sizes))
     assert owner.aborted == []
     assert owner.replies == expected
@@ -66,12 +68,12 @@ def test_a_frame_split_just_before_its_end_waits_for_the_last_byte() -> None:
     owner = feed([data[:-1]])
     assert owner.replies == []
     owner2 = feed([data[:-1], data[-1:]])
-    assert owner2.replies == [(9, 0, b"abc")]
+    assert owner2.replies == [(0x82, 9, 0, b"abc")]
 
 
 def test_a_length_out_of_bounds_aborts_before_buffering_the_frame() -> None:
-    too_long = _REPLY_HEAD.pack(wire.MAX_FRAME_BYTES + 1, 0x82, 1, 0)
+    too_long = (wire.MAX_FRAME_BYTES + 1).to_bytes(4, "big") + frame(1, 0, b"")[4:]
     owner = feed([frame(1, 0, b"ok"), too_long])
-    assert owner.replies == [(1, 0, b"ok")]
+    assert owner.replies == [(0x82, 1, 0, b"ok")]
     assert owner.aborted and "out of bounds" in owner.aborted[0]
     assert feed([b"\x00\x00\x00\x02" + b"\x00" * 20]).aborted  # shorter than a reply head
