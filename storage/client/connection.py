@@ -13,6 +13,9 @@ connection is lost / cannot be made. After a failed connect, requests are
 refused for a backoff interval (doubling up to ``backoff_max_ms``), so a dead
 node is reported fast and the writer can replace it.
 Reply callbacks run on the event loop, never inside ``send``.
+The connection is made through the ``Network`` port and backoff is timed by
+the ``Clock`` port (storage/ports.py; asyncio and the monotonic clock in
+production, the simulation's in tests/sim).
 """
 
 from __future__ import annotations

@@ -7,7 +7,8 @@ read fds, and deleting journal files of deleted ledgers (docs/decisions/0002);
 for compaction (compaction.py): which sealed files are mostly dead, their live
 records, and moving an entry's location to its copy.
 Runs on the event-loop thread; file work goes to a small read pool and to one
-file thread (index files, deletes).
+file thread (index files, deletes), every file call through the ``Disk`` port
+(storage/ports.py).
 Rules:
 - ``put`` is called only for entries already durable in the journal (after the
   fdatasync covering their record), so every indexed entry is readable;

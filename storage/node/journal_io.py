@@ -9,8 +9,10 @@ Record = u32 length | u32 crc32c | record-bytes        (length/crc of record-byt
 record-bytes = u8 type | body:  ADD -> an encoded wire entry; FENCE -> u64 ledger id
 (an ADD's wire entry starts ``HEAD.size`` = 9 bytes after its record's start)
 Rules:
-- appends go through one fd with ``os.pwritev`` at the writer's offset (a whole
-  group per call); durability comes only from ``os.fdatasync`` (plus an fsync of
+- every file call goes through the ``Disk`` port (storage/ports.py: the ``os``
+  calls in production, the simulated disk in tests/sim);
+- appends go through one fd with ``pwritev`` at the writer's offset (a whole
+  group per call); durability comes only from ``fdatasync`` (plus an fsync of
   the directory after a new file is created); a write or fdatasync error is FATAL
   (``fatal``): one clear log line, then ``os._exit(70)``; nothing is retried or acked;
 - the file is preallocated ahead of the write offset (``fallocate``, in steps of

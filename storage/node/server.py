@@ -1,6 +1,8 @@
 """The node's TCP server: storage/wire.py frames in, NodeService calls, replies out.
 
-Owns: client connections, per-connection pipelining and flow control.
+Owns: client connections, per-connection pipelining and flow control. It
+listens through the ``Network`` port (storage/ports.py: asyncio's server in
+production, the simulated network in tests/sim).
 Rules:
 - many requests in flight per connection; replies go out as they complete:
   a loop round's first reply at once, the rest of the round batched into one

@@ -3,7 +3,8 @@
 Owns: start-up (checkpoint + index files + journal replay), the add/fence write
 path, checkpoints (index files of sealed journal files, then the mark and ledger
 states) and reclaiming journal files of deleted ledgers. Everything runs on the event-loop thread: the
-loop is the one owner of this state (no locks); threads only do file I/O.
+loop is the one owner of this state (no locks); threads only do file I/O, all of
+it through the ``Disk`` port the service is given (storage/ports.py).
 Rules (docs/architecture.md §3):
 - an add is answered only after its journal record is fdatasynced; only then
   does it count (LAC, last entry, entry store, readers);
