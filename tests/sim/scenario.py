@@ -378,7 +378,6 @@ class World:
         self.store = DelayedStore(self.memory, seeded(s.seed, "etcd"), self.check_metadata)
         self.nodes = [SimNode(self, i, s) for i in range(s.nodes)]
         self.ledger_id: int | None = None
-        WireObserver(self)
 
     def client(self, name: str, seed_name: str, **kwargs: Any) -> tuple[Process, Callable[[], LedgerClient]]:
         process = Process(self.loop, name)
@@ -664,6 +663,7 @@ def run(scenario: Scenario) -> Outcome:
 
 def _run(world: World, s: Scenario) -> Outcome:
     loop, checker, nodes = world.loop, world.checker, world.nodes
+    WireObserver(world)
     for node in nodes:
         node.start()
     loop.run_until(lambda: all(node.ready for node in nodes), 10.0)

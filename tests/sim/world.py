@@ -123,6 +123,9 @@ def _guarded(process: Process, incarnation: int, callback: Callable[..., Any], *
         callback(*args)
 
 
+BUSY_STEPS_MAX = 100_000  # loop rounds at one instant: a busy loop, not progress
+
+
 class _VirtualSelector:
     """What ``BaseEventLoop._run_once`` waits on: never blocks, moves time instead."""
 
@@ -219,11 +222,16 @@ class SimLoop(asyncio.BaseEventLoop):
     def run_until(self, done: Callable[[], bool], until_s: float) -> bool:
         """Run until ``done()``; False if virtual time ``until_s`` came first."""
         asyncio.events._set_running_loop(self)
+        still, at = 0, self._now
         try:
             while not done():
                 if self._now > until_s:
                     return False
                 self._run_once()
+                still = still + 1 if self._now == at else 0
+                at = self._now
+                if still > BUSY_STEPS_MAX:
+                    raise Stalled(f"busy: {still} loop rounds without time moving at {at:.3f}s")
             return True
         finally:
             asyncio.events._set_running_loop(None)
