@@ -1,8 +1,9 @@
 """The node wire protocol: frames, ops, bodies and the signed entry format.
 
-Owns: the layout of every frame that crosses a client<->node TCP connection
-(docs/decisions/0001); the proof a client may send before its first frame is
-storage/wire_auth.py's. Sans-I/O: ``FrameDecoder.feed(bytes)`` returns the
+Owns: the layout of every byte that crosses a client<->node TCP connection
+(docs/decisions/0001): the frames, and the proof of the cluster secret a client
+may send before its first frame (whose check is storage/wire_auth.py's rule,
+docs/decisions/0009-security-model.md). Sans-I/O: ``FrameDecoder.feed(bytes)`` returns the
 complete frames' heads and bodies; ``encode_*`` build bytes, ``parse_*`` read
 them. The node server, the node service and entry store, the client connection
 and the ledger writer, reader and recovery all use this module; nothing else
@@ -16,6 +17,7 @@ Entry  = u64 ledger_id | i64 entry_id | i64 lac | u32 crc32c | payload
          (crc32c over ledger_id, entry_id, lac and payload; computed by the
          writer, stored verbatim by nodes, verified by every reader)
 Add    = u8 flags (0x01: recovery add) | entry
+Proof  = "FOLIOAU1" | 16-byte nonce | u64 unix time in ms | HMAC-SHA256 of those (32 bytes)
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ _REQ_HEAD = struct.Struct(">BQ")  # op, request id
 _RESP_HEAD = struct.Struct(">BQB")  # op|0x80, request id, status
 _REQ_FRAME_HEAD = struct.Struct(">IBQ")  # length, then the request head: what precedes a body
 _RESP_FRAME_HEAD = struct.Struct(">IBQB")  # length, then the reply head
-ENTRY_HEADER = struct.Struct(">QqqI")  # ledger, entry, lac, crc32c
+_ENTRY_HEADER = struct.Struct(">QqqI")  # ledger, entry, lac, crc32c
 _CRC_HEAD = struct.Struct(">Qqq")  # what an entry's crc covers before its payload
 _ADD_HEAD = struct.Struct(">BQqqI")  # an add body's flags, then the entry header
 _LEDGER_ENTRY = struct.Struct(">Qq")
@@ -48,10 +50,11 @@ _LAC_REPLY = struct.Struct(">qq")
 _U64 = struct.Struct(">Q")
 _U32 = struct.Struct(">I")
 _U8 = struct.Struct(">B")
+_PROOF_TIME = struct.Struct(">Q")
 
 RESPONSE_BIT = 0x80
 FLAG_RECOVERY_ADD = 0x01
-ENTRY_BYTES_MAX = ENTRY_HEADER.size + MAX_ENTRY_PAYLOAD_BYTES  # an encoded entry, header included
+ENTRY_BYTES_MAX = _ENTRY_HEADER.size + MAX_ENTRY_PAYLOAD_BYTES  # an encoded entry, header included
 
 # pre-bound for the hot paths
 _UNPACK_LEN = _LEN.unpack_from
@@ -60,11 +63,11 @@ _PACK_RESP_FRAME_HEAD = _RESP_FRAME_HEAD.pack
 _PACK_CRC_HEAD = _CRC_HEAD.pack
 _PACK_ADD_HEAD = _ADD_HEAD.pack
 _UNPACK_ADD_HEAD = _ADD_HEAD.unpack_from
-_UNPACK_ENTRY_HEADER = ENTRY_HEADER.unpack_from
+_UNPACK_ENTRY_HEADER = _ENTRY_HEADER.unpack_from
 _CRC = crc32c.crc32c
 _REQ_HEAD_SIZE = _REQ_HEAD.size
 _RESP_HEAD_SIZE = _RESP_HEAD.size
-_ENTRY_HEADER_SIZE = ENTRY_HEADER.size
+_ENTRY_HEADER_SIZE = _ENTRY_HEADER.size
 _CRC_HEAD_SIZE = _CRC_HEAD.size
 _ADD_BYTES_MIN = _ADD_HEAD.size
 
@@ -101,7 +104,7 @@ def _crc_matches(entry: bytes | memoryview, crc: int) -> bool:
 
 def encode_entry(ledger_id: int, entry_id: int, lac: int, payload: bytes) -> bytes:
     crc = _entry_crc(ledger_id, entry_id, lac, payload)
-    return ENTRY_HEADER.pack(ledger_id, entry_id, lac, crc) + payload
+    return _ENTRY_HEADER.pack(ledger_id, entry_id, lac, crc) + payload
 
 
 def entry_header(data: bytes | memoryview) -> tuple[int, int, int]:
@@ -344,3 +347,31 @@ def parse_ledger(body: bytes) -> int:
         raise ProtocolViolation("ledger body has the wrong size")
     (ledger_id,) = _U64.unpack(body)
     return int(ledger_id)
+
+
+# ---------------------------------------------------------------- the proof before the first frame
+
+PROOF_MAGIC = b"FOLIOAU1"
+PROOF_NONCE_BYTES = 16
+_PROOF_NONCE_AT = len(PROOF_MAGIC)
+_PROOF_TIME_AT = _PROOF_NONCE_AT + PROOF_NONCE_BYTES
+_PROOF_SIGNED_BYTES = _PROOF_TIME_AT + _PROOF_TIME.size
+PROOF_BYTES = _PROOF_SIGNED_BYTES + 32  # the MAC: HMAC-SHA256
+
+
+def proof_signed(nonce: bytes, now_ms: int) -> bytes:
+    """The part of a proof its MAC signs (the MAC follows it)."""
+    return PROOF_MAGIC + nonce + _PROOF_TIME.pack(now_ms)
+
+
+def parse_proof(data: bytes) -> tuple[bytes, bytes, int, bytes] | None:
+    """(signed part, nonce, time in ms, MAC) of a proof; None if ``data`` is not one."""
+    if len(data) != PROOF_BYTES or not data.startswith(PROOF_MAGIC):
+        return None
+    (sent_ms,) = _PROOF_TIME.unpack_from(data, _PROOF_TIME_AT)
+    return (
+        data[:_PROOF_SIGNED_BYTES],
+        data[_PROOF_NONCE_AT:_PROOF_TIME_AT],
+        sent_ms,
+        data[_PROOF_SIGNED_BYTES:],
+    )

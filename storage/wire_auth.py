@@ -1,15 +1,16 @@
 """The storage nodes' peer authentication: a cluster secret and an HMAC proof (pure).
 
 Owns: the proof a client writes as the first bytes of a connection to a node,
-and its check. Rules (docs/decisions/0009-security-model.md; the frames that
-follow are storage/wire.py's, unchanged):
-- proof = ``MAGIC`` (8 bytes) | nonce (16 random bytes) | unix time in ms (u64)
-  | HMAC-SHA256(secret, MAGIC | nonce | time) (32 bytes): ``PROOF_BYTES`` in all;
+and its check (the proof's layout is storage/wire.py's). Rules
+(docs/decisions/0009-security-model.md; the frames that follow are unchanged):
+- proof = ``wire.PROOF_MAGIC`` (8 bytes) | nonce (16 random bytes) | unix time in
+  ms (u64) | HMAC-SHA256(secret, magic | nonce | time) (32 bytes):
+  ``wire.PROOF_BYTES`` in all;
 - a node started with a cluster secret accepts a connection only after a proof
   that verifies, whose time is within ``WINDOW_MS`` of its own clock and whose
   nonce it has not seen within that window (a recorded proof cannot be replayed);
 - a node without a secret expects no proof (the wire protocol is unchanged) and
-  skips one a client sends (its first 8 bytes, ``MAGIC``, read as a frame length
+  skips one a client sends (its first 8 bytes, the magic, read as a frame length
   would be beyond any frame), so a client given the secret works with both.
 """
 
@@ -18,19 +19,15 @@ from __future__ import annotations
 import hashlib
 import hmac
 import os
-import struct
 
-MAGIC = b"FOLIOAU1"
-NONCE_BYTES = 16
-_TIME = struct.Struct(">Q")
-_SIGNED = len(MAGIC) + NONCE_BYTES + _TIME.size
-PROOF_BYTES = _SIGNED + 32
+from storage.wire import PROOF_NONCE_BYTES, parse_proof, proof_signed
+
 WINDOW_MS = 60_000
 SEEN_MAX = 100_000
 
 
 def proof(secret: bytes, now_ms: int, nonce: bytes | None = None) -> bytes:
-    signed = MAGIC + (nonce if nonce is not None else os.urandom(NONCE_BYTES)) + _TIME.pack(now_ms)
+    signed = proof_signed(nonce if nonce is not None else os.urandom(PROOF_NONCE_BYTES), now_ms)
     return signed + hmac.new(secret, signed, hashlib.sha256).digest()
 
 
@@ -42,15 +39,14 @@ class ProofChecker:
         self._seen: dict[bytes, int] = {}  # nonce -> its time
 
     def check(self, data: bytes, now_ms: int) -> bool:
-        if len(data) != PROOF_BYTES or not data.startswith(MAGIC):
+        parsed = parse_proof(data)
+        if parsed is None:
             return False
-        signed, mac = data[:_SIGNED], data[_SIGNED:]
+        signed, nonce, sent_ms, mac = parsed
         if not hmac.compare_digest(mac, hmac.new(self._secret, signed, hashlib.sha256).digest()):
             return False
-        (sent_ms,) = _TIME.unpack_from(signed, len(MAGIC) + NONCE_BYTES)
         if abs(now_ms - sent_ms) > WINDOW_MS:
             return False
-        nonce = signed[len(MAGIC) : len(MAGIC) + NONCE_BYTES]
         if nonce in self._seen:
             return False
         if len(self._seen) >= SEEN_MAX:

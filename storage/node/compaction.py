@@ -1,9 +1,10 @@
 """Journal compaction: copy the live entries of mostly dead journal files forward.
 
 Owns: one compaction round at a time (``Compactor.run_round``, driven by the
-service's compaction loop). The journal files are the only copy of entries and a
-file is deleted only when no live ledger has entries in it, so one long-lived
-ledger would otherwise keep every file it touched, however dead the rest
+service's compaction loop; the compactor takes its node as a ``CompactionPort``).
+The journal files are the only copy of entries and a file is deleted only when
+no live ledger has entries in it, so one long-lived ledger would otherwise keep
+every file it touched, however dead the rest
 (BookKeeper compacts its entry logs for the same reason).
 Rules (docs/decisions/0002, "Compaction"):
 - a candidate is a sealed, indexed journal file behind the last checkpoint's mark
@@ -31,14 +32,12 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from storage import wire
-from storage.node.entry_store import Location4
-from storage.node.journal_io import add_record_head
-
-if TYPE_CHECKING:
-    from storage.node.service import NodeService
+from storage.node.entry_store import EntryStore, Location4
+from storage.node.journal_io import Buffer, add_record_head
+from storage.node.metrics import NodeMetrics
 
 log = logging.getLogger("folio.storage.compaction")
 
@@ -51,8 +50,28 @@ CHUNK_ENTRIES = 256  # ... or this many entries
 FULL_WAIT_S = 0.01  # journal queue full: try again after this
 
 
+class JournalPort(Protocol):
+    """Where the copies are written (the node's journal)."""
+
+    def submit(self, parts: tuple[Buffer, ...], size: int, cookie: Any) -> bool: ...
+
+
+class CompactionPort(Protocol):
+    """What a compaction round uses of its node (``NodeService`` is one): the entry
+    store, the journal (once started) and the metrics."""
+
+    @property
+    def entries(self) -> EntryStore: ...
+
+    @property
+    def journal(self) -> JournalPort: ...
+
+    @property
+    def metrics(self) -> NodeMetrics: ...
+
+
 class Compactor:
-    def __init__(self, service: NodeService, threshold: float, bytes_per_round: int) -> None:
+    def __init__(self, service: CompactionPort, threshold: float, bytes_per_round: int) -> None:
         self.service = service
         self.threshold = threshold
         self.bytes_per_round = bytes_per_round

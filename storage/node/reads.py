@@ -1,6 +1,8 @@
 """Read side of a node: READ, READ_RANGE and READ_LAC (with long-poll waiters).
 
-Owns: the bounded set of read-LAC long-poll waiters and the read handlers.
+Owns: the bounded set of read-LAC long-poll waiters (over the node's
+``LedgerStates``), the read handlers (they take their node as a ``ReadPort``:
+only what they use of it) and ``Replier``, where any answer of the node goes.
 Rules (docs/compatibility.md §6.2):
 - only durable entries are visible (the entry store indexes nothing else);
 - entries are pread from the journal files on the read pool (recent ones come
@@ -18,15 +20,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Coroutine
 from time import perf_counter
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from storage import wire
 from storage.errors import ProtocolViolation, Status
+from storage.node.entry_store import EntryStore
 from storage.node.journal_io import Buffer
-
-if TYPE_CHECKING:
-    from storage.node.service import NodeService, Replier
+from storage.node.ledger_state import LedgerStates
+from storage.node.metrics import NodeMetrics
 
 log = logging.getLogger("folio.storage.reads")
 
@@ -36,12 +39,19 @@ _READ = int(wire.Op.READ)
 _RANGE = int(wire.Op.READ_RANGE)
 _LAC = int(wire.Op.READ_LAC)
 
-Waiter = tuple["Replier", int, int, asyncio.TimerHandle]  # conn, request id, previous lac, timer
+
+class Replier(Protocol):
+    """Where an answer goes (a server connection)."""
+
+    def reply(self, op: int, request_id: int, status: Status, body: Buffer = b"") -> None: ...
+
+
+Waiter = tuple[Replier, int, int, asyncio.TimerHandle]  # conn, request id, previous lac, timer
 
 
 class LacWaiters:
-    def __init__(self, service: NodeService, max_waiters: int) -> None:
-        self._service = service
+    def __init__(self, ledgers: LedgerStates, max_waiters: int) -> None:
+        self._ledgers = ledgers
         self.max_waiters = max_waiters
         self._by_ledger: dict[int, list[Waiter]] = {}
         self.count = 0
@@ -62,7 +72,7 @@ class LacWaiters:
         waiting = self._by_ledger.get(ledger_id)
         if not waiting:
             return
-        reply = self._service.ledgers.lac_reply(ledger_id)
+        reply = self._ledgers.lac_reply(ledger_id)
         assert reply is not None
         keep: list[Waiter] = []
         for waiter in waiting:
@@ -89,7 +99,7 @@ class LacWaiters:
             return
         if not waiting:
             self._by_ledger.pop(ledger_id, None)
-        reply = self._service.ledgers.lac_reply(ledger_id)
+        reply = self._ledgers.lac_reply(ledger_id)
         if reply is None:
             conn.reply(_LAC, request_id, Status.NO_SUCH_LEDGER)
         else:
@@ -117,7 +127,19 @@ class LacWaiters:
         self.count = 0
 
 
-def read_lac(service: NodeService, conn: Replier, request_id: int, body: bytes) -> None:
+class ReadPort(Protocol):
+    """What the read handlers use of their node (``NodeService`` is one)."""
+
+    ledgers: LedgerStates
+    entries: EntryStore
+    metrics: NodeMetrics
+    waiters: LacWaiters
+    ops: int  # adds + reads answered
+
+    def spawn(self, coro: Coroutine[Any, Any, None]) -> None: ...
+
+
+def read_lac(service: ReadPort, conn: Replier, request_id: int, body: bytes) -> None:
     ledger_id, previous, timeout_ms = wire.parse_read_lac(body)
     reply = service.ledgers.lac_reply(ledger_id)
     if timeout_ms <= 0 or (reply is not None and reply[0] > previous):
@@ -131,16 +153,16 @@ def read_lac(service: NodeService, conn: Replier, request_id: int, body: bytes) 
         conn.reply(_LAC, request_id, Status.TIMEOUT, wire.lac_reply(lac, last))
 
 
-def _missing(service: NodeService, ledger_id: int) -> Status:
+def _missing(service: ReadPort, ledger_id: int) -> Status:
     known = ledger_id in service.ledgers or service.entries.index.has_ledger(ledger_id)
     return Status.NO_SUCH_ENTRY if known else Status.NO_SUCH_LEDGER
 
 
-def _answered(service: NodeService, started: float) -> None:
+def _answered(service: ReadPort, started: float) -> None:
     service.metrics.read_seconds.observe(perf_counter() - started)
 
 
-def read(service: NodeService, conn: Replier, request_id: int, body: bytes) -> None:
+def read(service: ReadPort, conn: Replier, request_id: int, body: bytes) -> None:
     started = perf_counter()
     ledger_id, entry_id = wire.parse_ledger_entry(body)
     service.ops += 1
@@ -153,7 +175,7 @@ def read(service: NodeService, conn: Replier, request_id: int, body: bytes) -> N
     service.spawn(_read_files(service, conn, request_id, [location], started=started))
 
 
-def read_range(service: NodeService, conn: Replier, request_id: int, body: bytes) -> None:
+def read_range(service: ReadPort, conn: Replier, request_id: int, body: bytes) -> None:
     started = perf_counter()
     ledger_id, first, last, max_bytes = wire.parse_range(body)
     service.ops += 1
@@ -178,7 +200,7 @@ def read_range(service: NodeService, conn: Replier, request_id: int, body: bytes
 
 
 async def _read_files(
-    service: NodeService,
+    service: ReadPort,
     conn: Replier,
     request_id: int,
     locations: list[tuple[int, int, int]],
@@ -208,7 +230,7 @@ async def _read_files(
         _answered(service, started)
 
 
-def dispatch_read(service: NodeService, conn: Replier, op: int, request_id: int, body: bytes) -> None:
+def dispatch_read(service: ReadPort, conn: Replier, op: int, request_id: int, body: bytes) -> None:
     """READ / READ_RANGE / READ_LAC; a malformed body gets BAD_REQUEST."""
     try:
         if op == _READ:

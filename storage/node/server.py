@@ -98,21 +98,21 @@ class Connection(asyncio.Protocol):
         buffer += data
         checker = self._server.checker
         if checker is None:  # no secret here: skip a proof if one comes (a client may send one)
-            magic = wire_auth.MAGIC
+            magic = wire.PROOF_MAGIC
             if bytes(buffer[: len(magic)]) != magic[: len(buffer)]:
                 rest = bytes(buffer)
                 buffer.clear()
                 self.authed = True
                 return rest
-            if len(buffer) < wire_auth.PROOF_BYTES:
+            if len(buffer) < wire.PROOF_BYTES:
                 return None
-            rest = bytes(buffer[wire_auth.PROOF_BYTES :])
+            rest = bytes(buffer[wire.PROOF_BYTES :])
             buffer.clear()
             self.authed = True
             return rest
-        if len(buffer) < wire_auth.PROOF_BYTES:
+        if len(buffer) < wire.PROOF_BYTES:
             return None
-        head, rest = bytes(buffer[: wire_auth.PROOF_BYTES]), bytes(buffer[wire_auth.PROOF_BYTES :])
+        head, rest = bytes(buffer[: wire.PROOF_BYTES]), bytes(buffer[wire.PROOF_BYTES :])
         buffer.clear()
         if not checker.check(head, time.time_ns() // 1_000_000):
             log.warning("closing connection %s: authentication failed", self._peer())

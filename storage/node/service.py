@@ -29,7 +29,7 @@ import logging
 from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from coordination.clock import Clock
 from storage import wire
@@ -67,7 +67,7 @@ from storage.node.journal_io import (
 )
 from storage.node.ledger_state import LedgerStates
 from storage.node.metrics import NodeMetrics
-from storage.node.reads import LacWaiters
+from storage.node.reads import LacWaiters, Replier
 from storage.ports import OS_DISK, Disk
 
 log = logging.getLogger("folio.storage.node")
@@ -84,12 +84,6 @@ _OFFSET_LIMIT = 1 << 32  # a location keeps the offset in its low 32 bits
 
 def _not_started(parts: tuple[Buffer, ...], size: int, cookie: Any) -> bool:
     raise AssertionError("service not started")
-
-
-class Replier(Protocol):
-    """Where an answer goes (a server connection)."""
-
-    def reply(self, op: int, request_id: int, status: Status, body: Buffer = b"") -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,7 +119,7 @@ class NodeService:
         self.metrics = metrics or NodeMetrics()
         self.ledgers = LedgerStates()
         self.entries = EntryStore(config.data_dir / "journal", disk)
-        self.waiters = LacWaiters(self, config.max_lac_waiters)
+        self.waiters = LacWaiters(self.ledgers, config.max_lac_waiters)
         self.metrics.lac_waiters.set_function(lambda: self.waiters.count)
         self.read_only = False
         # the add path's views of fenced and deleted ledgers; the control tests' unsafe

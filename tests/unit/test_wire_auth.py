@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from storage.client.connection import SECRET_ENV, ConnectionConfig
-from storage.wire_auth import PROOF_BYTES, WINDOW_MS, ProofChecker, proof
+from storage.wire import PROOF_BYTES
+from storage.wire_auth import WINDOW_MS, ProofChecker, proof
 
 pytestmark = pytest.mark.unit
 
