@@ -26,6 +26,7 @@ from storage.client.recovery import recover_ledger
 from storage.client.write_effects import WriterConfig
 from storage.client.writer import LedgerWriter
 from storage.errors import LedgerClosed, MetadataConflict
+from storage.ports import ASYNCIO_NETWORK, Network
 from storage.types import LedgerMetadata, LedgerState, Segment
 
 CREATE_ATTEMPTS_MAX = 16  # ids taken by a racing client before create gives up
@@ -40,11 +41,12 @@ class LedgerClient:
         writer_config: WriterConfig | None = None,
         connection_config: ConnectionConfig | None = None,
         connections_max: int = CONNECTIONS_MAX,
+        network: Network = ASYNCIO_NETWORK,
     ) -> None:
         self.store = store
         self.clock: Clock = clock or SystemClock()
         self.metadata = LedgerMetadataStore(store)
-        self.pool = ConnectionPool(connection_config, connections_max)
+        self.pool = ConnectionPool(connection_config, connections_max, self.clock, network)
         self._rng = random.Random(seed)
         self._writer_config = writer_config or WriterConfig()
         self._writers: weakref.WeakSet[LedgerWriter] = weakref.WeakSet()

@@ -13,6 +13,9 @@ connection is lost / cannot be made. After a failed connect, requests are
 refused for a backoff interval (doubling up to ``backoff_max_ms``), so a dead
 node is reported fast and the writer can replace it.
 Reply callbacks run on the event loop, never inside ``send``.
+The connection is made through the ``Network`` port and backoff is timed by
+the ``Clock`` port (storage/ports.py; asyncio and the monotonic clock in
+production, the simulation's in tests/sim).
 """
 
 from __future__ import annotations
@@ -28,8 +31,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from coordination.clock import Clock, SystemClock
 from storage import wire, wire_auth
 from storage.errors import ProtocolViolation, Status
+from storage.ports import ASYNCIO_NETWORK, Network
 from storage.types import NodeId
 
 log = logging.getLogger(__name__)
@@ -56,10 +61,6 @@ class ConnectionConfig:
     # the cluster secret: prove it to the node (storage/wire_auth.py); by default the file
     # named by FOLIO_CLUSTER_SECRET_FILE, so tools and Spark jobs started with it work too
     auth_secret: bytes | None = field(default_factory=secret_from_env)
-
-
-def _now_ms() -> int:
-    return time.monotonic_ns() // 1_000_000
 
 
 _encode_request_head = wire.encode_request_head
@@ -94,9 +95,17 @@ class _Protocol(asyncio.Protocol):
 
 
 class NodeConnection:
-    def __init__(self, node_id: NodeId, config: ConnectionConfig | None = None) -> None:
+    def __init__(
+        self,
+        node_id: NodeId,
+        config: ConnectionConfig | None = None,
+        clock: Clock | None = None,
+        network: Network = ASYNCIO_NETWORK,
+    ) -> None:
         self.node_id = node_id
         self.config = config or ConnectionConfig()
+        self._clock: Clock = clock or SystemClock()
+        self._network = network
         self._in_flight_max = self.config.in_flight_max
         host, _, port = node_id.rpartition(":")
         self._host, self._port = host, int(port)
@@ -158,7 +167,7 @@ class NodeConnection:
             self._refuse(callback, token)
             return rid
         if self._transport is None and self._connecting is None:
-            if _now_ms() < self._retry_at_ms:
+            if self._clock.now_ms() < self._retry_at_ms:
                 self._refuse(callback, token)  # in backoff after a failure: fail fast
                 return rid
             self._connecting = self._loop.create_task(self._connect())
@@ -235,7 +244,7 @@ class NodeConnection:
     async def _connect(self) -> None:
         try:
             transport, protocol = await asyncio.wait_for(
-                self._loop.create_connection(lambda: _Protocol(self), self._host, self._port),
+                self._network.connect(self._host, self._port, lambda: _Protocol(self)),
                 self.config.connect_timeout_ms / 1000,
             )
         except (OSError, TimeoutError) as exc:
@@ -249,7 +258,7 @@ class NodeConnection:
             self._fail_all()
             return
         # uvloop's transports are not asyncio.Transport subclasses: no isinstance here
-        self._transport, self._protocol = transport, protocol
+        self._transport, self._protocol = transport, protocol  # type: ignore[assignment]
         self._paused = False
         self._backoff_ms = self.config.backoff_initial_ms
         self.connects += 1
@@ -259,7 +268,7 @@ class NodeConnection:
 
     def _note_failure(self, why: str) -> None:
         log.info("node %s: %s; retry in %d ms", self.node_id, why, self._backoff_ms)
-        self._retry_at_ms = _now_ms() + self._backoff_ms
+        self._retry_at_ms = self._clock.now_ms() + self._backoff_ms
         self._backoff_ms = min(self._backoff_ms * 2, self.config.backoff_max_ms)
 
     def _on_lost(self, protocol: _Protocol, exc: Exception | None) -> None:

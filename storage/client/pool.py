@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import asyncio
 
+from coordination.clock import Clock, SystemClock
 from storage.client.connection import ConnectionConfig, NodeConnection
 from storage.errors import NodeUnavailable
+from storage.ports import ASYNCIO_NETWORK, Network
 from storage.types import NodeId
 
 CONNECTIONS_MAX = 1024
@@ -19,9 +21,15 @@ CONNECTIONS_MAX = 1024
 
 class ConnectionPool:
     def __init__(
-        self, config: ConnectionConfig | None = None, connections_max: int = CONNECTIONS_MAX
+        self,
+        config: ConnectionConfig | None = None,
+        connections_max: int = CONNECTIONS_MAX,
+        clock: Clock | None = None,
+        network: Network = ASYNCIO_NETWORK,
     ) -> None:
         self.config = config or ConnectionConfig()
+        self.clock: Clock = clock or SystemClock()
+        self.network = network
         self.connections_max = connections_max
         self._connections: dict[NodeId, NodeConnection] = {}
         self._closing: set[asyncio.Task[None]] = set()
@@ -35,7 +43,7 @@ class ConnectionPool:
             raise NodeUnavailable("the connection pool is closed")
         if len(self._connections) >= self.connections_max:
             self._evict_idle()
-        connection = NodeConnection(node_id, self.config)
+        connection = NodeConnection(node_id, self.config, self.clock, self.network)
         self._connections[node_id] = connection
         return connection
 

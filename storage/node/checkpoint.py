@@ -18,6 +18,7 @@ from pathlib import Path
 import orjson
 
 from storage.node.journal_io import write_atomically
+from storage.ports import OS_DISK, Disk
 
 CHECKPOINT_FILE = "checkpoint.json"
 COOKIE_FILE = "NODE_ID"
@@ -59,12 +60,12 @@ class Checkpoint:
         )
 
 
-def load_checkpoint(data_dir: Path) -> Checkpoint | None:
+def load_checkpoint(data_dir: Path, disk: Disk = OS_DISK) -> Checkpoint | None:
     """The last checkpoint, or None for a fresh dir. Raises ``UnsupportedDataDir``
     (one line naming the problem) for a data dir of the old entry-log format."""
     old = data_dir / OLD_ENTRY_LOG_DIR
     try:
-        checkpoint = Checkpoint.from_json((data_dir / CHECKPOINT_FILE).read_bytes())
+        checkpoint = Checkpoint.from_json(disk.read_bytes(data_dir / CHECKPOINT_FILE))
     except FileNotFoundError:
         checkpoint = None
     except UnsupportedDataDir as exc:
@@ -72,7 +73,7 @@ def load_checkpoint(data_dir: Path) -> Checkpoint | None:
             f"data dir {data_dir} was written by an older storage format ({exc}); this node keeps "
             "entries only in journal files and cannot read it (no migration: move or wipe the dir)"
         ) from None
-    if old.exists():
+    if disk.exists(old):
         raise UnsupportedDataDir(
             f"data dir {data_dir} has {old} (the old entry-log storage format); this node keeps "
             "entries only in journal files and cannot read it (no migration: move or wipe the dir)"
@@ -80,8 +81,8 @@ def load_checkpoint(data_dir: Path) -> Checkpoint | None:
     return checkpoint
 
 
-def save_checkpoint(data_dir: Path, checkpoint: Checkpoint) -> None:
-    write_atomically(data_dir, CHECKPOINT_FILE, checkpoint.to_json())
+def save_checkpoint(data_dir: Path, checkpoint: Checkpoint, disk: Disk = OS_DISK) -> None:
+    write_atomically(data_dir, CHECKPOINT_FILE, checkpoint.to_json(), disk)
 
 
 class CookieMismatch(Exception):

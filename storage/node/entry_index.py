@@ -21,6 +21,8 @@ from pathlib import Path
 
 import crc32c
 
+from storage.ports import OS_DISK, Disk
+
 IDX_MAGIC = b"FOLIOX01"
 _COUNT = struct.Struct("<Q")
 _CRC = struct.Struct("<I")
@@ -153,10 +155,10 @@ def encode_index_file(records: array) -> bytes:
     return data + _CRC.pack(crc32c.crc32c(data))
 
 
-def decode_index_file(path: Path) -> array | None:
+def decode_index_file(path: Path, disk: Disk = OS_DISK) -> array | None:
     """The flat record array, or None if the file is missing, short or corrupt."""
     try:
-        data = path.read_bytes()
+        data = disk.read_bytes(path)
     except FileNotFoundError:
         return None
     head = len(IDX_MAGIC) + _COUNT.size

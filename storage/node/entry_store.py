@@ -7,7 +7,8 @@ read fds, and deleting journal files of deleted ledgers (docs/decisions/0002);
 for compaction (compaction.py): which sealed files are mostly dead, their live
 records, and moving an entry's location to its copy.
 Runs on the event-loop thread; file work goes to a small read pool and to one
-file thread (index files, deletes).
+file thread (index files, deletes), every file call through the ``Disk`` port
+(storage/ports.py).
 Rules:
 - ``put`` is called only for entries already durable in the journal (after the
   fdatasync covering their record), so every indexed entry is readable;
@@ -48,6 +49,7 @@ from storage.node.journal_io import (
     scan_file,
     write_atomically,
 )
+from storage.ports import OS_DISK, Disk
 
 log = logging.getLogger("folio.storage.entries")
 
@@ -57,8 +59,9 @@ _LOW32 = 0xFFFFFFFF
 
 
 class EntryStore:
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, disk: Disk = OS_DISK) -> None:
         self.directory = directory  # the journal dir
+        self.disk = disk
         self.index = EntryIndex()
         self._file_exec = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="journal-index")
         self._read_exec = concurrent.futures.ThreadPoolExecutor(2, thread_name_prefix="journal-read")
@@ -81,13 +84,13 @@ class EntryStore:
     def load_sealed(self, mark_file_id: int) -> None:
         """Index the journal files before the checkpoint mark's file: from their index
         files, or by scanning them (crcs verified) when the index file is missing or bad."""
-        for file_id in list_journal_ids(self.directory):
+        for file_id in list_journal_ids(self.directory, self.disk):
             if file_id >= mark_file_id:
                 break
-            records = decode_index_file(index_path(self.directory, file_id))
+            records = decode_index_file(index_path(self.directory, file_id), self.disk)
             if records is None:
                 log.warning("journal file %d has no valid index file: scanning it", file_id)
-                records = scan_adds(journal_path(self.directory, file_id))
+                records = scan_adds(journal_path(self.directory, file_id), self.disk)
                 self._records[file_id] = records
             else:
                 self._indexed.add(file_id)
@@ -147,7 +150,7 @@ class EntryStore:
     async def write_index_files(self, mark_file_id: int) -> None:
         """Make the index file of every journal file before ``mark_file_id`` durable."""
         sealed: dict[int, array] = {}
-        for file_id in list_journal_ids(self.directory):
+        for file_id in list_journal_ids(self.directory, self.disk):
             if file_id < mark_file_id and file_id not in self._indexed:
                 sealed[file_id] = self._records.pop(file_id, array("q"))
                 self._file_ledgers.setdefault(file_id, {})
@@ -163,7 +166,7 @@ class EntryStore:
         try:
             for file_id, records in sealed.items():
                 name = index_path(self.directory, file_id).name
-                write_atomically(self.directory, name, encode_index_file(records))
+                write_atomically(self.directory, name, encode_index_file(records), self.disk)
         except OSError as exc:
             fatal(f"writing journal index files in {self.directory} failed: {exc!r}")
 
@@ -183,13 +186,14 @@ class EntryStore:
         for file_id in files:
             fd = self._read_fds.get(file_id)
             if fd is None:
-                fd = self._read_fds[file_id] = os.open(journal_path(self.directory, file_id), os.O_RDONLY)
+                path = journal_path(self.directory, file_id)
+                fd = self._read_fds[file_id] = self.disk.open(path, os.O_RDONLY)
             fds[file_id] = fd
             self._reading[file_id] = self._reading.get(file_id, 0) + 1
         try:
             loop = asyncio.get_running_loop()
             jobs = [(fds[file_id], offset, length) for file_id, offset, length in locations]
-            return await loop.run_in_executor(self._read_exec, _read_many, jobs)
+            return await loop.run_in_executor(self._read_exec, _read_many, self.disk, jobs)
         finally:
             for file_id in files:
                 self._reading[file_id] -= 1
@@ -202,7 +206,7 @@ class EntryStore:
         self._dead.discard(file_id)
         fd = self._read_fds.pop(file_id, None)
         if fd is not None:
-            os.close(fd)
+            self.disk.close(fd)
 
     # ------------------------------------------------------------ reclaim
 
@@ -234,7 +238,7 @@ class EntryStore:
             else:
                 self._close_read_fd(file_id)
             loop = asyncio.get_running_loop()
-            await loop.run_in_executor(self._file_exec, _delete_files, self.directory, file_id)
+            await loop.run_in_executor(self._file_exec, _delete_files, self.disk, self.directory, file_id)
             log.info("reclaimed journal file %d (all its ledgers are deleted)", file_id)
 
     # ------------------------------------------------------------ compaction
@@ -260,7 +264,7 @@ class EntryStore:
         ledgers = list(self._file_ledgers.get(file_id, {}))
         loop = asyncio.get_running_loop()
         records = await loop.run_in_executor(
-            self._file_exec, decode_index_file, index_path(self.directory, file_id)
+            self._file_exec, decode_index_file, index_path(self.directory, file_id), self.disk
         )
         if records is None:  # never indexed, or damaged: the file is not touched
             return [], []
@@ -297,15 +301,15 @@ class EntryStore:
         self._file_exec.shutdown(wait=True)
         self._read_exec.shutdown(wait=True)
         for fd in self._read_fds.values():
-            os.close(fd)
+            self.disk.close(fd)
         self._read_fds.clear()
 
 
-def scan_adds(path: Path) -> array:
+def scan_adds(path: Path, disk: Disk = OS_DISK) -> array:
     """Flat (ledger, entry, offset, length) of each ADD in a journal file, up to its
     first bad record (every record's crc32c verified)."""
     records = array("q")
-    for end, rtype, body in scan_file(path.read_bytes()):
+    for end, rtype, body in scan_file(disk.read_bytes(path)):
         if rtype == TYPE_ADD:
             try:
                 ledger_id, entry_id, _ = wire.entry_header(body)
@@ -315,17 +319,17 @@ def scan_adds(path: Path) -> array:
     return records
 
 
-def _delete_files(directory: Path, file_id: int) -> None:
-    journal_path(directory, file_id).unlink(missing_ok=True)
-    index_path(directory, file_id).unlink(missing_ok=True)
+def _delete_files(disk: Disk, directory: Path, file_id: int) -> None:
+    disk.unlink(journal_path(directory, file_id))
+    disk.unlink(index_path(directory, file_id))
 
 
-def _read_many(jobs: list[tuple[int, int, int]]) -> list[bytes]:
-    return [read_at(fd, offset, length) for fd, offset, length in jobs]
+def _read_many(disk: Disk, jobs: list[tuple[int, int, int]]) -> list[bytes]:
+    return [read_at(disk, fd, offset, length) for fd, offset, length in jobs]
 
 
-def read_at(fd: int, offset: int, length: int) -> bytes:
-    data = os.pread(fd, length, offset)
+def read_at(disk: Disk, fd: int, offset: int, length: int) -> bytes:
+    data = disk.pread(fd, length, offset)
     if len(data) != length:
         raise OSError(errno.EIO, f"short journal read at {offset} ({len(data)} of {length})")
     return data

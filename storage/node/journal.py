@@ -1,10 +1,12 @@
-"""The journal shell: drives ``JournalCore`` with real time, files and a sync thread.
+"""The journal shell: drives ``JournalCore`` with the clock, the journal files and a sync thread.
 
 Owns: the journal's in-memory records (bytes waiting for their group) and the
 execution of the core's effects. Runs entirely on the event-loop thread (one
 owner, no locks); the only other thread is the sync thread, which fdatasyncs
-the fds of the one ``SyncJob`` it was handed. A small group (at most
-``INLINE_SYNC_RECORDS`` records and ``INLINE_SYNC_BYTES`` bytes: light load) is
+the fds of the one ``SyncJob`` it was handed (through the loop's executor, so
+the simulation decides when it returns). A small group (at most
+``inline_sync_records``, by default ``INLINE_SYNC_RECORDS``, records and
+``INLINE_SYNC_BYTES`` bytes: light load) is
 synced on the loop thread instead: that blocks the loop for one short fdatasync
 (~0.2 ms here) but saves the thread hand-off (~45 us of CPU and as much latency
 per sync, measured); larger groups keep the thread, so the sync overlaps reading
@@ -45,8 +47,10 @@ class Journal:
         clock: Clock,
         on_durable: DurableCallback,
         on_sync: SyncObserver | None = None,
+        inline_sync_records: int = INLINE_SYNC_RECORDS,
     ) -> None:
         self._core = core
+        self._inline_sync_records = inline_sync_records
         self._writer = writer
         self._clock = clock
         self._on_durable = on_durable
@@ -153,7 +157,7 @@ class Journal:
         count = len(sync.record_ids)
         file_id, offset = self._sync_position
         small = before[0] == file_id and offset - before[1] <= INLINE_SYNC_BYTES
-        if count <= INLINE_SYNC_RECORDS and small and not self._writer.failpoints.fsync_delay_ms:
+        if count <= self._inline_sync_records and small and not self._writer.failpoints.fsync_delay_ms:
             future: asyncio.Future[float] = self._loop.create_future()
             try:
                 future.set_result(self._writer.run_sync(job))

@@ -9,8 +9,10 @@ Record = u32 length | u32 crc32c | record-bytes        (length/crc of record-byt
 record-bytes = u8 type | body:  ADD -> an encoded wire entry; FENCE -> u64 ledger id
 (an ADD's wire entry starts ``HEAD.size`` = 9 bytes after its record's start)
 Rules:
-- appends go through one fd with ``os.pwritev`` at the writer's offset (a whole
-  group per call); durability comes only from ``os.fdatasync`` (plus an fsync of
+- every file call goes through the ``Disk`` port (storage/ports.py: the ``os``
+  calls in production, the simulated disk in tests/sim);
+- appends go through one fd with ``pwritev`` at the writer's offset (a whole
+  group per call); durability comes only from ``fdatasync`` (plus an fsync of
   the directory after a new file is created); a write or fdatasync error is FATAL
   (``fatal``): one clear log line, then ``os._exit(70)``; nothing is retried or acked;
 - the file is preallocated ahead of the write offset (``fallocate``, in steps of
@@ -46,6 +48,7 @@ import crc32c
 
 from storage.node.drop_behind import DROP_LAG_BYTES, DropBehind, Range
 from storage.node.sync_log import SYNC_LAG_MS, SYNC_LOG
+from storage.ports import OS_DISK, Disk
 
 log = logging.getLogger("folio.storage.journal")
 
@@ -130,33 +133,36 @@ def index_path(directory: Path, file_id: int) -> Path:
     return directory / f"{file_id:010d}.idx"
 
 
-def fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+def fsync_dir(directory: Path, disk: Disk = OS_DISK) -> None:
+    fd = disk.open(directory, os.O_RDONLY | os.O_DIRECTORY)
     try:
-        os.fsync(fd)
+        disk.fsync(fd)
     finally:
-        os.close(fd)
+        disk.close(fd)
 
 
-def write_atomically(directory: Path, name: str, data: bytes) -> None:
+def write_atomically(directory: Path, name: str, data: bytes, disk: Disk = OS_DISK) -> None:
     """``directory/name`` = ``data``, durably: tmp file + fsync + rename + fsync(dir)."""
     tmp = directory / (name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    fd = disk.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
-        if os.write(fd, data) != len(data):
+        if disk.write(fd, data) != len(data):
             raise OSError(errno.EIO, f"short write to {tmp}")
-        os.fsync(fd)
+        disk.fsync(fd)
     finally:
-        os.close(fd)
-    os.replace(tmp, directory / name)
-    fsync_dir(directory)
+        disk.close(fd)
+    disk.replace(tmp, directory / name)
+    fsync_dir(directory, disk)
 
 
-def list_journal_ids(directory: Path) -> list[int]:
+def list_journal_ids(directory: Path, disk: Disk = OS_DISK) -> list[int]:
     ids = []
-    for path in directory.glob("*.journal"):
+    for name in disk.listdir(directory) if disk.exists(directory) else ():
+        stem, dot, suffix = name.rpartition(".")
+        if not dot or suffix != "journal":
+            continue
         try:
-            ids.append(int(path.stem))
+            ids.append(int(stem))
         except ValueError:
             continue
     return sorted(ids)
@@ -177,8 +183,10 @@ class JournalWriter:
         failpoints: Failpoints | None = None,
         cache_bytes: int | None = DROP_LAG_BYTES,
         prealloc_bytes: int = PREALLOC_BYTES,
+        disk: Disk = OS_DISK,
     ) -> None:
         self.directory = directory
+        self.disk = disk
         self.rotate_bytes = rotate_bytes
         self.prealloc_bytes = prealloc_bytes  # 0: the file grows with each write
         self._allocated = 0  # bytes of the current file allocated (its size)
@@ -188,8 +196,8 @@ class JournalWriter:
         self.fsync = fsync
         self.failpoints = failpoints or Failpoints()
         self._syncs = 0
-        directory.mkdir(parents=True, exist_ok=True)
-        self._dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+        disk.makedirs(directory)
+        self._dir_fd = disk.open(directory, os.O_RDONLY | os.O_DIRECTORY)
         self.file_id = first_file_id - 1
         self._fd = -1
         self.offset = 0
@@ -213,12 +221,12 @@ class JournalWriter:
         self.file_id += 1
         path = journal_path(self.directory, self.file_id)
         try:
-            self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            self._fd = self.disk.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
             if SYNC_LOG is not None:
                 SYNC_LOG.note("C", path)
                 SYNC_LOG.note("W", path, 0, len(MAGIC))
                 self._noted[self._fd] = (str(path), len(MAGIC))
-            os.write(self._fd, MAGIC)
+            self.disk.write(self._fd, MAGIC)
         except OSError as exc:
             fatal(f"cannot create journal file {path}: {exc}")
         self.offset = self._allocated = len(MAGIC)
@@ -230,6 +238,7 @@ class JournalWriter:
     def write(self, buffers: Sequence[Buffer]) -> tuple[int, int]:
         """Append ``buffers`` (whole records) to the journal; returns the end position."""
         fd = self._fd
+        pwritev = self.disk.pwritev
         total = 0
         try:
             for start in range(0, len(buffers), IOV_MAX):
@@ -242,7 +251,7 @@ class JournalWriter:
                     noted_path = self._noted[fd][0]
                     SYNC_LOG.note("W", noted_path, at, want)
                     self._noted[fd] = (noted_path, at + want)
-                done = os.pwritev(fd, chunk, at)
+                done = pwritev(fd, chunk, at)
                 if done != want:
                     raise OSError(errno.EIO, f"short journal write ({done} of {want} bytes)")
                 total += done
@@ -263,17 +272,17 @@ class JournalWriter:
         this run: each write then grows its file, and fails fatally if it cannot."""
         target = max(needed, min(self._allocated + self.prealloc_bytes, self.rotate_bytes))
         try:
-            os.posix_fallocate(self._fd, self._allocated, target - self._allocated)
+            self.disk.posix_fallocate(self._fd, self._allocated, target - self._allocated)
             self._allocated = target
         except OSError as exc:
             log.warning("journal preallocation of %d bytes refused (%s): files grow per write", target, exc)
             self.prealloc_bytes = 0
-            self._allocated = os.fstat(self._fd).st_size
+            self._allocated = self.disk.fsize(self._fd)
 
     def _truncate(self) -> None:
         """Cut a sealed file's preallocated tail (its records are all before ``offset``)."""
         try:
-            os.ftruncate(self._fd, self.offset)
+            self.disk.ftruncate(self._fd, self.offset)
         except OSError as exc:  # only space is lost: replay stops at the zeros
             log.warning("journal file %d: cannot cut its preallocated tail: %s", self.file_id, exc)
 
@@ -290,6 +299,7 @@ class JournalWriter:
         """Runs on the sync thread; returns the seconds spent syncing.
         Raises OSError on failure (the caller exits)."""
         started = time.perf_counter()
+        disk = self.disk
         if self.fsync:
             for fd in job.fds:
                 self._syncs += 1
@@ -298,20 +308,20 @@ class JournalWriter:
                     time.sleep(fp.fsync_delay_ms / 1000)
                 if fp.fsync_error_after and self._syncs >= fp.fsync_error_after:
                     raise OSError(errno.EIO, f"failpoint: fdatasync #{self._syncs} fails")
-                os.fdatasync(fd)
+                disk.fdatasync(fd)
                 if SYNC_LOG is not None and fd in job.noted:
                     SYNC_LOG.note("S", *job.noted[fd])
             if job.sync_dir:
-                os.fsync(self._dir_fd)
+                disk.fsync(self._dir_fd)
                 if SYNC_LOG is not None:
                     SYNC_LOG.note("D", self.directory)
         for fd, offset, length in job.drops:  # written before this sync: durable (or fsync is off)
             try:
-                os.posix_fadvise(fd, offset, length, os.POSIX_FADV_DONTNEED)
+                disk.posix_fadvise(fd, offset, length, os.POSIX_FADV_DONTNEED)
             except OSError as exc:  # advice only: the data is safe either way
                 log.warning("journal page-cache drop failed: %r", exc)
         for fd in job.close_after:
-            os.close(fd)
+            disk.close(fd)
         return time.perf_counter() - started
 
     def close(self) -> None:
@@ -320,7 +330,7 @@ class JournalWriter:
         held = self._behind.fds() if self._behind is not None else [self._fd]
         for fd in {*held, self._fd, self._dir_fd}:
             try:
-                os.close(fd)
+                self.disk.close(fd)
             except OSError:
                 pass
         self._fd = -1
@@ -357,27 +367,27 @@ def scan_file(data: bytes) -> Iterator[tuple[int, int, memoryview]]:
         yield offset, record[0], record[1:]
 
 
-def cut_tail(directory: Path, file_id: int, end: int) -> None:
+def cut_tail(directory: Path, file_id: int, end: int, disk: Disk = OS_DISK) -> None:
     """Cut a file left unsealed by a crash to ``end`` (where its valid records end):
     its preallocated zeros, or a torn tail no ack ever covered, would otherwise stay
     on disk for as long as the file holds a live entry - a step of preallocation per
     crash. Only for a file that is never appended to again (every file at start)."""
     path = journal_path(directory, file_id)
     try:
-        if path.stat().st_size > end:
-            os.truncate(path, end)
+        if disk.size(path) > end:
+            disk.truncate(path, end)
     except OSError as exc:
         log.warning("journal file %d: cannot cut its tail: %s", file_id, exc)
 
 
-def replay(directory: Path, first_file_id: int) -> Iterator[ReplayedRecord]:
+def replay(directory: Path, first_file_id: int, disk: Disk = OS_DISK) -> Iterator[ReplayedRecord]:
     """Every valid record of every file with id >= ``first_file_id``, oldest first
     (whole files: the caller decides which records lie after its mark)."""
-    ids = list_journal_ids(directory) if directory.exists() else []
+    ids = list_journal_ids(directory, disk)
     for fid in ids:
         if fid < first_file_id:
             continue
-        data = journal_path(directory, fid).read_bytes()
+        data = disk.read_bytes(journal_path(directory, fid))
         end = len(MAGIC)
         for end, rtype, body in scan_file(data):
             yield ReplayedRecord(fid, end, rtype, body)

@@ -1,6 +1,8 @@
 """The node's TCP server: storage/wire.py frames in, NodeService calls, replies out.
 
-Owns: client connections, per-connection pipelining and flow control.
+Owns: client connections, per-connection pipelining and flow control. It
+listens through the ``Network`` port (storage/ports.py: asyncio's server in
+production, the simulated network in tests/sim).
 Rules:
 - many requests in flight per connection; replies go out as they complete:
   a loop round's first reply at once, the rest of the round batched into one
@@ -31,6 +33,7 @@ from storage.errors import ProtocolViolation, Status
 from storage.node.journal_io import Buffer
 from storage.node.reads import dispatch_read
 from storage.node.service import NodeService
+from storage.ports import ASYNCIO_NETWORK, Listener, Network
 
 log = logging.getLogger("folio.storage.server")
 
@@ -263,8 +266,10 @@ class NodeServer:
         auth_secret: bytes | None = None,
         max_per_peer: int = MAX_PER_PEER,
         idle_timeout_s: float = IDLE_TIMEOUT_S,
+        network: Network = ASYNCIO_NETWORK,
     ) -> None:
         self.service = service
+        self._network = network
         self._node_info = node_info
         self.max_connections = max_connections
         self.max_in_flight = max_in_flight
@@ -273,7 +278,7 @@ class NodeServer:
         self.idle_timeout_s = idle_timeout_s
         self.connections: set[Connection] = set()
         self._per_peer: dict[str, int] = {}
-        self._server: asyncio.Server | None = None
+        self._server: Listener | None = None
         self._sweeper: asyncio.Task[None] | None = None
 
     def node_info(self) -> bytes:
@@ -314,12 +319,10 @@ class NodeServer:
                     conn.close()
 
     async def start(self, host: str, port: int) -> tuple[str, int]:
-        loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(lambda: Connection(self), host, port, backlog=1024)
+        self._server, address = await self._network.listen(host, port, lambda: Connection(self), 1024)
         if self.idle_timeout_s > 0:
-            self._sweeper = loop.create_task(self._sweep_idle(), name="node-idle-sweep")
-        sock = self._server.sockets[0].getsockname()
-        return str(sock[0]), int(sock[1])
+            self._sweeper = asyncio.get_running_loop().create_task(self._sweep_idle(), name="node-idle-sweep")
+        return address
 
     def stop_listening(self) -> None:
         """No new connections, and no new requests on open ones (replies still go out)."""

@@ -3,7 +3,8 @@
 Owns: start-up (checkpoint + index files + journal replay), the add/fence write
 path, checkpoints (index files of sealed journal files, then the mark and ledger
 states) and reclaiming journal files of deleted ledgers. Everything runs on the event-loop thread: the
-loop is the one owner of this state (no locks); threads only do file I/O.
+loop is the one owner of this state (no locks); threads only do file I/O, all of
+it through the ``Disk`` port the service is given (storage/ports.py).
 Rules (docs/architecture.md §3):
 - an add is answered only after its journal record is fdatasynced; only then
   does it count (LAC, last entry, entry store, readers);
@@ -43,7 +44,7 @@ from storage.node.compaction import (
 )
 from storage.node.drop_behind import DROP_LAG_BYTES
 from storage.node.entry_store import EntryStore
-from storage.node.journal import Journal
+from storage.node.journal import INLINE_SYNC_RECORDS, Journal
 from storage.node.journal_core import JournalConfig, JournalCore
 from storage.node.journal_io import (
     HEAD,
@@ -67,6 +68,7 @@ from storage.node.journal_io import (
 from storage.node.ledger_state import LedgerStates
 from storage.node.metrics import NodeMetrics
 from storage.node.reads import LacWaiters, Replier
+from storage.ports import OS_DISK, Disk
 
 log = logging.getLogger("folio.storage.node")
 
@@ -99,6 +101,7 @@ class NodeConfig:
     compaction_threshold: float = COMPACTION_THRESHOLD  # 0: no compaction
     compaction_interval_s: float = COMPACTION_INTERVAL_S
     compaction_bytes_per_round: int = COMPACTION_BYTES_PER_ROUND
+    journal_inline_sync_records: int = INLINE_SYNC_RECORDS  # 0: every fdatasync on the sync thread
 
     def __post_init__(self) -> None:
         # a group is written whole into one file, then the file may rotate
@@ -107,12 +110,15 @@ class NodeConfig:
 
 
 class NodeService:
-    def __init__(self, config: NodeConfig, clock: Clock, metrics: NodeMetrics | None = None) -> None:
+    def __init__(
+        self, config: NodeConfig, clock: Clock, metrics: NodeMetrics | None = None, disk: Disk = OS_DISK
+    ) -> None:
         self.config = config
         self.clock = clock
+        self.disk = disk
         self.metrics = metrics or NodeMetrics()
         self.ledgers = LedgerStates()
-        self.entries = EntryStore(config.data_dir / "journal")
+        self.entries = EntryStore(config.data_dir / "journal", disk)
         self.waiters = LacWaiters(self.ledgers, config.max_lac_waiters)
         self.metrics.lac_waiters.set_function(lambda: self.waiters.count)
         self.read_only = False
@@ -143,8 +149,9 @@ class NodeService:
 
     async def start(self) -> None:
         data_dir = self.config.data_dir
-        data_dir.mkdir(parents=True, exist_ok=True)
-        checkpoint = load_checkpoint(data_dir)  # refuses a data dir of the old format
+        disk = self.disk
+        disk.makedirs(data_dir)
+        checkpoint = load_checkpoint(data_dir, disk)  # refuses a data dir of the old format
         mark = checkpoint.journal if checkpoint is not None else (0, 0)
         if checkpoint is not None:
             for first, last_id in checkpoint.deleted:
@@ -152,14 +159,14 @@ class NodeService:
             for lid, (fenced, lac, last) in checkpoint.ledgers.items():
                 self.ledgers.restore(lid, fenced, lac, last)
         journal_dir = data_dir / "journal"
-        journal_dir.mkdir(exist_ok=True)
+        disk.makedirs(journal_dir)
         self.entries.load_sealed(mark[0])
         replayed = 0
         put = self.entries.put_replayed  # a newer copy of an entry: the older one is dead
         # the mark's file and later ones: every ADD is indexed where it lies; ledger
         # state changes only from records after the mark (earlier ones are in checkpoint.json)
         ends: dict[int, int] = {}  # where each replayed file's valid records end
-        for record in replay(journal_dir, mark[0]):
+        for record in replay(journal_dir, mark[0], disk):
             ends[record.file_id] = record.end_offset
             after = (record.file_id, record.end_offset) > mark
             if record.rtype == TYPE_ADD:
@@ -177,10 +184,10 @@ class NodeService:
                 self.entries.delete_ledger(lid)
             else:
                 self.ledgers.restore(lid, False, -1, self.entries.index.last_entry_id(lid))
-        existing = list_journal_ids(journal_dir)
+        existing = list_journal_ids(journal_dir, disk)
         for file_id in existing:
             if file_id >= mark[0]:  # never appended to again: its preallocated zeros or torn tail go
-                cut_tail(journal_dir, file_id, ends.get(file_id, len(MAGIC)))
+                cut_tail(journal_dir, file_id, ends.get(file_id, len(MAGIC)), disk)
         if not self.config.fsync:
             log.warning(
                 "!!! UNSAFE: journal fdatasync is OFF (--unsafe-no-fsync); acked adds can be lost !!!"
@@ -193,9 +200,15 @@ class NodeService:
             failpoints=Failpoints.from_env(),
             cache_bytes=self.config.journal_cache_bytes,
             prealloc_bytes=self.config.journal_prealloc_bytes,
+            disk=disk,
         )
         self._journal = Journal(
-            JournalCore(self.config.journal), writer, self.clock, self._on_durable, self.metrics.on_sync
+            JournalCore(self.config.journal),
+            writer,
+            self.clock,
+            self._on_durable,
+            self.metrics.on_sync,
+            inline_sync_records=self.config.journal_inline_sync_records,
         )
         self._submit = self._journal.submit
         log.info("storage node started: %d ledgers, %d journal records replayed", len(self.ledgers), replayed)
@@ -333,7 +346,7 @@ class NodeService:
             await self.entries.write_index_files(position[0])
             checkpoint = Checkpoint(position, ledgers, deleted)
             loop = asyncio.get_running_loop()
-            await loop.run_in_executor(None, save_checkpoint, self.config.data_dir, checkpoint)
+            await loop.run_in_executor(None, save_checkpoint, self.config.data_dir, checkpoint, self.disk)
             self.entries.checkpointed(position[0])
             self._last_checkpoint = position
 

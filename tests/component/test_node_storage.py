@@ -29,6 +29,7 @@ from storage.node.journal_io import (
     scan_file,
 )
 from storage.node.service import NodeConfig, NodeService
+from storage.ports import OsDisk
 
 pytestmark = pytest.mark.component
 
@@ -135,13 +136,16 @@ def test_journal_preallocates_ahead_and_replay_stops_quietly_at_the_zeros(
 
 
 def test_a_refused_preallocation_falls_back_to_growing_files(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    def refuse(fd: int, offset: int, length: int) -> None:
-        raise OSError(errno.EOPNOTSUPP, "Operation not supported")
+    class NoFallocate(OsDisk):
+        @staticmethod
+        def posix_fallocate(fd: int, offset: int, length: int) -> None:
+            raise OSError(errno.EOPNOTSUPP, "Operation not supported")
 
-    monkeypatch.setattr(os, "posix_fallocate", refuse)
-    writer = JournalWriter(tmp_path, first_file_id=1, rotate_bytes=64 * 1024, prealloc_bytes=16 * 1024)
+    writer = JournalWriter(
+        tmp_path, first_file_id=1, rotate_bytes=64 * 1024, prealloc_bytes=16 * 1024, disk=NoFallocate()
+    )
     for i in range(300):
         data = entry(1, i)
         writer.write([add_record_head(data), data])

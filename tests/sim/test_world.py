@@ -1,158 +1,184 @@
-"""The simulation harness itself: disk durability model, node replay, network order, timers.
-
-If these broke, the ledger simulation could pass for the wrong reason (a disk
-that never loses anything, a node that forgets nothing, a network that never
-reorders), so the harness is tested like any other code.
-"""
+"""Tests of the simulated world itself (world.py): virtual time, processes, the disk's
+durability model, the network's order and resets, and the real node over them."""
 
 from __future__ import annotations
 
-from typing import Any
+import asyncio
+import os
+from pathlib import Path
 
 import pytest
 
-from coordination.memory_store import MemoryStore
 from storage import wire
+from storage.client.connection import ConnectionConfig, NodeConnection
 from storage.errors import Status
-from storage.node import journal_io
-from storage.node.journal_core import JournalConfig
+from storage.node.server import NodeServer
+from storage.node.service import NodeConfig, NodeService
 
-from .checkers import Checker
-from .sim_client import SimClient
-from .sim_node import Reply, SimNode
-from .world import NetConfig, Scheduler, SimClock, SimDisk, SimNetwork, Timer, seeded
+from .world import (
+    NetConfig,
+    Process,
+    SimClock,
+    SimDisk,
+    SimDiskPort,
+    SimLoop,
+    SimNetwork,
+    Stalled,
+    seeded,
+)
 
 pytestmark = pytest.mark.sim
 
+J = Path("/d/j")
 
-def test_a_crash_never_touches_synced_bytes_and_sometimes_tears_the_rest() -> None:
+
+def disk_with_file(disk: SimDisk, loop: SimLoop) -> tuple[SimDiskPort, int]:
+    port = SimDiskPort(disk, Process(loop, "p"))
+    port.makedirs(Path("/d"))
+    fd = port.open(J, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+    port.fsync(port.open(Path("/d"), os.O_RDONLY | os.O_DIRECTORY))  # the name is durable
+    return port, fd
+
+
+def test_a_power_loss_never_touches_synced_bytes_and_sometimes_tears_the_rest() -> None:
+    loop = SimLoop(0)
     modes = set()
     for seed in range(300):
         rng = seeded(seed, "disk-test")
         disk = SimDisk(rng)
-        disk.create("j")
+        port, fd = disk_with_file(disk, loop)
         synced = rng.randbytes(rng.randint(0, 100))
-        disk.append("j", synced)
-        disk.sync("j", len(synced))
-        disk.append("j", rng.randbytes(rng.randint(1, 100)))
-        modes.update(note.split(":")[1].split()[0] for note in disk.crash())
-        after = disk.read("j")
+        port.write(fd, synced)
+        port.fdatasync(fd)
+        port.pwritev(fd, [rng.randbytes(rng.randint(1, 100))], len(synced))
+        disk.power_loss()
+        modes.update(note.split(":")[1].split()[0] for note in disk.crash_notes)
+        after = port.read_bytes(J)
         assert after[: len(synced)] == synced
-        assert disk.files["j"].durable == len(after)  # what survived is on disk now
+        assert disk.unsynced_bytes == 0  # what survived is on disk now
     assert modes == {"drop", "prefix", "torn"}
+    loop.close()
 
 
-def test_without_fsync_the_disk_promises_nothing() -> None:
+def test_an_overwrite_of_synced_zeros_is_not_durable_until_synced() -> None:
+    loop = SimLoop(0)
+    disk = SimDisk(seeded(1, "disk-test"))
+    port, fd = disk_with_file(disk, loop)
+    port.posix_fallocate(fd, 0, 64)  # preallocated zeros, then synced
+    port.fdatasync(fd)
+    port.pwritev(fd, [b"x" * 10], 8)
+    for _ in range(20):
+        disk.power_loss()
+        assert port.read_bytes(J)[:8] == bytes(8)
+        port.pwritev(fd, [b"x" * 10], 8)
+    loop.close()
+
+
+def test_without_fsync_the_disk_promises_nothing_and_new_names_need_a_directory_sync() -> None:
+    loop = SimLoop(0)
     disk = SimDisk(seeded(0, "disk-test"), fsync_enabled=False)
-    disk.create("j")
-    disk.append("j", b"x" * 100)
-    disk.sync("j", 100)
-    assert disk.files["j"].durable == 0 and disk.unsynced_bytes == 100
+    port, fd = disk_with_file(disk, loop)
+    port.write(fd, b"x" * 100)
+    port.fdatasync(fd)
+    assert disk.unsynced_bytes == 100
+    safe = SimDisk(seeded(0, "disk-test"))
+    port = SimDiskPort(safe, Process(loop, "p"))
+    port.makedirs(Path("/d"))
+    fd = port.open(J, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+    port.write(fd, b"y")
+    port.fdatasync(fd)
+    safe.power_loss()
+    assert not port.exists(J)  # created after the last directory sync
+    loop.close()
 
 
-class World:
-    def __init__(self, seed: int = 1) -> None:
-        self.clock = SimClock()
-        self.sched = Scheduler(self.clock)
-        self.checker = Checker(7, self.clock.now_ms)
-        self.net = SimNetwork(self.sched, seeded(seed, "net"), NetConfig())
-        store = MemoryStore(self.clock)
-        config = JournalConfig(max_group_wait_ms=1)
-        self.node = SimNode("n0", self.sched, self.net, store, self.checker, config, seeded(seed, "n"), True)
-        self.net.register(self.node)
-        self.client = SimClient("c", self.sched, self.net)
-        self.replies: list[Reply] = []
+def test_virtual_time_jumps_to_the_next_timer_and_a_killed_process_runs_nothing() -> None:
+    loop = SimLoop(0)
+    clock = SimClock(loop)
+    seen: list[tuple[str, int]] = []
+    victim = Process(loop, "victim")
 
-    def call(self, op: wire.Op, body: bytes = b"", entry_id: int = -1) -> Reply:
-        self.client.request("n0", op, 7, self.replies.append, entry_id, body)
-        assert self.sched.run(lambda: bool(self.replies), self.clock.now_ms() + 1000, lambda: None)
-        return self.replies.pop()
+    async def ticking(name: str) -> None:
+        for _ in range(3):
+            await asyncio.sleep(10)  # ten virtual seconds, no wall time
+            seen.append((name, clock.now_ms()))
 
-
-def entry(entry_id: int, lac: int) -> bytes:
-    return wire.encode_entry(7, entry_id, lac, f"payload {entry_id}".encode())
-
-
-def test_a_node_restarts_from_its_durable_journal_and_ignores_a_torn_record() -> None:
-    w = World()
-    for e in range(5):
-        w.checker.writer_appended(e, entry(e, e - 1))
-        assert w.call(wire.Op.ADD, wire.add_body(entry(e, e - 1))).status is Status.OK
-    torn = entry(5, 4)
-    w.node.disk.append(w.node._file, journal_io.add_record_head(torn) + torn[:-3])  # written, not synced
-    w.node.crash()
-    w.node.restart()
-    assert sorted(e for _, e in w.node.entries) == [0, 1, 2, 3, 4]
-    assert w.node.lac(7) == 3
-    assert w.call(wire.Op.READ, entry_id=4).data == entry(4, 3)
-    assert w.call(wire.Op.READ, entry_id=5).status is Status.NO_SUCH_ENTRY
-    assert not w.checker.violations
+    victim.start(lambda: ticking("victim"))
+    survivor = Process(loop, "survivor")
+    survivor.start(lambda: ticking("survivor"))
+    loop.call_later(15, victim.kill)
+    assert loop.run_until(lambda: len(seen) == 4, 100)
+    assert seen == [("victim", 10_000), ("survivor", 10_000), ("survivor", 20_000), ("survivor", 30_000)]
+    with pytest.raises(Stalled):
+        loop.run_until(lambda: False, 100)
+    loop.close()
 
 
-def test_a_fence_is_answered_only_once_durable_and_survives_a_restart() -> None:
-    w = World()
-    w.checker.writer_appended(0, entry(0, -1))
-    reply = w.call(wire.Op.FENCE)
-    assert reply.status is Status.OK and w.node.disk.unsynced_bytes == 0
-    w.node.crash()
-    w.node.restart()
-    assert w.call(wire.Op.ADD, wire.add_body(entry(0, -1))).status is Status.FENCED
-    assert w.call(wire.Op.ADD, wire.add_body(entry(0, -1), recovery=True)).status is Status.OK
+def test_the_network_keeps_order_within_a_connection_and_resets_peers_of_a_killed_process() -> None:
+    loop = SimLoop(3)
+    net = SimNetwork(loop, seeded(3, "net"), NetConfig(delay_min_ms=1, delay_max_ms=30))
+    got: list[bytes] = []
+    lost: list[Exception | None] = []
 
+    class Sink(asyncio.Protocol):
+        def data_received(self, data: bytes) -> None:
+            got.append(data)
 
-class Recorder:
-    def __init__(self, name: str) -> None:
-        self.name = name
-        self.up = True
-        self.incarnation = 0
-        self.got: list[Any] = []
+    class Source(asyncio.Protocol):
+        def connection_lost(self, exc: Exception | None) -> None:
+            lost.append(exc)
 
-    def receive(self, message: Any, src: str) -> None:
-        self.got.append((src, message))
+    server, client = Process(loop, "server"), Process(loop, "client")
+    server_net, client_net = net.port(server), net.port(client)
 
-    def on_disconnect(self, peer: str, incarnation: int) -> None:
-        self.got.append((peer, f"reset {incarnation}"))
+    async def serve() -> None:
+        await server_net.listen("server", 1, Sink, 1)
+        await asyncio.sleep(1000)
 
-
-def test_the_network_keeps_order_within_a_connection_but_not_across() -> None:
-    reordered = False
-    for seed in range(20):
-        sched = Scheduler(SimClock())
-        net = SimNetwork(sched, seeded(seed, "net"), NetConfig(delay_max_ms=10))
-        got = Recorder("dst").got
-        for name in ("a", "b", "dst"):
-            recorder = Recorder(name)
-            recorder.got = got
-            net.register(recorder)
+    async def send() -> None:
+        transport, _ = await client_net.connect("server", 1, Source)
         for i in range(50):
-            net.send("a", "dst", i)
-            net.send("b", "dst", i)
-        sched.run(lambda: False, 10_000, lambda: None)
-        for src in ("a", "b"):
-            assert [m for s, m in got if s == src] == list(range(50))
-        reordered |= [s for s, _ in got] != ["a", "b"] * 50
-    assert reordered
+            transport.write(b"%d," % i)
+
+    server.start(serve)
+    client.start(send)
+    assert loop.run_until(lambda: len(got) == 50, 10)
+    assert b"".join(got) == b"".join(b"%d," % i for i in range(50))
+    server.kill()
+    assert loop.run_until(lambda: bool(lost), 10)
+    assert isinstance(lost[0], ConnectionResetError)
+    loop.close()
 
 
-def test_a_message_to_a_crashed_process_is_lost_and_the_sender_hears_a_reset() -> None:
-    sched = Scheduler(SimClock())
-    net = SimNetwork(sched, seeded(0, "net"), NetConfig())
-    a, b = Recorder("a"), Recorder("b")
-    net.register(a)
-    net.register(b)
-    net.send("a", "b", "in flight")
-    b.incarnation += 1  # b crashed before the message arrived
-    b.up = False
-    net.send("a", "b", "refused")
-    sched.run(lambda: False, 1000, lambda: None)
-    assert b.got == [] and a.got == [("b", "reset 1")] and net.lost == 2
+def test_the_real_node_answers_a_fence_once_durable_and_keeps_it_across_a_power_loss() -> None:
+    """The real NodeService/NodeServer and NodeConnection over the simulated ports."""
+    loop = SimLoop(5)
+    clock = SimClock(loop)
+    net = SimNetwork(loop, seeded(5, "net"), NetConfig())
+    node, client = Process(loop, "n0", (1, 3)), Process(loop, "c")
+    disk = SimDisk(seeded(5, "disk"))
+    node_net, client_net = net.port(node), net.port(client)
+    replies: list[Status] = []
 
+    async def serve() -> None:
+        service = NodeService(NodeConfig(Path("/n0")), clock, disk=SimDiskPort(disk, node))
+        await service.start()
+        await NodeServer(service, lambda: b"{}", idle_timeout_s=0, network=node_net).start("n0", 1)
 
-def test_a_timer_that_never_moves_its_deadline_is_reported_as_a_busy_loop() -> None:
-    sched = Scheduler(SimClock())
-    spins: list[str] = []
-    timer = Timer(sched, lambda: timer.arm(sched.clock.now_ms()), spins.append)
-    timer.arm(5)
-    sched.run(lambda: False, 100, lambda: None)
-    assert len(spins) == 1 and "busy loop" in spins[0]
-    assert Timer.SPINS_MAX <= sched.steps <= Timer.SPINS_MAX + 1  # then it stays disarmed
+    async def ask(op: wire.Op, body: bytes) -> None:
+        connection = NodeConnection("n0:1", ConnectionConfig(auth_secret=None), clock, client_net)
+        status, _ = await connection.request(op, body, 5_000)
+        replies.append(status)
+
+    node.start(serve)
+    client.start(lambda: ask(wire.Op.FENCE, wire.ledger_body(7)))
+    assert loop.run_until(lambda: len(replies) == 1, 10) and replies == [Status.OK]
+    node.kill()
+    disk.power_loss()
+    node.start(serve)
+    loop.run_until(lambda: False, loop.time() + 1)  # the node replays its journal and listens
+    client.kill()
+    client.start(lambda: ask(wire.Op.ADD, wire.add_body(wire.encode_entry(7, 0, -1, b"late"))))
+    assert loop.run_until(lambda: len(replies) == 2, 10)
+    assert replies[1] is Status.FENCED
+    loop.close()
