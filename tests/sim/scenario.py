@@ -427,7 +427,7 @@ class WireObserver:
     def _frames(self, src: SimTransport, data: bytes, replies: bool) -> list[Any]:
         decoder = self._decoders.get(src)
         if decoder is None:
-            decoder = self._decoders[src] = wire.FrameDecoder(replies, wire.MAX_FRAME_BYTES)
+            decoder = self._decoders[src] = wire.FrameDecoder.responses() if replies else wire.FrameDecoder.requests()
         try:
             return decoder.feed(data)
         except ProtocolViolation:
@@ -437,7 +437,7 @@ class WireObserver:
         if dst.host not in self._nodes or src.host in self._nodes:
             return
         after_fence = dst.host in self._checker.fence_replied
-        for op, request_id, body in self._frames(src, data, replies=False):
+        for (op, request_id), body in self._frames(src, data, replies=False):
             recovery, entry_id = False, -1
             if op == wire.Op.ADD:
                 recovery, _, entry_id, _, _ = wire.parse_add(body)
@@ -446,7 +446,7 @@ class WireObserver:
     def sent(self, src: SimTransport, dst: SimTransport, data: bytes) -> None:
         if src.host not in self._nodes or dst.host in self._nodes:
             return
-        for _, request_id, status, _ in self._frames(src, data, replies=True):
+        for (_, request_id, status), _ in self._frames(src, data, replies=True):
             asked = self._asked.pop((dst, request_id), None)
             if asked is None or status != Status.OK:
                 continue
