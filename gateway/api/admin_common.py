@@ -4,7 +4,9 @@ Owns: ``AdminRoute`` (typed errors and request-validation errors become
 ``ErrorBody`` responses inside the route, so the routers also work without the
 app's handlers), ``on_owner`` (serve a topic-scoped call on the topic's owner:
 here, or forwarded once), path-to-name helpers, JSON answers, the JSON body
-reader of every admin route (``read_json``) and the URL convertors of path
+reader of every admin route (``read_json``), the subscription a route's path
+names (``SubscriptionPath``: one dependency for ``{tenant}/{namespace}/{topic}/
+subscription/{subscription}``) and the URL convertors of path
 segments that must not swallow a literal route (``{topic:topic}``,
 ``{bundle:bundle}``). Rules (docs/architecture.md §6-7): statuses come from
 ``gateway.api.errors`` only; an admin read never auto-creates a topic (404
@@ -18,16 +20,19 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Annotated, Any
 
 import orjson
-from fastapi import Request
+from fastapi import Depends, Request
 from starlette.convertors import StringConvertor, register_url_convertor
 from starlette.responses import Response
 
 from gateway.api.errors import ErrorMappingRoute, reason_response
 from gateway.api.forwarding import forward, local_topic
 from gateway.api.paging import TOTAL_HEADER, PageParams
+from gateway.api.route_docs import Namespace, Tenant, TopicPart
+from gateway.api.route_docs import Subscription as SubscriptionName
 from gateway.broker.topic import Topic
 from gateway.meta.errors import InvalidArgument
 from gateway.names import TopicName, check_subscription
@@ -80,6 +85,26 @@ def paged(response: Response, paging: PageParams, items: list[str]) -> list[str]
 
 def topic_name(tenant: str, namespace: str, topic: str) -> TopicName:
     return TopicName.of("persistent", tenant, namespace, topic)
+
+
+@dataclass(frozen=True, slots=True)
+class SubscriptionRef:
+    """A subscription as a route's path names it: its topic and its checked name."""
+
+    topic: TopicName
+    name: str
+
+
+async def subscription_ref(
+    tenant: Tenant, namespace: Namespace, topic: TopicPart, subscription: SubscriptionName
+) -> SubscriptionRef:
+    """The topic's name is checked before the subscription's (412 either way)."""
+    return SubscriptionRef(topic_name(tenant, namespace, topic), check_subscription(subscription))
+
+
+# A path parameter after it is a dependency too (``admin_schemas.CountPath`` ...): FastAPI
+# documents an endpoint's own parameters before its dependencies'.
+SubscriptionPath = Annotated[SubscriptionRef, Depends(subscription_ref)]
 
 
 async def read_json(request: Request, *, required: bool = True) -> Any:

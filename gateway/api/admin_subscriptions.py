@@ -27,6 +27,8 @@ from gateway.api.admin_bodies import CursorTarget, parse_target
 from gateway.api.admin_common import (
     PREFIX,
     AdminRoute,
+    SubscriptionPath,
+    SubscriptionRef,
     json_response,
     no_content,
     on_owner,
@@ -36,12 +38,11 @@ from gateway.api.admin_common import (
 )
 from gateway.api.admin_schemas import CURSOR_TARGET, CountPath, SecondsPath, TimestampPath, request_body
 from gateway.api.route_docs import Namespace, Paging, Tenant, TopicPart
-from gateway.api.route_docs import Subscription as SubscriptionName
 from gateway.broker import topic_admin, topic_upkeep
 from gateway.broker.log_state import TopicNotFound
 from gateway.broker.subscription import Subscription
 from gateway.broker.topic import Topic
-from gateway.names import TopicName, check_subscription
+from gateway.names import TopicName
 from storage.formats.positions import EARLIEST, LATEST, Position
 
 if TYPE_CHECKING:
@@ -79,31 +80,27 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
 
     async def on_sub(
         request: Request,
-        tenant: str,
-        namespace: str,
-        topic: str,
-        subscription: str,
+        ref: SubscriptionRef,
         act: Callable[[Topic, Subscription], Any],
         body: Any = None,
     ) -> Response:
         """Run ``act`` on the subscription at its owner (every partition's, if partitioned);
         persist the cursor; 204."""
         gateway = get_gateway()
-        name = topic_name(tenant, namespace, topic)
-        check_subscription(subscription)
+        name = ref.topic
         count = 0 if name.is_partition else await gateway.partitions(name)
         if count:
             return await on_partitions(gateway, request, name, count, body)
 
         async def serve(t: Topic) -> Response:
-            sub = t.subscriptions[subscription]
+            sub = t.subscriptions[ref.name]
             result = act(t, sub)
             if hasattr(result, "__await__"):
                 await result
             await sub.persist()
             return no_content()
 
-        return await on_owner(gateway, request, name, serve, body=body, subscription=subscription)
+        return await on_owner(gateway, request, name, serve, body=body, subscription=ref.name)
 
     @router.get(
         f"{PREFIX}/{{topic}}/subscriptions",
@@ -127,15 +124,11 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
         ),
     )
     async def create_subscription(
-        tenant: Tenant,
-        namespace: Namespace,
-        topic: TopicPart,
-        subscription: SubscriptionName,
+        ref: SubscriptionPath,
         request: Request,
     ) -> Response:
         gateway = get_gateway()
-        name = topic_name(tenant, namespace, topic)
-        check_subscription(subscription)
+        name = ref.topic
         value = await read_json(request, required=False)
         target = parse_target(value, required=False)
         count = 0 if name.is_partition else await gateway.partitions(name)
@@ -146,7 +139,7 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
             start: Position | None = None
             if target is not None and not target.is_latest:
                 start = EARLIEST if target.is_earliest else target.entry
-            await topic_admin.create_subscription(t, subscription, start)
+            await topic_admin.create_subscription(t, ref.name, start)
             return no_content()
 
         # as a consumer's subscribe would: the topic is created if the namespace allows it
@@ -159,24 +152,21 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
         responses=errors.responses(404, 412),
     )
     async def delete_subscription(
-        tenant: Tenant,
-        namespace: Namespace,
-        topic: TopicPart,
-        subscription: SubscriptionName,
+        ref: SubscriptionPath,
         request: Request,
         force: Annotated[bool, Query(description="disconnect its consumers")] = False,
     ) -> Response:
         gateway = get_gateway()
-        name = topic_name(tenant, namespace, topic)
+        name = ref.topic
         count = 0 if name.is_partition else await gateway.partitions(name)
         if count:
             return await on_partitions(gateway, request, name, count, None)
 
         async def serve(t: Topic) -> Response:
-            await topic_admin.delete_subscription(t, subscription, force)
+            await topic_admin.delete_subscription(t, ref.name, force)
             return no_content()
 
-        return await on_owner(gateway, request, name, serve, subscription=subscription)
+        return await on_owner(gateway, request, name, serve, subscription=ref.name)
 
     @router.post(
         f"{S}/skip/{{count}}",
@@ -185,16 +175,13 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
         responses=errors.responses(404, 412),
     )
     async def skip_messages(
-        tenant: Tenant,
-        namespace: Namespace,
-        topic: TopicPart,
-        subscription: SubscriptionName,
+        ref: SubscriptionPath,
         count: CountPath,
         request: Request,
     ) -> Response:
         """Skip ``count`` messages. Folio batches many messages into one entry
         internally, so ``count`` counts messages, not entries."""
-        return await on_sub(request, tenant, namespace, topic, subscription, lambda _t, s: s.skip(count))
+        return await on_sub(request, ref, lambda _t, s: s.skip(count))
 
     @router.post(
         f"{S}/skip_all",
@@ -203,13 +190,10 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
         responses=errors.responses(404, 412),
     )
     async def skip_all_messages(
-        tenant: Tenant,
-        namespace: Namespace,
-        topic: TopicPart,
-        subscription: SubscriptionName,
+        ref: SubscriptionPath,
         request: Request,
     ) -> Response:
-        return await on_sub(request, tenant, namespace, topic, subscription, lambda _t, s: s.seek(LATEST))
+        return await on_sub(request, ref, lambda _t, s: s.seek(LATEST))
 
     @router.post(
         f"{S}/expireMessages/{{seconds}}",
@@ -218,21 +202,11 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
         responses=errors.responses(404, 412),
     )
     async def expire_messages(
-        tenant: Tenant,
-        namespace: Namespace,
-        topic: TopicPart,
-        subscription: SubscriptionName,
+        ref: SubscriptionPath,
         seconds: SecondsPath,
         request: Request,
     ) -> Response:
-        return await on_sub(
-            request,
-            tenant,
-            namespace,
-            topic,
-            subscription,
-            lambda t, s: topic_upkeep.expire(t, seconds, [s]),
-        )
+        return await on_sub(request, ref, lambda t, s: topic_upkeep.expire(t, seconds, [s]))
 
     @router.post(
         f"{S}/expireMessages",
@@ -242,10 +216,7 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
         openapi_extra=request_body(CURSOR_TARGET, "expire up to this message id", TARGET_EXAMPLE),
     )
     async def expire_messages_to_position(
-        tenant: Tenant,
-        namespace: Namespace,
-        topic: TopicPart,
-        subscription: SubscriptionName,
+        ref: SubscriptionPath,
         request: Request,
     ) -> Response:
         value = await read_json(request)
@@ -264,7 +235,7 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
                 upto = target.entry
             s.expire_upto(upto)
 
-        return await on_sub(request, tenant, namespace, topic, subscription, act, value)
+        return await on_sub(request, ref, act, value)
 
     @router.post(
         f"{PREFIX}/{{topic}}/all_subscription/expireMessages/{{seconds}}",
@@ -296,10 +267,7 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
         responses=errors.responses(404, 412),
     )
     async def reset_cursor(
-        tenant: Tenant,
-        namespace: Namespace,
-        topic: TopicPart,
-        subscription: SubscriptionName,
+        ref: SubscriptionPath,
         timestamp: TimestampPath,
         request: Request,
     ) -> Response:
@@ -311,7 +279,7 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
             p = found.position
             await _seek(t, s, CursorTarget(Position(p.ledger_id, p.entry_id), p.batch_index))
 
-        return await on_sub(request, tenant, namespace, topic, subscription, act)
+        return await on_sub(request, ref, act)
 
     @router.post(
         f"{S}/resetcursor",
@@ -323,17 +291,12 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
         ),
     )
     async def reset_cursor_to_position(
-        tenant: Tenant,
-        namespace: Namespace,
-        topic: TopicPart,
-        subscription: SubscriptionName,
+        ref: SubscriptionPath,
         request: Request,
     ) -> Response:
         value = await read_json(request)
         target = parse_target(value)
         assert target is not None
-        return await on_sub(
-            request, tenant, namespace, topic, subscription, lambda t, s: _seek(t, s, target), value
-        )
+        return await on_sub(request, ref, lambda t, s: _seek(t, s, target), value)
 
     return router

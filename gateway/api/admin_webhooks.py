@@ -31,6 +31,7 @@ from gateway.api import errors
 from gateway.api.admin_common import (
     PREFIX,
     AdminRoute,
+    SubscriptionPath,
     json_response,
     no_content,
     on_owner,
@@ -40,11 +41,10 @@ from gateway.api.admin_common import (
 )
 from gateway.api.admin_schemas import WebhookSettings, request_body
 from gateway.api.route_docs import Namespace, Tenant, TopicPart
-from gateway.api.route_docs import Subscription as SubscriptionName
 from gateway.broker import topic_admin
 from gateway.broker.topic import Topic
 from gateway.meta.errors import Conflict, NotFound
-from gateway.names import TopicName, check_subscription
+from gateway.names import TopicName
 from gateway.protocol.errors import BadRequest
 from gateway.protocol.webhook_config import parse_webhook
 from gateway.security.middleware import IDENTITY
@@ -94,16 +94,11 @@ def _view(gateway: Gateway, topic: Topic, subscription: str, kv: KeyValue) -> di
 def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
     router = APIRouter(tags=TAGS, route_class=AdminRoute)
 
-    async def target(
-        tenant: str, namespace: str, topic: str, subscription: str | None = None
-    ) -> tuple[Gateway, TopicName, int]:
-        """The gateway, the topic named (and the subscription checked) and its partition
-        count (0: not partitioned, or a partition)."""
+    async def target(name: TopicName) -> tuple[Gateway, int]:
+        """The gateway and the partition count of topic ``name`` (0: not partitioned, or a
+        partition)."""
         gateway = get_gateway()
-        name = topic_name(tenant, namespace, topic)
-        if subscription is not None:
-            check_subscription(subscription)
-        return gateway, name, 0 if name.is_partition else await gateway.partitions(name)
+        return gateway, 0 if name.is_partition else await gateway.partitions(name)
 
     @router.put(
         W,
@@ -113,13 +108,11 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
         openapi_extra=request_body(WebhookSettings, "the webhook's settings", EXAMPLE),
     )
     async def set_webhook(
-        tenant: Tenant,
-        namespace: Namespace,
-        topic: TopicPart,
-        subscription: SubscriptionName,
+        ref: SubscriptionPath,
         request: Request,
     ) -> Response:
-        gateway, name, count = await target(tenant, namespace, topic, subscription)
+        name, subscription = ref.topic, ref.name
+        gateway, count = await target(name)
         value = await read_json(request)
         config = parse_webhook(value, gateway.webhooks.allowed_hosts)
         if config.deadLetterTopic is not None:
@@ -154,13 +147,11 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
         responses=errors.responses(404, 412),
     )
     async def get_webhook(
-        tenant: Tenant,
-        namespace: Namespace,
-        topic: TopicPart,
-        subscription: SubscriptionName,
+        ref: SubscriptionPath,
         request: Request,
     ) -> Response:
-        gateway, name, count = await target(tenant, namespace, topic, subscription)
+        name, subscription = ref.topic, ref.name
+        gateway, count = await target(name)
         if count:
             return await _partition_views(gateway, request, name, count)
 
@@ -180,7 +171,8 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
     async def list_webhooks(
         tenant: Tenant, namespace: Namespace, topic: TopicPart, request: Request
     ) -> Response:
-        gateway, name, count = await target(tenant, namespace, topic)
+        name = topic_name(tenant, namespace, topic)
+        gateway, count = await target(name)
         if count:
             return await _partition_views(gateway, request, name, count, required=False)
 
@@ -200,13 +192,11 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
         responses=errors.responses(404, 412),
     )
     async def delete_webhook(
-        tenant: Tenant,
-        namespace: Namespace,
-        topic: TopicPart,
-        subscription: SubscriptionName,
+        ref: SubscriptionPath,
         request: Request,
     ) -> Response:
-        gateway, name, count = await target(tenant, namespace, topic, subscription)
+        name, subscription = ref.topic, ref.name
+        gateway, count = await target(name)
         if count:
             return await on_partitions(gateway, request, name, count, None)
 
