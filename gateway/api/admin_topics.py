@@ -24,7 +24,7 @@ subscription and message routers. Rules:
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Annotated, Any
 
 from fastapi import APIRouter, Query, Request
@@ -94,33 +94,42 @@ def make_metadata_router(get_store: Callable[[], NamespaceStore]) -> APIRouter:
         await get_store().create_topic(topic_name(tenant, namespace, topic))
         return no_content()
 
-    @router.put(
-        f"{T}/partitions",
-        status_code=204,
+    def partitions_route(
+        method: str, write: Callable[[NamespaceStore, TopicName, Any], Awaitable[None]], **doc: Any
+    ) -> None:
+        """PUT (create) or POST (increase) ``…/{topic}/partitions``: the body is the count;
+        the name must leave room for every partition's (412) before ``write``."""
+
+        async def set_partitions(
+            tenant: Tenant, namespace: Namespace, topic: PartitionedBase, request: Request
+        ) -> Response:
+            name = topic_name(tenant, namespace, topic).check_partitioned_base()
+            await write(get_store(), name, await read_json(request))
+            return no_content()
+
+        router.add_api_route(
+            f"{T}/partitions",
+            set_partitions,
+            methods=[method],
+            status_code=204,
+            responses=errors.responses(400, 404, 409, 412),
+            **doc,
+        )
+
+    partitions_route(
+        "PUT",
+        NamespaceStore.create_partitioned,
+        name="create_partitioned_topic",
         summary="Create a partitioned topic (body: the partition count)",
-        responses=errors.responses(400, 404, 409, 412),
         openapi_extra=schemas.request_body(schemas.PARTITIONS, "the number of partitions", 4),
     )
-    async def create_partitioned_topic(
-        tenant: Tenant, namespace: Namespace, topic: PartitionedBase, request: Request
-    ) -> Response:
-        name = topic_name(tenant, namespace, topic).check_partitioned_base()
-        await get_store().create_partitioned(name, await read_json(request))
-        return no_content()
-
-    @router.post(
-        f"{T}/partitions",
-        status_code=204,
+    partitions_route(
+        "POST",
+        NamespaceStore.update_partitions,
+        name="update_partitioned_topic",
         summary="Increase the partitions of a partitioned topic (412 to fewer, 409 if not partitioned)",
-        responses=errors.responses(400, 404, 409, 412),
         openapi_extra=schemas.request_body(schemas.PARTITIONS, "the new number of partitions", 8),
     )
-    async def update_partitioned_topic(
-        tenant: Tenant, namespace: Namespace, topic: PartitionedBase, request: Request
-    ) -> Response:
-        name = topic_name(tenant, namespace, topic).check_partitioned_base()
-        await get_store().update_partitions(name, await read_json(request))
-        return no_content()
 
     @router.get(
         f"{T}/partitions", summary="Partition count (0 = not partitioned)", responses=errors.responses(412)
