@@ -13,7 +13,7 @@ segments that must not swallow a literal route (``{topic:topic}``,
 instead); a body is JSON whatever its content type (curl's default form type
 included), an empty body is no body, a JSON ``null`` body is refused (400), and
 a whole-number float (``3.0``) is the integer it spells, as in JSON Schema and
-Jackson (the documented schemas are in ``gateway.api.admin_schemas``).
+Jackson (the documented schemas are in ``gateway.api.admin_models``).
 """
 
 from __future__ import annotations
@@ -102,7 +102,7 @@ async def subscription_ref(
     return SubscriptionRef(topic_name(tenant, namespace, topic), check_subscription(subscription))
 
 
-# A path parameter after it is a dependency too (``admin_schemas.CountPath`` ...): FastAPI
+# A path parameter after it is a dependency too (``admin_models.CountPath`` ...): FastAPI
 # documents an endpoint's own parameters before its dependencies'.
 SubscriptionPath = Annotated[SubscriptionRef, Depends(subscription_ref)]
 

@@ -24,7 +24,7 @@ from starlette.responses import Response
 from gateway.api import errors
 from gateway.api.admin_bodies import browse_item, message_headers, message_id_json
 from gateway.api.admin_common import PREFIX, AdminRoute, SubscriptionPath, json_response, on_owner, topic_name
-from gateway.api.admin_schemas import (
+from gateway.api.admin_models import (
     BatchIndexQuery,
     EntryIdPath,
     LedgerIdPath,

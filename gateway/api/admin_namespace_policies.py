@@ -18,9 +18,9 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Request, Response
 
-from gateway.api import admin_schemas as schemas
+from gateway.api import admin_models
 from gateway.api.admin_common import no_content, read_json
-from gateway.api.admin_schemas import QuotaTypeQuery, request_body
+from gateway.api.admin_models import QuotaTypeQuery, request_body
 from gateway.api.admin_tenants import READ, WRITE
 from gateway.api.route_docs import Namespace, Tenant
 from gateway.meta.fields import bool_field
@@ -78,7 +78,7 @@ def _limit(path: str, field: str, description: str, example: int) -> PolicySpec:
         field,
         partial(parse_limit, what=path),
         None,
-        request_body(schemas.LIMIT, description, example),
+        request_body(admin_models.LIMIT, description, example),
     )
 
 
@@ -90,7 +90,7 @@ POLICIES: tuple[PolicySpec, ...] = (
         Retention.from_json,
         Retention(),
         request_body(
-            schemas.RetentionPolicies,
+            admin_models.RetentionPolicies,
             "Pulsar RetentionPolicies (412 if a backlog quota would outlive it)",
             {"retentionTimeInMinutes": 60, "retentionSizeInMB": 1024},
         ),
@@ -101,7 +101,9 @@ POLICIES: tuple[PolicySpec, ...] = (
         "message_ttl_seconds",
         parse_ttl_seconds,
         None,
-        request_body(schemas.TTL_SECONDS, "seconds a message may stay unacknowledged (0 = no TTL)", 3600),
+        request_body(
+            admin_models.TTL_SECONDS, "seconds a message may stay unacknowledged (0 = no TTL)", 3600
+        ),
     ),
     PolicySpec(
         "deduplication",
@@ -109,7 +111,7 @@ POLICIES: tuple[PolicySpec, ...] = (
         "deduplication_enabled",
         partial(parse_enabled, what="deduplication"),
         None,
-        request_body(schemas.ENABLED, "whether producers' sequence ids deduplicate messages", True),
+        request_body(admin_models.ENABLED, "whether producers' sequence ids deduplicate messages", True),
     ),
     _limit(
         "maxConsumersPerSubscription",
@@ -145,7 +147,7 @@ POLICIES: tuple[PolicySpec, ...] = (
         Persistence.from_json,
         None,
         request_body(
-            schemas.PersistencePolicies,
+            admin_models.PersistencePolicies,
             "Pulsar PersistencePolicies: the quorums of the namespace's topics' next ledgers "
             f"(400 unless 1 <= ack <= write <= ensemble <= {ENSEMBLE_MAX})",
             {
@@ -163,7 +165,7 @@ POLICIES: tuple[PolicySpec, ...] = (
         parse_strategy,
         Strategy.UNDEFINED,
         request_body(
-            schemas.SCHEMA_STRATEGY,
+            admin_models.SCHEMA_STRATEGY,
             "Pulsar SchemaCompatibilityStrategy of the namespace's topics (UNDEFINED means FULL)",
             "BACKWARD",
         ),
@@ -175,7 +177,7 @@ POLICIES: tuple[PolicySpec, ...] = (
         "is_allow_auto_update_schema",
         partial(bool_field, what="isAllowAutoUpdateSchema"),
         True,
-        request_body(schemas.ENABLED, "whether producers may add schema versions (default true)", False),
+        request_body(admin_models.ENABLED, "whether producers may add schema versions (default true)", False),
     ),
     PolicySpec(
         "autoTopicCreation",
@@ -184,7 +186,7 @@ POLICIES: tuple[PolicySpec, ...] = (
         AutoTopicCreation.from_json,
         AutoTopicCreation(),
         request_body(
-            schemas.AutoTopicCreationOverride,
+            admin_models.AutoTopicCreationOverride,
             "Pulsar AutoTopicCreationOverride",
             {"allowAutoTopicCreation": True, "topicType": "partitioned", "defaultNumPartitions": 4},
         ),
@@ -196,7 +198,7 @@ POLICIES: tuple[PolicySpec, ...] = (
         parse_analytics_interval,
         None,
         request_body(
-            schemas.ANALYTICS_INTERVAL,
+            admin_models.ANALYTICS_INTERVAL,
             "seconds between scheduled statistics runs of the namespace's topics "
             "(0 = on demand only; unset = the cluster's /admin/v2/analytics/settings)",
             60,
@@ -230,7 +232,7 @@ def add_routes(router: APIRouter, get_store: Callable[[], NamespaceStore]) -> No
         tags=NAMESPACES,
         responses=WRITE,
         openapi_extra=request_body(
-            schemas.BacklogQuota,
+            admin_models.BacklogQuota,
             "Pulsar BacklogQuota",
             {"limitSize": 10737418240, "policy": "producer_request_hold"},
         ),

@@ -36,7 +36,7 @@ from gateway.api.admin_common import (
     read_json,
     topic_name,
 )
-from gateway.api.admin_schemas import CURSOR_TARGET, CountPath, SecondsPath, TimestampPath, request_body
+from gateway.api.admin_models import CURSOR_TARGET, CountPath, SecondsPath, TimestampPath, request_body
 from gateway.api.route_docs import Namespace, Paging, Tenant, TopicPart
 from gateway.broker import topic_admin, topic_upkeep
 from gateway.broker.log_state import TopicNotFound

@@ -25,7 +25,7 @@ from pydantic import BaseModel, Field
 
 from gateway.api import errors
 from gateway.api.admin_common import AdminRoute, read_json, topic_name
-from gateway.api.admin_schemas import INT64_MAX, request_body
+from gateway.api.admin_models import INT64_MAX, request_body
 from gateway.api.route_docs import Namespace, Tenant, TopicPart
 from gateway.meta.schema_registry import SchemaNotFound
 from gateway.meta.schema_types import SchemaType, parse_post_schema

@@ -17,7 +17,7 @@ subscription and message routers. Rules:
   everywhere (412); a new partitioned topic's name must leave room for every
   partition's name (``check_partitioned_base``, 412) before anything is written;
 - bodies are read by ``admin_common.read_json`` and documented by
-  ``gateway.api.admin_schemas``;
+  ``gateway.api.admin_models``;
 - errors are ``ErrorBody`` with statuses from ``gateway.api.errors``.
 """
 
@@ -30,8 +30,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 from fastapi import APIRouter, Query, Request
 from starlette.responses import Response
 
-from gateway.api import admin_messages, admin_subscriptions, admin_webhooks, errors
-from gateway.api import admin_schemas as schemas
+from gateway.api import admin_messages, admin_models, admin_subscriptions, admin_webhooks, errors
 from gateway.api import stats_models as models
 from gateway.api.admin_bodies import message_id_json
 from gateway.api.admin_common import (
@@ -121,14 +120,14 @@ def make_metadata_router(get_store: Callable[[], NamespaceStore]) -> APIRouter:
         NamespaceStore.create_partitioned,
         name="create_partitioned_topic",
         summary="Create a partitioned topic (body: the partition count)",
-        openapi_extra=schemas.request_body(schemas.PARTITIONS, "the number of partitions", 4),
+        openapi_extra=admin_models.request_body(admin_models.PARTITIONS, "the number of partitions", 4),
     )
     partitions_route(
         "POST",
         NamespaceStore.update_partitions,
         name="update_partitioned_topic",
         summary="Increase the partitions of a partitioned topic (412 to fewer, 409 if not partitioned)",
-        openapi_extra=schemas.request_body(schemas.PARTITIONS, "the new number of partitions", 8),
+        openapi_extra=admin_models.request_body(admin_models.PARTITIONS, "the new number of partitions", 8),
     )
 
     @router.get(

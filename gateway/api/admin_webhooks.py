@@ -39,7 +39,7 @@ from gateway.api.admin_common import (
     read_json,
     topic_name,
 )
-from gateway.api.admin_schemas import WebhookSettings, request_body
+from gateway.api.admin_models import WebhookSettings, request_body
 from gateway.api.route_docs import Namespace, Tenant, TopicPart
 from gateway.broker import topic_admin
 from gateway.broker.topic import Topic

@@ -60,7 +60,7 @@ BUNDLE_PATTERN = r"^0x[0-9a-f]{8}_0x[0-9a-f]{8}$"
 EARLIEST_OR_LATEST_PATTERN = r"^(?:[Ee][Aa][Rr][Ll][Ii][Ee][Ss][Tt]|[Ll][Aa][Tt][Ee][Ss][Tt])$"
 NOT_SET: dict[str, Any] = {"enum": [0, None]}  # 0, null or absent
 
-# the parsers' choices (gateway.meta.policies), as types; tests/unit/test_admin_schemas.py keeps them equal
+# the parsers' choices (gateway.meta.policies), as types; tests/unit/test_admin_models.py keeps them equal
 QuotaType = Literal["destination_storage", "message_age"]
 QuotaPolicy = Literal["producer_request_hold", "producer_exception", "consumer_backlog_eviction"]
 TopicType = Literal["non-partitioned", "partitioned"]

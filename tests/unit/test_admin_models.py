@@ -28,7 +28,7 @@ from schemathesis.generation import GenerationMode
 
 from gateway.api.admin_bodies import parse_target
 from gateway.api.admin_common import decode_json
-from gateway.api.admin_schemas import Action, QuotaPolicy, QuotaType, TopicType
+from gateway.api.admin_models import Action, QuotaPolicy, QuotaType, TopicType
 from gateway.api.openapi import spec
 from gateway.errors import GatewayError
 from gateway.meta.errors import PreconditionFailed
