@@ -12,7 +12,7 @@ the operation-id rule and the clean-up applied to FastAPI's output. Rules:
   validation is answered 400 with ``ErrorBody`` (app.py installs the
   handler), so every operation that had a 422 declares a 400 ``ErrorBody``;
 - request bodies the routes parse by hand are documented by the models in
-  ``gateway.api.schemas`` (added to ``components.schemas`` here).
+  ``gateway.api.messaging_models`` (added to ``components.schemas`` here).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from pydantic.json_schema import models_json_schema
 from coordination.clock import SystemClock
 from coordination.memory_store import MemoryStore
 from gateway.api.errors import ErrorBody
-from gateway.api.schemas import REQUEST_MODELS
+from gateway.api.messaging_models import REQUEST_MODELS
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
