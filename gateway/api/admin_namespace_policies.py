@@ -23,7 +23,6 @@ from gateway.api.admin_common import no_content, read_json
 from gateway.api.admin_models import QuotaTypeQuery, request_body
 from gateway.api.admin_tenants import READ, WRITE
 from gateway.api.route_docs import Namespace, Tenant
-from gateway.meta.fields import bool_field
 from gateway.meta.namespaces import NamespaceStore
 from gateway.meta.persistence import ENSEMBLE_MAX, Persistence
 from gateway.meta.policies import (
@@ -37,6 +36,7 @@ from gateway.meta.policies import (
     parse_strategy,
     parse_ttl_seconds,
 )
+from gateway.meta.policy_fields import bool_field
 from gateway.meta.schema_compat import Strategy
 from gateway.names import NamespaceName
 

@@ -32,7 +32,6 @@ from gateway.api.admin_models import Action, QuotaPolicy, QuotaType, TopicType
 from gateway.api.openapi import spec
 from gateway.errors import GatewayError
 from gateway.meta.errors import PreconditionFailed
-from gateway.meta.fields import bool_field
 from gateway.meta.persistence import Persistence
 from gateway.meta.policies import (
     AUTH_ACTIONS,
@@ -50,6 +49,7 @@ from gateway.meta.policies import (
     parse_strategy,
     parse_ttl_seconds,
 )
+from gateway.meta.policy_fields import bool_field
 from gateway.meta.tenant_info import TenantInfo
 from gateway.protocol.webhook_config import parse_webhook
 
