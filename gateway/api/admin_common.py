@@ -36,7 +36,7 @@ from gateway.api.route_docs import Subscription as SubscriptionName
 from gateway.broker.topic import Topic
 from gateway.meta.errors import InvalidArgument
 from gateway.names import TopicName, check_subscription
-from gateway.protocol.fields import as_int
+from gateway.protocol.json_fields import as_int
 
 if TYPE_CHECKING:
     from gateway.api.gateway import Gateway

@@ -21,7 +21,7 @@ from gateway.api.messaging_models import (
     MESSAGE_ID_STRING_PATTERN,
 )
 from gateway.broker.dispatch.base import HASH_SLOTS
-from gateway.protocol.fields import PROPERTIES_MAX
+from gateway.protocol.json_fields import PROPERTIES_MAX
 from gateway.protocol.params import (
     NAME_CHARS_MAX,
 )

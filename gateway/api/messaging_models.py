@@ -22,7 +22,7 @@ from pydantic.config import JsonDict
 
 from gateway.api.admin_models import ADMIN_REQUEST_MODELS
 from gateway.names import NAME_MAX, PARTITIONED_TOPIC_MAX, SUBSCRIPTION_MAX, TOPIC_MAX
-from gateway.protocol.fields import PROPERTIES_MAX
+from gateway.protocol.json_fields import PROPERTIES_MAX
 from gateway.protocol.rest import PRODUCER_NAME_CHARS_MAX, REST_BATCH_MAX
 from gateway.protocol.timefmt import EPOCH_MS_MAX
 from gateway.protocol.ws_commands import ACK_BATCH_MAX
