@@ -145,6 +145,11 @@ def whole_numbers(value: Any) -> Any:
 Serve = Callable[[Topic], Awaitable[Response]]
 
 
+async def partition_count(gateway: Gateway, name: TopicName) -> int:
+    """The partitions of topic ``name``; 0 for a partition or a non-partitioned topic."""
+    return 0 if name.is_partition else await gateway.partitions(name)
+
+
 async def on_owner(
     gateway: Gateway,
     request: Request,

@@ -33,6 +33,7 @@ from gateway.api.admin_common import (
     no_content,
     on_owner,
     on_partitions,
+    partition_count,
     read_json,
     topic_name,
 )
@@ -55,7 +56,7 @@ TARGET_EXAMPLE = {"ledgerId": 12, "entryId": 3, "partitionIndex": -1, "batchInde
 
 async def _subscriptions_of(gateway: Gateway, name: TopicName) -> list[str]:
     """Durable subscriptions, from their cursor keys (no topic is loaded)."""
-    count = 0 if name.is_partition else await gateway.partitions(name)
+    count = await partition_count(gateway, name)
     parts = [name.partition(i) for i in range(count)] if count else [name]
     if not count and not await gateway.service.topic_exists(name):
         raise TopicNotFound(f"Topic {name} does not exist")
@@ -88,7 +89,7 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
         persist the cursor; 204."""
         gateway = get_gateway()
         name = ref.topic
-        count = 0 if name.is_partition else await gateway.partitions(name)
+        count = await partition_count(gateway, name)
         if count:
             return await on_partitions(gateway, request, name, count, body)
 
@@ -123,15 +124,12 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
             CURSOR_TARGET, "where it starts: a message id, or earliest / latest", "earliest", required=False
         ),
     )
-    async def create_subscription(
-        ref: SubscriptionPath,
-        request: Request,
-    ) -> Response:
+    async def create_subscription(ref: SubscriptionPath, request: Request) -> Response:
         gateway = get_gateway()
         name = ref.topic
         value = await read_json(request, required=False)
         target = parse_target(value, required=False)
-        count = 0 if name.is_partition else await gateway.partitions(name)
+        count = await partition_count(gateway, name)
         if count:
             return await on_partitions(gateway, request, name, count, value)
 
@@ -158,7 +156,7 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
     ) -> Response:
         gateway = get_gateway()
         name = ref.topic
-        count = 0 if name.is_partition else await gateway.partitions(name)
+        count = await partition_count(gateway, name)
         if count:
             return await on_partitions(gateway, request, name, count, None)
 
@@ -189,10 +187,7 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
         summary="Acknowledge everything: clear the backlog",
         responses=errors.responses(404, 412),
     )
-    async def skip_all_messages(
-        ref: SubscriptionPath,
-        request: Request,
-    ) -> Response:
+    async def skip_all_messages(ref: SubscriptionPath, request: Request) -> Response:
         return await on_sub(request, ref, lambda _t, s: s.seek(LATEST))
 
     @router.post(
@@ -215,10 +210,7 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
         responses=errors.responses(400, 404, 412),
         openapi_extra=request_body(CURSOR_TARGET, "expire up to this message id", TARGET_EXAMPLE),
     )
-    async def expire_messages_to_position(
-        ref: SubscriptionPath,
-        request: Request,
-    ) -> Response:
+    async def expire_messages_to_position(ref: SubscriptionPath, request: Request) -> Response:
         value = await read_json(request)
         target = parse_target(value)
         assert target is not None
@@ -248,7 +240,7 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
     ) -> Response:
         gateway = get_gateway()
         name = topic_name(tenant, namespace, topic)
-        count = 0 if name.is_partition else await gateway.partitions(name)
+        count = await partition_count(gateway, name)
         if count:
             return await on_partitions(gateway, request, name, count, None)
 
@@ -290,10 +282,7 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
             CURSOR_TARGET, "the message id to move to, or earliest / latest", TARGET_EXAMPLE
         ),
     )
-    async def reset_cursor_to_position(
-        ref: SubscriptionPath,
-        request: Request,
-    ) -> Response:
+    async def reset_cursor_to_position(ref: SubscriptionPath, request: Request) -> Response:
         value = await read_json(request)
         target = parse_target(value)
         assert target is not None

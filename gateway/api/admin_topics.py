@@ -40,6 +40,7 @@ from gateway.api.admin_common import (
     json_response,
     no_content,
     on_owner,
+    partition_count,
     read_json,
     topic_name,
 )
@@ -167,7 +168,8 @@ async def fan_out(gateway: Gateway, name: TopicName, count: int, kind: str) -> d
     return dict(await asyncio.gather(*(one(i) for i in range(count))))
 
 
-async def _partition_count(gateway: Gateway, name: TopicName) -> int:
+async def _require_partitioned(gateway: Gateway, name: TopicName) -> int:
+    """The partitions of partitioned topic ``name`` (NotFound if it is not one)."""
     count = await gateway.namespaces.get_partitions(name)
     if not count:
         raise NotFound(f"Partitioned topic {name} does not exist")
@@ -211,7 +213,7 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
     ) -> Response:
         gateway = get_gateway()
         name = topic_name(tenant, namespace, topic)
-        parts = await fan_out(gateway, name, await _partition_count(gateway, name), "stats")
+        parts = await fan_out(gateway, name, await _require_partitioned(gateway, name), "stats")
         return json_response(stats.aggregate(parts, per_partition=perPartition))
 
     @router.get(
@@ -239,7 +241,7 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
     ) -> Response:
         gateway = get_gateway()
         name = topic_name(tenant, namespace, topic)
-        count = await _partition_count(gateway, name)
+        count = await _require_partitioned(gateway, name)
         parts = await fan_out(gateway, name, count, "internalStats")
         return json_response({"metadata": {"partitions": count}, "partitions": parts})
 
@@ -254,7 +256,7 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
     ) -> Response:
         gateway = get_gateway()
         name = topic_name(tenant, namespace, topic)
-        count = 0 if name.is_partition else await gateway.partitions(name)
+        count = await partition_count(gateway, name)
         if count:
             parts = await fan_out(gateway, name, count, "stats/history")
             return json_response(stats_history.merge(list(parts.values())))
@@ -340,7 +342,7 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
     ) -> Response:
         gateway = get_gateway()
         name = topic_name(tenant, namespace, topic)
-        count = await _partition_count(gateway, name)
+        count = await _require_partitioned(gateway, name)
         if not force:
             for part_stats in (await fan_out(gateway, name, count, "stats")).values():
                 subs = part_stats["subscriptions"].values()

@@ -36,6 +36,7 @@ from gateway.api.admin_common import (
     no_content,
     on_owner,
     on_partitions,
+    partition_count,
     read_json,
     topic_name,
 )
@@ -98,7 +99,7 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
         """The gateway and the partition count of topic ``name`` (0: not partitioned, or a
         partition)."""
         gateway = get_gateway()
-        return gateway, 0 if name.is_partition else await gateway.partitions(name)
+        return gateway, await partition_count(gateway, name)
 
     @router.put(
         W,
@@ -107,10 +108,7 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
         responses=errors.responses(400, 404, 409, 412),
         openapi_extra=request_body(WebhookSettings, "the webhook's settings", EXAMPLE),
     )
-    async def set_webhook(
-        ref: SubscriptionPath,
-        request: Request,
-    ) -> Response:
+    async def set_webhook(ref: SubscriptionPath, request: Request) -> Response:
         name, subscription = ref.topic, ref.name
         gateway, count = await target(name)
         value = await read_json(request)
@@ -146,10 +144,7 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
         summary="The webhook of a subscription: its settings and how pushing goes",
         responses=errors.responses(404, 412),
     )
-    async def get_webhook(
-        ref: SubscriptionPath,
-        request: Request,
-    ) -> Response:
+    async def get_webhook(ref: SubscriptionPath, request: Request) -> Response:
         name, subscription = ref.topic, ref.name
         gateway, count = await target(name)
         if count:
@@ -191,10 +186,7 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
         summary="Stop pushing (the subscription and its backlog stay)",
         responses=errors.responses(404, 412),
     )
-    async def delete_webhook(
-        ref: SubscriptionPath,
-        request: Request,
-    ) -> Response:
+    async def delete_webhook(ref: SubscriptionPath, request: Request) -> Response:
         name, subscription = ref.topic, ref.name
         gateway, count = await target(name)
         if count:
