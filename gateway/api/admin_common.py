@@ -174,6 +174,23 @@ async def on_owner(
     return await serve(where)
 
 
+async def on_owner_or_partitions(
+    gateway: Gateway,
+    request: Request,
+    name: TopicName,
+    serve: Serve,
+    *,
+    body: Any = None,
+    create: bool = False,
+    subscription: str | None = None,
+) -> Response:
+    """``on_partitions`` for a partitioned topic (every partition does it), else ``on_owner``."""
+    count = await partition_count(gateway, name)
+    if count:
+        return await on_partitions(gateway, request, name, count, body)
+    return await on_owner(gateway, request, name, serve, body=body, create=create, subscription=subscription)
+
+
 async def on_partitions(
     gateway: Gateway, request: Request, name: TopicName, count: int, body: Any
 ) -> Response:

@@ -31,8 +31,7 @@ from gateway.api.admin_common import (
     SubscriptionRef,
     json_response,
     no_content,
-    on_owner,
-    on_partitions,
+    on_owner_or_partitions,
     partition_count,
     read_json,
     topic_name,
@@ -89,9 +88,6 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
         persist the cursor; 204."""
         gateway = get_gateway()
         name = ref.topic
-        count = await partition_count(gateway, name)
-        if count:
-            return await on_partitions(gateway, request, name, count, body)
 
         async def serve(t: Topic) -> Response:
             sub = t.subscriptions[ref.name]
@@ -101,7 +97,7 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
             await sub.persist()
             return no_content()
 
-        return await on_owner(gateway, request, name, serve, body=body, subscription=ref.name)
+        return await on_owner_or_partitions(gateway, request, name, serve, body=body, subscription=ref.name)
 
     @router.get(
         f"{PREFIX}/{{topic}}/subscriptions",
@@ -129,9 +125,6 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
         name = ref.topic
         value = await read_json(request, required=False)
         target = parse_target(value, required=False)
-        count = await partition_count(gateway, name)
-        if count:
-            return await on_partitions(gateway, request, name, count, value)
 
         async def serve(t: Topic) -> Response:
             start: Position | None = None
@@ -141,7 +134,7 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
             return no_content()
 
         # as a consumer's subscribe would: the topic is created if the namespace allows it
-        return await on_owner(gateway, request, name, serve, body=value, create=True)
+        return await on_owner_or_partitions(gateway, request, name, serve, body=value, create=True)
 
     @router.delete(
         S,
@@ -156,15 +149,12 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
     ) -> Response:
         gateway = get_gateway()
         name = ref.topic
-        count = await partition_count(gateway, name)
-        if count:
-            return await on_partitions(gateway, request, name, count, None)
 
         async def serve(t: Topic) -> Response:
             await topic_admin.delete_subscription(t, ref.name, force)
             return no_content()
 
-        return await on_owner(gateway, request, name, serve, subscription=ref.name)
+        return await on_owner_or_partitions(gateway, request, name, serve, subscription=ref.name)
 
     @router.post(
         f"{S}/skip/{{count}}",
@@ -240,9 +230,6 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
     ) -> Response:
         gateway = get_gateway()
         name = topic_name(tenant, namespace, topic)
-        count = await partition_count(gateway, name)
-        if count:
-            return await on_partitions(gateway, request, name, count, None)
 
         async def serve(t: Topic) -> Response:
             await topic_upkeep.expire(t, seconds)
@@ -250,7 +237,7 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
                 await sub.persist()
             return no_content()
 
-        return await on_owner(gateway, request, name, serve)
+        return await on_owner_or_partitions(gateway, request, name, serve)
 
     @router.post(
         f"{S}/resetcursor/{{timestamp}}",

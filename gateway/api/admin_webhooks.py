@@ -35,6 +35,7 @@ from gateway.api.admin_common import (
     json_response,
     no_content,
     on_owner,
+    on_owner_or_partitions,
     on_partitions,
     partition_count,
     read_json,
@@ -187,10 +188,7 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
         responses=errors.responses(404, 412),
     )
     async def delete_webhook(ref: SubscriptionPath, request: Request) -> Response:
-        name, subscription = ref.topic, ref.name
-        gateway, count = await target(name)
-        if count:
-            return await on_partitions(gateway, request, name, count, None)
+        name, subscription, gateway = ref.topic, ref.name, get_gateway()
 
         async def serve(t: Topic) -> Response:
             if not await gateway.store.delete(keys.webhook(t.name.path, subscription)):
@@ -198,6 +196,6 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
             await gateway.webhooks.apply(t, subscription, None)
             return no_content()
 
-        return await on_owner(gateway, request, name, serve)
+        return await on_owner_or_partitions(gateway, request, name, serve)
 
     return router
