@@ -34,6 +34,8 @@ if TYPE_CHECKING:
     from gateway.process import Gateway
 
 TAGS: list[str | Any] = ["admin-analytics"]
+# a topic's statistics before any run has covered it; a stored one has these fields, in this order
+NOT_RUN: dict[str, Any] = {"runId": None, "atMs": None, "positions": {}, "read": {}, "results": None}
 
 
 class AnalyticsSettings(BaseModel):
@@ -150,23 +152,9 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
         name = TopicName.of(domain, tenant, namespace, topic)
         kv = await get_gateway().store.get(keys.analytics_topic(name.path))
         if kv is None:  # no run has covered it yet: not an error (the dashboard asks before the first run)
-            empty: dict[str, Any] = {
-                "runId": None,
-                "atMs": None,
-                "positions": {},
-                "read": {},
-                "results": None,
-            }
-            return {"topic": str(name), **empty}
+            return {"topic": str(name), **NOT_RUN}
         stored = orjson.loads(kv.value)
-        return {
-            "topic": str(name),
-            "runId": stored["runId"],
-            "atMs": stored["atMs"],
-            "positions": stored["positions"],
-            "read": stored["read"],
-            "results": stored["results"],
-        }
+        return {"topic": str(name), **{field: stored[field] for field in NOT_RUN}}
 
     @router.get(
         "/settings",

@@ -9,7 +9,7 @@ properties?}`` (ids Java longs, indexes Java ints, the flags booleans -
 ``isExcluded`` wins over Jackson's ``excluded`` - and ``properties`` ignored) or
 the string ``"earliest"``/``"latest"`` in any case; both ids negative is
 earliest, Long.MAX:Long.MAX latest, one negative id is refused (the schema is
-``gateway.api.admin_schemas.ResetCursorData``); ``X-Pulsar-Message-ID`` is ``L:E``,
+``gateway.api.admin_models.ResetCursorData``); ``X-Pulsar-Message-ID`` is ``L:E``,
 plus ``:batchIndex`` when the entry holds several messages (a Folio addition:
 Folio batches messages into entries itself, so each message gets its own id).
 A bad body is ``InvalidArgument`` (400).

@@ -33,7 +33,7 @@ from coordination.errors import CoordinationError
 from coordination.etcd_store import EtcdMember
 from gateway.api import cluster_health as health
 from gateway.api import errors
-from gateway.api.admin_schemas import NodeIdPath
+from gateway.api.admin_models import NodeIdPath
 from gateway.api.cluster_models import (
     BrokerTopicStats,
     ClusterOverview,

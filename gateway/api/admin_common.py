@@ -4,33 +4,38 @@ Owns: ``AdminRoute`` (typed errors and request-validation errors become
 ``ErrorBody`` responses inside the route, so the routers also work without the
 app's handlers), ``on_owner`` (serve a topic-scoped call on the topic's owner:
 here, or forwarded once), path-to-name helpers, JSON answers, the JSON body
-reader of every admin route (``read_json``) and the URL convertors of path
+reader of every admin route (``read_json``), the subscription a route's path
+names (``SubscriptionPath``: one dependency for ``{tenant}/{namespace}/{topic}/
+subscription/{subscription}``) and the URL convertors of path
 segments that must not swallow a literal route (``{topic:topic}``,
 ``{bundle:bundle}``). Rules (docs/architecture.md §6-7): statuses come from
 ``gateway.api.errors`` only; an admin read never auto-creates a topic (404
 instead); a body is JSON whatever its content type (curl's default form type
 included), an empty body is no body, a JSON ``null`` body is refused (400), and
 a whole-number float (``3.0``) is the integer it spells, as in JSON Schema and
-Jackson (the documented schemas are in ``gateway.api.admin_schemas``).
+Jackson (the documented schemas are in ``gateway.api.admin_models``).
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Annotated, Any
 
 import orjson
-from fastapi import Request
+from fastapi import Depends, Request
 from starlette.convertors import StringConvertor, register_url_convertor
 from starlette.responses import Response
 
 from gateway.api.errors import ErrorMappingRoute, reason_response
 from gateway.api.paging import TOTAL_HEADER, PageParams
+from gateway.api.route_docs import Namespace, Tenant, TopicPart
+from gateway.api.route_docs import Subscription as SubscriptionName
 from gateway.broker.topic import Topic
 from gateway.meta.errors import InvalidArgument
 from gateway.names import TopicName, check_subscription
-from gateway.protocol.fields import as_int
+from gateway.protocol.json_fields import as_int
 from gateway.protocol.params import parse_authoritative
 from gateway.routing import Peer
 
@@ -83,6 +88,26 @@ def topic_name(tenant: str, namespace: str, topic: str) -> TopicName:
     return TopicName.of("persistent", tenant, namespace, topic)
 
 
+@dataclass(frozen=True, slots=True)
+class SubscriptionRef:
+    """A subscription as a route's path names it: its topic and its checked name."""
+
+    topic: TopicName
+    name: str
+
+
+async def subscription_ref(
+    tenant: Tenant, namespace: Namespace, topic: TopicPart, subscription: SubscriptionName
+) -> SubscriptionRef:
+    """The topic's name is checked before the subscription's (412 either way)."""
+    return SubscriptionRef(topic_name(tenant, namespace, topic), check_subscription(subscription))
+
+
+# A path parameter after it is a dependency too (``admin_models.CountPath`` ...): FastAPI
+# documents an endpoint's own parameters before its dependencies'.
+SubscriptionPath = Annotated[SubscriptionRef, Depends(subscription_ref)]
+
+
 async def read_json(request: Request, *, required: bool = True) -> Any:
     """The request body as JSON, whatever its content type (``decode_json``)."""
     return decode_json(await request.body(), required=required)
@@ -121,6 +146,11 @@ def whole_numbers(value: Any) -> Any:
 Serve = Callable[[Topic], Awaitable[Response]]
 
 
+async def partition_count(gateway: Gateway, name: TopicName) -> int:
+    """The partitions of topic ``name``; 0 for a partition or a non-partitioned topic."""
+    return 0 if name.is_partition else await gateway.partitions(name)
+
+
 async def on_owner(
     gateway: Gateway,
     request: Request,
@@ -144,6 +174,23 @@ async def on_owner(
     if subscription is not None and subscription not in where.subscriptions:
         return reason_response(404, f"Subscription {subscription} not found on {name}", "not_found")
     return await serve(where)
+
+
+async def on_owner_or_partitions(
+    gateway: Gateway,
+    request: Request,
+    name: TopicName,
+    serve: Serve,
+    *,
+    body: Any = None,
+    create: bool = False,
+    subscription: str | None = None,
+) -> Response:
+    """``on_partitions`` for a partitioned topic (every partition does it), else ``on_owner``."""
+    count = await partition_count(gateway, name)
+    if count:
+        return await on_partitions(gateway, request, name, count, body)
+    return await on_owner(gateway, request, name, serve, body=body, create=create, subscription=subscription)
 
 
 async def on_partitions(

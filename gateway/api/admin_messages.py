@@ -23,15 +23,15 @@ from starlette.responses import Response
 
 from gateway.api import errors
 from gateway.api.admin_bodies import browse_item, message_headers, message_id_json
-from gateway.api.admin_common import PREFIX, AdminRoute, json_response, on_owner, topic_name
-from gateway.api.admin_schemas import (
+from gateway.api.admin_common import PREFIX, AdminRoute, SubscriptionPath, json_response, on_owner, topic_name
+from gateway.api.admin_models import (
     BatchIndexQuery,
     EntryIdPath,
     LedgerIdPath,
     PositionPath,
     TimestampPath,
 )
-from gateway.api.route_docs import Namespace, Subscription, Tenant, TopicPart
+from gateway.api.route_docs import Namespace, Tenant, TopicPart
 from gateway.broker import topic_admin
 from gateway.broker.topic import Topic
 from gateway.meta.errors import NotFound
@@ -93,10 +93,8 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
         namespace: str,
         topic: str,
         serve: Callable[[Topic], Any],
-        subscription: str | None = None,
     ) -> Response:
-        name = topic_name(tenant, namespace, topic)
-        return await on_owner(get_gateway(), request, name, serve, subscription=subscription)
+        return await on_owner(get_gateway(), request, topic_name(tenant, namespace, topic), serve)
 
     @router.get(
         f"{S}/position/{{n}}",
@@ -106,10 +104,7 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
         responses={**RAW, **errors.responses(404, 412)},
     )
     async def peek_nth_message(
-        tenant: Tenant,
-        namespace: Namespace,
-        topic: TopicPart,
-        subscription: Subscription,
+        ref: SubscriptionPath,
         n: PositionPath,
         request: Request,
     ) -> Response:
@@ -119,10 +114,10 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
         message sharing its entry, ``L:E:batchIndex``."""
 
         async def serve(t: Topic) -> Response:
-            found = await topic_admin.nth_forward(t, n, t.subscriptions[subscription].cursor)
-            return _raw(found, t, f"message {n} of subscription {subscription}")
+            found = await topic_admin.nth_forward(t, n, t.subscriptions[ref.name].cursor)
+            return _raw(found, t, f"message {n} of subscription {ref.name}")
 
-        return await on_topic(request, tenant, namespace, topic, serve, subscription)
+        return await on_owner(get_gateway(), request, ref.topic, serve, subscription=ref.name)
 
     @router.get(
         f"{T}/ledger/{{ledger}}/entry/{{entry}}",
@@ -214,10 +209,7 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
         responses=errors.responses(400, 404, 412),
     )
     async def browse_subscription_messages(
-        tenant: Tenant,
-        namespace: Namespace,
-        topic: TopicPart,
-        subscription: Subscription,
+        ref: SubscriptionPath,
         request: Request,
         offset: Offset = 0,
         limit: Limit = 20,
@@ -226,11 +218,11 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
         entries); ``total`` is the subscription's backlog."""
 
         async def serve(t: Topic) -> Response:
-            sub = t.subscriptions[subscription]
+            sub = t.subscriptions[ref.name]
             items = await topic_admin.page_forward(t, offset, limit, sub.cursor)
             return await _page(get_gateway().schemas, items, t, offset, limit, sub.backlog())
 
-        return await on_topic(request, tenant, namespace, topic, serve, subscription)
+        return await on_owner(get_gateway(), request, ref.topic, serve, subscription=ref.name)
 
     @router.get(
         f"{T}/messages",

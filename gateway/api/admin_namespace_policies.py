@@ -11,17 +11,18 @@ writes answer 204 as Pulsar does.
 """
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from enum import Enum
+from functools import partial
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Request, Response
 
-from gateway.api import admin_schemas as schemas
+from gateway.api import admin_models
 from gateway.api.admin_common import no_content, read_json
-from gateway.api.admin_schemas import QuotaTypeQuery, request_body
+from gateway.api.admin_models import QuotaTypeQuery, request_body
 from gateway.api.admin_tenants import READ, WRITE
 from gateway.api.route_docs import Namespace, Tenant
-from gateway.meta.fields import bool_field
 from gateway.meta.namespaces import NamespaceStore
 from gateway.meta.persistence import ENSEMBLE_MAX, Persistence
 from gateway.meta.policies import (
@@ -35,157 +36,118 @@ from gateway.meta.policies import (
     parse_strategy,
     parse_ttl_seconds,
 )
+from gateway.meta.policy_fields import bool_field
 from gateway.meta.schema_compat import Strategy
 from gateway.names import NamespaceName
 
 
-def add_routes(router: APIRouter, get_store: Callable[[], NamespaceStore]) -> None:
-    """Add the namespace policy routes to ``router`` (prefix ``/admin/v2``);
-    ``get_store`` is their dependency."""
-    Store = Annotated[NamespaceStore, Depends(get_store)]
-    NAMESPACES: list[str | Enum] = ["admin-namespaces"]
+@dataclass(frozen=True, slots=True)
+class PolicySpec:
+    """One single-valued namespace policy: its URL segment ``path``, its route name
+    stem ``name``, the ``Policies`` field it lives in, the pure ``parse`` of a body,
+    the ``reset`` value DELETE restores, the POST's ``openapi_extra`` ``body``, and
+    whether PUT sets it too (Pulsar's verb for some)."""
 
-    def policy_routes(
-        path: str,
-        name: str,
-        read: Callable[[Policies], Any],
-        write: Callable[[Policies, Any], Policies],
-        reset: Callable[[Policies], Policies],
-        body: dict[str, Any],
-        put: bool = False,
-    ) -> None:
-        """GET / POST / DELETE of one namespace policy at ``…/{path}`` (``body``: the
-        POST's ``openapi_extra``); ``put``: PUT sets it too (Pulsar's verb for some)."""
-        route = f"/namespaces/{{tenant}}/{{namespace}}/{path}"
+    path: str
+    name: str
+    field: str
+    parse: Callable[[Any], Any]
+    reset: Any
+    body: dict[str, Any]
+    put: bool = False
 
-        async def get(store: Store, tenant: Tenant, namespace: Namespace) -> Any:
-            return read(await store.get_policies(NamespaceName.of(tenant, namespace)))
+    def read(self, policies: Policies) -> Any:
+        """The policy's JSON value: parts by ``to_json``, enums by value."""
+        value = getattr(policies, self.field)
+        if isinstance(value, Enum):
+            return value.value
+        return value.to_json() if hasattr(value, "to_json") else value
 
-        async def post(store: Store, tenant: Tenant, namespace: Namespace, request: Request) -> Response:
-            ns = NamespaceName.of(tenant, namespace)
-            value = await read_json(request)
-            write(Policies(), value)  # validate before touching etcd
-            await store.update_policies(ns, lambda p: write(p, value))
-            return no_content()
+    def write(self, policies: Policies, value: Any) -> Policies:
+        return policies.replace(**{self.field: self.parse(value)})
 
-        async def delete(store: Store, tenant: Tenant, namespace: Namespace) -> Response:
-            await store.update_policies(NamespaceName.of(tenant, namespace), reset)
-            return no_content()
+    def remove(self, policies: Policies) -> Policies:
+        return policies.replace(**{self.field: self.reset})
 
-        common: dict[str, Any] = {"tags": NAMESPACES}
-        router.add_api_route(
-            route, get, methods=["GET"], name=f"get_{name}", summary=f"Get {path}", responses=READ, **common
-        )
-        router.add_api_route(
-            route,
-            post,
-            methods=["POST"],
-            status_code=204,
-            name=f"set_{name}",
-            summary=f"Set {path}",
-            responses=WRITE,
-            openapi_extra=body,
-            **common,
-        )
-        if put:
-            router.add_api_route(
-                route,
-                post,
-                methods=["PUT"],
-                status_code=204,
-                name=f"put_{name}",
-                summary=f"Set {path}",
-                responses=WRITE,
-                openapi_extra=body,
-                **common,
-            )
-        router.add_api_route(
-            route,
-            delete,
-            methods=["DELETE"],
-            status_code=204,
-            name=f"remove_{name}",
-            summary=f"Remove {path}",
-            responses=WRITE,
-            **common,
-        )
 
-    policy_routes(
+def _limit(path: str, field: str, description: str, example: int) -> PolicySpec:
+    """A most-of-something limit (0 = no limit); unset when removed."""
+    return PolicySpec(
+        path,
+        field,
+        field,
+        partial(parse_limit, what=path),
+        None,
+        request_body(admin_models.LIMIT, description, example),
+    )
+
+
+POLICIES: tuple[PolicySpec, ...] = (
+    PolicySpec(
         "retention",
         "retention",
-        lambda p: p.retention.to_json(),
-        lambda p, v: p.replace(retention=Retention.from_json(v)),
-        lambda p: p.replace(retention=Retention()),
+        "retention",
+        Retention.from_json,
+        Retention(),
         request_body(
-            schemas.RetentionPolicies,
+            admin_models.RetentionPolicies,
             "Pulsar RetentionPolicies (412 if a backlog quota would outlive it)",
             {"retentionTimeInMinutes": 60, "retentionSizeInMB": 1024},
         ),
-    )
-    policy_routes(
+    ),
+    PolicySpec(
         "messageTTL",
         "message_ttl",
-        lambda p: p.message_ttl_seconds,
-        lambda p, v: p.replace(message_ttl_seconds=parse_ttl_seconds(v)),
-        lambda p: p.replace(message_ttl_seconds=None),
-        request_body(schemas.TTL_SECONDS, "seconds a message may stay unacknowledged (0 = no TTL)", 3600),
-    )
-    policy_routes(
+        "message_ttl_seconds",
+        parse_ttl_seconds,
+        None,
+        request_body(
+            admin_models.TTL_SECONDS, "seconds a message may stay unacknowledged (0 = no TTL)", 3600
+        ),
+    ),
+    PolicySpec(
         "deduplication",
         "deduplication",
-        lambda p: p.deduplication_enabled,
-        lambda p, v: p.replace(deduplication_enabled=parse_enabled(v, "deduplication")),
-        lambda p: p.replace(deduplication_enabled=None),
-        request_body(schemas.ENABLED, "whether producers' sequence ids deduplicate messages", True),
-    )
-    policy_routes(
+        "deduplication_enabled",
+        partial(parse_enabled, what="deduplication"),
+        None,
+        request_body(admin_models.ENABLED, "whether producers' sequence ids deduplicate messages", True),
+    ),
+    _limit(
         "maxConsumersPerSubscription",
         "max_consumers_per_subscription",
-        lambda p: p.max_consumers_per_subscription,
-        lambda p, v: p.replace(max_consumers_per_subscription=parse_limit(v, "maxConsumersPerSubscription")),
-        lambda p: p.replace(max_consumers_per_subscription=None),
-        request_body(schemas.LIMIT, "most consumers of one subscription (0 = no limit)", 10),
-    )
-    policy_routes(
-        "maxProducersPerTopic",
-        "max_producers_per_topic",
-        lambda p: p.max_producers_per_topic,
-        lambda p, v: p.replace(max_producers_per_topic=parse_limit(v, "maxProducersPerTopic")),
-        lambda p: p.replace(max_producers_per_topic=None),
-        request_body(schemas.LIMIT, "most producers of one topic (0 = no limit)", 10),
-    )
-    policy_routes(
+        "most consumers of one subscription (0 = no limit)",
+        10,
+    ),
+    _limit(
+        "maxProducersPerTopic", "max_producers_per_topic", "most producers of one topic (0 = no limit)", 10
+    ),
+    _limit(
         "maxConsumersPerTopic",
         "max_consumers_per_topic",
-        lambda p: p.max_consumers_per_topic,
-        lambda p, v: p.replace(max_consumers_per_topic=parse_limit(v, "maxConsumersPerTopic")),
-        lambda p: p.replace(max_consumers_per_topic=None),
-        request_body(schemas.LIMIT, "most consumers and readers of one topic (0 = no limit)", 100),
-    )
-    policy_routes(
+        "most consumers and readers of one topic (0 = no limit)",
+        100,
+    ),
+    _limit(
         "maxSubscriptionsPerTopic",
         "max_subscriptions_per_topic",
-        lambda p: p.max_subscriptions_per_topic,
-        lambda p, v: p.replace(max_subscriptions_per_topic=parse_limit(v, "maxSubscriptionsPerTopic")),
-        lambda p: p.replace(max_subscriptions_per_topic=None),
-        request_body(schemas.LIMIT, "most durable subscriptions of one topic (0 = no limit)", 100),
-    )
-    policy_routes(
+        "most durable subscriptions of one topic (0 = no limit)",
+        100,
+    ),
+    _limit(
         "maxTopicsPerNamespace",
         "max_topics_per_namespace",
-        lambda p: p.max_topics_per_namespace,
-        lambda p, v: p.replace(max_topics_per_namespace=parse_limit(v, "maxTopicsPerNamespace")),
-        lambda p: p.replace(max_topics_per_namespace=None),
-        request_body(schemas.LIMIT, "most topics of the namespace, partitions counted (0 = no limit)", 1000),
-    )
-    policy_routes(
+        "most topics of the namespace, partitions counted (0 = no limit)",
+        1000,
+    ),
+    PolicySpec(
         "persistence",
         "persistence",
-        lambda p: None if p.persistence is None else p.persistence.to_json(),
-        lambda p, v: p.replace(persistence=Persistence.from_json(v)),
-        lambda p: p.replace(persistence=None),
+        "persistence",
+        Persistence.from_json,
+        None,
         request_body(
-            schemas.PersistencePolicies,
+            admin_models.PersistencePolicies,
             "Pulsar PersistencePolicies: the quorums of the namespace's topics' next ledgers "
             f"(400 unless 1 <= ack <= write <= ensemble <= {ENSEMBLE_MAX})",
             {
@@ -195,53 +157,63 @@ def add_routes(router: APIRouter, get_store: Callable[[], NamespaceStore]) -> No
                 "managedLedgerMaxMarkDeleteRate": 0.0,
             },
         ),
-    )
-    policy_routes(
+    ),
+    PolicySpec(
         "schemaCompatibilityStrategy",
         "schema_compatibility_strategy",
-        lambda p: p.schema_compatibility_strategy.value,
-        lambda p, v: p.replace(schema_compatibility_strategy=parse_strategy(v)),
-        lambda p: p.replace(schema_compatibility_strategy=Strategy.UNDEFINED),
+        "schema_compatibility_strategy",
+        parse_strategy,
+        Strategy.UNDEFINED,
         request_body(
-            schemas.SCHEMA_STRATEGY,
+            admin_models.SCHEMA_STRATEGY,
             "Pulsar SchemaCompatibilityStrategy of the namespace's topics (UNDEFINED means FULL)",
             "BACKWARD",
         ),
         put=True,
-    )
-    policy_routes(
+    ),
+    PolicySpec(
         "isAllowAutoUpdateSchema",
         "is_allow_auto_update_schema",
-        lambda p: p.is_allow_auto_update_schema,
-        lambda p, v: p.replace(is_allow_auto_update_schema=bool_field(v, "isAllowAutoUpdateSchema")),
-        lambda p: p.replace(is_allow_auto_update_schema=True),
-        request_body(schemas.ENABLED, "whether producers may add schema versions (default true)", False),
-    )
-    policy_routes(
+        "is_allow_auto_update_schema",
+        partial(bool_field, what="isAllowAutoUpdateSchema"),
+        True,
+        request_body(admin_models.ENABLED, "whether producers may add schema versions (default true)", False),
+    ),
+    PolicySpec(
         "autoTopicCreation",
         "auto_topic_creation",
-        lambda p: p.auto_topic_creation.to_json(),
-        lambda p, v: p.replace(auto_topic_creation=AutoTopicCreation.from_json(v)),
-        lambda p: p.replace(auto_topic_creation=AutoTopicCreation()),
+        "auto_topic_creation",
+        AutoTopicCreation.from_json,
+        AutoTopicCreation(),
         request_body(
-            schemas.AutoTopicCreationOverride,
+            admin_models.AutoTopicCreationOverride,
             "Pulsar AutoTopicCreationOverride",
             {"allowAutoTopicCreation": True, "topicType": "partitioned", "defaultNumPartitions": 4},
         ),
-    )
-    policy_routes(  # Folio's: the namespace's own statistics schedule (docs/decisions/0012)
+    ),
+    PolicySpec(  # Folio's: the namespace's own statistics schedule (docs/decisions/0012)
         "analyticsInterval",
         "analytics_interval",
-        lambda p: p.analytics_interval_seconds,
-        lambda p, v: p.replace(analytics_interval_seconds=parse_analytics_interval(v)),
-        lambda p: p.replace(analytics_interval_seconds=None),
+        "analytics_interval_seconds",
+        parse_analytics_interval,
+        None,
         request_body(
-            schemas.ANALYTICS_INTERVAL,
+            admin_models.ANALYTICS_INTERVAL,
             "seconds between scheduled statistics runs of the namespace's topics "
             "(0 = on demand only; unset = the cluster's /admin/v2/analytics/settings)",
             60,
         ),
-    )
+    ),
+)
+
+
+def add_routes(router: APIRouter, get_store: Callable[[], NamespaceStore]) -> None:
+    """Add the namespace policy routes to ``router`` (prefix ``/admin/v2``);
+    ``get_store`` is their dependency."""
+    Store = Annotated[NamespaceStore, Depends(get_store)]
+    NAMESPACES: list[str | Enum] = ["admin-namespaces"]
+    for spec in POLICIES:
+        _add_policy_routes(router, get_store, NAMESPACES, spec)
 
     @router.get(
         "/namespaces/{tenant}/{namespace}/backlogQuotaMap",
@@ -260,7 +232,7 @@ def add_routes(router: APIRouter, get_store: Callable[[], NamespaceStore]) -> No
         tags=NAMESPACES,
         responses=WRITE,
         openapi_extra=request_body(
-            schemas.BacklogQuota,
+            admin_models.BacklogQuota,
             "Pulsar BacklogQuota",
             {"limitSize": 10737418240, "policy": "producer_request_hold"},
         ),
@@ -300,3 +272,59 @@ def add_routes(router: APIRouter, get_store: Callable[[], NamespaceStore]) -> No
             ),
         )
         return no_content()
+
+
+def _add_policy_routes(
+    router: APIRouter, get_store: Callable[[], NamespaceStore], tags: list[str | Enum], spec: PolicySpec
+) -> None:
+    """GET / POST (and PUT if ``spec.put``) / DELETE of ``spec``'s policy at ``…/{spec.path}``."""
+    Store = Annotated[NamespaceStore, Depends(get_store)]
+    route = f"/namespaces/{{tenant}}/{{namespace}}/{spec.path}"
+
+    async def get(store: Store, tenant: Tenant, namespace: Namespace) -> Any:
+        return spec.read(await store.get_policies(NamespaceName.of(tenant, namespace)))
+
+    async def post(store: Store, tenant: Tenant, namespace: Namespace, request: Request) -> Response:
+        ns = NamespaceName.of(tenant, namespace)
+        value = await read_json(request)
+        spec.write(Policies(), value)  # validate before touching etcd
+        await store.update_policies(ns, lambda p: spec.write(p, value))
+        return no_content()
+
+    async def delete(store: Store, tenant: Tenant, namespace: Namespace) -> Response:
+        await store.update_policies(NamespaceName.of(tenant, namespace), spec.remove)
+        return no_content()
+
+    writes: dict[str, Any] = {"status_code": 204, "responses": WRITE, "tags": tags}
+    summary = f"Set {spec.path}"
+    router.add_api_route(
+        route,
+        get,
+        methods=["GET"],
+        name=f"get_{spec.name}",
+        summary=f"Get {spec.path}",
+        responses=READ,
+        tags=tags,
+    )
+    router.add_api_route(
+        route,
+        post,
+        methods=["POST"],
+        name=f"set_{spec.name}",
+        summary=summary,
+        openapi_extra=spec.body,
+        **writes,
+    )
+    if spec.put:
+        router.add_api_route(
+            route,
+            post,
+            methods=["PUT"],
+            name=f"put_{spec.name}",
+            summary=summary,
+            openapi_extra=spec.body,
+            **writes,
+        )
+    router.add_api_route(
+        route, delete, methods=["DELETE"], name=f"remove_{spec.name}", summary=f"Remove {spec.path}", **writes
+    )

@@ -17,10 +17,9 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Request, Response
 
-from gateway.api import admin_namespace_policies, admin_tenants
-from gateway.api import admin_schemas as schemas
+from gateway.api import admin_models, admin_namespace_policies, admin_tenants
 from gateway.api.admin_common import no_content, paged, read_json
-from gateway.api.admin_schemas import BundlePath, RolePath, request_body
+from gateway.api.admin_models import BundlePath, RolePath, request_body
 from gateway.api.admin_tenants import READ, WRITE, Force
 from gateway.api.errors import ErrorMappingRoute
 from gateway.api.route_docs import Namespace, Paging, Tenant
@@ -73,7 +72,7 @@ def _add_namespace_routes(
         tags=NAMESPACES,
         responses=WRITE,
         openapi_extra=request_body(
-            schemas.Policies,
+            admin_models.Policies,
             "Pulsar Policies of the new namespace (optional)",
             {"bundles": {"numBundles": 8}},
             required=False,
@@ -149,7 +148,7 @@ def _add_namespace_routes(
         summary="Grant actions (produce, consume, …) to a role",
         tags=NAMESPACES,
         responses=WRITE,
-        openapi_extra=request_body(schemas.ACTIONS, "the actions granted", ["produce", "consume"]),
+        openapi_extra=request_body(admin_models.ACTIONS, "the actions granted", ["produce", "consume"]),
     )
     async def grant_permission(
         store: Store, tenant: Tenant, namespace: Namespace, role: RolePath, request: Request

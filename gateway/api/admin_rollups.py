@@ -32,8 +32,9 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 import httpx
 from fastapi import APIRouter, Depends, Query, Response
 
-from gateway.api import errors, paging, rollups, schemas, throughput
+from gateway.api import errors, paging, rollups, throughput
 from gateway.api.admin_common import json_response
+from gateway.api.messaging_models import NAMESPACE_SCHEMA, TENANT_SCHEMA
 from gateway.api.route_docs import Namespace, Tenant
 from gateway.api.topic_summary import broker_topic_stats, flatten
 from gateway.broker.topic_stats import subscription_stats
@@ -293,12 +294,14 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
     async def get_subscription_rows(
         query: SubscriptionRows,
         tenant: Annotated[
-            str | None, Query(json_schema_extra=schemas.TENANT_SCHEMA, description="only this tenant's")
+            str | None,
+            Query(json_schema_extra=TENANT_SCHEMA, description="only this tenant's"),
         ] = None,
         namespace: Annotated[
             str | None,
             Query(
-                json_schema_extra=schemas.NAMESPACE_SCHEMA, description="only this namespace's (needs tenant)"
+                json_schema_extra=NAMESPACE_SCHEMA,
+                description="only this namespace's (needs tenant)",
             ),
         ] = None,
     ) -> Response:

@@ -27,21 +27,22 @@ from gateway.api.admin_bodies import CursorTarget, parse_target
 from gateway.api.admin_common import (
     PREFIX,
     AdminRoute,
+    SubscriptionPath,
+    SubscriptionRef,
     json_response,
     no_content,
-    on_owner,
-    on_partitions,
+    on_owner_or_partitions,
+    partition_count,
     read_json,
     topic_name,
 )
-from gateway.api.admin_schemas import CURSOR_TARGET, CountPath, SecondsPath, TimestampPath, request_body
+from gateway.api.admin_models import CURSOR_TARGET, CountPath, SecondsPath, TimestampPath, request_body
 from gateway.api.route_docs import Namespace, Paging, Tenant, TopicPart
-from gateway.api.route_docs import Subscription as SubscriptionName
 from gateway.broker import topic_admin
 from gateway.broker.log_state import TopicNotFound
 from gateway.broker.subscription import Subscription
 from gateway.broker.topic import Topic
-from gateway.names import TopicName, check_subscription
+from gateway.names import TopicName
 from storage.formats.positions import EARLIEST, LATEST, Position
 
 if TYPE_CHECKING:
@@ -54,7 +55,7 @@ TARGET_EXAMPLE = {"ledgerId": 12, "entryId": 3, "partitionIndex": -1, "batchInde
 
 async def _subscriptions_of(gateway: Gateway, name: TopicName) -> list[str]:
     """Durable subscriptions, from their cursor keys (no topic is loaded)."""
-    count = 0 if name.is_partition else await gateway.partitions(name)
+    count = await partition_count(gateway, name)
     parts = [name.partition(i) for i in range(count)] if count else [name]
     if not count and not await gateway.service.topic_exists(name):
         raise TopicNotFound(f"Topic {name} does not exist")
@@ -79,31 +80,24 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
 
     async def on_sub(
         request: Request,
-        tenant: str,
-        namespace: str,
-        topic: str,
-        subscription: str,
+        ref: SubscriptionRef,
         act: Callable[[Topic, Subscription], Any],
         body: Any = None,
     ) -> Response:
         """Run ``act`` on the subscription at its owner (every partition's, if partitioned);
         persist the cursor; 204."""
         gateway = get_gateway()
-        name = topic_name(tenant, namespace, topic)
-        check_subscription(subscription)
-        count = 0 if name.is_partition else await gateway.partitions(name)
-        if count:
-            return await on_partitions(gateway, request, name, count, body)
+        name = ref.topic
 
         async def serve(t: Topic) -> Response:
-            sub = t.subscriptions[subscription]
+            sub = t.subscriptions[ref.name]
             result = act(t, sub)
             if hasattr(result, "__await__"):
                 await result
             await sub.persist()
             return no_content()
 
-        return await on_owner(gateway, request, name, serve, body=body, subscription=subscription)
+        return await on_owner_or_partitions(gateway, request, name, serve, body=body, subscription=ref.name)
 
     @router.get(
         f"{PREFIX}/{{topic}}/subscriptions",
@@ -126,31 +120,21 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
             CURSOR_TARGET, "where it starts: a message id, or earliest / latest", "earliest", required=False
         ),
     )
-    async def create_subscription(
-        tenant: Tenant,
-        namespace: Namespace,
-        topic: TopicPart,
-        subscription: SubscriptionName,
-        request: Request,
-    ) -> Response:
+    async def create_subscription(ref: SubscriptionPath, request: Request) -> Response:
         gateway = get_gateway()
-        name = topic_name(tenant, namespace, topic)
-        check_subscription(subscription)
+        name = ref.topic
         value = await read_json(request, required=False)
         target = parse_target(value, required=False)
-        count = 0 if name.is_partition else await gateway.partitions(name)
-        if count:
-            return await on_partitions(gateway, request, name, count, value)
 
         async def serve(t: Topic) -> Response:
             start: Position | None = None
             if target is not None and not target.is_latest:
                 start = EARLIEST if target.is_earliest else target.entry
-            await topic_admin.create_subscription(t, subscription, start)
+            await topic_admin.create_subscription(t, ref.name, start)
             return no_content()
 
         # as a consumer's subscribe would: the topic is created if the namespace allows it
-        return await on_owner(gateway, request, name, serve, body=value, create=True)
+        return await on_owner_or_partitions(gateway, request, name, serve, body=value, create=True)
 
     @router.delete(
         S,
@@ -159,24 +143,18 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
         responses=errors.responses(404, 412),
     )
     async def delete_subscription(
-        tenant: Tenant,
-        namespace: Namespace,
-        topic: TopicPart,
-        subscription: SubscriptionName,
+        ref: SubscriptionPath,
         request: Request,
         force: Annotated[bool, Query(description="disconnect its consumers")] = False,
     ) -> Response:
         gateway = get_gateway()
-        name = topic_name(tenant, namespace, topic)
-        count = 0 if name.is_partition else await gateway.partitions(name)
-        if count:
-            return await on_partitions(gateway, request, name, count, None)
+        name = ref.topic
 
         async def serve(t: Topic) -> Response:
-            await topic_admin.delete_subscription(t, subscription, force)
+            await topic_admin.delete_subscription(t, ref.name, force)
             return no_content()
 
-        return await on_owner(gateway, request, name, serve, subscription=subscription)
+        return await on_owner_or_partitions(gateway, request, name, serve, subscription=ref.name)
 
     @router.post(
         f"{S}/skip/{{count}}",
@@ -185,16 +163,13 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
         responses=errors.responses(404, 412),
     )
     async def skip_messages(
-        tenant: Tenant,
-        namespace: Namespace,
-        topic: TopicPart,
-        subscription: SubscriptionName,
+        ref: SubscriptionPath,
         count: CountPath,
         request: Request,
     ) -> Response:
         """Skip ``count`` messages. Folio batches many messages into one entry
         internally, so ``count`` counts messages, not entries."""
-        return await on_sub(request, tenant, namespace, topic, subscription, lambda _t, s: s.skip(count))
+        return await on_sub(request, ref, lambda _t, s: s.skip(count))
 
     @router.post(
         f"{S}/skip_all",
@@ -202,14 +177,8 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
         summary="Acknowledge everything: clear the backlog",
         responses=errors.responses(404, 412),
     )
-    async def skip_all_messages(
-        tenant: Tenant,
-        namespace: Namespace,
-        topic: TopicPart,
-        subscription: SubscriptionName,
-        request: Request,
-    ) -> Response:
-        return await on_sub(request, tenant, namespace, topic, subscription, lambda _t, s: s.seek(LATEST))
+    async def skip_all_messages(ref: SubscriptionPath, request: Request) -> Response:
+        return await on_sub(request, ref, lambda _t, s: s.seek(LATEST))
 
     @router.post(
         f"{S}/expireMessages/{{seconds}}",
@@ -218,21 +187,11 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
         responses=errors.responses(404, 412),
     )
     async def expire_messages(
-        tenant: Tenant,
-        namespace: Namespace,
-        topic: TopicPart,
-        subscription: SubscriptionName,
+        ref: SubscriptionPath,
         seconds: SecondsPath,
         request: Request,
     ) -> Response:
-        return await on_sub(
-            request,
-            tenant,
-            namespace,
-            topic,
-            subscription,
-            lambda t, s: t.expire(seconds, [s]),
-        )
+        return await on_sub(request, ref, lambda t, s: t.expire(seconds, [s]))
 
     @router.post(
         f"{S}/expireMessages",
@@ -241,13 +200,7 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
         responses=errors.responses(400, 404, 412),
         openapi_extra=request_body(CURSOR_TARGET, "expire up to this message id", TARGET_EXAMPLE),
     )
-    async def expire_messages_to_position(
-        tenant: Tenant,
-        namespace: Namespace,
-        topic: TopicPart,
-        subscription: SubscriptionName,
-        request: Request,
-    ) -> Response:
+    async def expire_messages_to_position(ref: SubscriptionPath, request: Request) -> Response:
         value = await read_json(request)
         target = parse_target(value)
         assert target is not None
@@ -264,7 +217,7 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
                 upto = target.entry
             s.expire_upto(upto)
 
-        return await on_sub(request, tenant, namespace, topic, subscription, act, value)
+        return await on_sub(request, ref, act, value)
 
     @router.post(
         f"{PREFIX}/{{topic}}/all_subscription/expireMessages/{{seconds}}",
@@ -277,9 +230,6 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
     ) -> Response:
         gateway = get_gateway()
         name = topic_name(tenant, namespace, topic)
-        count = 0 if name.is_partition else await gateway.partitions(name)
-        if count:
-            return await on_partitions(gateway, request, name, count, None)
 
         async def serve(t: Topic) -> Response:
             await t.expire(seconds)
@@ -287,7 +237,7 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
                 await sub.persist()
             return no_content()
 
-        return await on_owner(gateway, request, name, serve)
+        return await on_owner_or_partitions(gateway, request, name, serve)
 
     @router.post(
         f"{S}/resetcursor/{{timestamp}}",
@@ -296,10 +246,7 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
         responses=errors.responses(404, 412),
     )
     async def reset_cursor(
-        tenant: Tenant,
-        namespace: Namespace,
-        topic: TopicPart,
-        subscription: SubscriptionName,
+        ref: SubscriptionPath,
         timestamp: TimestampPath,
         request: Request,
     ) -> Response:
@@ -311,7 +258,7 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
             p = found.position
             await _seek(t, s, CursorTarget(Position(p.ledger_id, p.entry_id), p.batch_index))
 
-        return await on_sub(request, tenant, namespace, topic, subscription, act)
+        return await on_sub(request, ref, act)
 
     @router.post(
         f"{S}/resetcursor",
@@ -322,18 +269,10 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
             CURSOR_TARGET, "the message id to move to, or earliest / latest", TARGET_EXAMPLE
         ),
     )
-    async def reset_cursor_to_position(
-        tenant: Tenant,
-        namespace: Namespace,
-        topic: TopicPart,
-        subscription: SubscriptionName,
-        request: Request,
-    ) -> Response:
+    async def reset_cursor_to_position(ref: SubscriptionPath, request: Request) -> Response:
         value = await read_json(request)
         target = parse_target(value)
         assert target is not None
-        return await on_sub(
-            request, tenant, namespace, topic, subscription, lambda t, s: _seek(t, s, target), value
-        )
+        return await on_sub(request, ref, lambda t, s: _seek(t, s, target), value)
 
     return router

@@ -16,9 +16,9 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request, Response
 
-from gateway.api import admin_schemas as schemas
+from gateway.api import admin_models
 from gateway.api.admin_common import no_content, paged, read_json
-from gateway.api.admin_schemas import request_body
+from gateway.api.admin_models import request_body
 from gateway.api.errors import responses
 from gateway.api.route_docs import Paging, Tenant
 from gateway.meta.namespaces import NamespaceStore
@@ -52,7 +52,9 @@ def add_routes(router: APIRouter, get_store: Callable[[], NamespaceStore]) -> No
         summary="Create a tenant (409 if it exists)",
         tags=TENANTS,
         responses=WRITE,
-        openapi_extra=request_body(schemas.TenantInfo, "Pulsar TenantInfo", TENANT_EXAMPLE, required=False),
+        openapi_extra=request_body(
+            admin_models.TenantInfo, "Pulsar TenantInfo", TENANT_EXAMPLE, required=False
+        ),
     )
     async def create_tenant(store: Store, tenant: Tenant, request: Request) -> Response:
         check_tenant(tenant)
@@ -66,7 +68,7 @@ def add_routes(router: APIRouter, get_store: Callable[[], NamespaceStore]) -> No
         summary="Update a tenant's info",
         tags=TENANTS,
         responses=WRITE,
-        openapi_extra=request_body(schemas.TenantInfo, "Pulsar TenantInfo", TENANT_EXAMPLE),
+        openapi_extra=request_body(admin_models.TenantInfo, "Pulsar TenantInfo", TENANT_EXAMPLE),
     )
     async def update_tenant(store: Store, tenant: Tenant, request: Request) -> Response:
         check_tenant(tenant)

@@ -23,10 +23,9 @@ from typing import Any
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
-from gateway.api import admin_schemas as schemas
-from gateway.api import errors
+from gateway.api import admin_models, errors
 from gateway.api.admin_common import AdminRoute, no_content, read_json
-from gateway.api.admin_schemas import RolePath, request_body
+from gateway.api.admin_models import RolePath, request_body
 from gateway.api.route_docs import Namespace, Tenant, TopicPart
 from gateway.meta.errors import PreconditionFailed
 from gateway.meta.namespaces import NamespaceStore
@@ -74,7 +73,7 @@ def _routes(router: APIRouter, domain: str, get_store: Callable[[], NamespaceSto
         summary=f"Grant actions (produce, consume) on a {domain} topic to a role",
         operation_id=f"grant_topic_permission_{suffix}",
         responses=errors.responses(400, 404, 412),
-        openapi_extra=request_body(schemas.ACTIONS, "the actions granted", ["produce", "consume"]),
+        openapi_extra=request_body(admin_models.ACTIONS, "the actions granted", ["produce", "consume"]),
     )
     async def grant(
         tenant: Tenant, namespace: Namespace, topic: TopicPart, role: RolePath, request: Request

@@ -25,10 +25,12 @@ from pydantic import BaseModel, Field
 
 from gateway.api import errors
 from gateway.api.admin_common import AdminRoute, read_json, topic_name
-from gateway.api.admin_schemas import INT64_MAX, request_body
+from gateway.api.admin_models import INT64_MAX, request_body
 from gateway.api.route_docs import Namespace, Tenant, TopicPart
+from gateway.meta.schema_compat import Strategy
 from gateway.meta.schema_registry import SchemaNotFound
-from gateway.meta.schema_types import SchemaType, parse_post_schema
+from gateway.meta.schema_types import SchemaInfo, SchemaType, parse_post_schema
+from gateway.names import TopicName
 
 if TYPE_CHECKING:
     from gateway.process import Gateway
@@ -124,6 +126,16 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
     ) -> GetAllVersionsSchemaResponse:
         return GetAllVersionsSchemaResponse(getSchemaResponses=await all_versions(tenant, namespace, topic))
 
+    async def proposed(
+        gateway: Gateway, tenant: str, namespace: str, topic: str, request: Request
+    ) -> tuple[TopicName, SchemaInfo, Strategy]:
+        """The topic, the ``PostSchemaPayload`` in ``request`` and the strategy that judges it
+        (its namespace's)."""
+        name = topic_name(tenant, namespace, topic)
+        info = parse_post_schema(await read_json(request))
+        policies = await gateway.namespaces.get_policies(name.namespace_name)
+        return name, info, policies.schema_compatibility_strategy
+
     @router.post(
         f"{S}/schema",
         summary="Add a schema version (409 if the namespace's strategy refuses it)",
@@ -134,12 +146,8 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
         tenant: Tenant, namespace: Namespace, topic: TopicPart, request: Request
     ) -> PostSchemaResponse:
         gateway = get_gateway()
-        name = topic_name(tenant, namespace, topic)
-        info = parse_post_schema(await read_json(request))
-        policies = await gateway.namespaces.get_policies(name.namespace_name)
-        version = await gateway.schemas.add(
-            name, info, policies.schema_compatibility_strategy, gateway.clock.now_ms()
-        )
+        name, info, strategy = await proposed(gateway, tenant, namespace, topic, request)
+        version = await gateway.schemas.add(name, info, strategy, gateway.clock.now_ms())
         return PostSchemaResponse(version=SchemaVersionBody(version=version))
 
     @router.post(
@@ -152,9 +160,7 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
         tenant: Tenant, namespace: Namespace, topic: TopicPart, request: Request
     ) -> IsCompatibilityResponse:
         gateway = get_gateway()
-        name = topic_name(tenant, namespace, topic)
-        info = parse_post_schema(await read_json(request))
-        strategy = (await gateway.namespaces.get_policies(name.namespace_name)).schema_compatibility_strategy
+        name, info, strategy = await proposed(gateway, tenant, namespace, topic, request)
         compatible = await gateway.schemas.check(name, info, strategy)
         return IsCompatibilityResponse(isCompatible=compatible, schemaCompatibilityStrategy=strategy.value)
 

@@ -17,21 +17,20 @@ subscription and message routers. Rules:
   everywhere (412); a new partitioned topic's name must leave room for every
   partition's name (``check_partitioned_base``, 412) before anything is written;
 - bodies are read by ``admin_common.read_json`` and documented by
-  ``gateway.api.admin_schemas``;
+  ``gateway.api.admin_models``;
 - errors are ``ErrorBody`` with statuses from ``gateway.api.errors``.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Annotated, Any
 
 from fastapi import APIRouter, Query, Request
 from starlette.responses import Response
 
-from gateway.api import admin_messages, admin_subscriptions, admin_webhooks, errors
-from gateway.api import admin_schemas as schemas
+from gateway.api import admin_messages, admin_models, admin_subscriptions, admin_webhooks, errors
 from gateway.api import stats_models as models
 from gateway.api.admin_bodies import message_id_json
 from gateway.api.admin_common import (
@@ -41,6 +40,7 @@ from gateway.api.admin_common import (
     json_response,
     no_content,
     on_owner,
+    partition_count,
     read_json,
     topic_name,
 )
@@ -94,33 +94,42 @@ def make_metadata_router(get_store: Callable[[], NamespaceStore]) -> APIRouter:
         await get_store().create_topic(topic_name(tenant, namespace, topic))
         return no_content()
 
-    @router.put(
-        f"{T}/partitions",
-        status_code=204,
-        summary="Create a partitioned topic (body: the partition count)",
-        responses=errors.responses(400, 404, 409, 412),
-        openapi_extra=schemas.request_body(schemas.PARTITIONS, "the number of partitions", 4),
-    )
-    async def create_partitioned_topic(
-        tenant: Tenant, namespace: Namespace, topic: PartitionedBase, request: Request
-    ) -> Response:
-        name = topic_name(tenant, namespace, topic).check_partitioned_base()
-        await get_store().create_partitioned(name, await read_json(request))
-        return no_content()
+    def partitions_route(
+        method: str, write: Callable[[NamespaceStore, TopicName, Any], Awaitable[None]], **doc: Any
+    ) -> None:
+        """PUT (create) or POST (increase) ``…/{topic}/partitions``: the body is the count;
+        the name must leave room for every partition's (412) before ``write``."""
 
-    @router.post(
-        f"{T}/partitions",
-        status_code=204,
-        summary="Increase the partitions of a partitioned topic (412 to fewer, 409 if not partitioned)",
-        responses=errors.responses(400, 404, 409, 412),
-        openapi_extra=schemas.request_body(schemas.PARTITIONS, "the new number of partitions", 8),
+        async def set_partitions(
+            tenant: Tenant, namespace: Namespace, topic: PartitionedBase, request: Request
+        ) -> Response:
+            name = topic_name(tenant, namespace, topic).check_partitioned_base()
+            await write(get_store(), name, await read_json(request))
+            return no_content()
+
+        router.add_api_route(
+            f"{T}/partitions",
+            set_partitions,
+            methods=[method],
+            status_code=204,
+            responses=errors.responses(400, 404, 409, 412),
+            **doc,
+        )
+
+    partitions_route(
+        "PUT",
+        NamespaceStore.create_partitioned,
+        name="create_partitioned_topic",
+        summary="Create a partitioned topic (body: the partition count)",
+        openapi_extra=admin_models.request_body(admin_models.PARTITIONS, "the number of partitions", 4),
     )
-    async def update_partitioned_topic(
-        tenant: Tenant, namespace: Namespace, topic: PartitionedBase, request: Request
-    ) -> Response:
-        name = topic_name(tenant, namespace, topic).check_partitioned_base()
-        await get_store().update_partitions(name, await read_json(request))
-        return no_content()
+    partitions_route(
+        "POST",
+        NamespaceStore.update_partitions,
+        name="update_partitioned_topic",
+        summary="Increase the partitions of a partitioned topic (412 to fewer, 409 if not partitioned)",
+        openapi_extra=admin_models.request_body(admin_models.PARTITIONS, "the new number of partitions", 8),
+    )
 
     @router.get(
         f"{T}/partitions", summary="Partition count (0 = not partitioned)", responses=errors.responses(412)
@@ -159,7 +168,8 @@ async def fan_out(gateway: Gateway, name: TopicName, count: int, kind: str) -> d
     return dict(await asyncio.gather(*(one(i) for i in range(count))))
 
 
-async def _partition_count(gateway: Gateway, name: TopicName) -> int:
+async def _require_partitioned(gateway: Gateway, name: TopicName) -> int:
+    """The partitions of partitioned topic ``name`` (NotFound if it is not one)."""
     count = await gateway.namespaces.get_partitions(name)
     if not count:
         raise NotFound(f"Partitioned topic {name} does not exist")
@@ -203,7 +213,7 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
     ) -> Response:
         gateway = get_gateway()
         name = topic_name(tenant, namespace, topic)
-        parts = await fan_out(gateway, name, await _partition_count(gateway, name), "stats")
+        parts = await fan_out(gateway, name, await _require_partitioned(gateway, name), "stats")
         return json_response(stats.aggregate(parts, per_partition=perPartition))
 
     @router.get(
@@ -231,7 +241,7 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
     ) -> Response:
         gateway = get_gateway()
         name = topic_name(tenant, namespace, topic)
-        count = await _partition_count(gateway, name)
+        count = await _require_partitioned(gateway, name)
         parts = await fan_out(gateway, name, count, "internalStats")
         return json_response({"metadata": {"partitions": count}, "partitions": parts})
 
@@ -246,7 +256,7 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
     ) -> Response:
         gateway = get_gateway()
         name = topic_name(tenant, namespace, topic)
-        count = 0 if name.is_partition else await gateway.partitions(name)
+        count = await partition_count(gateway, name)
         if count:
             parts = await fan_out(gateway, name, count, "stats/history")
             return json_response(stats_history.merge(list(parts.values())))
@@ -332,7 +342,7 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
     ) -> Response:
         gateway = get_gateway()
         name = topic_name(tenant, namespace, topic)
-        count = await _partition_count(gateway, name)
+        count = await _require_partitioned(gateway, name)
         if not force:
             for part_stats in (await fan_out(gateway, name, count, "stats")).values():
                 subs = part_stats["subscriptions"].values()

@@ -31,20 +31,22 @@ from gateway.api import errors
 from gateway.api.admin_common import (
     PREFIX,
     AdminRoute,
+    SubscriptionPath,
     json_response,
     no_content,
     on_owner,
+    on_owner_or_partitions,
     on_partitions,
+    partition_count,
     read_json,
     topic_name,
 )
-from gateway.api.admin_schemas import WebhookSettings, request_body
+from gateway.api.admin_models import WebhookSettings, request_body
 from gateway.api.route_docs import Namespace, Tenant, TopicPart
-from gateway.api.route_docs import Subscription as SubscriptionName
 from gateway.broker import topic_admin
 from gateway.broker.topic import Topic
 from gateway.meta.errors import Conflict, NotFound
-from gateway.names import TopicName, check_subscription
+from gateway.names import TopicName
 from gateway.protocol.errors import BadRequest
 from gateway.protocol.webhook_config import parse_webhook
 from gateway.security.middleware import IDENTITY
@@ -94,16 +96,11 @@ def _view(gateway: Gateway, topic: Topic, subscription: str, kv: KeyValue) -> di
 def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
     router = APIRouter(tags=TAGS, route_class=AdminRoute)
 
-    async def target(
-        tenant: str, namespace: str, topic: str, subscription: str | None = None
-    ) -> tuple[Gateway, TopicName, int]:
-        """The gateway, the topic named (and the subscription checked) and its partition
-        count (0: not partitioned, or a partition)."""
+    async def target(name: TopicName) -> tuple[Gateway, int]:
+        """The gateway and the partition count of topic ``name`` (0: not partitioned, or a
+        partition)."""
         gateway = get_gateway()
-        name = topic_name(tenant, namespace, topic)
-        if subscription is not None:
-            check_subscription(subscription)
-        return gateway, name, 0 if name.is_partition else await gateway.partitions(name)
+        return gateway, await partition_count(gateway, name)
 
     @router.put(
         W,
@@ -112,14 +109,9 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
         responses=errors.responses(400, 404, 409, 412),
         openapi_extra=request_body(WebhookSettings, "the webhook's settings", EXAMPLE),
     )
-    async def set_webhook(
-        tenant: Tenant,
-        namespace: Namespace,
-        topic: TopicPart,
-        subscription: SubscriptionName,
-        request: Request,
-    ) -> Response:
-        gateway, name, count = await target(tenant, namespace, topic, subscription)
+    async def set_webhook(ref: SubscriptionPath, request: Request) -> Response:
+        name, subscription = ref.topic, ref.name
+        gateway, count = await target(name)
         value = await read_json(request)
         config = parse_webhook(value, gateway.webhooks.allowed_hosts)
         if config.deadLetterTopic is not None:
@@ -153,14 +145,9 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
         summary="The webhook of a subscription: its settings and how pushing goes",
         responses=errors.responses(404, 412),
     )
-    async def get_webhook(
-        tenant: Tenant,
-        namespace: Namespace,
-        topic: TopicPart,
-        subscription: SubscriptionName,
-        request: Request,
-    ) -> Response:
-        gateway, name, count = await target(tenant, namespace, topic, subscription)
+    async def get_webhook(ref: SubscriptionPath, request: Request) -> Response:
+        name, subscription = ref.topic, ref.name
+        gateway, count = await target(name)
         if count:
             return await _partition_views(gateway, request, name, count)
 
@@ -180,7 +167,8 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
     async def list_webhooks(
         tenant: Tenant, namespace: Namespace, topic: TopicPart, request: Request
     ) -> Response:
-        gateway, name, count = await target(tenant, namespace, topic)
+        name = topic_name(tenant, namespace, topic)
+        gateway, count = await target(name)
         if count:
             return await _partition_views(gateway, request, name, count, required=False)
 
@@ -199,16 +187,8 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
         summary="Stop pushing (the subscription and its backlog stay)",
         responses=errors.responses(404, 412),
     )
-    async def delete_webhook(
-        tenant: Tenant,
-        namespace: Namespace,
-        topic: TopicPart,
-        subscription: SubscriptionName,
-        request: Request,
-    ) -> Response:
-        gateway, name, count = await target(tenant, namespace, topic, subscription)
-        if count:
-            return await on_partitions(gateway, request, name, count, None)
+    async def delete_webhook(ref: SubscriptionPath, request: Request) -> Response:
+        name, subscription, gateway = ref.topic, ref.name, get_gateway()
 
         async def serve(t: Topic) -> Response:
             if not await gateway.store.delete(keys.webhook(t.name.path, subscription)):
@@ -216,6 +196,6 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
             await gateway.webhooks.apply(t, subscription, None)
             return no_content()
 
-        return await on_owner(gateway, request, name, serve)
+        return await on_owner_or_partitions(gateway, request, name, serve)
 
     return router

@@ -19,7 +19,7 @@ from typing import Any
 import orjson
 
 from gateway.api.asyncapi_frames import BASE64, CONSUMER_COMMANDS, FRAME_SCHEMAS, NAME, Schema
-from gateway.api.schemas import NAME_RULE
+from gateway.api.messaging_models import NAME_RULE
 from gateway.protocol.errors import WS_ERROR_DESCRIPTIONS
 from gateway.protocol.params import (
     COMPRESSION_TYPES,

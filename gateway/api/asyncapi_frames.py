@@ -14,9 +14,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from gateway.api.schemas import BASE64_PATTERN, ISO_PATTERN, LONG_TEXT_PATTERN, MESSAGE_ID_STRING_PATTERN
+from gateway.api.messaging_models import (
+    BASE64_PATTERN,
+    ISO_PATTERN,
+    LONG_TEXT_PATTERN,
+    MESSAGE_ID_STRING_PATTERN,
+)
 from gateway.broker.dispatch.base import HASH_SLOTS
-from gateway.protocol.fields import PROPERTIES_MAX
+from gateway.protocol.json_fields import PROPERTIES_MAX
 from gateway.protocol.params import (
     NAME_CHARS_MAX,
 )

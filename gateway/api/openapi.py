@@ -11,7 +11,7 @@ the app; this module does not. Rules:
   validation is answered 400 with ``ErrorBody`` (app.py installs the
   handler), so every operation that had a 422 declares a 400 ``ErrorBody``;
 - request bodies the routes parse by hand are documented by the models in
-  ``gateway.api.schemas`` (added to ``components.schemas`` here).
+  ``gateway.api.messaging_models`` (added to ``components.schemas`` here).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
 from gateway.api.errors import ErrorBody
-from gateway.api.schemas import REQUEST_MODELS
+from gateway.api.messaging_models import REQUEST_MODELS
 
 if TYPE_CHECKING:
     from fastapi import FastAPI

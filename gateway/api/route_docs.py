@@ -19,7 +19,7 @@ from typing import Annotated, Any, Literal
 from fastapi import Depends, Path, Query
 from starlette.responses import Response
 
-from gateway.api import schemas as s
+from gateway.api import messaging_models as s
 from gateway.api.errors import responses
 from gateway.api.http_consume import FETCH_MAX
 from gateway.api.paging import LIMIT_MAX, OFFSET_MAX, SEARCH_MAX, PageParams

@@ -36,7 +36,8 @@ class PublisherStats(_Stats):
     metadata: dict[str, str]
 
 
-class ConsumerStats(_Stats):
+class _Dispatched(_Stats):
+    # what a consumer, and a subscription over its consumers, dispatched and had acked
     msgRateOut: float
     msgThroughputOut: float
     bytesOutCounter: int
@@ -44,6 +45,9 @@ class ConsumerStats(_Stats):
     msgRateRedeliver: float
     messageAckRate: float
     chunkedMessageRate: float
+
+
+class ConsumerStats(_Dispatched):
     consumerName: str
     availablePermits: int
     unackedMessages: int
@@ -60,14 +64,7 @@ class ConsumerStats(_Stats):
     metadata: dict[str, str]
 
 
-class SubscriptionStats(_Stats):
-    msgRateOut: float
-    msgThroughputOut: float
-    bytesOutCounter: int
-    msgOutCounter: int
-    msgRateRedeliver: float
-    messageAckRate: float
-    chunkedMessageRate: float
+class SubscriptionStats(_Dispatched):
     msgBacklog: int
     backlogSize: int
     earliestMsgPublishTimeInBacklog: int

@@ -36,7 +36,7 @@ from gateway.api.errors import close_code, protocol_close_code
 from gateway.api.ws_session import deny, deny_status, relay_url
 from gateway.names import TopicName
 from gateway.protocol.errors import WS_FAILED_TO_DESERIALIZE, ProtocolError
-from gateway.protocol.fields import load_object
+from gateway.protocol.json_fields import load_object
 from gateway.protocol.ws_frames import (
     Ack,
     AckCumulative,

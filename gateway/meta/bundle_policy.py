@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateway.meta.errors import InvalidPolicy
-from gateway.meta.fields import int_field, json_object, kind_of
+from gateway.meta.policy_fields import int_field, json_object, kind_of
 from gateway.ownership.bundles import DEFAULT_NUM_BUNDLES as BUNDLES_DEFAULT
 from gateway.ownership.bundles import HASH_MAX, boundaries
 from gateway.ownership.bundles import MAX_NUM_BUNDLES as BUNDLES_MAX

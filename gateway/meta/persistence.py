@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateway.meta.errors import InvalidPolicy
-from gateway.meta.fields import int_field, json_object, number_field
+from gateway.meta.policy_fields import int_field, json_object, number_field
 
 ENSEMBLE_MAX = 16  # storage nodes one ledger may span
 MARK_DELETE_RATE_MAX = 1_000_000.0  # accepted for Pulsar clients, unused (see Persistence)

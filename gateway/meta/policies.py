@@ -25,7 +25,8 @@ import orjson
 from coordination.analytics_run import INTERVAL_MAX_S
 from gateway.meta.bundle_policy import Bundles
 from gateway.meta.errors import InvalidPolicy, PreconditionFailed
-from gateway.meta.fields import (
+from gateway.meta.persistence import Persistence
+from gateway.meta.policy_fields import (
     bool_field,
     choice_field,
     int_field,
@@ -34,7 +35,6 @@ from gateway.meta.fields import (
     optional_int,
     or_default,
 )
-from gateway.meta.persistence import Persistence
 from gateway.meta.schema_compat import Strategy
 from gateway.names import PARTITIONS_MAX
 

@@ -14,7 +14,7 @@ from typing import Any
 import orjson
 
 from gateway.meta.errors import InvalidPolicy
-from gateway.meta.fields import json_object, kind_of
+from gateway.meta.policy_fields import json_object, kind_of
 
 
 @dataclass(frozen=True, slots=True)

@@ -53,7 +53,7 @@ from gateway.protocol.errors import (
     PayloadTooLarge,
     ProtocolError,
 )
-from gateway.protocol.fields import (
+from gateway.protocol.json_fields import (
     PROPERTIES_MAX,
     JsonObject,
     as_int,

@@ -29,7 +29,7 @@ def _any_case(word: str) -> str:
     return "".join(f"[{c.upper()}{c.lower()}]" if c.isalpha() else c for c in word)  # letters and "-"
 
 
-# the same patterns are the OpenAPI schema's (admin_schemas.WebhookSettings), so schema and parser agree
+# the same patterns are the OpenAPI schema's (admin_models.WebhookSettings), so schema and parser agree
 _PORT = r"(?::(?:6553[0-5]|655[0-2][0-9]|65[0-4][0-9]{2}|6[0-4][0-9]{3}|[1-5][0-9]{4}|[1-9][0-9]{0,3}))?"
 URL_PATTERN = rf"^https?://[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*{_PORT}(?:[/?#][\x21-\x7e]*)?$"  # no IPv6 literal
 _RESERVED = "|".join(_any_case(h) for h in sorted(RESERVED_HEADERS))

@@ -32,7 +32,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gateway.protocol.errors import WS_FAILED_TO_DESERIALIZE, FrameError
-from gateway.protocol.fields import (
+from gateway.protocol.json_fields import (
     ID_CHARS_SHOWN,
     JsonObject,
     get_bool,

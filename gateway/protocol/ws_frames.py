@@ -65,7 +65,7 @@ from gateway.protocol.errors import (
     FrameError,
     ProtocolError,
 )
-from gateway.protocol.fields import (
+from gateway.protocol.json_fields import (
     JsonObject,
     decode_base64_payload,
     get_long,

@@ -427,7 +427,9 @@ class WireObserver:
     def _frames(self, src: SimTransport, data: bytes, replies: bool) -> list[Any]:
         decoder = self._decoders.get(src)
         if decoder is None:
-            decoder = self._decoders[src] = wire.FrameDecoder.responses() if replies else wire.FrameDecoder.requests()
+            decoder = self._decoders[src] = (
+                wire.FrameDecoder.responses() if replies else wire.FrameDecoder.requests()
+            )
         try:
             return decoder.feed(data)
         except ProtocolViolation:

@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 
 from coordination.clock import SystemClock
 from coordination.memory_store import MemoryStore
-from gateway.api import schemas
+from gateway.api import messaging_models
 from gateway.api.admin_bodies import CursorTarget, parse_target
 from gateway.api.admin_common import decode_json
 from gateway.api.app import create_app
@@ -58,7 +58,7 @@ SPECIAL = [
 ]
 NAMES = st.one_of(
     st.sampled_from(SPECIAL),
-    st.from_regex(schemas.TOPIC_PATTERN, fullmatch=True),
+    st.from_regex(messaging_models.TOPIC_PATTERN, fullmatch=True),
     st.text(alphabet="ap-0123456789rtiond.:=_ /", max_size=30),
 )
 
@@ -86,8 +86,8 @@ def base_accepted(local: str) -> bool:
 @settings(max_examples=300, deadline=None, database=None)
 @given(NAMES)
 def test_topic_patterns_are_the_name_rules(name: str) -> None:
-    assert documented(schemas.TOPIC_PATTERN, TOPIC_MAX, name) == accepted(name), name
-    base = documented(schemas.PARTITIONED_BASE_PATTERN, PARTITIONED_TOPIC_MAX, name)
+    assert documented(messaging_models.TOPIC_PATTERN, TOPIC_MAX, name) == accepted(name), name
+    base = documented(messaging_models.PARTITIONED_BASE_PATTERN, PARTITIONED_TOPIC_MAX, name)
     assert base == base_accepted(name), name
 
 

@@ -16,7 +16,7 @@ from gateway.protocol.errors import (
     ProtocolError,
     ws_close_reason,
 )
-from gateway.protocol.fields import (
+from gateway.protocol.json_fields import (
     WHOLE_FLOAT_MAX,
     as_int,
     base64_decoded_size,

@@ -28,11 +28,10 @@ from schemathesis.generation import GenerationMode
 
 from gateway.api.admin_bodies import parse_target
 from gateway.api.admin_common import decode_json
-from gateway.api.admin_schemas import Action, QuotaPolicy, QuotaType, TopicType
+from gateway.api.admin_models import Action, QuotaPolicy, QuotaType, TopicType
 from gateway.api.openapi_spec import spec
 from gateway.errors import GatewayError
 from gateway.meta.errors import PreconditionFailed
-from gateway.meta.fields import bool_field
 from gateway.meta.persistence import Persistence
 from gateway.meta.policies import (
     AUTH_ACTIONS,
@@ -50,6 +49,7 @@ from gateway.meta.policies import (
     parse_strategy,
     parse_ttl_seconds,
 )
+from gateway.meta.policy_fields import bool_field
 from gateway.meta.tenant_info import TenantInfo
 from gateway.protocol.webhook_config import parse_webhook
 

@@ -8,7 +8,7 @@ never used to parse requests - ``gateway.protocol.rest`` stays the one fast
 parser and the one source of the rules - so each field here states that
 parser's rule (docs/compatibility.md §2.1, §2.3, §1.6.1) as exactly as JSON Schema
 can; payloads and ids that are base64 say so with ``contentEncoding: base64``.
-``REQUEST_MODELS`` (with the admin bodies of ``gateway.api.admin_schemas``) are
+``REQUEST_MODELS`` (with the admin bodies of ``gateway.api.admin_models``) are
 added to the document's components by ``gateway.api.openapi`` (FastAPI only
 lists models it parses itself).
 """
@@ -20,9 +20,9 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, Field
 from pydantic.config import JsonDict
 
-from gateway.api.admin_schemas import ADMIN_REQUEST_MODELS
+from gateway.api.admin_models import ADMIN_REQUEST_MODELS
 from gateway.names import NAME_MAX, PARTITIONED_TOPIC_MAX, SUBSCRIPTION_MAX, TOPIC_MAX
-from gateway.protocol.fields import PROPERTIES_MAX
+from gateway.protocol.json_fields import PROPERTIES_MAX
 from gateway.protocol.rest import PRODUCER_NAME_CHARS_MAX, REST_BATCH_MAX
 from gateway.protocol.timefmt import EPOCH_MS_MAX
 from gateway.protocol.ws_commands import ACK_BATCH_MAX

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from fastapi import Path, Query
+from fastapi import Depends, Path, Query
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 from pydantic.config import JsonDict
 
@@ -60,7 +60,7 @@ BUNDLE_PATTERN = r"^0x[0-9a-f]{8}_0x[0-9a-f]{8}$"
 EARLIEST_OR_LATEST_PATTERN = r"^(?:[Ee][Aa][Rr][Ll][Ii][Ee][Ss][Tt]|[Ll][Aa][Tt][Ee][Ss][Tt])$"
 NOT_SET: dict[str, Any] = {"enum": [0, None]}  # 0, null or absent
 
-# the parsers' choices (gateway.meta.policies), as types; tests/unit/test_admin_schemas.py keeps them equal
+# the parsers' choices (gateway.meta.policies), as types; tests/unit/test_admin_models.py keeps them equal
 QuotaType = Literal["destination_storage", "message_age"]
 QuotaPolicy = Literal["producer_request_hold", "producer_exception", "consumer_backlog_eviction"]
 TopicType = Literal["non-partitioned", "partitioned"]
@@ -436,10 +436,32 @@ EntryIdPath = Annotated[int, Path(ge=0, le=INT64_MAX, description="entry id with
 BatchIndexQuery = Annotated[
     int, Query(ge=-1, le=INT32_MAX, description="the message within a batch entry (-1: the entry's first)")
 ]
-PositionPath = Annotated[int, Path(ge=1, le=INT32_MAX, description="1-based position")]
-CountPath = Annotated[int, Path(ge=0, le=INT32_MAX, description="messages")]
-SecondsPath = Annotated[int, Path(ge=0, le=INT32_MAX, description="seconds")]
-TimestampPath = Annotated[int, Path(ge=0, le=INT64_MAX, description="epoch milliseconds")]
+# Path parameters after ``admin_common.SubscriptionPath`` are dependencies as it is, so
+# that OpenAPI lists them after the subscription (own parameters come first).
+
+
+async def _position(n: Annotated[int, Path(ge=1, le=INT32_MAX, description="1-based position")]) -> int:
+    return n
+
+
+async def _count(count: Annotated[int, Path(ge=0, le=INT32_MAX, description="messages")]) -> int:
+    return count
+
+
+async def _seconds(seconds: Annotated[int, Path(ge=0, le=INT32_MAX, description="seconds")]) -> int:
+    return seconds
+
+
+async def _timestamp(
+    timestamp: Annotated[int, Path(ge=0, le=INT64_MAX, description="epoch milliseconds")],
+) -> int:
+    return timestamp
+
+
+PositionPath = Annotated[int, Depends(_position)]
+CountPath = Annotated[int, Depends(_count)]
+SecondsPath = Annotated[int, Depends(_seconds)]
+TimestampPath = Annotated[int, Depends(_timestamp)]
 QuotaTypeQuery = Annotated[
     QuotaType,
     Query(alias="backlogQuotaType", description="which backlog quota"),
