@@ -8,6 +8,7 @@ import random
 from typing import Any
 
 import pytest
+from test_wire import cut
 
 from storage import wire
 from storage.client.connection import _Protocol
@@ -38,16 +39,6 @@ def feed(chunks: list[bytes]) -> Owner:
     for chunk in chunks:
         protocol.data_received(chunk)
     return owner
-
-
-def cut(stream: bytes, rng: random.Random, sizes: list[int]) -> list[bytes]:
-    chunks = []
-    at = 0
-    while at < len(stream):
-        step = rng.choice(sizes)
-        chunks.append(stream[at : at + step])
-        at += step
-    return chunks
 
 
 @pytest.mark.parametrize("sizes", [[1], [1, 2, 3, 5, 13], [4096, 65536], [262_144, 1 << 20], [7, 300_000]])
