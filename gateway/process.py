@@ -167,9 +167,6 @@ class Gateway:
         )
         self.service = BrokerService(store, self.client, self.clock, self._namespace_view, config.log)
         self.router = Router(self.namespaces, self.ownership, self.service)
-        # the admin routes ask these two of the process; both are the router's
-        self.route = self.router.owner
-        self.partitions = self.router.partitions
         # idle connections expire before the peer's keep-alive (uvicorn: 5 s) can close
         # them under a request being sent on them
         self.http = httpx.AsyncClient(timeout=30.0, limits=httpx.Limits(keepalive_expiry=FORWARD_KEEPALIVE_S))

@@ -148,7 +148,7 @@ Serve = Callable[[Topic], Awaitable[Response]]
 
 async def partition_count(gateway: Gateway, name: TopicName) -> int:
     """The partitions of topic ``name``; 0 for a partition or a non-partitioned topic."""
-    return 0 if name.is_partition else await gateway.partitions(name)
+    return 0 if name.is_partition else await gateway.router.partitions(name)
 
 
 async def on_owner(
@@ -204,7 +204,7 @@ async def on_partitions(
 
     async def one(index: int) -> tuple[int, bytes, str]:
         part = name.partition(index)
-        owner = await gateway.route(part)
+        owner = await gateway.router.owner(part)
         url = f"{owner.http_url}{path[:cut]}/{part.local}/{path[cut + len(marker) :]}"
         content = b"" if body is None else orjson.dumps(body)
         upstream = await gateway.http.request(

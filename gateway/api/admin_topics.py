@@ -311,7 +311,7 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
                 f"{peer.url}/admin/v2/{name.path}", params={"force": "true", "authoritative": "true"}
             )
             return Response(upstream.content, status_code=upstream.status_code)
-        if not name.is_partition and await gateway.partitions(name):
+        if not name.is_partition and await gateway.router.partitions(name):
             raise Conflict(
                 f"Topic {name} is a partitioned topic: delete it with DELETE …/{name.local}/partitions"
             )

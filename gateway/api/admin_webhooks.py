@@ -69,7 +69,7 @@ async def _partition_views(
 
     async def one(index: int) -> tuple[str, Any]:
         part = name.partition(index)
-        owner = await gateway.route(part)
+        owner = await gateway.router.owner(part)
         url = f"{owner.http_url}{request.url.path.replace(f'/{name.local}/', f'/{part.local}/', 1)}"
         upstream = await gateway.http.get(url, params={"authoritative": "true"})
         return str(part), upstream.json() if upstream.status_code == 200 else None
@@ -118,7 +118,7 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
             letters = name.sibling(config.deadLetterTopic)
             if letters == name.base:
                 raise BadRequest("deadLetterTopic: must not be the topic itself")
-            if await gateway.partitions(letters):
+            if await gateway.router.partitions(letters):
                 raise BadRequest(f"deadLetterTopic: {letters} is partitioned; name a non-partitioned topic")
             # it dead-letters there for the caller (the default one is checked in front)
             await request.app.state.guard.require(Need.PRODUCE, request.scope.get(IDENTITY), letters)

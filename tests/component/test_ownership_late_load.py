@@ -75,7 +75,7 @@ async def test_a_load_that_outlives_its_bundle_is_discarded(
     gateways: tuple[Gateway, Gateway, LedgerCluster], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     a, b, cluster = gateways
-    bundle = (await a.route(TOPIC, authoritative=True)).bundle
+    bundle = (await a.router.owner(TOPIC, authoritative=True)).bundle
     assert a.ownership.owns(bundle)
 
     # hold A's load between "managed log opened" and "topic registered"
@@ -146,7 +146,7 @@ async def test_a_release_drops_the_bundles_topics_and_its_loads_in_flight(
     gateways: tuple[Gateway, Gateway, LedgerCluster], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     a, _, _ = gateways
-    bundle = (await a.route(TOPIC, authoritative=True)).bundle
+    bundle = (await a.router.owner(TOPIC, authoritative=True)).bundle
     loaded = await a.service.topic(TOPIC)
     sibling = next(
         name
@@ -177,7 +177,7 @@ async def test_a_rest_lookup_whose_topic_moves_while_it_loads_finds_the_new_owne
     gateways: tuple[Gateway, Gateway, LedgerCluster], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     a, b, _ = gateways
-    bundle = (await a.route(TOPIC, authoritative=True)).bundle
+    bundle = (await a.router.owner(TOPIC, authoritative=True)).bundle
     held, release = asyncio.Event(), asyncio.Event()
     original = Topic.load
 

@@ -53,7 +53,7 @@ async def test_etcd_failing_at_any_step_of_the_start_is_waited_out(first: int) -
         assert store.failed == 2  # the failures met the start, which waited them out
         registered = await store.get(keys.gateway("g1"))
         assert registered is not None and registered.lease == gateway.session.lease_id
-        assert (await gateway.route(TOPIC)).is_self
+        assert (await gateway.router.owner(TOPIC)).is_self
     finally:
         await gateway.close()
 
@@ -64,7 +64,7 @@ async def test_a_lost_lease_is_stepped_down_from_and_rejoined() -> None:
     gateway = Gateway(store, GatewayConfig("g1", "http://127.0.0.1:1", lease_ttl_s=1))
     try:
         await gateway.start()
-        assert (await gateway.route(TOPIC)).is_self
+        assert (await gateway.router.owner(TOPIC)).is_self
         first = gateway.session
         old_lease = first.lease_id
         assert gateway.ownership.owned_bundles()
@@ -82,7 +82,7 @@ async def test_a_lost_lease_is_stepped_down_from_and_rejoined() -> None:
         registered = await data.get(keys.gateway("g1"))
         assert registered is not None and registered.lease == gateway.session.lease_id
         assert data.lease_deadline_ms(old_lease) is None  # the old lease is gone
-        assert (await gateway.route(TOPIC)).is_self  # owns bundles again
+        assert (await gateway.router.owner(TOPIC)).is_self  # owns bundles again
         assert gateway.ownership.owned_bundles()
     finally:
         await gateway.close()
@@ -96,7 +96,7 @@ async def test_without_a_lease_a_topic_another_gateway_owns_is_still_relayed() -
     try:
         await a.start()
         await b.start()
-        assert (await b.route(TOPIC, authoritative=True)).is_self
+        assert (await b.router.owner(TOPIC, authoritative=True)).is_self
         await until(lambda: a.ownership.owner_of(TOPIC) == "b" and "b" in a.registry.live(), 5, "a sees b")
         a_store.set_available(False)
         await until(a.session.lost.is_set, 5, "a's lease is lost")
