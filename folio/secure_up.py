@@ -1,15 +1,19 @@
-"""``folio up --secure``: the keys and the first token of a local cluster with authentication.
+"""The keys of a local cluster: its cluster secret (always) and, for ``folio up --secure``,
+the token key and the first token.
 
-Owns: ``SecureSetup``: under ``<data>/security/`` an HS256 token secret, a
-cluster secret shared by the gateways, and a superuser token for role
+Owns: ``SecureSetup``: under ``<data>/security/`` a cluster secret that every
+process ``folio up`` starts proves to the storage nodes, in open mode too (a
+bare socket to a node is refused: docs/decisions/0017-open-mode-cluster-secret.md),
+and with ``--secure`` an HS256 token secret and a superuser token for role
 ``admin`` (all files 0600, kept across restarts so tokens stay valid); the
-gateway flags that use them. Rule: nothing secret is printed, only where it is.
+flags that use them. Rule: nothing secret is printed, only where it is.
 """
 
 from __future__ import annotations
 
 import os
 import secrets
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,11 +46,21 @@ class SecureSetup:
     def admin_token(self) -> Path:
         return self.directory / "admin.token"
 
-    def prepare(self) -> None:
+    def prepare_cluster_secret(self) -> None:
+        """The storage nodes' cluster secret, made once (open and secure mode)."""
         self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
-        for key in (self.token_key, self.cluster_key):
-            if not key.exists():
-                _write_private(key, secrets.token_bytes(32))
+        if not self.cluster_key.exists():
+            _write_private(self.cluster_key, secrets.token_bytes(32))
+
+    def internal_args(self) -> list[str]:
+        """The flag of every storage node, auditor and gateway: prove / require the secret."""
+        return ["--cluster-secret", str(self.cluster_key)]
+
+    def prepare(self) -> None:
+        """Everything ``--secure`` needs: the cluster secret, the token key, the admin token."""
+        self.prepare_cluster_secret()
+        if not self.token_key.exists():
+            _write_private(self.token_key, secrets.token_bytes(32))
         token = mint(
             SUPERUSER,
             Algorithm.HS256,
@@ -60,17 +74,29 @@ class SecureSetup:
         return [
             "--token-secret-key",
             str(self.token_key),
-            "--cluster-secret",
-            str(self.cluster_key),
             "--superuser-roles",
             SUPERUSER,
         ]
 
-    def describe(self) -> list[str]:
+    def describe(self, url: str) -> list[str]:
+        """The banner's security lines: each example works as printed (tests run them)."""
+        bearer = f'-H "Authorization: Bearer $(cat {self.admin_token})"'
+        grant = f"{url}/admin/v2/namespaces/public/default/permissions/app"
         return [
-            f"security       on: bearer tokens (HS256), superuser role '{SUPERUSER}';"
-            " storage nodes accept only peers that prove the cluster secret",
-            f"admin token    {self.admin_token}   (30 days)",
-            f'use it         curl -H "Authorization: Bearer $(cat {self.admin_token})" …',
-            f"more tokens    folio token create --role R --secret-key {self.token_key} --expires 1d",
+            f"security       on: bearer tokens (HS256), superuser role '{SUPERUSER}'",
+            f"admin token    {self.admin_token}   (30 days; paste it into the dashboard's Sign in)",
+            f"publish        curl {bearer} -d 'hello' {url}/topics/persistent/public/default/demo",
+            f"consume        curl {bearer} '{url}/consume/persistent/public/default/demo/sub"
+            "?subscriptionInitialPosition=Earliest'",
+            f"more tokens    {folio_command()} token create --role app --secret-key {self.token_key}"
+            " --expires 1d",
+            f"grant          curl {bearer} -H 'Content-Type: application/json'"
+            f' -d \'["produce","consume"]\' {grant}',
         ]
+
+
+def folio_command() -> str:
+    """How to run ``folio`` without activating its virtual environment: the script
+    beside this interpreter when there is one, else the interpreter with ``-m folio``."""
+    script = Path(sys.executable).parent / "folio"
+    return str(script) if script.exists() else f"{sys.executable} -m folio"

@@ -11,6 +11,7 @@ restarted child waits for etcd by itself if etcd is the one coming back.
 
 from __future__ import annotations
 
+import os
 import shutil
 import signal
 import socket
@@ -74,7 +75,11 @@ class LocalCluster:
         security = SecureSetup(self.root / "security")
         if self.secure:
             security.prepare()
-        internal = ["--cluster-secret", str(security.cluster_key)] if self.secure else []
+        else:
+            security.prepare_cluster_secret()
+        internal = security.internal_args()  # open mode too: no anonymous peer on a node port
+        # clients this process makes itself (benchmarks) prove the secret as well
+        os.environ[SECRET_ENV] = str(security.cluster_key)
         for port, metrics_port in zip(self.node_ports, self.metrics_ports, strict=True):
             node = NodeProcess(
                 self.root / f"node-{port}",
@@ -99,7 +104,11 @@ class LocalCluster:
                 self.etcd.endpoint,
                 port=port,
                 log_path=self.root / f"gateway-{port}.log",
-                extra_args=(*(security.gateway_args() if self.secure else ()), *self.gateway_args),
+                extra_args=(
+                    *internal,
+                    *(security.gateway_args() if self.secure else ()),
+                    *self.gateway_args,
+                ),
             )
             gateway.start()
             self.gateways.append(gateway)
@@ -110,8 +119,8 @@ class LocalCluster:
                 master=self.analytics_master,
                 log_path=self.root / "analytics.log",
             )
-            if self.secure:  # its Spark reads go straight to the storage nodes
-                self.analytics.env[SECRET_ENV] = str(security.cluster_key)
+            # its Spark reads go straight to the storage nodes
+            self.analytics.env[SECRET_ENV] = str(security.cluster_key)
             self.analytics.start()
         self.children = self._children(SystemClock().now_ms())
 
@@ -190,17 +199,22 @@ class LocalCluster:
             lines.append(
                 f"admin API      {url}/admin/v2/…   spec {url}/openapi.json, WebSockets {url}/asyncapi.json"
             )
+            security = SecureSetup(self.root / "security")
             if self.secure:
-                lines += SecureSetup(self.root / "security").describe()
+                lines += security.describe(url)
             else:
                 lines.append(
-                    "security       OFF: open on loopback, anyone on this machine may do anything"
+                    "security       OFF: open on loopback, anyone on this machine may use the API"
                     " (folio up --secure for tokens)"
                 )
-            lines.append(f"publish        curl -d 'hello' {url}/topics/persistent/public/default/demo")
+                lines.append(f"publish        curl -d 'hello' {url}/topics/persistent/public/default/demo")
+                lines.append(
+                    f"consume        curl '{url}/consume/persistent/public/default/demo/sub"
+                    "?subscriptionInitialPosition=Earliest'"
+                )
             lines.append(
-                f"consume        curl '{url}/consume/persistent/public/default/demo/sub"
-                "?subscriptionInitialPosition=Earliest'"
+                f"storage nodes  answer only peers proving the cluster secret {security.cluster_key}"
+                f" (Spark jobs, tools: export {SECRET_ENV}={security.cluster_key})"
             )
         lines.append(f"status         folio status --etcd {self.etcd.endpoint}")
         lines.append(f"logs           {self.root}/*.log")

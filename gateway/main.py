@@ -71,7 +71,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument(
         "--webhook-hosts",
         default="",
-        help="comma-separated hosts (or host:port) webhooks may POST to (default: any)",
+        help="comma-separated hosts (or host:port) webhooks may POST to; without it, any public"
+        " address, and loopback in open mode (no token key). Refused always, when a webhook is set"
+        " (400) and at every connection: the cluster's own ports (etcd, storage nodes' wire and"
+        " metrics, gateways) and link-local addresses such as 169.254.169.254; with tokens on, also"
+        " loopback, private, reserved and unspecified addresses unless listed here",
     )
     parser.add_argument(
         "--webhooks-max", type=int, default=WEBHOOKS_MAX, help="webhooks in the cluster (refused beyond)"
@@ -176,6 +180,7 @@ async def serve(args: argparse.Namespace) -> int:
         load_manager_interval_s=args.load_manager_interval,
         log=LogConfig(cache_budget=CacheBudget(max(1, args.cache_mb) << 20)),
         webhook_hosts=tuple(h.strip().lower() for h in args.webhook_hosts.split(",") if h.strip()),
+        etcd_endpoints=tuple(e.strip().removeprefix("http://") for e in args.etcd.split(",") if e.strip()),
         webhooks_max=max(1, args.webhooks_max),
         webhook_connections=max(1, args.webhook_connections),
         security=security,

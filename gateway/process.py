@@ -78,6 +78,7 @@ class GatewayConfig:
     webhook_hosts: tuple[str, ...] = ()  # hosts (or host:port) webhooks may POST to; empty: any
     webhooks_max: int = WEBHOOKS_MAX
     webhook_connections: int = CONNECTIONS_MAX  # open connections of this gateway's pushers
+    etcd_endpoints: tuple[str, ...] = ()  # host:port of etcd (never a webhook target)
     security: SecurityConfig = field(default_factory=SecurityConfig)  # open unless token rules
     max_tenants: int = 1_000  # quotas (0: none)
     max_namespaces_per_tenant: int = 1_000
@@ -180,6 +181,7 @@ class Gateway:
             self._owned_topic,
             self._members,
             allowed_hosts=config.webhook_hosts,
+            loopback_ok=config.security.open,  # a developer's own endpoint, in open mode only
             webhooks_max=config.webhooks_max,
             connections=config.webhook_connections,
         )
@@ -317,7 +319,11 @@ class Gateway:
         return await self.service.topic(name, create=False)
 
     async def _members(self) -> list[str]:
-        """Every gateway's and storage node's host:port (never a webhook target)."""
+        """Every etcd endpoint's, gateway's and storage node's host:port (never a webhook target)."""
         gateways = [urlsplit(info.http_url).netloc for info in self.registry.live().values()]
-        nodes = [node.address for node in await self.client.metadata.live_nodes()]
-        return [*gateways, *nodes]
+        nodes = [
+            address
+            for node in await self.client.metadata.live_nodes()
+            for address in (node.address, node.metrics_address)
+        ]
+        return [*self.config.etcd_endpoints, *gateways, *nodes]

@@ -6,7 +6,8 @@ Rules (ADR 0006, docs/compatibility.md §7 row 12):
 - served by the topic's owner (forwarded once from any gateway); on a
   partitioned topic every partition has its own (PUT/DELETE do all, GET lists
   them by partition);
-- PUT validates the settings (400, ``webhook_config``), creates the
+- PUT validates the settings (400, ``webhook_config``) and the URL's target
+  (400 naming the rule, ``gateway.security.egress``), creates the
   subscription if it does not exist (at ``initialPosition``), stores the
   settings in etcd and starts pushing before it answers 204; at most
   ``webhooks_max`` webhooks in the cluster (409 beyond);
@@ -114,6 +115,7 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
         gateway, count = await target(name)
         value = await read_json(request)
         config = parse_webhook(value, gateway.webhooks.allowed_hosts)
+        await gateway.webhooks.check_url(config.url)  # and again at every connection (DNS rebinding)
         if config.deadLetterTopic is not None:
             letters = name.sibling(config.deadLetterTopic)
             if letters == name.base:

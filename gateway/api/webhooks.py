@@ -34,6 +34,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 import orjson
@@ -55,9 +56,10 @@ from gateway.broker.webhook_core import (
     take_batch,
 )
 from gateway.names import TopicName
+from gateway.protocol.errors import BadRequest
 from gateway.protocol.params import parse_consumer_params
 from gateway.protocol.webhook_config import WebhookConfig, parse_webhook
-from gateway.security.egress import GuardedBackend, guard_client, outcome
+from gateway.security.egress import Egress, GuardedBackend, guard_client, outcome
 
 log = logging.getLogger(__name__)
 
@@ -289,6 +291,7 @@ class Webhooks:
         members: Callable[[], Awaitable[list[str]]],
         *,
         allowed_hosts: tuple[str, ...] = (),
+        loopback_ok: bool = False,
         webhooks_max: int = WEBHOOKS_MAX,
         connections: int = CONNECTIONS_MAX,
         reconcile_s: float = RECONCILE_S,
@@ -307,7 +310,8 @@ class Webhooks:
             trust_env=False,
             follow_redirects=False,
         )
-        guard_client(self.http, GuardedBackend(allowed_hosts, members))  # never to a member
+        self.egress = Egress(allowed_hosts, members, loopback_ok=loopback_ok)
+        guard_client(self.http, GuardedBackend(self.egress))  # checked again at each connection
         self._task: asyncio.Task[None] | None = None
         self._lock = asyncio.Lock()
 
@@ -332,6 +336,18 @@ class Webhooks:
             except Exception as exc:  # etcd away, gateway stopping: try again next round
                 log.info("webhooks: reconcile failed (%s); retrying", exc)
             await asyncio.sleep(self._reconcile_s)
+
+    async def check_url(self, url: str) -> None:
+        """Refuse (400 naming the rule) a webhook URL whose host resolves now to an address
+        it may never reach; a name that does not resolve yet is left to the send-time check."""
+        parts = urlsplit(url)
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        try:
+            _, rule = await self.egress.check(parts.hostname or "", port)
+        except (OSError, TimeoutError):
+            return
+        if rule is not None:
+            raise BadRequest(f"url: {rule}")
 
     async def reconcile(self) -> None:
         """Start and stop pushers so that this gateway runs those of the topics it owns."""

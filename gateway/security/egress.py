@@ -1,18 +1,26 @@
 """Where a gateway's webhooks may connect: the request-forgery guard (asyncio shell).
 
-Owns: ``forbidden_address`` (pure) and ``GuardedBackend``, the network backend of
-the webhook HTTP client. Rules (docs/decisions/0009-security-model.md):
-- the check is made when the connection is opened, on the addresses the name
-  resolves to then, and the connection goes to the address that was checked,
-  so a DNS name that resolves (or rebinds) to a forbidden address does not pass;
-- loopback, private, link-local, multicast, reserved and unspecified addresses
-  are refused unless the operator's allow-list (``--webhook-hosts``) names the
-  host; a member of the cluster (any gateway's or storage node's address and
-  port) is refused always, so a webhook cannot drive Folio's own APIs (no
-  publish loops, no admin calls with the gateway's hands);
-- a refusal raises ``httpcore.ConnectError`` whose text starts with ``REFUSED``;
-  what a webhook's ``lastError`` shows is only "refused", "failed" or the HTTP
-  status (``outcome``), never anything that tells ports or hosts apart.
+Owns: ``refusal`` (pure: the rule a target address breaks, if any), ``Egress``
+(the addresses a host resolves to, checked against the rules and the cluster's
+own ports) and ``GuardedBackend``, the network backend of the webhook HTTP
+client. Rules (docs/decisions/0009-security-model.md "Egress",
+docs/decisions/0017-open-mode-cluster-secret.md):
+- a URL is checked twice: when a webhook is stored (400 naming the rule) and when
+  each connection is opened, on the addresses the name resolves to then; the
+  connection goes to the address that was checked, so a DNS name that resolves
+  (or rebinds) to a forbidden address later does not pass either;
+- never: a port of the cluster itself (etcd, any storage node's wire and metrics
+  port, any gateway's HTTP port: no publish loops, no admin calls with a
+  gateway's hands; on loopback any address with such a port), a link-local
+  address (169.254.0.0/16, fe80::/10: cloud metadata services), even when
+  allow-listed;
+- loopback is allowed in open mode (a developer's own endpoint on this machine)
+  and, like private, multicast, reserved and unspecified addresses, refused with
+  tokens on unless ``--webhook-hosts`` names the host; numeric host forms
+  (``2130706433``, ``0x7f.1``) are judged by the address they resolve to;
+- a send-time refusal raises ``httpcore.ConnectError`` whose text starts with
+  ``REFUSED``; what a webhook's ``lastError`` shows is only "refused", "failed"
+  or the HTTP status (``outcome``), never anything that tells ports or hosts apart.
 """
 
 from __future__ import annotations
@@ -26,12 +34,20 @@ from typing import Any
 import httpcore
 
 REFUSED = "REFUSED"
+RESOLVE_TIMEOUT_S = 5.0
+Address = ipaddress.IPv4Address | ipaddress.IPv6Address
+
+
+def _address(ip: str) -> Address:
+    address = ipaddress.ip_address(ip.split("%", 1)[0])
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        return address.ipv4_mapped
+    return address
 
 
 def forbidden_address(ip: str) -> bool:
-    address = ipaddress.ip_address(ip.split("%", 1)[0])
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        address = address.ipv4_mapped
+    """Whether ``ip`` is anything but a public unicast address (pure)."""
+    address = _address(ip)
     return (
         address.is_loopback
         or address.is_private
@@ -43,16 +59,51 @@ def forbidden_address(ip: str) -> bool:
     )
 
 
+def refusal(
+    ip: str, port: int, members: set[tuple[str, int]], *, listed: bool, loopback_ok: bool
+) -> str | None:
+    """Which rule a connection to ``ip``:``port`` breaks, as a sentence, or None (pure).
+
+    ``members``: the (address, port) pairs of the cluster's own services;
+    ``listed``: the host is on the allow-list; ``loopback_ok``: open mode."""
+    address = _address(ip)
+    local = address.is_loopback or address.is_unspecified
+    if (str(address), port) in members or (local and port in {p for _, p in members}):
+        return (
+            f"{ip}:{port} is a port of this cluster (etcd, a storage node or a gateway);"
+            " webhooks never post to the cluster itself"
+        )
+    if address.is_link_local:
+        return (
+            f"{ip} is a link-local address (where cloud metadata services such as"
+            " 169.254.169.254 answer); webhooks never post there"
+        )
+    if listed or (loopback_ok and address.is_loopback):
+        return None
+    if forbidden_address(ip):
+        where = "a loopback" if address.is_loopback else "not a public"
+        return f"{ip} is {where} address; name the host in the gateways' --webhook-hosts to allow it"
+    return None
+
+
 def outcome(exc: BaseException) -> str:
     """A webhook's ``lastError`` for a failed attempt that got no HTTP answer."""
     return "refused" if str(exc).startswith(REFUSED) else "failed"
 
 
-class GuardedBackend(httpcore.AsyncNetworkBackend):
-    def __init__(self, allowed_hosts: Iterable[str], members: Callable[[], Awaitable[Iterable[str]]]) -> None:
+class Egress:
+    """The rules of one gateway's webhook targets, with the cluster's current members."""
+
+    def __init__(
+        self,
+        allowed_hosts: Iterable[str],
+        members: Callable[[], Awaitable[Iterable[str]]],
+        *,
+        loopback_ok: bool = False,
+    ) -> None:
         self._allowed = {h.lower() for h in allowed_hosts}
-        self._members = members  # "host:port" of every gateway and storage node
-        self._inner = httpcore.AnyIOBackend()
+        self._members = members  # "host:port" of every etcd endpoint, gateway and storage node port
+        self.loopback_ok = loopback_ok
 
     async def _member_addresses(self) -> set[tuple[str, int]]:
         loop = asyncio.get_running_loop()
@@ -66,8 +117,31 @@ class GuardedBackend(httpcore.AsyncNetworkBackend):
                 infos = await loop.getaddrinfo(host, int(port), type=socket.SOCK_STREAM)
             except OSError:
                 continue
-            found |= {(str(info[4][0]), int(port)) for info in infos}
+            found |= {(str(_address(str(info[4][0]))), int(port)) for info in infos}
         return found
+
+    async def check(self, host: str, port: int) -> tuple[list[str], str | None]:
+        """The addresses ``host`` resolves to now, and the rule the first forbidden one
+        breaks (None: all may be connected to). Raises ``OSError`` when it does not resolve."""
+        name = host.lower().strip("[]")
+        listed = name in self._allowed or f"{name}:{port}" in self._allowed
+        loop = asyncio.get_running_loop()
+        infos = await asyncio.wait_for(
+            loop.getaddrinfo(name, port, type=socket.SOCK_STREAM), RESOLVE_TIMEOUT_S
+        )
+        addresses = [str(info[4][0]) for info in infos]
+        members = await self._member_addresses()
+        for ip in addresses:
+            rule = refusal(ip, port, members, listed=listed, loopback_ok=self.loopback_ok)
+            if rule is not None:
+                return addresses, rule
+        return addresses, None
+
+
+class GuardedBackend(httpcore.AsyncNetworkBackend):
+    def __init__(self, egress: Egress) -> None:
+        self._egress = egress
+        self._inner = httpcore.AnyIOBackend()
 
     async def connect_tcp(
         self,
@@ -77,19 +151,12 @@ class GuardedBackend(httpcore.AsyncNetworkBackend):
         local_address: str | None = None,
         socket_options: Iterable[Any] | None = None,
     ) -> httpcore.AsyncNetworkStream:
-        name = host.lower().strip("[]")
-        listed = name in self._allowed or f"{name}:{port}" in self._allowed
         try:
-            infos = await asyncio.get_running_loop().getaddrinfo(name, port, type=socket.SOCK_STREAM)
-        except OSError as exc:
+            addresses, rule = await self._egress.check(host, port)
+        except (OSError, TimeoutError) as exc:
             raise httpcore.ConnectError("failed to resolve") from exc
-        addresses = [str(info[4][0]) for info in infos]
-        members = await self._member_addresses()
-        for ip in addresses:
-            if (ip, port) in members:
-                raise httpcore.ConnectError(f"{REFUSED}: a member of this cluster")
-            if not listed and forbidden_address(ip):
-                raise httpcore.ConnectError(f"{REFUSED}: not a public address")
+        if rule is not None:
+            raise httpcore.ConnectError(f"{REFUSED}: {rule}")
         return await self._inner.connect_tcp(
             addresses[0], port, timeout=timeout, local_address=local_address, socket_options=socket_options
         )

@@ -7,7 +7,8 @@ Owns: for each HTTP request and WebSocket handshake, in this order:
    origin echoed, no credentials: Folio's tokens are never ambient),
 3. the route's ``Rule`` (``rules.match``): a JSON route refuses any other
    Content-Type (415),
-4. authentication (bearer token from ``Authorization`` or ``?token=``) and the
+4. authentication (bearer token from ``Authorization``, or ``?token=`` on
+   WebSocket and event-stream routes only: 401 saying so on any other) and the
    authorization verdict (``Guard``): 401 / 403 as a JSON reason, or a refused
    WebSocket upgrade with the same status,
 5. for a token with an expiry: an open WebSocket is closed (4401) and an event
@@ -139,7 +140,14 @@ class SecurityMiddleware:
         identity: Identity | None = None
         if not config.open:
             query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
-            token = bearer(headers.get("authorization"), (query.get("token") or [None])[0])
+            streaming = websocket or scope["path"].endswith("/stream")  # ?token= only there
+            unusable: AuthFailed | None = None  # a token sent where or how it is not taken
+            try:
+                token = bearer(
+                    headers.get("authorization"), (query.get("token") or [None])[0], query_allowed=streaming
+                )
+            except AuthFailed as exc:
+                token, unusable = None, exc
             client = str((scope.get("client") or ("?",))[0])
             if token is not None or rule.need is not Need.PUBLIC:
                 if self.guard.failures.blocked(client, self.guard.now_s()):
@@ -147,6 +155,8 @@ class SecurityMiddleware:
                     await self._refuse(scope, receive, send, 429, reason, "auth_throttled")
                     return
                 try:
+                    if unusable is not None:
+                        raise unusable
                     identity = self.guard.authenticate(token)
                 except AuthFailed as exc:
                     if token is not None:  # a missing token is no guess

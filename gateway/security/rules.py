@@ -169,7 +169,7 @@ def _table() -> dict[tuple[str, str], Rule]:
         ("GET", T + "/partitioned-internalStats"): Rule(TA),
         ("GET", T + "/subscriptions"): Rule(LOOKUP),
         ("GET", T + "/lastMessageId"): Rule(LOOKUP),
-        ("GET", T + "/webhooks"): Rule(LOOKUP),
+        ("GET", T + "/webhooks"): Rule(CONSUME),  # as one webhook: their URLs may hold credentials
         ("GET", "/lookup/v2/topic/{domain}/{tenant}/{namespace}/{topic}"): Rule(LOOKUP),
         ("GET", "/lookup/v2/topic/{domain}/{tenant}/{namespace}/{topic}/bundle"): Rule(LOOKUP),
         # reading messages and moving cursors: consume

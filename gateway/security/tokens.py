@@ -43,6 +43,11 @@ class Failure(enum.StrEnum):
     ISSUER = "wrong issuer"
     AUDIENCE = "wrong audience"
     NO_ROLE = "token names no role"
+    NO_SCHEME = "the Authorization header must read 'Bearer <token>': add 'Bearer ' before the token"
+    QUERY_TOKEN = (
+        "?token= is accepted only by WebSocket and event-stream routes (browsers cannot set"
+        " their headers); send the token as 'Authorization: Bearer <token>'"
+    )
 
 
 class AuthFailed(Exception):
@@ -160,13 +165,22 @@ def cluster_token(cluster_secret: bytes, now_s: float) -> str:
     return jwt.encode(claims, cluster_secret, algorithm="HS256", headers={"kid": CLUSTER_KID})
 
 
-def bearer(authorization: str | None, query_token: str | None) -> str | None:
-    """The token of a request: ``Authorization: Bearer …`` first, else ``?token=``
-    (browsers' WebSockets and event streams), which may itself start with ``Bearer ``."""
-    value = authorization if authorization else query_token
-    if not value:
+def bearer(authorization: str | None, query_token: str | None, *, query_allowed: bool = True) -> str | None:
+    """The token of a request (pure): ``Authorization: Bearer …`` first, else ``?token=``,
+    which may itself start with ``Bearer `` and is taken only where ``query_allowed``
+    (browsers' WebSockets and event streams: a token in a REST URL ends up in proxy logs
+    and browser history). ``AuthFailed`` for a header holding a bare token (NO_SCHEME)
+    and for ``?token=`` elsewhere (QUERY_TOKEN); None when there is no token."""
+    if authorization:
+        scheme, _, rest = authorization.strip().partition(" ")
+        if rest and scheme.lower() == "bearer":
+            return rest.strip()
+        if not rest:  # a bare token: its scheme left out
+            raise AuthFailed(Failure.NO_SCHEME)
         return None
-    scheme, _, rest = value.partition(" ")
-    if rest and scheme.lower() == "bearer":
-        return rest.strip()
-    return None if authorization else value.strip()
+    if not query_token:
+        return None
+    if not query_allowed:
+        raise AuthFailed(Failure.QUERY_TOKEN)
+    scheme, _, rest = query_token.partition(" ")
+    return rest.strip() if rest and scheme.lower() == "bearer" else query_token.strip()

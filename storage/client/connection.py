@@ -43,11 +43,21 @@ ReplyCallback = Callable[[NodeId, Any, Status, bytes], None]  # (node, token, st
 
 
 SECRET_ENV = "FOLIO_CLUSTER_SECRET_FILE"
+# where ``folio up`` keeps the cluster secret by default (relative to where it was started)
+LOCAL_SECRET = Path(".folio") / "security" / "cluster.key"
 
 
 def secret_from_env() -> bytes | None:
+    """The cluster secret in the file named by FOLIO_CLUSTER_SECRET_FILE; without it, that
+    of a ``folio up`` started in the current directory with its default data root, if any
+    (a node without a secret skips the proof: docs/decisions/0017-open-mode-cluster-secret.md)."""
     path = os.environ.get(SECRET_ENV)
-    return Path(path).read_bytes() if path else None
+    if path:
+        return Path(path).read_bytes()
+    try:
+        return LOCAL_SECRET.read_bytes()
+    except OSError:
+        return None
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,13 +6,17 @@ admin API answers 401, with the admin token it works; a token made with
 granted ``consume`` reads it over a WebSocket with ``?token=``; the produce-only
 role is refused the WebSocket consumer (403); the storage nodes close a
 connection that does not prove the cluster secret (the gateways do prove it:
-the publish went through them).
+the publish went through them). The banner's examples work as printed, run by a
+shell whose PATH has no virtual environment: the grant, a publish and a consume
+with the admin token, and the token command by the venv's own path.
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import socket
+import subprocess
 from pathlib import Path
 
 import httpx
@@ -37,6 +41,19 @@ async def test_folio_up_secure(tmp_path: Path) -> None:
         assert "OFF" not in banner
         assert token_file.stat().st_mode & 0o077 == 0
         admin = {"Authorization": f"Bearer {token_file.read_text().strip()}"}
+        examples = {line[:15].strip(): line[15:].strip() for line in banner.splitlines()}
+        plain = {**up.env, "PATH": "/usr/bin:/bin"}  # no virtual environment activated
+        for label in ("grant", "publish", "consume", "more tokens"):
+            assert label in examples, banner
+            command = f"{examples[label]} --fail-with-body" if "curl" in examples[label] else examples[label]
+            done = await asyncio.to_thread(
+                subprocess.run, ["bash", "-c", command], capture_output=True, text=True, env=plain, timeout=60
+            )
+            assert done.returncode == 0, (label, examples[label], done.stdout, done.stderr)
+            if label == "consume":
+                assert "aGVsbG8=" in done.stdout, done.stdout  # "hello", as the publish sent it
+            if label == "more tokens":
+                assert done.stdout.count(".") == 2, done.stdout  # a JWT
         url, ws = f"http://127.0.0.1:{base + 8}", f"ws://127.0.0.1:{base + 9}"
         key = str(data / "security" / "token.key")
         made = [

@@ -1,12 +1,16 @@
-"""Webhooks cannot forge requests: real gateways, a real listening endpoint on loopback.
+"""Webhooks cannot forge requests: real gateways (open mode, on loopback), a real
+listening endpoint on loopback.
 
-Without an allow-list, a webhook whose URL resolves to loopback (by address or by
-the DNS name ``localhost``), a private or a link-local address is never connected
-to: its ``lastError`` is "refused" and the endpoint sees nothing. With the
-endpoint's host allow-listed (control), the same endpoint gets the messages. A
-webhook aimed at a gateway of the cluster (its own publish path) is refused even
-when allow-listed, so no publish loop starts. An unreachable port reads "failed",
-as every other non-HTTP failure does: nothing tells ports or hosts apart.
+Without an allow-list, a webhook to a private, unspecified or link-local address or
+to a gateway of the cluster is 400 naming the rule when it is set; a developer's
+own endpoint on loopback (by address or by the name ``localhost``) gets the
+messages, as open mode allows. Settings stored before that check (written to etcd
+directly) are checked again at every connection: a pusher aimed at a gateway or at a
+private address is never connected (``lastError`` "refused", the endpoint sees
+nothing). With the endpoint's host allow-listed, a webhook aimed at a gateway of the
+cluster (its own publish path) is refused still, so no publish loop starts. An
+unreachable port reads "failed", as every other non-HTTP failure does: nothing
+tells ports or hosts apart.
 """
 
 from __future__ import annotations
@@ -16,8 +20,11 @@ import socket
 from collections.abc import Awaitable, Callable
 
 import httpx
+import orjson
 import pytest
 from clusters import MessagingCluster
+
+from coordination import keys
 
 pytestmark = pytest.mark.component
 
@@ -80,7 +87,7 @@ async def last_error(http: httpx.AsyncClient, base: str, topic: str, url: str) -
     return view.get("lastError"), int(view.get("acked") or 0)  # type: ignore[arg-type]
 
 
-async def test_forbidden_targets_are_refused_after_dns(
+async def test_forbidden_targets_are_refused_at_the_request_and_at_send_time(
     messaging_cluster: Callable[..., Awaitable[MessagingCluster]],
 ) -> None:
     cluster = await messaging_cluster(gateways=0)
@@ -89,28 +96,53 @@ async def test_forbidden_targets_are_refused_after_dns(
     await listener.start()
     open_base = open_gateway.http_url
     async with httpx.AsyncClient(timeout=30) as http:
-        for i, url in enumerate(
+        for i, (url, rule) in enumerate(
             (
-                f"http://127.0.0.1:{listener.port}/hook",
-                f"http://localhost:{listener.port}/hook",  # a DNS name resolving to loopback
-                "http://169.254.169.254/latest/meta-data",
-                "http://10.0.0.1/hook",
-                "http://0.0.0.0:1/hook",
+                ("http://169.254.169.254/latest/meta-data", "link-local"),
+                ("http://10.0.0.1/hook", "not a public address"),
+                ("http://0.0.0.0:1/hook", "not a public address"),
+                (f"{open_base}/topics/persistent/public/default/ssrf-loop", "a port of this cluster"),
             )
         ):
-            error, acked = await last_error(http, open_base, f"ssrf-{i}", url)
-            assert (error, acked) == ("refused", 0), url
-        assert listener.requests == 0
+            r = await http.put(f"{open_base}{ADMIN}/ssrf-{i}/subscription/s/webhook", json={"url": url})
+            assert r.status_code == 400 and rule in r.json()["reason"], (url, r.text)
+        for i, url in enumerate(
+            (f"http://127.0.0.1:{listener.port}/hook", f"http://localhost:{listener.port}/h")
+        ):
+            error, acked = await last_error(http, open_base, f"own-{i}", url)
+            assert acked >= 1, (url, error)  # open mode: the developer's own endpoint
+        served = listener.requests
+        # stored before the request-time check existed: refused when connecting
+        store = await cluster.ledgers.store()
+        for i, url in enumerate((f"{open_base}/topics/persistent/public/default/old-0", "http://10.0.0.1/h")):
+            topic = f"old-{i}"
+            path = f"{open_base}{ADMIN}/{topic}/subscription/s/webhook"
+            r = await http.put(f"{open_base}{ADMIN}/{topic}/subscription/s")
+            assert r.status_code in (204, 409), r.text
+            r = await http.post(f"{open_base}/topics/persistent/public/default/{topic}", content=b"x")
+            assert r.status_code == 200, r.text
+            settings = {"url": url, "initialPosition": "Earliest", "minBackoffMs": 50, "maxBackoffMs": 100}
+            await store.put(keys.webhook(f"persistent/public/default/{topic}", "s"), orjson.dumps(settings))
+            view: dict[str, object] = {}
+            for _ in range(400):
+                view = (await http.get(path)).json()
+                if view.get("lastError") or view.get("acked"):
+                    break
+                await asyncio.sleep(0.05)
+            assert (view.get("lastError"), view.get("acked")) == ("refused", 0), (url, view)
+            assert (await http.delete(path)).status_code == 204
+        assert listener.requests == served
         open_gateway.stop()
         listed_base = (await cluster.add_gateway("--webhook-hosts", "127.0.0.1")).http_url
         # control: the operator allow-lists the endpoint's host, and it is served
         error, acked = await last_error(
             http, listed_base, "ssrf-listed", f"http://127.0.0.1:{listener.port}/h"
         )
-        assert acked >= 1 and listener.requests >= 1, error
+        assert acked >= 1 and listener.requests > served, error
         # a gateway of the cluster, even allow-listed: refused (no publish loop)
         own = f"{listed_base}/topics/persistent/public/default/ssrf-loop"
-        assert await last_error(http, listed_base, "ssrf-loop", own) == ("refused", 0)
+        r = await http.put(f"{listed_base}{ADMIN}/ssrf-loop/subscription/s/webhook", json={"url": own})
+        assert r.status_code == 400 and "a port of this cluster" in r.json()["reason"], r.text
         # an allowed host with nothing listening: "failed", as every other failure reads
         error, _ = await last_error(http, listed_base, "ssrf-closed", f"http://127.0.0.1:{free_port()}/h")
         assert error == "failed"

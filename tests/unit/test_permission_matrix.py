@@ -61,10 +61,11 @@ CLUSTER = re.compile(
 CONSUME = re.compile(
     r"^/consume/|^/ws/v2/(consumer|reader)/|/subscription/\{subscription\}"
     r"|/(messages|examinemessage|messageid/\{timestamp\}|ledger/\{ledger\}/entry/\{entry\})$"
+    r"|/\{topic\}/webhooks$"  # a topic's webhooks, as one webhook: their URLs may hold credentials
 )
 PRODUCE = re.compile(r"^/topics/|^/ws/v2/producer/")
 LOOKUP = re.compile(
-    r"^/lookup/|/(stats|stats/history|partitioned-stats|subscriptions|lastMessageId|webhooks)$|^/admin/v2/analytics/topics/"
+    r"^/lookup/|/(stats|stats/history|partitioned-stats|subscriptions|lastMessageId)$|^/admin/v2/analytics/topics/"
     r"|^/admin/v2/namespaces/\{tenant\}/\{namespace\}/topics$|^/admin/v2/persistent/\{tenant\}/\{namespace\}(/partitioned)?$"
     r"|^/admin/v2/cluster/topics/\{tenant\}/\{namespace\}$"  # a namespace's topic rows, as its topic list
 )
