@@ -25,6 +25,7 @@ NAV = (
     ("tenants", "Tenants", f"{UI}/tenants"),
     ("subscriptions", "Subscriptions", f"{UI}/subscriptions"),
     ("sql", "SQL", f"{UI}/sql"),
+    ("grants", "Grants", f"{UI}/grants"),  # shown to superusers and tenant admins (base.html)
 )
 
 
@@ -57,6 +58,10 @@ def sql() -> Page:
 
 def subscriptions() -> Page:
     return Page("subscriptions.html", "Subscriptions", "subscriptions", (Crumb("Subscriptions"),))
+
+
+def grants() -> Page:
+    return Page("grants.html", "Roles and grants", "grants", (Crumb("Roles and grants"),))
 
 
 def tenants() -> Page:

@@ -5,7 +5,7 @@ package; this router serves them.
 
 Owns: ``make_router(gateway_id)``: ``/`` (overview), ``/ui/tenants``,
 ``/ui/tenants/{tenant}``, ``/ui/tenants/{tenant}/{namespace}``, ``/ui/sql``,
-``/ui/subscriptions``,
+``/ui/subscriptions``, ``/ui/grants``,
 ``/ui/topics/persistent/{tenant}/{namespace}/{topic}``, ``/ui/static/…`` and
 ``/favicon.ico``. Rules: routes stay out of the OpenAPI document
 (``include_in_schema=False``) and out of the API's URL space (every page but
@@ -83,6 +83,10 @@ def make_router(gateway_id: str | Callable[[], str]) -> APIRouter:
     @ui.get("/subscriptions")
     async def dashboard_subscriptions(request: Request) -> Response:
         return render(request, pages.subscriptions)
+
+    @ui.get("/grants")
+    async def dashboard_grants(request: Request) -> Response:
+        return render(request, pages.grants)
 
     @ui.get("/tenants")
     async def dashboard_tenants(request: Request) -> Response:

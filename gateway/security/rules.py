@@ -90,6 +90,7 @@ def _table() -> dict[tuple[str, str], Rule]:
         ("GET", "/ui/tenants"): Rule(P),
         ("GET", "/ui/sql"): Rule(P),
         ("GET", "/ui/subscriptions"): Rule(P),
+        ("GET", "/ui/grants"): Rule(P),
         ("GET", "/ui/tenants/{tenant}"): Rule(P),
         ("GET", "/ui/tenants/{tenant}/{namespace}"): Rule(P),
         ("GET", "/ui/topics/persistent/{tenant}/{namespace}/{topic}"): Rule(P),

@@ -38,7 +38,8 @@ def test_links_escape_path_segments() -> None:
 
 
 def test_every_page_but_the_overview_is_under_ui() -> None:
-    assert [href for _, _, href in pages.NAV] == ["/", "/ui/tenants", "/ui/subscriptions", "/ui/sql"]
+    hrefs = [href for _, _, href in pages.NAV]
+    assert hrefs == ["/", "/ui/tenants", "/ui/subscriptions", "/ui/sql", "/ui/grants"]
     assert pages.STATIC == "/ui/static"
 
 

@@ -41,6 +41,8 @@ export function install(Alpine) {
     get role() { return this.access && this.access.role; },
     get signedIn() { return Boolean(token()); },
     get securityOn() { return Boolean(this.access && this.access.securityOn); },
+    // may see and change grants: a superuser (everyone in open mode) or a tenant admin
+    get mayGrant() { const a = this.access; return Boolean(a && (a.superuser || (a.tenantAdmin || []).length)); },
     can(need, tenant, namespace, topic) { return allows(this.access, need, tenant, namespace, topic); },
     async load() {
       try {

@@ -49,6 +49,8 @@ export function explain(err, what) {
   if (err instanceof ApiError && err.endpointMissing) {
     return `${what} is not available on this gateway (${err.path.split("?")[0]} answered ${err.status}).`;
   }
+  if (err instanceof ApiError && err.status === 401) return `${what}: sign in with a token to see this (${err.message}).`;
+  if (err instanceof ApiError && err.status === 403) return `${what}: this role may not (${err.message}); ask an administrator for a grant.`;
   return `${what}: ${err.message}`;
 }
 
