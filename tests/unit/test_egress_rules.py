@@ -95,3 +95,19 @@ async def test_check_url_names_the_rule_as_a_bad_request() -> None:
             assert str(bad.value).startswith("url: ")
     finally:
         await hooks.close()
+
+
+def test_gateway_help_says_what_webhooks_may_never_reach(capsys: pytest.CaptureFixture[str]) -> None:
+    from gateway.main import parse_args
+
+    with pytest.raises(SystemExit):
+        parse_args(["--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "default: any)" not in text
+    for words in (
+        "loopback in open mode",
+        "the cluster's own ports (etcd, storage nodes' wire and metrics, gateways)",
+        "link-local addresses such as 169.254.169.254",
+        "when a webhook is set (400) and at every connection",
+    ):
+        assert words in text, words
