@@ -29,6 +29,8 @@ REPO = Path(__file__).resolve().parents[2]
 SOURCE_DIRS = ("gateway", "storage", "coordination", "folio")
 POLL_S = 0.005
 BACKGROUND_THREADS = ("lease-",)
+# the process's main coroutine: uvicorn's server loop resumes it every tick (100 ms)
+MAIN_COROUTINES = {str(REPO / "gateway" / "main.py"): "serve"}
 
 
 class TracedGateway(GatewayProcess):
@@ -65,8 +67,11 @@ def _run(module: str, argv: list[str], trace: Path) -> None:
 
     def profile(frame: FrameType, event: str, _arg: object) -> None:
         if recording and event == "call":
-            seen.add(frame.f_code.co_filename)
-            calls.add((frame.f_code.co_filename, frame.f_code.co_qualname))
+            code = frame.f_code
+            if MAIN_COROUTINES.get(code.co_filename) == code.co_qualname:
+                return
+            seen.add(code.co_filename)
+            calls.add((code.co_filename, code.co_qualname))
 
     def thread_profile(frame: FrameType, event: str, arg: object) -> None:
         # the etcd lease's keep-alive thread runs on its own clock, never on a message's path
