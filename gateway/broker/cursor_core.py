@@ -34,7 +34,7 @@ Rules (docs/compatibility.md §4.6-4.8, docs/architecture.md §4):
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from gateway.broker.cursor_ranges import AckedRanges
@@ -244,17 +244,26 @@ class Cursor:
         """Message TTL: ack every entry up to ``upto`` (clamped to the log's end)."""
         return self._advance(min(upto, log.last_position()), log)
 
-    def skip(self, count: int, log: LogView) -> bool:
-        """Ack the next ``count`` entries that are not acked yet (admin skip)."""
+    def _past_acked_ranges(
+        self, count: int, between: Callable[[Position, Position], int]
+    ) -> tuple[Position, int]:
+        """Where ``count`` unacked units (entries or messages, as ``between`` counts
+        them) take the mark-delete position across the acked ranges: the last acked
+        range's end that the count reaches past, and what is left of the count there."""
         assert count >= 0
         remaining = count
         current = self._mark_delete
         for ledger, first, last in self._ranges:
-            gap = log.entries_between(current, Position(ledger, first - 1))
+            gap = between(current, Position(ledger, first - 1))
             if remaining <= gap:
                 break
             remaining -= gap
             current = Position(ledger, last)
+        return current, remaining
+
+    def skip(self, count: int, log: LogView) -> bool:
+        """Ack the next ``count`` entries that are not acked yet (admin skip)."""
+        current, remaining = self._past_acked_ranges(count, log.entries_between)
         if remaining:
             current = log.position_after(current, remaining)
         return self._advance(current, log)
@@ -262,15 +271,7 @@ class Cursor:
     def skip_messages(self, count: int, log: LogView, messages: MessageView) -> bool:
         """Ack the next ``count`` messages that are not acked yet (admin skip; a batch
         entry may end up partly acked)."""
-        assert count >= 0
-        remaining = count
-        current = self._mark_delete
-        for ledger, first, last in self._ranges:
-            gap = messages.messages_between(current, Position(ledger, first - 1))
-            if remaining <= gap:
-                break
-            remaining -= gap
-            current = Position(ledger, last)
+        current, remaining = self._past_acked_ranges(count, messages.messages_between)
         if not remaining:
             return self._advance(current, log)
         if log.next_position(current) is None:

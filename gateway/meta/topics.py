@@ -117,17 +117,13 @@ class TopicMetadata(ABC):
         if await self._store.get(keys.partitioned(topic.path)) is None and topic.domain == "persistent":
             await self._check_room(topic.namespace_name, partitions)
         key = keys.partitioned(topic.path)
-        revision = await self._store.compare_and_swap(key, _encode_count(partitions), 0)
-        if revision is None:
-            raise AlreadyExists(f"Partitioned topic {topic} already exists")
-        clash: Exception | None = None
-        if await self._store.get(log_key) is not None:
-            clash = AlreadyExists(f"Topic {topic} already exists (as a non-partitioned topic)")
-        elif not await self._namespace_live(topic.namespace_name):
-            clash = NotFound(f"Namespace {topic.namespace_name} does not exist")
-        if clash is not None:
-            await self._store.compare_and_delete(key, revision)
-            raise clash
+        await self._create_key(
+            key,
+            _encode_count(partitions),
+            f"Partitioned topic {topic} already exists",
+            topic,
+            (log_key, "non-partitioned"),
+        )
         await self._create_partition_logs(topic, partitions)
 
     async def get_partitions(self, topic: TopicName) -> int:
@@ -186,12 +182,23 @@ class TopicMetadata(ABC):
         key = keys.managed_log(topic.path)
         if topic.domain == "persistent" and await self._store.get(key) is None:
             await self._check_room(topic.namespace_name, 1)
-        revision = await self._store.compare_and_swap(key, self._new_log(), 0)
+        other = None if topic.is_partition else (keys.partitioned(topic.path), "partitioned")
+        await self._create_key(key, self._new_log(), f"Topic {topic} already exists", topic, other)
+
+    async def _create_key(
+        self, key: str, value: bytes, exists: str, topic: TopicName, other: tuple[str, str] | None
+    ) -> None:
+        """Create ``key`` (``AlreadyExists`` with ``exists`` when it is there), then take it
+        back when the checks made before it raced: the other kind of ``topic`` (``other``:
+        its key and kind, a partitioned topic's count or a topic's log) appeared meanwhile, or
+        the namespace is being deleted."""
+        revision = await self._store.compare_and_swap(key, value, 0)
         if revision is None:
-            raise AlreadyExists(f"Topic {topic} already exists")
+            raise AlreadyExists(exists)
         clash: Exception | None = None
-        if not topic.is_partition and await self._store.get(keys.partitioned(topic.path)) is not None:
-            clash = AlreadyExists(f"Topic {topic} already exists (as a partitioned topic)")
+        if other is not None and await self._store.get(other[0]) is not None:
+            kind = other[1]
+            clash = AlreadyExists(f"Topic {topic} already exists (as a {kind} topic)")
         elif not await self._namespace_live(topic.namespace_name):
             clash = NotFound(f"Namespace {topic.namespace_name} does not exist")
         if clash is not None:

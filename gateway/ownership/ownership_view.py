@@ -11,7 +11,8 @@ decode, are ignored.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from typing import TypeVar
 
 from coordination import keys
 from coordination.prefix_view import Entry
@@ -48,32 +49,14 @@ class OwnershipView:
 
     def update_assignments(self, entries: Mapping[str, Entry], key: str | None) -> list[NamespaceBundle]:
         """Apply a change under ``keys.BUNDLE_ASSIGN``; returns the bundles now assigned."""
-        if key is None:
-            self.assignments = {}
-        present = []
-        for k, nb in _bundle_keys(keys.BUNDLE_ASSIGN, entries, key):
-            entry = entries.get(k)
-            assignment = Assignment.decode(entry.value) if entry is not None else None
-            if entry is None or assignment is None:
-                self.assignments.pop(nb, None)
-            else:
-                self.assignments[nb] = (assignment, entry.mod_revision)
-                present.append(nb)
+        self.assignments, present = _records(
+            keys.BUNDLE_ASSIGN, Assignment.decode, self.assignments, entries, key
+        )
         return present
 
     def update_unloads(self, entries: Mapping[str, Entry], key: str | None) -> list[NamespaceBundle]:
         """Apply a change under ``keys.BUNDLE_UNLOAD``; returns the bundles with a request now."""
-        if key is None:
-            self.unloads = {}
-        present = []
-        for k, nb in _bundle_keys(keys.BUNDLE_UNLOAD, entries, key):
-            entry = entries.get(k)
-            request = UnloadRequest.decode(entry.value) if entry is not None else None
-            if entry is None or request is None:
-                self.unloads.pop(nb, None)
-            else:
-                self.unloads[nb] = (request, entry.mod_revision)
-                present.append(nb)
+        self.unloads, present = _records(keys.BUNDLE_UNLOAD, UnloadRequest.decode, self.unloads, entries, key)
         return present
 
     # -- queries --------------------------------------------------------------------------
@@ -118,3 +101,30 @@ def _bundle_keys(
         nb = bundle_of_key(prefix, k)
         if nb is not None:
             yield k, nb
+
+
+R = TypeVar("R")
+
+
+def _records(
+    prefix: str,
+    decode: Callable[[bytes], R | None],
+    held: dict[NamespaceBundle, tuple[R, int]],
+    entries: Mapping[str, Entry],
+    key: str | None,
+) -> tuple[dict[NamespaceBundle, tuple[R, int]], list[NamespaceBundle]]:
+    """A change under ``prefix`` applied to ``held`` (a new map when ``key`` is None, the
+    whole prefix listed again): each bundle's decoded record and the key's revision, an
+    undecodable or deleted one dropped. Returns the map and the bundles now present."""
+    if key is None:
+        held = {}
+    present = []
+    for k, nb in _bundle_keys(prefix, entries, key):
+        entry = entries.get(k)
+        record = decode(entry.value) if entry is not None else None
+        if entry is None or record is None:
+            held.pop(nb, None)
+        else:
+            held[nb] = (record, entry.mod_revision)
+            present.append(nb)
+    return held, present

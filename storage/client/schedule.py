@@ -1,14 +1,14 @@
-"""Striping rules of a ledger: write sets, ack sets and recovery coverage (pure).
+"""Striping rules of a ledger: write sets and recovery coverage (pure).
 
-Owns: which ensemble indexes hold entry *e* (round-robin from ``e mod E``),
-when an entry has reached its ack quorum, and the coverage question asked by
-fencing and recovery. Rule (BookKeeper ``RoundRobinDistributionSchedule`` /
+Owns: which ensemble indexes hold entry *e* (round-robin from ``e mod E``)
+and the coverage question asked by fencing and recovery (the writer's ack
+count per entry is ``write_core.AckSet``). Rule (BookKeeper ``RoundRobinDistributionSchedule`` /
 ``QuorumCoverageSet``, docs/compatibility.md §6.2-6.4): an add is acked once Qa
 distinct members of its write set made it durable; a fence (or "this entry is
 absent") is conclusive once, for every write set, at least ``Qw - Qa + 1`` of
 its members answered, because then no write set can still gather Qa acks for
 the old writer.
-No I/O, no clock: plain functions and one small mutable ack tracker.
+No I/O, no clock: plain functions.
 """
 
 from __future__ import annotations
@@ -75,44 +75,3 @@ def can_still_cover(
         sum(1 for node in ws if node in answered or node not in failed) >= needed
         for ws in all_write_sets(ensemble, write_quorum)
     )
-
-
-class AckSet:
-    """Acks for one entry, by ensemble index (a bit mask; one per pending add).
-
-    ``add`` returns True when this ack completes the quorum. ``remove`` drops
-    an index (its node was replaced by an ensemble change before the entry was
-    confirmed: that ack no longer counts).
-    """
-
-    __slots__ = ("_count", "_mask", "ack_quorum")
-
-    def __init__(self, ack_quorum: int) -> None:
-        self.ack_quorum = ack_quorum
-        self._mask = 0
-        self._count = 0
-
-    def add(self, index: int) -> bool:
-        bit = 1 << index
-        if self._mask & bit:
-            return False
-        self._mask |= bit
-        self._count += 1
-        return self._count == self.ack_quorum
-
-    def remove(self, index: int) -> None:
-        bit = 1 << index
-        if self._mask & bit:
-            self._mask &= ~bit
-            self._count -= 1
-
-    def has(self, index: int) -> bool:
-        return bool(self._mask & (1 << index))
-
-    @property
-    def count(self) -> int:
-        return self._count
-
-    @property
-    def complete(self) -> bool:
-        return self._count >= self.ack_quorum

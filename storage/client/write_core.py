@@ -41,7 +41,7 @@ import random
 from collections.abc import Iterable
 
 from storage.client import placement
-from storage.client.schedule import AckSet, write_set_indexes
+from storage.client.schedule import write_set_indexes
 from storage.client.write_effects import (
     NO_EFFECTS_LIST,
     CompleteAdds,
@@ -55,6 +55,47 @@ from storage.client.write_effects import (
 from storage.errors import Fenced, QuorumLost, Status, StorageError
 from storage.types import LedgerMetadata, LedgerState, NodeId, NodeInfo
 from storage.wire import encode_add_body
+
+
+class AckSet:
+    """Acks for one entry, by ensemble index (a bit mask; one per pending add).
+
+    ``add`` returns True when this ack completes the quorum. ``remove`` drops
+    an index (its node was replaced by an ensemble change before the entry was
+    confirmed: that ack no longer counts).
+    """
+
+    __slots__ = ("_count", "_mask", "ack_quorum")
+
+    def __init__(self, ack_quorum: int) -> None:
+        self.ack_quorum = ack_quorum
+        self._mask = 0
+        self._count = 0
+
+    def add(self, index: int) -> bool:
+        bit = 1 << index
+        if self._mask & bit:
+            return False
+        self._mask |= bit
+        self._count += 1
+        return self._count == self.ack_quorum
+
+    def remove(self, index: int) -> None:
+        bit = 1 << index
+        if self._mask & bit:
+            self._mask &= ~bit
+            self._count -= 1
+
+    def has(self, index: int) -> bool:
+        return bool(self._mask & (1 << index))
+
+    @property
+    def count(self) -> int:
+        return self._count
+
+    @property
+    def complete(self) -> bool:
+        return self._count >= self.ack_quorum
 
 
 class _Pending(AckSet):

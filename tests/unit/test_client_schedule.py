@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from storage.client import schedule
-from storage.client.schedule import AckSet
+from storage.client.write_core import AckSet
 from storage.types import LedgerMetadata, LedgerState, Segment
 
 pytestmark = pytest.mark.unit
