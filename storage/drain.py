@@ -12,6 +12,8 @@ open ledger on it may be fenced. Rules (BookKeeper's decommission, docs/membersh
 - a ledger still open on it is fenced only after ``fence_grace_ms``: an active
   writer moves off by itself at its next add (the node refuses it), only an idle
   one is closed under it;
+- times in the record are wall-clock milliseconds (written by a gateway, read by
+  the auditor: another process, maybe another machine);
 - bytes are estimated from closed ledgers' lengths (an open ledger's size is not in
   its metadata): ``bytesTotal`` is a floor that grows as ledgers close.
 """

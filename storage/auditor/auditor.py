@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 import orjson
 
 from coordination import keys
-from coordination.clock import Clock, SystemClock
+from coordination.clock import Clock, SystemClock, WallClock
 from coordination.errors import CoordinationError
 from coordination.patience import Outage
 from coordination.store import MetadataStore, update_with_retry
@@ -104,8 +104,10 @@ class Auditor:
         seed: int | None = None,
         cluster_secret: bytes | None = None,
         drain_fence_grace_ms: int = drain.DEFAULT_FENCE_GRACE_MS,
+        wall_clock: Clock | None = None,
     ) -> None:
         self.store = store
+        self.wall_clock: Clock = wall_clock or WallClock()  # drain records: stored, read by others
         self.drain_fence_grace_ms = drain_fence_grace_ms
         self.auditor_id = auditor_id
         self.clock: Clock = clock or SystemClock()
@@ -126,7 +128,10 @@ class Auditor:
         self.membership.on_members({n.node_id for n in nodes}, referenced_nodes(ledgers), now)
         gone = self.membership.gone(now)
         drains = await self._drains()
-        fence = frozenset(r.node_id for r in drains if drain.fence_due(r, now, self.drain_fence_grace_ms))
+        wall_now = self.wall_clock.now_ms()
+        fence = frozenset(
+            r.node_id for r in drains if drain.fence_due(r, wall_now, self.drain_fence_grace_ms)
+        )
         read_only = frozenset(n.node_id for n in nodes if n.read_only) | drain.draining_nodes(drains)
         plans = [p for p in (plan_ledger(m, gone, read_only, fence) for m in ledgers) if p is not None]
         self.progress.gone = sorted(gone)
@@ -192,7 +197,7 @@ class Auditor:
         def step(current: bytes | None) -> bytes | None:
             if current is None:
                 return None  # cancelled meanwhile: never re-create it
-            updated = drain.advance(DrainRecord.from_json(current), held, refuses, self.clock.now_ms())
+            updated = drain.advance(DrainRecord.from_json(current), held, refuses, self.wall_clock.now_ms())
             if updated is not None and updated.state is DrainState.DRAINED:
                 log.info("auditor: storage node %s is drained: no ledger names it", updated.node_id)
             return None if updated is None else updated.to_json()
