@@ -24,6 +24,7 @@ other component test (tests/component/test_etcd_outage.py restarts one).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import shutil
 import signal
@@ -95,11 +96,12 @@ def missing_copies(nodes: dict[str, NodeProcess], metadata: LedgerMetadata) -> l
     return missing
 
 
-def longest_silence(producer: AtLeastOnceProducer, start: float, end: float) -> float:
-    """The longest time within [start, end] in which ``producer`` got no acknowledgement."""
+def longest_silence(producer: AtLeastOnceProducer, start: float, end: float) -> tuple[float, float]:
+    """The longest time within [start, end] in which ``producer`` got no acknowledgement,
+    and when it began."""
     times = sorted(t for t in producer.acked_at.values() if start <= t <= end)
     points = [start, *times, end]
-    return max(b - a for a, b in itertools.pairwise(points))
+    return max((b - a, a) for a, b in itertools.pairwise(points))
 
 
 async def folio_node(*args: str) -> tuple[int, str]:
@@ -110,10 +112,14 @@ async def folio_node(*args: str) -> tuple[int, str]:
     return proc.returncode or 0, out.decode()
 
 
-async def restart_gateway(gateway: GatewayProcess) -> None:
-    """SIGTERM and start again on the same port (clients keep their URLs)."""
-    gateway.port = int(gateway.address.rsplit(":", 1)[1])
-    await asyncio.to_thread(gateway.restart, signal.SIGTERM)
+async def restart_gateway(gateway: GatewayProcess, ws: list[str], index: int) -> None:
+    """SIGTERM and start again (on a new port); the clients' shared list of base URLs
+    gets the new one (they try the bases in turn)."""
+    await asyncio.to_thread(gateway.terminate)
+    if "--log-level" not in gateway.extra_args:  # its start-up steps in its log
+        gateway.extra_args += ["--log-level", "info"]
+    await asyncio.to_thread(gateway.start, 60.0)
+    ws[index] = gateway.http_url.replace("http://", "ws://", 1)
 
 
 async def acks_advance(producers: list[AtLeastOnceProducer], timeout: float = 30.0) -> None:
@@ -140,22 +146,24 @@ async def test_decommission_add_and_rolling_restart_under_load(
         extra_args=["--check-interval-ms", "1000", "--drain-fence-grace-ms", "4000", "--lease-ttl", "3"],
     )
     await asyncio.to_thread(auditor.start)
+    phases: list[tuple[str, float]] = [("cluster up", time.monotonic())]
     ws = [cluster.ws(0), cluster.ws(1)]
     for topic in TOPICS:  # a durable subscription that never acks: nothing is trimmed before the read-back
         keep = await Consumer.connect(ws[0], topic, "keep", "subscriptionInitialPosition=Earliest")
         await keep.close()
-    stop = asyncio.Event()
+    stop, stop_consumers = asyncio.Event(), asyncio.Event()
     producers = [AtLeastOnceProducer(ws, t, f"p-{t}", window=4, interval_s=0.05) for t in TOPICS]
     deliveries = Deliveries()
     consumers = [
         ReconnectingConsumer(ws, t, "mem", f"c-{t}", deliveries, query="subscriptionInitialPosition=Earliest")
         for t in TOPICS
     ]
-    tasks = [asyncio.create_task(c.run(stop)) for c in consumers]
-    tasks += [asyncio.create_task(p.run(stop)) for p in producers]
+    consumer_tasks = [asyncio.create_task(c.run(stop_consumers)) for c in consumers]
+    tasks = [asyncio.create_task(p.run(stop)) for p in producers]
     try:
         await acks_advance(producers)
         faults_from = time.monotonic()
+        phases.append(("load running", faults_from))
 
         # 1. a node joins; one of the first three is decommissioned through the CLI
         (added,) = await ledgers.add_nodes(1)
@@ -206,6 +214,7 @@ async def test_decommission_add_and_rolling_restart_under_load(
         assert all(added.address in m.segments[0].ensemble for m in newer), [
             (m.ledger_id, m.segments[0].ensemble) for m in newer
         ]
+        phases.append(("drained, left, copies checked", time.monotonic()))
         shutil.rmtree(leaving.data_dir)
         await acks_advance(producers)
 
@@ -213,16 +222,29 @@ async def test_decommission_add_and_rolling_restart_under_load(
         for node in ledgers.nodes[1:]:
             await ledgers.restart(node, signal.SIGTERM)  # then start on the same data dir and port
             await acks_advance(producers)
-        for gateway in cluster.gateways:
-            await restart_gateway(gateway)
+            phases.append((f"node {node.address} restarted", time.monotonic()))
+        for index, gateway in enumerate(cluster.gateways):
+            await restart_gateway(gateway, ws, index)
             await acks_advance(producers)
+            phases.append((f"gateway {gateway.address} restarted", time.monotonic()))
         await asyncio.to_thread(auditor.restart, signal.SIGTERM)
         await acks_advance(producers)
         faults_until = time.monotonic()
+        phases.append(("auditor restarted", faults_until))
     finally:
         stop.set()
         await asyncio.wait_for(asyncio.gather(*tasks, return_exceptions=True), 60)
-        auditor.stop()
+        try:  # the consumers get what was acknowledged last
+            sent = [s for p in producers for s in p.history()]
+            with contextlib.suppress(AssertionError):
+                await until(
+                    lambda: _true(not check_history(sent, deliveries.items).lost), 20, "the last deliveries"
+                )
+        finally:
+            stop_consumers.set()
+            await asyncio.wait_for(asyncio.gather(*consumer_tasks, return_exceptions=True), 30)
+            auditor.stop()
+    phases.append(("clients stopped", time.monotonic()))
 
     # 4. nothing lost, in order, and no topic unwritable for longer than a lease
     sent = [s for p in producers for s in p.history()]
@@ -238,8 +260,16 @@ async def test_decommission_add_and_rolling_restart_under_load(
         )
         print(f"{producer.topic} read back from the earliest: {log_report.line()}")
         assert not log_report.lost and not log_report.order_violations, log_report.line()
+    phases.append(("read back", time.monotonic()))
+    print(" | ".join(f"{what} +{at - started:.1f}s" for what, at in phases))
     progress_seen = [(v["state"], v["ledgersDone"], v["ledgersTotal"]) for v in views]
-    silences = {p.topic: longest_silence(p, faults_from, faults_until) for p in producers}
+    silences = {}
+    for producer in producers:
+        gap, since = longest_silence(producer, faults_from, faults_until)
+        during = next((what for what, at in phases if at >= since), "?")
+        silences[producer.topic] = gap
+        at = since - started
+        print(f"{producer.topic}: longest without an ack {gap:.2f}s from +{at:.1f}s (until: {during})")
     print(
         f"longest time without an ack per topic: "
         f"{ {t: round(s, 2) for t, s in silences.items()} } (bound {UNWRITABLE_MAX_S}s); "
@@ -247,6 +277,10 @@ async def test_decommission_add_and_rolling_restart_under_load(
         f"acked {report.acked}; test took {time.monotonic() - started:.1f}s"
     )
     assert max(silences.values()) <= UNWRITABLE_MAX_S, silences
+
+
+async def _true(value: bool) -> bool:
+    return value
 
 
 def _delivered(index: int, topic: str, frame: dict[str, Any]) -> Any:
