@@ -17,6 +17,7 @@ RECOVERY_STATUS = f"{ROOT}/recovery-status"  # auditor's progress, JSON
 NODES_KNOWN = (
     f"{ROOT}/nodes-known/"  # every storage node that ever registered (no lease; docs/decisions/0007)
 )
+DRAINS = f"{ROOT}/drains/"  # storage nodes being decommissioned (no lease; docs/decisions/0020)
 
 
 def node(node_id: str) -> str:
@@ -25,6 +26,10 @@ def node(node_id: str) -> str:
 
 def node_known(node_id: str) -> str:
     return f"{NODES_KNOWN}{node_id}"
+
+
+def drain(node_id: str) -> str:
+    return f"{DRAINS}{node_id}"
 
 
 def gateway(gateway_id: str) -> str:

@@ -46,6 +46,10 @@ def _parser() -> argparse.ArgumentParser:
 
     add_token_parser(sub)
 
+    from folio.node_admin import add_parser as add_node_parser
+
+    add_node_parser(sub)
+
     faults = sub.add_parser("faults", help="the fault suite: a workload under seeded process faults")
     faults.add_argument("--seed", type=int, default=1)
     faults.add_argument("--duration", default="", help="run the nemesis this long (e.g. 1h, 300s)")
@@ -213,6 +217,10 @@ def main(argv: list[str] | None = None) -> int:
         from folio.tokens import run as run_token
 
         return run_token(args)
+    if args.command == "node":
+        from folio.node_admin import run as run_node
+
+        return run_node(args)
     if args.command == "status":
         from folio.status import status
 

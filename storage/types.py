@@ -132,8 +132,9 @@ class NodeInfo:
     free_bytes: int
     total_bytes: int
     load: float  # adds+reads per second, smoothed
-    read_only: bool
+    read_only: bool  # refuses adds: disk nearly full, or being decommissioned
     ledger_count: int = 0
+    draining: bool = False  # being decommissioned: takes no new ledgers (docs/decisions/0020)
 
     def to_json(self) -> bytes:
         return orjson.dumps(
@@ -146,6 +147,7 @@ class NodeInfo:
                 "load": self.load,
                 "readOnly": self.read_only,
                 "ledgerCount": self.ledger_count,
+                "draining": self.draining,
             }
         )
 
@@ -161,4 +163,5 @@ class NodeInfo:
             load=float(raw["load"]),
             read_only=bool(raw["readOnly"]),
             ledger_count=int(raw.get("ledgerCount", 0)),
+            draining=bool(raw.get("draining", False)),
         )

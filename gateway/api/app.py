@@ -31,6 +31,7 @@ from gateway.api import (
     admin_namespaces,
     admin_rollups,
     admin_sql,
+    admin_storage,
     admin_topic_permissions,
     admin_topic_schemas,
     admin_topics,
@@ -92,6 +93,7 @@ def create_app(gateway: Gateway, *, manage_lifecycle: bool = True) -> FastAPI:
     app.include_router(admin_topic_permissions.make_router(lambda: gateway.namespaces))
     app.include_router(admin_topic_schemas.make_router(lambda: gateway))
     app.include_router(admin_cluster.make_router(lambda: gateway))
+    app.include_router(admin_storage.make_router(lambda: gateway))
     app.include_router(admin_rollups.make_router(lambda: gateway))
     app.include_router(admin_analytics.make_router(lambda: gateway))
     app.include_router(admin_sql.make_router(lambda: gateway))

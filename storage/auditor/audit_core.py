@@ -19,6 +19,9 @@ ledger's ensemble is rewritten once they are. Rules (BookKeeper auto-recovery):
   no writes, so a ledger it is a member of cannot get back to Qw copies on it.
   Only an open tail on it is not fenced: its writer, refused by the node,
   moves off it by itself (write_core); the ledger stays reported meanwhile;
+- a **draining** node (being decommissioned, storage/drain.py) is replaced like a
+  read-only one; a ledger still open on it is fenced too, but only once its drain
+  is ``fence``-due (an active writer has moved off by itself before that);
 - a member a segment records as ``missing`` (its writer went on without it)
   may lack entries of that fixed segment: they are copied to it again (or to a
   replacement when it is gone or read-only), then the mark is cleared.
@@ -91,10 +94,15 @@ def segment_last_entry(metadata: LedgerMetadata, index: int, lac: int | None = N
 
 
 def plan_ledger(
-    metadata: LedgerMetadata, gone: frozenset[NodeId], read_only: frozenset[NodeId] = frozenset()
+    metadata: LedgerMetadata,
+    gone: frozenset[NodeId],
+    read_only: frozenset[NodeId] = frozenset(),
+    fence: frozenset[NodeId] = frozenset(),
 ) -> LedgerPlan | None:
-    """The work needed to bring ``metadata`` back to Qw copies, or None. A plan with
-    neither fence nor fragments: under-replicated, waiting for its writer."""
+    """The work needed to bring ``metadata`` back to Qw copies (and off the nodes in
+    ``read_only``), or None. A plan with neither fence nor fragments: under-replicated,
+    waiting for its writer. ``fence``: nodes whose open tails are fenced like a gone
+    node's (draining past their grace)."""
     fragments: list[Fragment] = []
     lost: set[NodeId] = set()
     needs_fence = False
@@ -109,7 +117,7 @@ def plan_ledger(
         if not lost_here:
             continue
         if open_tail:
-            needs_fence = needs_fence or any(n in gone for n in lost_here)
+            needs_fence = needs_fence or any(n in gone or n in fence for n in lost_here)
             lost.update(lost_here)
             continue
         last = segment_last_entry(metadata, index)

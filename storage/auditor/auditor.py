@@ -10,7 +10,11 @@ shell only reads etcd, copies entries and CASes ensembles. Rules:
   reader) to the replacement with recovery-adds, *then* the ensemble is CASed,
   so metadata never names a node that lacks the fragment;
 - a ledger still open on a gone node is recovered (fenced + closed) first;
-- read-only nodes are replaced like gone ones (audit_core), without a grace.
+- read-only nodes are replaced like gone ones (audit_core), without a grace;
+- draining nodes (``keys.DRAINS``, storage/drain.py) too; after each pass the
+  auditor writes each drain's progress into its record (CAS, never re-creating a
+  cancelled one) and turns it DRAINED once no ledger names the node and the node
+  refuses adds - the node then leaves by itself (storage/node/registration.py).
 """
 
 from __future__ import annotations
@@ -20,16 +24,17 @@ import contextlib
 import logging
 import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import orjson
 
 from coordination import keys
-from coordination.clock import Clock, SystemClock
+from coordination.clock import Clock, SystemClock, WallClock
 from coordination.errors import CoordinationError
 from coordination.patience import Outage
-from coordination.store import MetadataStore
-from storage import wire
+from coordination.store import MetadataStore, update_with_retry
+from storage import drain, wire
 from storage.auditor.audit_core import (
     DEFAULT_GRACE_MS,
     Fragment,
@@ -45,8 +50,9 @@ from storage.client import placement
 from storage.client.api import LedgerClient
 from storage.client.connection import ConnectionConfig
 from storage.client.reader import LedgerReader
+from storage.drain import DrainRecord, DrainState
 from storage.errors import Status, StorageError
-from storage.types import LedgerMetadata, NodeId
+from storage.types import LedgerMetadata, NodeId, NodeInfo
 
 log = logging.getLogger(__name__)
 
@@ -97,8 +103,12 @@ class Auditor:
         clock: Clock | None = None,
         seed: int | None = None,
         cluster_secret: bytes | None = None,
+        drain_fence_grace_ms: int = drain.DEFAULT_FENCE_GRACE_MS,
+        wall_clock: Clock | None = None,
     ) -> None:
         self.store = store
+        self.wall_clock: Clock = wall_clock or WallClock()  # drain records: stored, read by others
+        self.drain_fence_grace_ms = drain_fence_grace_ms
         self.auditor_id = auditor_id
         self.clock: Clock = clock or SystemClock()
         self.client = LedgerClient(
@@ -117,8 +127,13 @@ class Auditor:
         ledgers = await self._all_ledgers()
         self.membership.on_members({n.node_id for n in nodes}, referenced_nodes(ledgers), now)
         gone = self.membership.gone(now)
-        read_only = frozenset(n.node_id for n in nodes if n.read_only)
-        plans = [p for p in (plan_ledger(m, gone, read_only) for m in ledgers) if p is not None]
+        drains = await self._drains()
+        wall_now = self.wall_clock.now_ms()
+        fence = frozenset(
+            r.node_id for r in drains if drain.fence_due(r, wall_now, self.drain_fence_grace_ms)
+        )
+        read_only = frozenset(n.node_id for n in nodes if n.read_only) | drain.draining_nodes(drains)
+        plans = [p for p in (plan_ledger(m, gone, read_only, fence) for m in ledgers) if p is not None]
         self.progress.gone = sorted(gone)
         self.progress.under_replicated = len(plans)
         self.progress.ledgers_checked = len(ledgers)
@@ -149,7 +164,45 @@ class Auditor:
         self.progress.under_replicated = remaining
         self.progress.passes += 1
         await self._publish()
+        if drains:
+            await self._advance_drains(drains, await self.client.metadata.live_nodes())
         return remaining
+
+    async def _drains(self) -> list[DrainRecord]:
+        records = []
+        for kv in await self.store.list_prefix(keys.DRAINS):
+            try:
+                records.append(DrainRecord.from_json(kv.value))
+            except (ValueError, KeyError, TypeError) as exc:
+                log.warning("auditor: ignoring unreadable drain record %s: %r", kv.key, exc)
+        return records
+
+    async def _advance_drains(self, drains: list[DrainRecord], nodes: list[NodeInfo]) -> None:
+        """Write each draining node's progress; DRAINED once nothing names it and it
+        refuses adds (it may then leave: every fragment it held is on other nodes)."""
+        ledgers = await self._all_ledgers()
+        registered = {n.node_id: n for n in nodes}
+        for record in drains:
+            if record.state is not DrainState.DRAINING:
+                continue
+            node_id = record.node_id
+            held = drain.holdings(ledgers, node_id)
+            info = registered.get(node_id)
+            refuses = info is None or info.read_only
+
+            with contextlib.suppress(CoordinationError):
+                await update_with_retry(self.store, keys.drain(node_id), self._drain_step(held, refuses))
+
+    def _drain_step(self, held: drain.Holdings, refuses: bool) -> Callable[[bytes | None], bytes | None]:
+        def step(current: bytes | None) -> bytes | None:
+            if current is None:
+                return None  # cancelled meanwhile: never re-create it
+            updated = drain.advance(DrainRecord.from_json(current), held, refuses, self.wall_clock.now_ms())
+            if updated is not None and updated.state is DrainState.DRAINED:
+                log.info("auditor: storage node %s is drained: no ledger names it", updated.node_id)
+            return None if updated is None else updated.to_json()
+
+        return step
 
     async def _all_ledgers(self) -> list[LedgerMetadata]:
         return [LedgerMetadata.from_json(kv.value) for kv in await self.store.list_prefix(keys.LEDGERS)]
@@ -183,7 +236,7 @@ class Auditor:
             return  # repaired by someone else meanwhile
         nodes = await self.client.metadata.live_nodes()
         lost_node = fragment.lost_node
-        writable = {n.node_id for n in nodes if not n.read_only}
+        writable = {n.node_id for n in nodes if not n.read_only and not n.draining}
         if lost_node in segment.missing and lost_node in writable and lost_node not in gone:
             replacement = lost_node  # it lacks some entries: copy them back to it
         else:

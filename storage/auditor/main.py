@@ -29,6 +29,7 @@ from storage.auditor.audit_core import DEFAULT_GRACE_MS
 from storage.auditor.auditor import CHECK_INTERVAL_MS, Auditor
 from storage.auditor.metrics import AuditorCollector
 from storage.auditor.metrics import serve as serve_metrics
+from storage.drain import DEFAULT_FENCE_GRACE_MS
 from storage.runtime import tune_gc
 
 log = logging.getLogger("folio.auditor")
@@ -42,6 +43,12 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--id", default=f"{socket.gethostname()}-{os.getpid()}")
     parser.add_argument("--grace-ms", type=int, default=DEFAULT_GRACE_MS, help="how long a node may be gone")
     parser.add_argument("--check-interval-ms", type=int, default=CHECK_INTERVAL_MS)
+    parser.add_argument(
+        "--drain-fence-grace-ms",
+        type=int,
+        default=DEFAULT_FENCE_GRACE_MS,
+        help="how long an idle writer's open ledger may stay on a draining node before it is fenced",
+    )
     parser.add_argument("--lease-ttl", type=int, default=5)
     parser.add_argument("--cluster-secret", default=None, help="file with the storage nodes' cluster secret")
     parser.add_argument("--metrics-host", default="127.0.0.1", help="address /metrics listens on")
@@ -106,7 +113,14 @@ async def _lead_while_elected(
         secret = (
             await asyncio.to_thread(Path(args.cluster_secret).read_bytes) if args.cluster_secret else None
         )
-        auditor = Auditor(store, args.id, args.grace_ms, args.check_interval_ms, cluster_secret=secret)
+        auditor = Auditor(
+            store,
+            args.id,
+            args.grace_ms,
+            args.check_interval_ms,
+            cluster_secret=secret,
+            drain_fence_grace_ms=args.drain_fence_grace_ms,
+        )
         collector.progress = auditor.progress
         leading = asyncio.Event()
         audit = asyncio.ensure_future(auditor.run_as_leader(leading))

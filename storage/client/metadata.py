@@ -1,7 +1,9 @@
 """Ledger metadata in the metadata store (etcd): read, create, CAS-update, delete.
 
 Owns: every access of the ledger client to ``keys.ledger(id)``,
-``keys.LEDGER_ID_COUNTER`` and the node registrations under ``keys.NODES``.
+``keys.LEDGER_ID_COUNTER`` and the node registrations under ``keys.NODES`` (read
+with the drain records under ``keys.DRAINS``: a node being decommissioned is
+``draining`` from the moment its record exists, docs/decisions/0020).
 Rule (BookKeeper ``MetadataUpdateLoop``, coordination/store.py): every change
 that depends on what was read goes through ``update_with_retry`` (read,
 modify, compare-and-swap on mod_revision, re-read on conflict); a new ledger
@@ -15,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
+from dataclasses import replace
 
 from coordination import keys
 from coordination.store import MetadataStore, update_with_retry
@@ -84,11 +87,18 @@ class LedgerMetadataStore:
         return [keys.ledger_id_from_key(kv.key) for kv in await self.store.list_prefix(keys.LEDGERS)]
 
     async def live_nodes(self) -> list[NodeInfo]:
-        """Registered storage nodes (their registration lives under a lease)."""
+        """Registered storage nodes (their registration lives under a lease), each
+        ``draining`` when it publishes so or a drain record names it."""
+        registered, drains = await asyncio.gather(
+            self.store.list_prefix(keys.NODES), self.store.list_prefix(keys.DRAINS)
+        )
+        draining = {kv.key[len(keys.DRAINS) :] for kv in drains}
         nodes: list[NodeInfo] = []
-        for kv in await self.store.list_prefix(keys.NODES):
+        for kv in registered:
             try:
-                nodes.append(NodeInfo.from_json(kv.value))
+                node = NodeInfo.from_json(kv.value)
             except (ValueError, KeyError, TypeError) as exc:
                 log.warning("ignoring unreadable node registration %s: %r", kv.key, exc)
+                continue
+            nodes.append(replace(node, draining=True) if node.node_id in draining else node)
         return nodes

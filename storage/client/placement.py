@@ -3,7 +3,8 @@
 Owns: the choice of E nodes for a new ledger and of a replacement for a failed
 ensemble member (a node from outside the ensemble first; the failed member
 itself once it answers again, when there is no other).
-Rule (docs/architecture.md §3 "Placement"): only live, writable nodes; most free space
+Rule (docs/architecture.md §3 "Placement"): only live, writable nodes that are not
+being decommissioned (``NodeInfo.draining``, docs/decisions/0020); most free space
 first, then least load; a seeded ``random.Random`` breaks ties, so equal nodes
 share the load and a simulation replays exactly. Free space and load are
 compared in coarse buckets so that noise (a few MiB, a few ops/s) does not pin
@@ -27,10 +28,10 @@ def _rank(node: NodeInfo) -> tuple[int, int]:
 
 
 def candidates(nodes: Iterable[NodeInfo], exclude: Collection[NodeId], rng: random.Random) -> list[NodeInfo]:
-    """Writable nodes not in ``exclude``, best first (ties in seeded random order)."""
+    """Writable, not draining nodes not in ``exclude``, best first (ties in seeded random order)."""
     unique: dict[NodeId, NodeInfo] = {}
     for node in nodes:
-        if not node.read_only and node.node_id not in exclude:
+        if not node.read_only and not node.draining and node.node_id not in exclude:
             unique[node.node_id] = node
     ordered = sorted(unique.values(), key=lambda n: n.node_id)  # input order must not matter
     rng.shuffle(ordered)

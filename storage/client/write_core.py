@@ -307,7 +307,7 @@ class WriteCore:
             return self._advance()
         nodes = list(nodes)
         waiting = self.backing_off(now_ms)
-        writable = {n.node_id for n in nodes if not n.read_only}
+        writable = {n.node_id for n in nodes if not n.read_only and not n.draining}
         eligible = {n for n in answered if n in writable and n not in waiting}
         suspect = {n for n in self._failures if n not in eligible}  # failed before, not answered since
         ensemble, readmitted = placement.heal_members(

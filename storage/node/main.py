@@ -7,7 +7,8 @@ Start-up order: check the data dir is writable and the port free (else one
 (replay) -> listen -> metrics -> cookie ->
 etcd registration (waited for while etcd is missing: coordination.patience)
 -> print ``FOLIO-STORAGE READY address=H:P metrics=H:P``.
-Stop (SIGTERM/SIGINT): stop listening, finish syncing what was accepted,
+Stop (SIGTERM/SIGINT, or decommissioned: its drain record turned DRAINED,
+docs/decisions/0020): stop listening, finish syncing what was accepted,
 checkpoint, revoke the lease, exit 0. Exit 2 = bad arguments, a port in use, a
 data dir that cannot be written, belongs to another node id or was written by
 an older on-disk format; 70 = fatal
@@ -243,10 +244,11 @@ async def run(args: argparse.Namespace) -> int:
     store = await patiently(what, lambda: connect(args.etcd, namespace=args.etcd_namespace), log)
     policy = DiskPolicy(args.min_free_bytes, args.min_free_ratio)
     registration = Registration(store, service, node_id, metrics_address, policy, args.lease_ttl)
+    stop = asyncio.Event()
+    registration.on_drained = stop.set  # decommissioned: leave (docs/decisions/0020)
     await patiently(what, registration.register, log)
     registration.start()
 
-    stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)

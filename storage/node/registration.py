@@ -10,8 +10,13 @@ Rules:
   (re)put with ``membership.register``; a lost lease is replaced by a new
   session and the key re-put (the node keeps serving meanwhile);
 - read-only iff free disk < ``min_free_bytes`` or free/total <
-  ``min_free_ratio`` (or forced by the test knob); adds are refused while
-  read-only and accepted again once space returns;
+  ``min_free_ratio`` (or forced by the test knob), or while a drain record
+  ``keys.drain(node_id)`` exists (the node is being decommissioned, published as
+  ``draining``; docs/decisions/0020, read every second); adds are refused while
+  read-only and accepted again once space returns (or the drain is cancelled);
+- once the drain record says DRAINED (the auditor found no ledger naming this
+  node) the node leaves: ``on_drained`` is called once, and the process stops
+  cleanly and revokes its lease - its data dir may then be deleted;
 - a ledger is reclaimed only when etcd says it is gone: a DELETE event, or
   absence from a listing taken *after* this node's ledger set was snapshot
   (metadata is always created before the first add reaches a node).
@@ -26,7 +31,7 @@ import contextlib
 import logging
 import os
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,6 +42,7 @@ from coordination.errors import CoordinationError
 from coordination.patience import Outage
 from coordination.session import LeaseSession
 from coordination.store import EventKind, MetadataStore
+from storage.drain import DrainRecord, DrainState
 from storage.node.service import NodeService
 from storage.types import NodeInfo
 
@@ -101,6 +107,9 @@ class Registration:
         self._ops_seen = (time.monotonic(), 0)
         self._tasks: list[asyncio.Task[None]] = []
         self._gc_outage = Outage(log, f"ledger reclaim watch of {node_id}")
+        self.draining = False  # a drain record names this node (docs/decisions/0020)
+        self.on_drained: Callable[[], None] | None = None  # the process leaves when called
+        self._left = False
 
     # ------------------------------------------------------------ node info
 
@@ -114,6 +123,7 @@ class Registration:
             load=round(self._load, 1),
             read_only=self.service.read_only,
             ledger_count=len(self.service.ledgers),
+            draining=self.draining,
         )
 
     def check_disk(self) -> bool:
@@ -124,7 +134,7 @@ class Registration:
         if now > then:
             self._load = 0.7 * self._load + 0.3 * (ops - ops_then) / (now - then)
         self._ops_seen = (now, ops)
-        read_only = self.policy.read_only(self._free, self._total)
+        read_only = self.policy.read_only(self._free, self._total) or self.draining
         metrics = self.service.metrics
         metrics.free_bytes.set(self._free)
         metrics.ledgers.set(len(self.service.ledgers))
@@ -133,12 +143,39 @@ class Registration:
         self.service.read_only = read_only
         metrics.read_only.set(1 if read_only else 0)
         log.warning(
-            "node is now %s (free %d of %d bytes)",
+            "node is now %s (free %d of %d bytes%s)",
             "READ-ONLY" if read_only else "writable",
             self._free,
             self._total,
+            ", being decommissioned" if self.draining else "",
         )
         return True
+
+    async def check_drain(self) -> bool:
+        """Read this node's drain record; True if ``draining`` changed. A DRAINED
+        record calls ``on_drained`` (once)."""
+        kv = await self.store.get(keys.drain(self.node_id))
+        record: DrainRecord | None = None
+        if kv is not None:
+            try:
+                record = DrainRecord.from_json(kv.value)
+            except (ValueError, KeyError, TypeError) as exc:
+                log.warning("unreadable drain record of this node: %r; treating it as draining", exc)
+        draining = kv is not None
+        changed = draining != self.draining
+        if changed:
+            what = "DRAINING (decommission)" if draining else "drain cancelled"
+            log.warning("node %s: %s", self.node_id, what)
+        self.draining = draining
+        if record is not None and record.state is DrainState.DRAINED and not self._left:
+            self._left = True
+            log.warning(
+                "node %s is drained: no ledger names it any more; leaving (its data dir may be deleted)",
+                self.node_id,
+            )
+            if self.on_drained is not None:
+                self.on_drained()
+        return changed
 
     # ------------------------------------------------------------ lease
 
@@ -146,6 +183,7 @@ class Registration:
         """Open a lease session and put NodeInfo under it. ``takeover``: the key may
         still be held by this node's previous incarnation (kill -9); we hold the port
         and the data dir cookie, so that incarnation is dead."""
+        await self.check_drain()
         self.check_disk()
         if self.session is None or self.session.lost.is_set():  # else a retry: keep the lease
             self.session = await LeaseSession(self.store, self.lease_ttl_s).start()
@@ -189,6 +227,8 @@ class Registration:
             await asyncio.sleep(min(DISK_CHECK_S, publish_every))
             changed = self.check_disk()
             try:
+                if await self.check_drain():
+                    changed = self.check_disk() or True
                 if self.session is None or self.session.lost.is_set():
                     if self.session is not None:
                         reason = self.session.lost_reason

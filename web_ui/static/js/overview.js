@@ -3,7 +3,9 @@
 // chart draws the history the gateways keep (GET /admin/v2/cluster/throughput, every
 // gateway's samples added up), so a reload shows the past hours at once; without
 // that route (an older gateway) it charts what this page samples while open.
-import { api, explain, fmt, pick, poll } from "./core.js";
+// Storage nodes can be decommissioned from their row (docs/membership.md): the row
+// shows the drain's progress from GET /admin/v2/storage/decommissions.
+import { api, confirmDialog, enc, explain, fmt, pick, poll } from "./core.js";
 import { Samples, TimeChart } from "./charts.js";
 import { conn } from "./conn.js";
 
@@ -39,6 +41,15 @@ function nodeRow(n) {
   };
 }
 
+// "draining: 3/7 ledgers, 1.2 MB of 3.4 MB" for a node's decommission record (or "").
+function drainText(d) {
+  if (!d) return "";
+  const ledgers = `${fmt.num(d.ledgersDone)}/${fmt.num(d.ledgersTotal)} ledgers`;
+  const bytes = `${fmt.bytes(d.bytesDone)} of ${fmt.bytes(d.bytesTotal)}`;
+  if (d.state === "left") return "left: its data dir may be deleted";
+  return `${d.state}: ${ledgers}, ${bytes}`;
+}
+
 function gatewayRow(g) {
   const url = pick(g, "httpUrl", "url") || "";
   return {
@@ -71,6 +82,8 @@ export function overviewPage() {
     tiles: [],
     gateways: [],
     nodes: [],
+    drains: {},
+    nodeError: "",
     etcd: [],
     etcdAt: 0,
     historySource: "",
@@ -103,6 +116,24 @@ export function overviewPage() {
       this.historyText = `kept by the gateways, every 5 s: the last ${since}`;
       this.chart.set(samples.map((s) => s.t), samples.map((s) => s.msgRateIn), samples.map((s) => s.msgRateOut));
     },
+    async refreshDrains() {
+      let list = [];
+      try { list = (await api("/admin/v2/storage/decommissions")) || []; } catch (e) { list = []; }
+      this.drains = Object.fromEntries(list.map((d) => [d.nodeId, d]));
+      for (const n of this.nodes) n.drain = drainText(this.drains[n.id]);
+    },
+    async decommission(n) {
+      const ok = await confirmDialog(
+        `Decommission storage node ${n.id}? It takes no new ledgers, its ledgers are copied to the other nodes, then it stops by itself.`);
+      if (!ok) return;
+      this.nodeError = "";
+      try {
+        await api(`/admin/v2/storage/nodes/${enc(n.id)}/decommission`, { method: "POST" });
+      } catch (e) {
+        this.nodeError = explain(e, `Decommissioning ${n.id}`);
+      }
+      await this.refreshDrains();
+    },
     async refresh() {
       let ov;
       try {
@@ -121,6 +152,7 @@ export function overviewPage() {
       conn.learn(gws);
       this.gateways = gws.map(gatewayRow);
       this.nodes = (pick(ov, "storageNodes", "nodes", "storage.nodes") || []).map(nodeRow);
+      await this.refreshDrains();
       const etcd = pick(ov, "etcd") || {};
       if (Date.now() - this.etcdAt > 10000 || this.etcd.length !== Number(etcd.members ?? this.etcd.length)) {
         this.etcdAt = Date.now();
