@@ -223,6 +223,10 @@ def test_sql_over_topics_and_its_bounds(stack: Stack) -> None:
 
         status, bad = ask(http, base, {"query": "SELEC nothing"})
         assert status == 400 and bad["reason"].startswith("query failed"), bad
+        status, unknown = ask(http, base, {"query": f'SELECT * FROM "{NS}/nosuchtopic"'})
+        assert status == 400, unknown
+        assert unknown["reason"].startswith(f"topic persistent://{NS}/nosuchtopic does not exist; create it")
+        assert "Traceback" not in unknown["reason"], unknown
         status, big = ask(http, base, {"query": f'SELECT value FROM "{NS}/orders"', "maxBytes": 100})
         assert status == 400 and "over the query's bound of 100 bytes" in big["reason"], big
         slow = f'SELECT count(*) FROM "{NS}/orders" a CROSS JOIN range(4000000000) b'
