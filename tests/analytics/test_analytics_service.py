@@ -268,6 +268,7 @@ def run_pasted(stack: Stack, script: str, cwd: Path, timeout_s: float) -> str:
     return done.stdout
 
 
+@pytest.mark.timeout(1200)  # a second Spark session beside the service's, on a shared 2-core box
 def test_the_readme_spark_job_and_sql_query(stack: Stack, tmp_path: Path) -> None:
     """The README tour's step 1 (publish three messages), then step 4 as written: the
     Spark script saved as tour_keys.py and run with the venv's python (only the etcd
@@ -280,11 +281,25 @@ def test_the_readme_spark_job_and_sql_query(stack: Stack, tmp_path: Path) -> Non
     )
     assert ledgers.endpoint in script
     (tmp_path / "tour_keys.py").write_text(script)
-    shown = run_pasted(stack, readme_block("and run it with the project's Python", "sh"), tmp_path, 300)
+    shown = run_pasted(stack, readme_block("and run it with the project's Python", "sh"), tmp_path, 900)
     rows = re.findall(r"^\|\s*(\S+)\s*\|\s*(\d+)\s*\|$", shown, re.M)
     assert rows == [("a", "1"), ("b", "1"), ("user-42", "1")], shown
-    answer = orjson.loads(run_pasted(stack, readme_block("same question in SQL", "sh"), tmp_path, 150))
-    assert answer["state"] == "done" and answer["rows"] == [["a", 1], ["b", 1], ["user-42", 1]], answer
+    sql = readme_block("same question in SQL", "sh")
+    deadline = time.monotonic() + 120
+    while True:  # the service may be re-electing itself after the script's Spark starved its lease
+        try:
+            answer = orjson.loads(run_pasted(stack, sql, tmp_path, 150))
+            break
+        except AssertionError as refused:
+            if "analytics_unavailable" not in str(refused) or time.monotonic() > deadline:
+                raise
+            time.sleep(2)
+    deadline = time.monotonic() + RUN_TIMEOUT_S
+    while answer["state"] in ("pending", "running") and time.monotonic() < deadline:
+        time.sleep(1)  # 202: still running when the request's wait ended, polled as the API says
+        answer = httpx.get(f"{stack.url}/admin/v2/analytics/sql/{answer['id']}", timeout=30).json()
+    assert answer["state"] == "done", answer.get("error")
+    assert answer["rows"] == [["a", 1], ["b", 1], ["user-42", 1]], answer
 
 
 PERSON = {
