@@ -8,6 +8,9 @@ sockets closed. A gateway whose etcd lease is lost does not exit: it steps down
 (its topics dropped, clients told to reconnect), waits for etcd and rejoins
 (gateway.api.tenure). A gateway started while etcd is missing, or losing it
 halfway through starting, waits for it (coordination.patience) before it serves.
+At start the soft open-file limit is raised to the hard one and the connection
+limit is capped below it (gateway.security.file_budget); both are logged and
+shown on /metrics.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import resource
 import signal
 import socket
 import sys
@@ -35,7 +39,7 @@ from gateway.broker.cache_budget import CACHE_BUDGET_BYTES, CacheBudget
 from gateway.broker.log_state import LogConfig
 from gateway.broker.pending_rules import BUDGET_BYTES, PAUSE_BYTES, PendingLimits
 from gateway.process import Gateway, GatewayConfig
-from gateway.security import http_limits, settings
+from gateway.security import file_budget, http_limits, settings
 from storage.runtime import tune_gc
 
 # A dead gateway's bundles move once its lease expires: 3 s keeps takeover of its
@@ -45,6 +49,33 @@ DEFAULT_LEASE_TTL_S = 3
 DEFAULT_LOAD_MANAGER_INTERVAL_S = 5.0
 
 log = logging.getLogger("folio.gateway")
+
+
+def connection_cap(requested: int) -> int:
+    """Raise the soft open-file limit to the hard one, and the connections to hold:
+    ``requested``, capped below that limit (file_budget), logged and on /metrics."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = file_budget.soft_limit_target(soft, hard, resource.RLIM_INFINITY)
+    if target != soft:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            soft = target
+        except (ValueError, OSError) as exc:
+            log.warning("open-file limit stays %d (raising it to %d failed: %s)", soft, target, exc)
+    cap = file_budget.connection_cap(requested or soft, soft)
+    kept = file_budget.reserve(soft)
+    if requested and cap < requested:
+        log.warning(
+            "connections: at most %d, not %d: the open-file limit is %d and %d are kept",
+            cap,
+            requested,
+            soft,
+            kept,
+        )
+    print(f"connections: at most {cap} (open-file limit {soft}, {kept} kept)", file=sys.stderr, flush=True)
+    http_limits.CONNECTIONS_LIMIT.set(cap)
+    http_limits.OPEN_FILES_LIMIT.set(soft)
+    return cap
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -137,7 +168,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         help="s to send a request head; 408 after",
     )
     limits.add_argument(
-        "--max-connections", type=int, default=20_000, help="connections and requests at once; 503 beyond"
+        "--max-connections",
+        type=int,
+        default=0,
+        help="open connections at once (0: the open-file limit less a reserve; never more; printed at "
+        "start); past it a connection still sending its head is pushed out, else the new one gets 503",
     )
     return parser.parse_args(argv)
 
@@ -210,9 +245,9 @@ async def serve(args: argparse.Namespace) -> int:
                     head_bytes=args.max_header_bytes,
                     header_count=args.max_headers,
                     head_timeout_s=args.header_timeout,
+                    connections=connection_cap(args.max_connections),
                 )
             ),
-            limit_concurrency=args.max_connections,
             ssl_certfile=args.tls_cert,
             ssl_keyfile=args.tls_key,
             ws="websockets-sansio",

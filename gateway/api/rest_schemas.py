@@ -13,7 +13,8 @@ Pulsar's REST API):
 - a text payload is encoded by the schema (JSON/AVRO from JSON text, the
   primitives from their text); a base64 payload must already be the schema's
   bytes; a payload that does not fit is 400 naming it, e.g.
-  ``messages[2].payload: PC.year is <x> ... expected int`` - and then no
+  ``messages[2].payload: field `year` of PC: expected an int, got the string "x"``
+  - and then no
   message of the request is stored;
 - ``keySchema`` checks each message's ``key`` text against it (400 naming
   ``messages[i].key``); keys are stored as the text given (Folio routes and

@@ -2,7 +2,8 @@
 
 Owns: ``LogConfig``, ``Quorums`` (E/Qw/Qa of a new ledger: the namespace's
 persistence policy, else the config's), the log errors (``LogFenced`` means
-another gateway owns the topic now) and ``EntryCache``, the bounded cache of
+another gateway owns the topic now; ``topic_missing`` says what to do about a
+topic not created yet) and ``EntryCache``, the bounded cache of
 recent entries that tailing consumers read from. Rule: the cache is bounded in
 bytes and evicts oldest first. The ledger list's etcd codec is
 ``storage.formats.log_record``.
@@ -42,6 +43,20 @@ class LogClosed(LogError):
 
 class TopicNotFound(GatewayError):
     code = "not_found"
+
+
+def topic_missing(name: str, path: str, namespace: str, *, auto_create: bool) -> TopicNotFound:
+    """The 404 for a topic with no log yet, asked for by a request that does not create
+    one (stats, lookups): what is true of the namespace, and what to do (pure)."""
+    if auto_create:
+        return TopicNotFound(
+            f"topic {name} does not exist yet: namespace {namespace} creates it on the first "
+            f"publish or subscribe, or create it now with PUT /admin/v2/{path}"
+        )
+    return TopicNotFound(
+        f"topic {name} does not exist and namespace {namespace} does not create topics on first use: "
+        f"create it with PUT /admin/v2/{path}, or check the name"
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -35,7 +35,7 @@ from coordination import keys
 from coordination.clock import Clock
 from coordination.store import MetadataStore
 from gateway.broker.broker_errors import OwnershipMovedWhileLoading, SubscriptionBusy, TopicUnavailable
-from gateway.broker.log_state import LogConfig, TopicNotFound
+from gateway.broker.log_state import LogConfig, TopicNotFound, topic_missing
 from gateway.broker.managed_log import ManagedLog
 from gateway.broker.topic import Topic
 from gateway.broker.topic_admin import connected_clients
@@ -151,7 +151,7 @@ class BrokerService:
             return
         await self._refuse_partitioned(name)
         if not create or not view.auto_create:
-            raise TopicNotFound(f"topic {name} does not exist (auto-creation is off)")
+            raise topic_missing(str(name), name.path, str(name.namespace_name), auto_create=view.auto_create)
         if name.domain == "persistent":
             await check_topic_room(self.store, name.namespace_name, view.max_topics, 1)
         key = keys.managed_log(name.path)

@@ -14,7 +14,9 @@ Pulsar's schema would write, or check bytes against a schema. Rules
   fastavro (never by hand); a JSON payload is the JSON text (re-serialised
   compactly), an AVRO payload is Avro binary written from the JSON given;
 - a payload that does not fit its schema raises ``SchemaMismatch`` naming the
-  field (fastavro's path, e.g. ``PC.year``); a bad definition ``InvalidSchema``;
+  field, what it expects and what it got (``mismatch_sentences``, from
+  fastavro's errors: ``field `year` of PC: expected an int, got the string
+  "x"``); a bad definition ``InvalidSchema``;
 - bounds: a definition up to ``DEFINITION_BYTES_MAX``, properties up to
   ``PROPERTIES_MAX`` entries.
 """
@@ -283,8 +285,118 @@ def _validate(value: object, parsed: Any, where: str) -> None:
     try:
         validate(value, parsed, raise_errors=True)
     except ValidationError as exc:
-        problems = "; ".join(str(e) for e in exc.errors) or str(exc)
+        named = frozenset(parsed.get("__named_schemas", {})) if isinstance(parsed, dict) else frozenset()
+        found = [(e.field, e.datum, e.schema) for e in exc.errors]
+        problems = mismatch_sentences(found, named) or str(exc)
         raise SchemaMismatch(f"{where}: {problems}") from exc
+
+
+_PRIMITIVES = {
+    "null": "null",
+    "boolean": "a boolean",
+    "int": "an int",
+    "long": "a long",
+    "float": "a float",
+    "double": "a double",
+    "bytes": "bytes",
+    "string": "a string",
+}
+SHOWN_CHARS = 40  # how much of a refused string value a sentence repeats
+
+
+def mismatch_sentences(found: list[tuple[str, object, object]], named: frozenset[str]) -> str:
+    """fastavro's validation errors ``(field path, value, expected schema)`` as sentences,
+    one per field (a union's branches are one field: "expected null or an int"), e.g.
+    ``field `age` of User: expected an int, got the string "thirty"``; ``named`` are
+    the full names of the schema's named types, to split a path such as
+    ``com.example.User.addr.com.example.Addr.zip`` into record and fields (pure)."""
+    expected: dict[str, list[str]] = {}
+    values: dict[str, object] = {}
+    for path, value, schema in found:
+        wanted = expected.setdefault(path, [])
+        text = _expected(schema)
+        if text not in wanted:
+            wanted.append(text)
+        values[path] = value
+    parts = []
+    for path, wanted in expected.items():
+        if any(other is not values[path] and _holds(values[path], other) for other in values.values()):
+            continue  # a union's record branch: the error inside it is the one to tell
+        record, fields = _record_and_fields(path, named)
+        where = f"field `{'.'.join(fields)}` of {record}: " if fields else ""
+        parts.append(f"{where}expected {' or '.join(wanted)}, got {_got(values[path])}")
+    return "; ".join(parts)
+
+
+def _holds(container: object, value: object) -> bool:
+    """Whether ``value`` is (by identity) inside the JSON object or array ``container``."""
+    if isinstance(container, dict):
+        children: list[object] = list(container.values())
+    elif isinstance(container, list):
+        children = container
+    else:
+        return False
+    return any(child is value or _holds(child, value) for child in children)
+
+
+def _short(full_name: str) -> str:
+    return full_name.rsplit(".", 1)[-1]
+
+
+def _record_and_fields(path: str, named: frozenset[str]) -> tuple[str, list[str]]:
+    segments = path.split(".") if path else []
+    record = ""
+    fields: list[str] = []
+    i = 0
+    while i < len(segments):
+        end = next((j for j in range(len(segments), i, -1) if ".".join(segments[i:j]) in named), None)
+        if end is None:
+            fields.append(segments[i])
+            i += 1
+            continue
+        record = record or _short(".".join(segments[i:end]))
+        i = end
+    return record or "the record", fields
+
+
+def _expected(schema: object) -> str:
+    if isinstance(schema, str):
+        return _PRIMITIVES.get(schema, f"a {_short(schema)} record (a JSON object)")
+    if isinstance(schema, dict):
+        kind = schema.get("type")
+        if kind == "record":
+            return f"a {_short(str(schema.get('name', '')))} record (a JSON object)"
+        if kind == "array":
+            return "an array"
+        if kind == "map":
+            return "a map (a JSON object)"
+        if kind == "enum":
+            return "one of " + ", ".join(str(s) for s in schema.get("symbols", []))
+        if kind == "fixed":
+            return f"{schema.get('size')} bytes"
+        return _expected(kind)
+    if isinstance(schema, list):
+        return " or ".join(_expected(s) for s in schema)
+    return str(schema)
+
+
+def _got(value: object) -> str:
+    if value is None:
+        return "nothing (missing or null)"
+    if isinstance(value, bool):
+        return f"the boolean {str(value).lower()}"
+    if isinstance(value, int):
+        return f"the integer {value}"
+    if isinstance(value, float):
+        return f"the number {value}"
+    if isinstance(value, str):
+        shown = value if len(value) <= SHOWN_CHARS else value[:SHOWN_CHARS] + "..."
+        return "the string " + orjson.dumps(shown).decode()
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, dict):
+        return "an object"
+    return type(value).__name__
 
 
 def _parse_avro(definition: str) -> Any:

@@ -22,13 +22,15 @@ message-id parsing. Rules:
   before decoding, so an oversized payload is ``PayloadTooLarge`` without the
   memory cost of decoding it.
 - message ids are base64 ``MessageIdData`` or the string ``L:E[:P[:B]]``
-  (§1.8); garbage is ws_code 3.
+  (§1.8); garbage is ws_code 3, with a sentence listing the accepted forms
+  (``message_id_refused``; a near miss of ``earliest``/``latest`` is named).
 The REST parsers reuse these and turn a ``FrameError`` into ``BadRequest``.
 """
 
 from __future__ import annotations
 
 import binascii
+import difflib
 import re
 from collections.abc import Mapping
 
@@ -210,16 +212,38 @@ def decode_base64_payload(text: str, max_payload: int, context: str | None = Non
         raise _bad_base64(str(exc), context) from exc
 
 
-def parse_message_id(value: object, name: str = "messageId") -> MessageId:
-    """A message id given as base64 ``MessageIdData`` or as ``L:E[:P[:B]]``."""
+SENTINEL_IDS = ("earliest", "latest")
+BASE64_ID_EXAMPLE = "CAMQADAA"  # MessageId(3, 0).to_base64()
+
+
+def message_id_refused(name: str, text: str, detail: str, forms: str) -> str:
+    """The sentence for a value that is not a message id: the value, why, the accepted
+    ``forms``, and ``earliest``/``latest`` when the value is a near miss of one (pure)."""
+    shown = text if len(text) <= ID_CHARS_SHOWN else text[:ID_CHARS_SHOWN] + "..."
+    near = difflib.get_close_matches(text.lower(), SENTINEL_IDS, n=1, cutoff=0.7)
+    hint = f" (did you mean {near[0]!r}?)" if near else ""
+    return f"Invalid {name} {shown!r}: not a valid message id ({detail}){hint}; use {forms}"
+
+
+def message_id_forms(*, sentinels: bool, strings: bool) -> str:
+    """The accepted forms of a message id, as a sentence's end (pure)."""
+    forms = [*SENTINEL_IDS] if sentinels else []
+    forms.append(f"a base64 message id as delivered (e.g. {BASE64_ID_EXAMPLE})")
+    if strings:
+        forms.append("ledger:entry[:partition[:batchIndex]] (e.g. 3:0)")
+    return ", ".join(forms[:-1]) + " or " + forms[-1] if len(forms) > 1 else forms[0]
+
+
+def parse_message_id(value: object, name: str = "messageId", *, sentinels: bool = False) -> MessageId:
+    """A message id given as base64 ``MessageIdData`` or as ``L:E[:P[:B]]`` (``sentinels``:
+    the caller also takes ``earliest``/``latest``, and its error says so)."""
     if not isinstance(value, str):
         raise FrameError(WS_FAILED_TO_DESERIALIZE, f"{name} must be a string, got {_json_type(value)}")
     try:
         return MessageId.parse(value) if ":" in value else MessageId.from_base64(value)
     except MessageIdError as exc:
-        raise FrameError(
-            WS_FAILED_TO_DESERIALIZE, f"Invalid {name} {value[:ID_CHARS_SHOWN]!r}: {exc}"
-        ) from exc
+        forms = message_id_forms(sentinels=sentinels, strings=True)
+        raise FrameError(WS_FAILED_TO_DESERIALIZE, message_id_refused(name, value, str(exc), forms)) from exc
 
 
 def get_message_ids(obj: Mapping[str, object], name: str, limit: int) -> list[MessageId]:

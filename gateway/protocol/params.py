@@ -35,6 +35,7 @@ from typing import Literal, TypeVar
 from gateway.broker.dispatch.base import HASH_SLOTS, ConsumerInfo, HashRange, KeySharedMode
 from gateway.names import InvalidName, TopicName
 from gateway.protocol.errors import InvalidParams
+from gateway.protocol.json_fields import message_id_forms, message_id_refused
 from storage.formats.errors import MessageIdError
 from storage.formats.message_id import EARLIEST_ID, INT32_MAX, INT64_MAX, LATEST_ID, MessageId
 
@@ -338,7 +339,8 @@ def _reader_start(text: str) -> ReaderStart:
     try:
         start = MessageId.from_base64(text)
     except MessageIdError as exc:
-        raise InvalidParams(f"Invalid messageId {_shown(text)}: {exc}") from exc
+        forms = message_id_forms(sentinels=True, strings=False)
+        raise InvalidParams(message_id_refused("messageId", text, str(exc), forms)) from exc
     if start == EARLIEST_ID:
         return "earliest"
     if start == LATEST_ID:

@@ -171,4 +171,4 @@ def _seek(obj: JsonObject) -> Seek:
         return Seek(EARLIEST_ID, None, inclusive)
     if value == "latest":
         return Seek(LATEST_ID, None, inclusive)
-    return Seek(parse_message_id(value), None, inclusive)
+    return Seek(parse_message_id(value, sentinels=True), None, inclusive)

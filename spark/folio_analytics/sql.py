@@ -27,7 +27,15 @@ from coordination.analytics_run import QUERY_HISTORY
 from coordination.clock import Clock
 from coordination.store import MetadataStore
 from folio_analytics.fence import Fence, Fenced
-from folio_analytics.sql_core import Limits, QueryError, rewrite, to_cells
+from folio_analytics.sql_core import (
+    Limits,
+    QueryError,
+    failure_reason,
+    missing_topics,
+    rewrite,
+    to_cells,
+    topic_path,
+)
 
 log = logging.getLogger("folio.analytics.sql")
 
@@ -72,12 +80,27 @@ class SqlRunner:
         began = time.monotonic()
         try:
             limits = Limits(int(record["maxRows"]), int(record["maxBytes"]), int(record["timeoutSeconds"]))
+            await self._check_topics(str(record["query"]))
             answer = await asyncio.to_thread(self.run, str(record["query"]), limits)
             record.update(answer, state="done", error=None)
         except QueryError as exc:
             record.update(state="error", error=str(exc), columns=[], rows=[])
         record["elapsedMs"] = round((time.monotonic() - began) * 1000)
         await self.fence.swap(key, orjson.dumps(record), revision_now)
+
+    async def _check_topics(self, query: str) -> None:
+        """QueryError naming every topic the query reads that does not exist (neither a
+        topic's log nor a partitioned topic in etcd), before Spark plans anything."""
+        _, views = rewrite(query)
+        missing = []
+        for name in sorted(set(views.values())):
+            path = topic_path(name)
+            if await self.store.get(keys.managed_log(path)) is None and (
+                await self.store.get(keys.partitioned(path)) is None
+            ):
+                missing.append(name)
+        if missing:
+            raise missing_topics(missing)
 
     def run(self, query: str, limits: Limits) -> dict[str, Any]:
         """Run ``query`` on Spark within ``limits`` (a worker thread)."""
@@ -101,12 +124,12 @@ class SqlRunner:
         except PySparkException as exc:
             if timer.fired:
                 raise QueryError(f"query stopped at its time bound of {limits.timeout_s} s") from exc
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise QueryError(f"query failed: {first[:1000]}") from exc
+            reason = failure_reason(str(exc)) if str(exc).strip() else type(exc).__name__
+            raise QueryError(f"query failed: {reason[:1000]}") from exc
         except Exception as exc:  # py4j errors of a cancelled job are not PySparkExceptions
             if timer.fired:
                 raise QueryError(f"query stopped at its time bound of {limits.timeout_s} s") from exc
-            raise QueryError(f"query failed: {str(exc).strip()[:1000]}") from exc
+            raise QueryError(f"query failed: {failure_reason(str(exc))[:1000]}") from exc
         finally:
             timer.cancel()
             context.setLocalProperty("spark.jobGroup.id", None)

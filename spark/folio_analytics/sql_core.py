@@ -67,6 +67,45 @@ def rewrite(query: str) -> tuple[str, dict[str, str]]:
     return _TOPIC.sub(swap, query), views
 
 
+def topic_path(full_name: str) -> str:
+    """``persistent://t/n/x`` as its etcd key path ``persistent/t/n/x`` (coordination.keys)."""
+    return full_name.replace("://", "/", 1)
+
+
+def missing_topics(names: list[str]) -> QueryError:
+    """The error for a query naming topics that do not exist, with what to do."""
+    listed = ", ".join(names)
+    verb = "does" if len(names) == 1 else "do"
+    noun = "topic" if len(names) == 1 else "topics"
+    return QueryError(
+        f"{noun} {listed} {verb} not exist; create it or check the name "
+        '(a table is a topic in double quotes: "tenant/namespace/topic")'
+    )
+
+
+_EXCEPTION_LINE = re.compile(r"^(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception)\b(?:: (?P<msg>.+))?$")
+
+
+def failure_reason(text: str) -> str:
+    """What a Spark failure says, for the user: when the text carries a Python
+    traceback (a Python data source's error arrives as ``[PYTHON_DATA_SOURCE_ERROR]
+    ...: Traceback (most recent call last): ...``, its cause on the traceback's last
+    unindented exception line, before any ``JVM stacktrace:``), that exception's
+    message; else the text's first line (pure)."""
+    lines = [line.rstrip() for line in text.strip().splitlines() if line.strip()]
+    if not lines:
+        return "unknown error"
+    first = next((i for i, line in enumerate(lines) if "Traceback (most recent call last)" in line), None)
+    if first is not None:
+        tail = lines[first + 1 :]
+        end = next((i for i, line in enumerate(tail) if line.startswith("JVM stacktrace")), len(tail))
+        for line in reversed(tail[:end]):
+            match = _EXCEPTION_LINE.match(line)
+            if match:
+                return (match.group("msg") or line).strip()
+    return lines[0].strip()
+
+
 def cell(value: Any) -> Any:
     if isinstance(value, dt.datetime):
         return value.isoformat()

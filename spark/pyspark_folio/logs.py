@@ -72,7 +72,7 @@ async def selected_logs(store: EtcdStore, options: ReadOptions) -> list[tuple[To
         found = {tp.topic for tp, _ in chosen} | {tp.name for tp, _ in chosen}
         missing = sorted(options.topics - found)
         if missing:
-            raise ValueError(f"topics not found: {', '.join(missing)}")
+            raise ValueError(f"topics not found: {', '.join(missing)}; create them or check the names")
     return sorted(chosen)
 
 

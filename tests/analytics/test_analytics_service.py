@@ -8,8 +8,12 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import re
+import subprocess
+import sys
 import time
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -223,6 +227,10 @@ def test_sql_over_topics_and_its_bounds(stack: Stack) -> None:
 
         status, bad = ask(http, base, {"query": "SELEC nothing"})
         assert status == 400 and bad["reason"].startswith("query failed"), bad
+        status, unknown = ask(http, base, {"query": f'SELECT * FROM "{NS}/nosuchtopic"'})
+        assert status == 400, unknown
+        assert unknown["reason"].startswith(f"topic persistent://{NS}/nosuchtopic does not exist; create it")
+        assert "Traceback" not in unknown["reason"], unknown
         status, big = ask(http, base, {"query": f'SELECT value FROM "{NS}/orders"', "maxBytes": 100})
         assert status == 400 and "over the query's bound of 100 bytes" in big["reason"], big
         slow = f'SELECT count(*) FROM "{NS}/orders" a CROSS JOIN range(4000000000) b'
@@ -230,6 +238,68 @@ def test_sql_over_topics_and_its_bounds(stack: Stack) -> None:
         status, stopped = ask(http, base, {"query": slow, "timeoutSeconds": 2})
         print(f"time-bound query answered after {time.monotonic() - began:.1f} s")
         assert status == 400 and "time bound of 2 s" in stopped["reason"], stopped
+
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+def readme_block(heading: str, fence: str) -> str:
+    text = README.read_text()
+    match = re.search(rf"```{fence}\n(.*?)```", text[text.index(heading) :], re.S)
+    assert match, f"no {fence} block under {heading!r}"
+    return match.group(1)
+
+
+def run_pasted(stack: Stack, script: str, cwd: Path, timeout_s: float) -> str:
+    """``script`` run by bash as pasted: the gateways' addresses and the venv swapped in."""
+    for index, url in enumerate(stack.cluster.urls):
+        script = script.replace(f"127.0.0.1:{8080 + index}", url.removeprefix("http://"))
+    script = script.replace(".venv/bin/python", sys.executable)
+    prelude = 'curl() { command curl -sS --fail-with-body --max-time 120 "$@"; }\n'
+    done = subprocess.run(
+        ["bash", "-e", "-c", prelude + script],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        check=False,
+    )
+    assert done.returncode == 0, (done.stdout[-3000:], done.stderr[-3000:])
+    return done.stdout
+
+
+@pytest.mark.timeout(1200)  # a second Spark session beside the service's, on a shared 2-core box
+def test_the_readme_spark_job_and_sql_query(stack: Stack, tmp_path: Path) -> None:
+    """The README tour's step 1 (publish three messages), then step 4 as written: the
+    Spark script saved as tour_keys.py and run with the venv's python (only the etcd
+    address, and this cluster's etcd namespace, swapped in), and the SQL query by curl."""
+    run_pasted(stack, readme_block("### 1. Publish and consume with curl", "sh"), tmp_path, 60)
+    ledgers = stack.cluster.ledgers
+    script = readme_block("### 4. A Spark job", "python").replace(
+        '.option("etcd", "127.0.0.1:2379")',
+        f'.option("etcd", "{ledgers.endpoint}").option("etcdNamespace", "{ledgers.namespace}")',
+    )
+    assert ledgers.endpoint in script
+    (tmp_path / "tour_keys.py").write_text(script)
+    shown = run_pasted(stack, readme_block("and run it with the project's Python", "sh"), tmp_path, 900)
+    rows = re.findall(r"^\|\s*(\S+)\s*\|\s*(\d+)\s*\|$", shown, re.M)
+    assert rows == [("a", "1"), ("b", "1"), ("user-42", "1")], shown
+    sql = readme_block("same question in SQL", "sh")
+    deadline = time.monotonic() + 120
+    while True:  # the service may be re-electing itself after the script's Spark starved its lease
+        try:
+            answer = orjson.loads(run_pasted(stack, sql, tmp_path, 150))
+            break
+        except AssertionError as refused:
+            if "analytics_unavailable" not in str(refused) or time.monotonic() > deadline:
+                raise
+            time.sleep(2)
+    deadline = time.monotonic() + RUN_TIMEOUT_S
+    while answer["state"] in ("pending", "running") and time.monotonic() < deadline:
+        time.sleep(1)  # 202: still running when the request's wait ended, polled as the API says
+        answer = httpx.get(f"{stack.url}/admin/v2/analytics/sql/{answer['id']}", timeout=30).json()
+    assert answer["state"] == "done", answer.get("error")
+    assert answer["rows"] == [["a", 1], ["b", 1], ["user-42", 1]], answer
 
 
 PERSON = {

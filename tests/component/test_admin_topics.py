@@ -270,6 +270,12 @@ async def test_unknown_topics_are_404_and_never_created(
     ):
         body = status(await http.request(method, f"{base}{P}/ghost/{path}".rstrip("/")), 404)
         assert body["code"] == "not_found", (method, path)
+        assert "auto-creation is off" not in body["reason"], body  # public/default auto-creates
+    stats = status(await http.get(f"{base}{P}/ghost/stats"), 404)
+    assert stats["reason"].startswith(  # what is true, and what to do
+        "topic persistent://public/default/ghost does not exist yet: namespace public/default "
+        "creates it on the first publish or subscribe"
+    ), stats
     assert not any("ghost" in t for t in (await http.get(f"{base}{P}")).json())
     status(await http.get(f"{base}/admin/v2/persistent/public/nowhere/t/stats"), 404)
     status(await http.get(f"{base}{P}/bad%20name/stats"), 412)

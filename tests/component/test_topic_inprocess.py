@@ -340,5 +340,6 @@ async def test_a_load_that_may_create_does_not_share_a_concurrent_refusal(servic
         service.topic(name, create=False), service.topic(name, create=True), return_exceptions=True
     )
     assert isinstance(stats, TopicNotFound), stats
+    assert "does not exist yet: namespace public/default creates it on the first publish" in str(stats)
     assert isinstance(consumer, Topic), consumer
     assert await service.topic(name, create=False) is consumer

@@ -1,12 +1,18 @@
-"""The README's curl walkthrough, pasted in order into a shell, on a fresh cluster.
+"""The README's tour and the user guide's walkthroughs, pasted in order into a shell.
 
-The block under "Use it with curl" is run as one ``bash -e`` script (each
-command as written; only the two gateway addresses are replaced by the test
-cluster's, and ``curl`` gets ``-sS --fail-with-body`` so an HTTP error stops
-the script). It runs in an empty directory against a cluster no other test has
-used. What it shows: every command succeeds in order - publish raw and JSON,
-fetch, nack one message and ack the rest by the ids fetched (the answers count
-what matched and list nothing unmatched), stream, webhook set/show/delete.
+Each ``sh`` block is run as one ``bash -e`` script (each command as written;
+only the two gateway addresses are replaced by the test cluster's, and
+``curl`` gets ``-sS --fail-with-body`` so an HTTP error stops the script), in
+an empty directory, against a cluster no other test has used:
+- the README's step 1 (publish raw and JSON, fetch from the other gateway, ack
+  by the ids fetched, stats): the ack counts the three messages, nothing
+  unmatched;
+- docs/publishing.md §1 (publish raw and JSON, fetch, nack one and ack the
+  rest, stream, webhook set/show/delete);
+- docs/subscriptions.md's cursor moves and webhook commands.
+The README's browser consumer runs in Chromium (tests/browser/test_readme_browser.py)
+and its Spark job and SQL query on the analytics stack
+(tests/analytics/test_analytics_service.py).
 """
 
 from __future__ import annotations
@@ -28,16 +34,20 @@ from dashkit import DashCluster  # the helpers' paths are set just above
 
 pytestmark = pytest.mark.component
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+ROOT = Path(__file__).resolve().parents[2]
+README = ROOT / "README.md"
 _clusters = itertools.count(1)
 
 
-def walkthrough() -> str:
-    text = README.read_text()
-    section = text[text.index("## Use it with curl") :]
-    match = re.search(r"```sh\n(.*?)```", section, re.S)
-    assert match, "no sh block under 'Use it with curl'"
-    return match.group(1)
+def shell_blocks(page: Path, after: str = "") -> list[str]:
+    """The ``sh`` blocks of ``page`` after the heading ``after``, in order."""
+    text = page.read_text()
+    section = text[text.index(after) :] if after else text
+    return re.findall(r"```sh\n(.*?)```", section, re.S)
+
+
+def tour_step_one() -> str:
+    return shell_blocks(README, "### 1. Publish and consume with curl")[0]
 
 
 @pytest.fixture(scope="module")
@@ -50,15 +60,15 @@ def cluster(etcd_endpoint: str, tmp_path_factory: pytest.TempPathFactory) -> Ite
         made.stop()
 
 
-def test_readme_curl_walkthrough_runs_in_order(cluster: DashCluster, tmp_path: Path) -> None:
-    script = walkthrough()
-    assert "127.0.0.1:8080" in script and "127.0.0.1:8081" in script
+def run_pasted(cluster: DashCluster, script: str, cwd: Path) -> str:
+    """Run ``script`` as pasted (the gateways' addresses swapped in); its output."""
+    assert "127.0.0.1:8080" in script
     for index, url in enumerate(cluster.urls):
         script = script.replace(f"127.0.0.1:{8080 + index}", url.removeprefix("http://"))
     prelude = 'curl() { command curl -sS --fail-with-body --max-time 30 "$@"; }\n'
     done = subprocess.run(
         ["bash", "-e", "-c", prelude + script],
-        cwd=tmp_path,
+        cwd=cwd,
         capture_output=True,
         text=True,
         timeout=120,
@@ -66,8 +76,30 @@ def test_readme_curl_walkthrough_runs_in_order(cluster: DashCluster, tmp_path: P
     )
     print(done.stdout)
     assert done.returncode == 0, (done.stdout[-3000:], done.stderr[-3000:])
-    out = done.stdout
+    return done.stdout
+
+
+def test_readme_tour_step_one_runs_in_order(cluster: DashCluster, tmp_path: Path) -> None:
+    out = run_pasted(cluster, tour_step_one(), tmp_path)
+    assert out.count('"messageId"') >= 3  # the publish replies and the fetched messages
+    assert '{"acked":3,"unmatched":[]}' in out, out
+    assert '"msgInCounter":3' in out, out
+
+
+def test_publishing_walkthrough_runs_in_order(cluster: DashCluster, tmp_path: Path) -> None:
+    script = shell_blocks(ROOT / "docs" / "publishing.md", "## 1. With curl")[0]
+    assert "127.0.0.1:8081" in script
+    out = run_pasted(cluster, script, tmp_path)
     assert out.count('"messageId"') >= 3  # the publish replies and the fetched messages
     assert '{"nacked":1,"unmatched":[]}' in out, out
     assert '{"acked":2,"unmatched":[]}' in out, out
+    assert '"url":"http://127.0.0.1:9000/hook"' in out, out
+
+
+def test_subscription_commands_run_in_order(cluster: DashCluster, tmp_path: Path) -> None:
+    blocks = shell_blocks(ROOT / "docs" / "subscriptions.md")
+    assert len(blocks) == 2
+    publish = "curl -d x http://127.0.0.1:8080/topics/persistent/public/default/demo\n"
+    out = run_pasted(cluster, publish + "\n".join(blocks), tmp_path)
+    assert '"audit"' in out, out  # listed among the topic's subscriptions before it is deleted
     assert '"url":"http://127.0.0.1:9000/hook"' in out, out

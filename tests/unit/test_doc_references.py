@@ -1,6 +1,8 @@
 """Every reference to the repository's docs resolves: the file exists, and a section
 (``docs/architecture.md §4``, ``§6.2-6.5``) or an ADR number (``ADR 0006``,
-``docs/decisions/0005``) it names exists too.
+``docs/decisions/0005``) it names exists too; every relative Markdown link of the
+README and of docs/ (``[guide](docs/guide.md)``, ``[x](publishing.md#2-http-consumers)``)
+leads to a file or folder that exists, and to a heading of that page when it names one.
 
 Searched: every Python file (docstrings and comments are where modules cite the
 rules they follow), docs/ and README.md, pyproject.toml and the Makefile. A
@@ -83,6 +85,66 @@ def broken_in(root: Path, text: str) -> list[str]:
         if adr(root, match["number"]) is None:
             broken.append(f"{match[0]}: no docs/decisions/{match['number']}-*.md")
     return broken
+
+
+MD_LINK = re.compile(r"(?<!!)\[[^\]\n]*\]\((?P<target>[^)\s]+)\)")
+MD_HEADING = re.compile(r"^#+\s+(?P<title>.+?)\s*$", re.MULTILINE)
+
+
+def slug(title: str) -> str:
+    """A heading's anchor as GitHub makes it: lower case, punctuation dropped, spaces to '-'."""
+    return re.sub(r"[^\w\- ]", "", title.strip().lower()).replace(" ", "-")
+
+
+def broken_links(root: Path, page: Path) -> list[str]:
+    """The relative Markdown links of ``page`` that lead nowhere in the repository at ``root``."""
+    text = re.sub(r"```.*?```", "", page.read_text(), flags=re.S)  # links in code blocks are code
+    broken: list[str] = []
+    for match in MD_LINK.finditer(text):
+        target = match["target"]
+        if re.match(r"[a-z][a-z0-9+.-]*:", target) or target.startswith("//"):
+            continue  # http:, https:, mailto: - outside the repository
+        path_part, _, anchor = target.partition("#")
+        linked = (page.parent / path_part).resolve() if path_part else page
+        if not linked.exists() or root.resolve() not in (linked, *linked.parents):
+            broken.append(f"{target}: no such file or folder in the repository")
+            continue
+        if anchor and linked.suffix == ".md":
+            anchors = {slug(m["title"]) for m in MD_HEADING.finditer(linked.read_text())}
+            if anchor not in anchors:
+                broken.append(f"{target}: {linked.relative_to(root.resolve())} has no heading #{anchor}")
+    return broken
+
+
+def markdown_pages(root: Path) -> list[Path]:
+    return [root / "README.md", *sorted((root / "docs").rglob("*.md"))]
+
+
+def test_every_markdown_link_resolves() -> None:
+    broken = [
+        f"{page.relative_to(ROOT)}: {problem}"
+        for page in markdown_pages(ROOT)
+        if page.exists()
+        for problem in broken_links(ROOT, page)
+    ]
+    assert broken == [], "links that lead nowhere:\n" + "\n".join(broken)
+
+
+def test_what_links_resolve(tree: Path) -> None:
+    (tree / "README.md").write_text(
+        "[g](docs/guide.md) [s](docs/guide.md#1-one) [d](docs/decisions/) [w](https://x.org/a.md)\n"
+        "```\n[in code](nowhere.md)\n```\n![img](docs/guide.md) [gone](docs/gone.md) "
+        "[bad](docs/guide.md#2-two) [out](../outside.md)\n"
+    )
+    (tree / "docs" / "other.md").write_text("[up](../README.md) [g](guide.md#12-two) [x](guide.md#nope)\n")
+    assert broken_links(tree, tree / "README.md") == [
+        "docs/gone.md: no such file or folder in the repository",
+        "docs/guide.md#2-two: docs/guide.md has no heading #2-two",
+        "../outside.md: no such file or folder in the repository",
+    ]
+    assert broken_links(tree, tree / "docs" / "other.md") == [
+        "guide.md#nope: docs/guide.md has no heading #nope"
+    ]
 
 
 def test_every_docs_reference_resolves() -> None:

@@ -77,9 +77,9 @@ def test_every_type_round_trips(kind: str, text: str, raw: bytes, value: object)
 @pytest.mark.parametrize(
     ("kind", "text", "named"),
     [
-        ("JSON", '{"name": "a", "age": "old"}', "com.example.User.age"),
-        ("JSON", '{"age": 3}', "com.example.User.name"),
-        ("AVRO", '{"name": 5}', "com.example.User.name"),
+        ("JSON", '{"name": "a", "age": "old"}', 'field `age` of User: expected an int, got the string "old"'),
+        ("JSON", '{"age": 3}', "field `name` of User: expected a string, got nothing (missing or null)"),
+        ("AVRO", '{"name": 5}', "field `name` of User: expected a string, got the integer 5"),
         ("JSON", "not json", "JSON text"),
         ("INT8", "200", "does not fit INT8"),
         ("INT32", "1.5", "an integer"),
