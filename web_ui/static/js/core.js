@@ -84,6 +84,15 @@ export const fmt = {
     const d = typeof v === "number" ? new Date(v) : new Date(String(v));
     return Number.isNaN(d.getTime()) ? String(v) : d.toLocaleString(undefined, { hour12: false });
   },
+  // "12 s ago", "4 min ago", "3 h ago", "2 d ago" (of an epoch-ms time)
+  ago(v, now = Date.now()) {
+    if (v === undefined || v === null) return "–";
+    const s = Math.max(0, Math.round((now - Number(v)) / 1000));
+    if (s < 60) return `${s} s ago`;
+    if (s < 3600) return `${Math.floor(s / 60)} min ago`;
+    if (s < 86400) return `${Math.floor(s / 3600)} h ago`;
+    return `${Math.floor(s / 86400)} d ago`;
+  },
   short(v) {
     const n = Number(v);
     if (Math.abs(n) >= 1e6) return `${nf.format(n / 1e6)}M`;

@@ -69,6 +69,7 @@ export function overviewPage() {
     unavailable: "",
     problems: [],
     tiles: [],
+    figuresNote: "",
     gateways: [],
     nodes: [],
     etcd: [],
@@ -137,7 +138,16 @@ export function overviewPage() {
         ["etcd", etcd.healthy === false ? "unhealthy" : `${fmt.num(etcd.members ?? this.etcd.length)} healthy`],
         ["Backlog", fmt.num(pick(totals, "msgBacklog", "backlog"))],
         ["Storage", fmt.bytes(pick(totals, "storageSize"))],
+        ["In bytes/s", fmt.bytes(pick(totals, "msgThroughputIn"))],
+        ["Out bytes/s", fmt.bytes(pick(totals, "msgThroughputOut"))],
+        ["Producers", fmt.num(pick(totals, "producers"))],
+        ["Consumers", fmt.num(pick(totals, "consumers"))],
+        ["Connections", fmt.num(pick(totals, "connections"))],
       ].map(([label, value]) => ({ label, value }));
+      const stored = Number(pick(totals, "storedTopics") ?? 0);
+      this.figuresNote = stored
+        ? `${fmt.num(stored)} of ${fmt.num(pick(totals, "topics"))} topics are not loaded by any gateway: their backlog, size and subscriptions come from their stored ledger lists and cursors (oldest as of ${fmt.time(pick(totals, "storedAsOfMs"))}); rates count loaded topics only.`
+        : "";
       if (!this.serverHistory) {
         this.samples.add(Date.now(), { in: Number(pick(totals, "msgRateIn") ?? 0), out: Number(pick(totals, "msgRateOut") ?? 0) });
         this.chart.set(...this.samples.columns());

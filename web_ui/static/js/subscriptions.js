@@ -4,6 +4,7 @@
 // active; sortable (backlog first), each deletable after a confirmation. The filter
 // is kept in the URL (?tenant=&namespace=) so a namespace page can link here.
 import { api, confirmDialog, enc, explain, fmt, poll } from "./core.js";
+import { freshness } from "./lists.js";
 import { pageHref } from "./paths.js";
 
 const LIMIT = 50;
@@ -61,6 +62,7 @@ function row(r) {
     rateOut: fmt.rate(r.msgRateOut),
     consumers: fmt.num(r.consumers),
     active: r.type === "Failover" ? r.activeConsumerName || "none" : "",
+    ...freshness(r),
   };
 }
 
