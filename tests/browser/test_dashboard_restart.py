@@ -8,8 +8,9 @@ the topic list, the same backlog per subscription in the subscriptions view and
 the same backlog and storage totals in the overview as before - each topic and
 subscription marked as stored figures (``loaded: false``, ``figures: "stored"``),
 so the figures come from the stored ledger lists and cursors, not a reloaded
-topic (a gateway without stored figures shows those topics as rows of zeros, and this test fails there). Then a topic
-whose backlog keeps growing is named by Problems. No console errors.
+topic (a gateway without stored figures shows those topics as rows of zeros,
+and this test fails there). Then a topic whose backlog keeps growing is named
+by Problems. No console errors.
 """
 
 from __future__ import annotations
