@@ -30,6 +30,7 @@ from gateway.api import (
     admin_cluster,
     admin_namespaces,
     admin_rollups,
+    admin_search,
     admin_sql,
     admin_topic_permissions,
     admin_topic_schemas,
@@ -95,6 +96,7 @@ def create_app(gateway: Gateway, *, manage_lifecycle: bool = True) -> FastAPI:
     stored = StoredFigures(gateway.store, ClientLedgerReads(gateway.client), gateway.clock)  # both views'
     app.include_router(admin_cluster.make_router(lambda: gateway, stored))
     app.include_router(admin_rollups.make_router(lambda: gateway, stored))
+    app.include_router(admin_search.make_router(lambda: gateway))
     app.include_router(admin_analytics.make_router(lambda: gateway))
     app.include_router(admin_sql.make_router(lambda: gateway))
     app.include_router(dashboard_router(gateway.config.gateway_id))

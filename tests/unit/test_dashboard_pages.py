@@ -38,7 +38,13 @@ def test_links_escape_path_segments() -> None:
 
 
 def test_every_page_but_the_overview_is_under_ui() -> None:
-    assert [href for _, _, href in pages.NAV] == ["/", "/ui/tenants", "/ui/subscriptions", "/ui/sql"]
+    assert [href for _, _, href in pages.NAV] == [
+        "/",
+        "/ui/tenants",
+        "/ui/subscriptions",
+        "/ui/search",
+        "/ui/sql",
+    ]
     assert pages.STATIC == "/ui/static"
 
 

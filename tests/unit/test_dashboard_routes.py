@@ -38,6 +38,7 @@ DASHBOARD_PATHS = {
     "/ui/static/{path:path}",
     "/ui/sql",
     "/ui/subscriptions",
+    "/ui/search",
 }
 PARAM = re.compile(r"\{[^}]*\}")
 

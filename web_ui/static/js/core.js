@@ -18,8 +18,11 @@ const TIMEOUT_MS = 10000;
 
 // fetch `path` on this page's gateway. JSON bodies via `json`; returns parsed JSON
 // (or text, or null for 204); `withResponse` also returns the Response (headers).
-export async function api(path, { method = "GET", json, headers = {}, withResponse = false } = {}) {
-  const init = { method, headers: { ...authHeaders(), ...headers }, cache: "no-store", signal: AbortSignal.timeout(TIMEOUT_MS) };
+// `signal` (an AbortController's) cancels the call: it then throws an AbortError.
+export async function api(path, { method = "GET", json, headers = {}, withResponse = false, signal } = {}) {
+  const timeout = AbortSignal.timeout(TIMEOUT_MS);
+  const init = { method, headers: { ...authHeaders(), ...headers }, cache: "no-store",
+    signal: signal ? AbortSignal.any([signal, timeout]) : timeout };
   if (json !== undefined) {
     init.body = JSON.stringify(json);
     init.headers["Content-Type"] = "application/json";
@@ -28,6 +31,7 @@ export async function api(path, { method = "GET", json, headers = {}, withRespon
   try {
     res = await fetch(path, init);
   } catch (e) {
+    if (signal && signal.aborted) throw e; // cancelled by the page, not a lost gateway
     conn.unreachable();
     throw new ApiError(0, `gateway unreachable (${e.name === "TimeoutError" ? "timed out" : e.message})`, path);
   }
