@@ -116,6 +116,8 @@ class ClusterViews:
                     "bundles": bundles.get(gateway_id, 0),
                     "loadManager": gateway_id == leader,
                     "self": mine,
+                    "cpu": round(info.load.cpu, 3),
+                    "startedMs": info.started_ms,
                 }
             )
         return out

@@ -28,6 +28,8 @@ class GatewayView(BaseModel):
     bundles: int = Field(description="namespace bundles it owns")
     loadManager: bool = Field(description="true for the elected load manager")
     is_self: bool = Field(alias="self", description="true for the gateway that answered")
+    cpu: float = Field(0.0, description="CPU used, fraction of one machine (last load report)")
+    startedMs: int = Field(0, description="when it started (epoch ms; 0 = not reported)")
 
 
 class StorageNodeView(BaseModel):

@@ -49,6 +49,9 @@ function gatewayRow(g) {
     topics: fmt.num(pick(g, "topics", "topicCount", "load.topics")),
     sessions: fmt.num(pick(g, "sessions", "load.sessions")),
     rate: fmt.rate(pick(g, "msgRateIn", "publishRate", "load.publishRate", "load.msgRateIn")),
+    cpu: pick(g, "cpu") === undefined ? "–" : `${Math.round(100 * Number(pick(g, "cpu")))}%`,
+    uptime: pick(g, "startedMs") ? fmt.ago(pick(g, "startedMs")).replace(" ago", "") : "–",
+    started: pick(g, "startedMs") ? `started ${fmt.time(pick(g, "startedMs"))}` : "",
   };
 }
 
