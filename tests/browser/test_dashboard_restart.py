@@ -15,6 +15,7 @@ by Problems. No console errors.
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from pathlib import Path
@@ -159,5 +160,60 @@ def test_views_tell_the_truth_after_every_gateway_restarts(
     finally:
         stop.set()
         thread.join(10)
+    errors = errors_of(page)
+    assert errors == [], dash_cluster.server_errors(errors)
+
+
+def test_pages_read_plainly(dash_cluster: DashCluster, page: Page, artifacts: Path) -> None:
+    """Cursors in words, every namespace policy the admin API has (retention naming
+    time and size, Edit buttons in one column), the overview's activity tiles and
+    each gateway's CPU and uptime."""
+    base = dash_cluster.urls[0]
+    ns = f"public/rp{uuid4().hex[:6]}"
+    assert httpx.put(f"{base}/{A}/namespaces/{ns}", timeout=10).status_code == 204
+    assert httpx.put(f"{base}/{A}/persistent/{ns}/t", timeout=10).status_code == 204
+    subscribe(base, ns, "t", "fresh")
+    publish(base, ns, "t", 4)
+    subscribe(base, ns, "t", "done", ack=4)
+
+    page.goto(f"{base}/ui/topics/persistent/{ns}/t")
+    cursors = page.locator('[data-testid="cursors-table"]')
+    expect(
+        cursors.locator("tbody tr", has_text="fresh").locator('td[data-col="mark-delete"]')
+    ).to_contain_text("nothing acknowledged yet")
+    expect(
+        cursors.locator("tbody tr", has_text="done").locator('td[data-col="mark-delete"]')
+    ).to_contain_text(re.compile(r"up to ledger \d+, entry \d+"))
+    save_artifact(page, artifacts, "dashboard-topic-cursors.png")
+
+    page.goto(f"{base}/ui/tenants/{ns}")
+    for label in (
+        "Max consumers per topic",
+        "Max subscriptions per topic",
+        "Max topics in this namespace",
+        "Statistics schedule (analytics)",
+    ):
+        expect(page.locator(f'[data-policy="{label}"]')).to_be_visible()
+    expect(page.locator('[data-policy="Retention"]')).to_contain_text("time: none · size: none")
+    edits = page.locator('[data-testid^="policy-edit-"]')
+    expect(edits).to_have_count(14)
+    xs = {round(edits.nth(i).bounding_box()["x"]) for i in range(14)}  # type: ignore[index]
+    assert len(xs) == 1, xs  # one column, whatever each value's length
+    page.locator('[data-testid="policy-edit-retention"]').click()
+    assert round(page.locator('[data-testid="policy-edit-retention"]').bounding_box()["x"]) in xs  # type: ignore[index]
+    page.locator('[data-testid="policy-edit-maxTopicsPerNamespace"]').click()
+    page.locator('[data-testid="policy-maxTopicsPerNamespace-limit"]').fill("7")
+    page.locator('[data-testid="policy-set-maxTopicsPerNamespace"]').click()
+    expect(page.locator('[data-policy="Max topics in this namespace"]')).to_have_text("7")
+    assert httpx.get(f"{base}/{A}/namespaces/{ns}", timeout=10).json()["max_topics_per_namespace"] == 7
+    save_artifact(page, artifacts, "dashboard-policies.png")
+
+    page.goto(f"{base}/")
+    for tile in ("Producers", "Consumers", "Connections", "In bytes/s", "Out bytes/s"):
+        expect(page.locator(f'[data-tile="{tile}"] .tile-value')).to_have_text(re.compile(r"^\d"))
+    gateways = page.locator('[data-testid="gateways"] tbody tr.gw-row')
+    expect(gateways).to_have_count(len(dash_cluster.gateways))
+    expect(gateways.first.locator('td[data-col="cpu"]')).to_have_text(re.compile(r"^\d+%$"))
+    expect(gateways.first.locator('td[data-col="uptime"]')).to_have_text(re.compile(r"^\d+ (s|min|h|d)$"))
     errors = errors_of(page)
     assert errors == [], dash_cluster.server_errors(errors)

@@ -166,7 +166,7 @@ export function listView(kind) {
         ...freshness(row),
       }));
       const unreachable = res.headers.get("X-Folio-Unreachable");
-      this.error = unreachable ? `No answer from gateway ${unreachable}: its topics show as not loaded.` : "";
+      this.error = unreachable ? `No answer from gateway ${unreachable}: its topics show their stored figures.` : "";
       this.loaded = true;
     },
     async refreshNames() {

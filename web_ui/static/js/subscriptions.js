@@ -126,7 +126,7 @@ export function subscriptionsPage() {
         const unreachable = res.headers.get("X-Folio-Unreachable");
         const truncated = res.headers.get("X-Folio-Truncated");
         this.error = [
-          unreachable ? `No answer from gateway ${unreachable}: its subscriptions are missing.` : "",
+          unreachable ? `No answer from gateway ${unreachable}: its topics' subscriptions show their stored figures.` : "",
           truncated ? `Gateway ${truncated} has more subscriptions than one answer holds: filter by tenant or namespace.` : "",
         ].filter(Boolean).join(" ");
       } catch (e) {
