@@ -14,7 +14,10 @@ a list still shows open; the figures themselves come from the pure
   ``OPEN_READS_AT_ONCE`` at once, each within ``OPEN_READ_TIMEOUT_S``; what was
   read is kept ``OPEN_CACHE_MS`` (``OPEN_CACHE_MAX`` ledgers); a topic whose open
   ledger was not read counts its closed ledgers and says ``exact: false``;
-- topics a gateway has loaded are skipped (their live figures are better).
+- topics a gateway has loaded are skipped (their live figures are better);
+- a topic's figures are computed again only when its records (or its open
+  ledger's figures) changed: at most ``TOPICS_MAX`` kept; the computation
+  gives the event loop a turn every ``YIELD_EVERY`` topics.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ OPEN_READS_AT_ONCE = 8
 OPEN_READ_TIMEOUT_S = 1.0
 OPEN_CACHE_MS = 10_000
 OPEN_CACHE_MAX = 20_000
+YIELD_EVERY = 256  # topics computed between two turns of the event loop
 
 
 class LedgerReads(Protocol):
@@ -47,6 +51,9 @@ class LedgerReads(Protocol):
     async def metadata_of(self, ledger_id: int) -> LedgerMetadata: ...
 
     async def confirmed_entries(self, ledger_id: int) -> int: ...
+
+
+_Inputs = tuple[bytes, tuple[tuple[str, bytes], ...], OpenLedger | None, bool]
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +80,9 @@ class StoredFigures:
         self._clock = clock
         self._records: dict[str, _Records] = {}
         self._open: dict[int, tuple[int, OpenLedger]] = {}  # ledger -> (read at, figures)
+        # topic -> (the records its figures were computed from, the figures): a topic whose
+        # records did not change is not computed again (most topics, most refreshes)
+        self._computed: dict[str, tuple[_Inputs, StoredTopic | None]] = {}
 
     async def _read(self, path_prefix: str) -> _Records:
         now = self._clock.now_ms()
@@ -144,11 +154,21 @@ class StoredFigures:
         read = await self._open_ledgers(sorted({i for i in open_ids.values() if i is not None}))
         now = self._clock.now_ms()
         out: dict[str, StoredTopic] = {}
-        for name, record in chosen.items():
+        for count, (name, record) in enumerate(chosen.items(), 1):
+            if count % YIELD_EVERY == 0:
+                await asyncio.sleep(0)  # a first view of many topics must not hold up the gateway
             ledger_id = open_ids[name]
             found = read.get(ledger_id) if ledger_id is not None else None
             cursors = records.cursors.get(name, {})
-            figures = stored_topic(name, record, cursors, found, ledger_id is None or found is not None, now)
+            inputs = (record, tuple(sorted(cursors.items())), found, ledger_id is None or found is not None)
+            cached = self._computed.get(name)
+            if cached is not None and cached[0] == inputs:
+                figures = cached[1]
+            else:
+                figures = stored_topic(name, record, cursors, found, inputs[3], now)
+                if len(self._computed) >= TOPICS_MAX:
+                    self._computed.clear()
+                self._computed[name] = (inputs, figures)
             if figures is not None:
                 out[name] = figures
         return out, records.truncated

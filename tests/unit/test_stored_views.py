@@ -83,3 +83,27 @@ async def test_open_ledger_reads_per_call_are_bounded() -> None:
     finally:
         stored_views.OPEN_READS_MAX = 64
     assert len(reads.asked) == 2 and sum(t.summary["exact"] for t in got.values()) == 2
+
+
+async def test_unchanged_topics_are_not_computed_again() -> None:
+    clock = ManualClock(10_000)
+    store = MemoryStore(clock)
+    await _setup(store, 4)
+    computed: list[str] = []
+    real = stored_views.stored_topic
+
+    def counting(name: str, *args: object) -> object:
+        computed.append(name)
+        return real(name, *args)  # type: ignore[arg-type]
+
+    stored_views.stored_topic = counting  # type: ignore[assignment]
+    try:
+        stored = StoredFigures(store, FakeReads(closed={}, open_={10 * i + 2: 1 for i in range(4)}), clock)
+        await stored.topics("", set())
+        assert len(computed) == 4
+        clock.advance(stored_views.CACHE_MS)  # the records are read again; one topic's changed
+        await store.put(keys.cursor("persistent/t/ns/topic3", "s"), b"{}")
+        await stored.topics("", set())
+        assert computed[4:] == ["persistent://t/ns/topic3"]
+    finally:
+        stored_views.stored_topic = real
