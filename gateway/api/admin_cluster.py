@@ -11,7 +11,8 @@ asyncio shell: reads etcd and the other gateways, decisions in
   keep the plain array body, the count before paging in ``X-Total-Count``;
 - the overview fans out to every live gateway's ``broker-stats/topics`` with
   bounded concurrency and a short timeout; an unreachable gateway is a problem
-  in the answer, never a failed request;
+  in the answer, never a failed request; a topic no gateway has loaded counts
+  with its stored figures (``gateway.api.stored_views``, docs/decisions/0016);
 - a storage node can be forgotten only when it is neither registered nor named
   by a ledger ensemble (409 otherwise: its data still matters).
 """
@@ -44,7 +45,10 @@ from gateway.api.cluster_models import (
     UnderReplicatedLedger,
 )
 from gateway.api.paging import TOTAL_HEADER, PageParams
+from gateway.api.rollups import FIGURES_STORED
 from gateway.api.route_docs import Cluster, Paging
+from gateway.api.stored_figures import live
+from gateway.api.stored_views import StoredFigures
 from gateway.api.topic_summary import broker_topic_stats, flatten, topic_fact
 from gateway.meta.errors import Conflict, NotFound
 from storage.types import LedgerMetadata, NodeInfo
@@ -74,8 +78,9 @@ def _page(items: list[T], paging: PageParams, text: Callable[[T], str]) -> tuple
 class ClusterViews:
     """The reads behind the routes, plus the small in-memory history they keep."""
 
-    def __init__(self, gateway: Gateway) -> None:
+    def __init__(self, gateway: Gateway, stored: StoredFigures) -> None:
         self.gateway = gateway
+        self.stored = stored
         self.backlogs = health.BacklogHistory()
         self.sightings = health.GatewaySightings()
         gateway.registry.add_listener(self._registry_changed)
@@ -111,6 +116,8 @@ class ClusterViews:
                     "bundles": bundles.get(gateway_id, 0),
                     "loadManager": gateway_id == leader,
                     "self": mine,
+                    "cpu": round(info.load.cpu, 3),
+                    "startedMs": info.started_ms,
                 }
             )
         return out
@@ -209,7 +216,8 @@ class ClusterViews:
     async def all_topic_summaries(
         self, gateways: list[dict[str, Any]]
     ) -> tuple[list[dict[str, Any]], dict[str, str]]:
-        """Every live gateway's owned-topic summaries; gateways that failed -> error text."""
+        """Every live gateway's owned-topic summaries and the stored figures of every
+        other topic (``stored_views``); gateways that failed -> error text."""
         limit = asyncio.Semaphore(FANOUT_MAX)
         failed: dict[str, str] = {}
 
@@ -228,7 +236,10 @@ class ClusterViews:
                     return []
 
         parts = await asyncio.gather(*(one(view) for view in gateways))
-        return [summary for part in parts for summary in part], failed
+        now = self.now_ms()
+        loaded = [live(summary, now) for part in parts for summary in part]
+        stored, _ = await self.stored.topics("", {str(s.get("topic")) for s in loaded})
+        return loaded + [figures.summary for figures in stored.values()], failed
 
     # ------------------------------------------------------------ overview
 
@@ -273,9 +284,27 @@ class ClusterViews:
                 "msgRateOut": round(sum(float(s.get("msgRateOut", 0.0)) for s in summaries), 3),
                 "msgBacklog": sum(int(s.get("msgBacklog", 0)) for s in summaries),
                 "storageSize": sum(int(s.get("storageSize", 0)) for s in summaries),
+                **_activity(summaries, gateways),
             },
             "problems": [p.to_json() for p in problems],
         }
+
+
+def _activity(summaries: list[dict[str, Any]], gateways: list[dict[str, Any]]) -> dict[str, Any]:
+    """Byte rates, producers, consumers and connections, and how many topics' figures are
+    live or stored (and the oldest stored time)."""
+    stored = [s for s in summaries if s.get("figures") == FIGURES_STORED]
+    times = [int(s["asOfMs"]) for s in stored if isinstance(s.get("asOfMs"), int)]
+    return {
+        "msgThroughputIn": round(sum(float(s.get("msgThroughputIn", 0.0)) for s in summaries), 3),
+        "msgThroughputOut": round(sum(float(s.get("msgThroughputOut", 0.0)) for s in summaries), 3),
+        "producers": sum(int(s.get("producerCount", 0)) for s in summaries),
+        "consumers": sum(int(s.get("consumerCount", 0)) for s in summaries),
+        "connections": sum(int(g.get("sessions", 0)) for g in gateways),
+        "loadedTopics": len(summaries) - len(stored),
+        "storedTopics": len(stored),
+        "storedAsOfMs": min(times) if times else None,
+    }
 
 
 def _gateway_text(view: dict[str, Any]) -> str:
@@ -286,9 +315,9 @@ def _node_text(node: health.NodeView) -> str:
     return f"{node.node_id} {node.address} {node.state}"
 
 
-def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
+def make_router(get_gateway: Callable[[], Gateway], stored: StoredFigures) -> APIRouter:
     router = APIRouter(prefix="/admin/v2", tags=TAGS)
-    cluster_views = ClusterViews(get_gateway())  # now: it watches the registry from the start
+    cluster_views = ClusterViews(get_gateway(), stored)  # now: it watches the registry from the start
 
     def views() -> ClusterViews:
         return cluster_views

@@ -20,6 +20,10 @@ subscriptions,throughput}`` (rows built by the pure ``gateway.api.rollups`` and
 - a gateway answers at most ``SUBSCRIPTION_ROWS_BYTES`` of subscription rows
   (``X-Folio-Truncated`` when some were left out; the cluster view names those
   gateways in it).
+- a topic no live gateway has loaded shows its stored figures (size, backlog
+  per subscription from its persisted cursor, subscriptions:
+  ``gateway.api.stored_views``), marked ``figures: "stored"`` with ``asOfMs``;
+  a loaded topic's rows are ``figures: "live"`` (docs/decisions/0016).
 """
 
 from __future__ import annotations
@@ -36,6 +40,8 @@ from gateway.api import errors, paging, rollups, throughput
 from gateway.api.admin_common import json_response
 from gateway.api.messaging_models import NAMESPACE_SCHEMA, TENANT_SCHEMA
 from gateway.api.route_docs import Namespace, Tenant
+from gateway.api.stored_figures import live
+from gateway.api.stored_views import StoredFigures, path_prefix
 from gateway.api.topic_summary import broker_topic_stats, flatten
 from gateway.broker.topic_stats import subscription_stats
 from gateway.meta.errors import NotFound
@@ -119,8 +125,9 @@ async def _oldest_publish_ms(topic: Topic, sub: Subscription) -> int | None:
 
 
 class RollupViews:
-    def __init__(self, gateway: Gateway) -> None:
+    def __init__(self, gateway: Gateway, stored: StoredFigures) -> None:
         self.gateway = gateway
+        self.stored = stored
         # (topic, subscription) -> (mark-delete position, publish time of the entry after it)
         self._oldest: dict[tuple[str, str], tuple[Position, int]] = {}
 
@@ -169,14 +176,19 @@ class RollupViews:
         answers = await asyncio.gather(*(one(gid, live[gid]) for gid in ids))
         return {gid: a for gid, a in zip(ids, answers, strict=True) if a is not None}, sorted(failed)
 
-    async def summaries(self) -> tuple[list[dict[str, Any]], list[str]]:
+    async def summaries(self, prefix: str = "") -> tuple[list[dict[str, Any]], list[str]]:
+        """Every topic's summary under the stored-name ``prefix`` (``stored_views.path_prefix``):
+        live from the gateway that has it loaded, else its stored figures."""
+
         async def local() -> Any:
             gw = self.gateway
             return broker_topic_stats(gw.service.topics.values(), gw.ownership.owned_bundles())
 
         answers, failed = await self.gather("/admin/v2/broker-stats/topics", local)
-        out = [s for body in answers.values() if isinstance(body, dict) for s in flatten(body)]
-        return out, failed
+        now = self.gateway.clock.now_ms()
+        out = [live(s, now) for body in answers.values() if isinstance(body, dict) for s in flatten(body)]
+        stored, _ = await self.stored.topics(prefix, {str(s.get("topic")) for s in out})
+        return out + [figures.summary for figures in stored.values()], failed
 
     async def local_subscriptions(self, prefix: str) -> tuple[list[dict[str, Any]], bool]:
         """Subscriptions of this gateway's topics whose name starts with ``prefix``, as
@@ -210,9 +222,9 @@ def _rows(
     return response
 
 
-def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
+def make_router(get_gateway: Callable[[], Gateway], stored: StoredFigures) -> APIRouter:
     router = APIRouter(prefix="/admin/v2", tags=TAGS, route_class=errors.ErrorMappingRoute)
-    views = RollupViews(get_gateway())
+    views = RollupViews(get_gateway(), stored)
     READ = errors.responses(400, 404)
     NAMED = errors.responses(400, 404, 412)  # a tenant or namespace name that is not one: 412, as Pulsar
 
@@ -268,7 +280,7 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
     )
     async def get_namespace_rows(tenant: Tenant, query: GroupRows) -> Response:
         names = [n.rsplit("/", 1)[-1] for n in await views.gateway.namespaces.list_namespaces(tenant)]
-        summaries, failed = await views.summaries()
+        summaries, failed = await views.summaries(path_prefix(tenant))
         mine = [s for s in summaries if _part(str(s.get("topic", "")), 0) == tenant]
         rows = rollups.group_rows(names, mine, lambda t: _part(t, 1))
         return _rows(rows, query, rollups.GROUP_FIELDS, failed)
@@ -282,7 +294,7 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
         ns = NamespaceName.of(tenant, namespace)
         names = [str(TopicName.parse(t)) for t in await views.gateway.namespaces.list_topics(ns)]
         partitioned = [str(TopicName.parse(t)) for t in await views.gateway.namespaces.list_partitioned(ns)]
-        summaries, failed = await views.summaries()
+        summaries, failed = await views.summaries(path_prefix(tenant, namespace))
         rows = rollups.topic_rows(names, {str(s.get("topic")): s for s in summaries}, partitioned)
         return _rows(rows, query, rollups.TOPIC_FIELDS, failed)
 
@@ -324,7 +336,12 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
         answers, failed = await views.gather(
             f"/admin/v2/broker-stats/subscriptions?{httpx.QueryParams(prefix=prefix)}", local, truncated
         )
-        rows = [r for body in answers.values() if isinstance(body, list) for r in body if isinstance(r, dict)]
+        now = views.gateway.clock.now_ms()
+        found = [r for body in answers.values() if isinstance(body, list) for r in body]
+        rows = [live(r, now) for r in found if isinstance(r, dict)]
+        loaded = {str(r.get("topic")) for r in rows}
+        stored, _ = await views.stored.topics(path_prefix(tenant, namespace), loaded)
+        rows += [row for figures in stored.values() for row in figures.subscriptions]
         response = _rows(rows, query, rollups.SUBSCRIPTION_FIELDS, failed)
         if truncated:
             response.headers[TRUNCATED_HEADER] = ",".join(sorted(truncated))

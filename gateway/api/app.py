@@ -30,6 +30,7 @@ from gateway.api import (
     admin_cluster,
     admin_namespaces,
     admin_rollups,
+    admin_search,
     admin_sql,
     admin_storage,
     admin_topic_permissions,
@@ -42,6 +43,7 @@ from gateway.api import (
 )
 from gateway.api.errors import error_response, http_error_response, validation_response
 from gateway.api.metrics import registry_for
+from gateway.api.stored_views import ClientLedgerReads, StoredFigures
 from gateway.dashboard import make_router as dashboard_router
 from gateway.errors import GatewayError
 from gateway.process import Gateway
@@ -92,9 +94,11 @@ def create_app(gateway: Gateway, *, manage_lifecycle: bool = True) -> FastAPI:
     app.include_router(admin_topics.make_router(lambda: gateway))
     app.include_router(admin_topic_permissions.make_router(lambda: gateway.namespaces))
     app.include_router(admin_topic_schemas.make_router(lambda: gateway))
-    app.include_router(admin_cluster.make_router(lambda: gateway))
+    stored = StoredFigures(gateway.store, ClientLedgerReads(gateway.client), gateway.clock)  # both views'
+    app.include_router(admin_cluster.make_router(lambda: gateway, stored))
     app.include_router(admin_storage.make_router(lambda: gateway))
-    app.include_router(admin_rollups.make_router(lambda: gateway))
+    app.include_router(admin_rollups.make_router(lambda: gateway, stored))
+    app.include_router(admin_search.make_router(lambda: gateway))
     app.include_router(admin_analytics.make_router(lambda: gateway))
     app.include_router(admin_sql.make_router(lambda: gateway))
     app.include_router(dashboard_router(gateway.config.gateway_id))

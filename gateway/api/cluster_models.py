@@ -28,6 +28,8 @@ class GatewayView(BaseModel):
     bundles: int = Field(description="namespace bundles it owns")
     loadManager: bool = Field(description="true for the elected load manager")
     is_self: bool = Field(alias="self", description="true for the gateway that answered")
+    cpu: float = Field(0.0, description="CPU used, fraction of one machine (last load report)")
+    startedMs: int = Field(0, description="when it started (epoch ms; 0 = not reported)")
 
 
 class StorageNodeView(BaseModel):
@@ -114,8 +116,18 @@ class Totals(BaseModel):
     topics: int = Field(description="topics (each partition counts) with a managed log")
     msgRateIn: float
     msgRateOut: float
-    msgBacklog: int
-    storageSize: int = Field(description="bytes stored by the loaded topics")
+    msgBacklog: int = Field(description="messages not acknowledged, every topic (live or stored figures)")
+    storageSize: int = Field(description="bytes stored by every topic (live or stored figures)")
+    msgThroughputIn: float = Field(0.0, description="bytes/s published, over the loaded topics")
+    msgThroughputOut: float = Field(0.0, description="bytes/s delivered, over the loaded topics")
+    producers: int = Field(0, description="producers connected to the loaded topics")
+    consumers: int = Field(0, description="consumers connected to the loaded topics")
+    connections: int = Field(0, description="client sessions (WebSocket and HTTP) the live gateways hold")
+    loadedTopics: int = Field(0, description="topics a live gateway has loaded (live figures)")
+    storedTopics: int = Field(
+        0, description="topics no live gateway has loaded, counted from stored records (docs/decisions/0016)"
+    )
+    storedAsOfMs: int | None = Field(None, description="the oldest stored figures' time (epoch ms)")
 
 
 class ProblemView(BaseModel):

@@ -4,7 +4,9 @@ Owns: turning topic summaries (``gateway.api.topic_summary``, gathered from ever
 gateway) and subscription stats into the rows the dashboard lists - rates,
 backlog, size and subscription counts - and their sorting and paging
 (``RowQuery``). Rules: a name the metadata knows but no gateway has loaded is a
-row of zeros marked ``loaded: false`` (it exists; nobody is using it); a
+row of its stored figures (``gateway.api.stored_figures``) marked ``loaded:
+false``, ``figures: "stored"`` and ``asOfMs`` (zeros, ``figures: null``, when
+nothing is stored either); a
 subscription's lag is its backlog in messages and, when its oldest unacknowledged
 message was read, ``lagMs`` = now - that message's publish time; the dashboard's
 own readers (names starting ``DASHBOARD_READER_PREFIX``) are never rows; a view sorts
@@ -24,6 +26,8 @@ import orjson
 
 from gateway.meta.errors import InvalidArgument
 
+FIGURES_LIVE = "live"  # a row's ``figures``: from the gateway that has the topic loaded
+FIGURES_STORED = "stored"  # from its etcd records (gateway.api.stored_figures)
 DASHBOARD_READER_PREFIX = "folio-dashboard-"  # the live tail's readerName (web_ui/static/js/tail.js)
 
 
@@ -144,14 +148,35 @@ def topic_rows(
         summary = summaries.get(name)
         local = name.rsplit("/", 1)[-1]
         numbers = _numbers(summary) if summary is not None else _zeros()
-        rows.append({"name": local, "topic": name, "loaded": summary is not None, **numbers})
+        rows.append({"name": local, "topic": name, **_freshness(summary), **numbers})
     for base in partitioned:
         parts = [r for r in rows if r["topic"].startswith(f"{base}-partition-") and "partitions" not in r]
         sums = {field: _total(p[field] for p in parts) for field in SUMMED}
         local = base.rsplit("/", 1)[-1]
-        loaded = any(p["loaded"] for p in parts)
-        rows.append({"name": local, "topic": base, "loaded": loaded, "partitions": len(parts), **sums})
+        kinds = {p["figures"] for p in parts}
+        times = [p["asOfMs"] for p in parts if p["asOfMs"] is not None]
+        kind = FIGURES_STORED if FIGURES_STORED in kinds else (kinds.pop() if len(kinds) == 1 else None)
+        fresh = {
+            "loaded": any(p["loaded"] for p in parts),
+            "figures": kind,
+            "asOfMs": min(times) if times else None,  # the oldest part's
+            "exact": all(p["exact"] for p in parts),
+        }
+        rows.append({"name": local, "topic": base, **fresh, "partitions": len(parts), **sums})
     return rows
+
+
+def _freshness(summary: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Whether a topic is loaded, where its figures come from (``live``, ``stored``, or
+    None: nothing is stored either), as of when, and whether they are exact."""
+    if summary is None:
+        return {"loaded": False, "figures": None, "asOfMs": None, "exact": True}
+    return {
+        "loaded": bool(summary.get("loaded", True)),
+        "figures": summary.get("figures", FIGURES_LIVE),
+        "asOfMs": summary.get("asOfMs"),
+        "exact": bool(summary.get("exact", True)),
+    }
 
 
 def group_rows(
@@ -159,8 +184,8 @@ def group_rows(
     summaries: Iterable[Mapping[str, Any]],
     group_of: Callable[[str], str | None],
 ) -> list[dict[str, Any]]:
-    """One row per group (a tenant or namespace): the sums of its loaded topics'
-    figures and ``topics``, how many of its topics are loaded."""
+    """One row per group (a tenant or namespace): the sums of its topics' figures
+    (live or stored) and ``topics``, how many topics have figures."""
     rows = {group: {"name": group, "topics": 0, **_zeros()} for group in groups}
     for summary in summaries:
         group = group_of(str(summary.get("topic", "")))

@@ -24,6 +24,7 @@ NAV = (
     ("overview", "Overview", "/"),
     ("tenants", "Tenants", f"{UI}/tenants"),
     ("subscriptions", "Subscriptions", f"{UI}/subscriptions"),
+    ("search", "Search", f"{UI}/search"),
     ("sql", "SQL", f"{UI}/sql"),
     ("grants", "Grants", f"{UI}/grants"),  # shown to superusers and tenant admins (base.html)
 )
@@ -54,6 +55,10 @@ def overview() -> Page:
 
 def sql() -> Page:
     return Page("sql.html", "SQL over topics", "sql", (Crumb("SQL over topics"),))
+
+
+def search() -> Page:
+    return Page("search.html", "Message search", "search", (Crumb("Message search"),))
 
 
 def subscriptions() -> Page:

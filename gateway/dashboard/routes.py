@@ -5,7 +5,7 @@ package; this router serves them.
 
 Owns: ``make_router(gateway_id)``: ``/`` (overview), ``/ui/tenants``,
 ``/ui/tenants/{tenant}``, ``/ui/tenants/{tenant}/{namespace}``, ``/ui/sql``,
-``/ui/subscriptions``, ``/ui/grants``,
+``/ui/subscriptions``, ``/ui/search``, ``/ui/grants``,
 ``/ui/topics/persistent/{tenant}/{namespace}/{topic}``, ``/ui/static/…`` and
 ``/favicon.ico``. Rules: routes stay out of the OpenAPI document
 (``include_in_schema=False``) and out of the API's URL space (every page but
@@ -79,6 +79,10 @@ def make_router(gateway_id: str | Callable[[], str]) -> APIRouter:
     @ui.get("/sql")
     async def dashboard_sql(request: Request) -> Response:
         return render(request, pages.sql)
+
+    @ui.get("/search")
+    async def dashboard_search(request: Request) -> Response:
+        return render(request, pages.search)
 
     @ui.get("/subscriptions")
     async def dashboard_subscriptions(request: Request) -> Response:

@@ -91,6 +91,7 @@ def _table() -> dict[tuple[str, str], Rule]:
         ("GET", "/ui/sql"): Rule(P),
         ("GET", "/ui/subscriptions"): Rule(P),
         ("GET", "/ui/grants"): Rule(P),
+        ("GET", "/ui/search"): Rule(P),
         ("GET", "/ui/tenants/{tenant}"): Rule(P),
         ("GET", "/ui/tenants/{tenant}/{namespace}"): Rule(P),
         ("GET", "/ui/topics/persistent/{tenant}/{namespace}/{topic}"): Rule(P),
@@ -180,6 +181,7 @@ def _table() -> dict[tuple[str, str], Rule]:
         # reading messages and moving cursors: consume
         ("GET", T + "/examinemessage"): Rule(CONSUME),
         ("GET", T + "/messages"): Rule(CONSUME),
+        ("GET", T + "/search"): Rule(CONSUME),  # message search (docs/decisions/0016)
         ("GET", T + "/messageid/{timestamp}"): Rule(CONSUME),
         ("GET", T + "/ledger/{ledger}/entry/{entry}"): Rule(CONSUME),
         ("PUT", SUB): Rule(CONSUME, json_body=True),

@@ -321,10 +321,16 @@ def test_webhook_from_the_ui_pushes_the_backlog(dash_cluster: DashCluster, page:
         assert len(payloads) == 10
         expect(page.locator('[data-testid="do-push"]')).to_have_text("Change")
         page.locator('[data-testid="do-stop-push"]').click()
+        dialog = page.locator('[data-testid="confirm-dialog"]')
+        expect(dialog).to_contain_text("keeps building a backlog")  # a subscription nobody consumes
         page.locator('[data-testid="confirm-ok"]').click()
+        expect(dialog).to_contain_text("Delete subscription pushed too?")  # offered at once
+        page.locator('[data-testid="confirm-cancel"]').click()
         expect(line).to_be_hidden()
+        expect(page.locator('[data-testid="action-result"]')).to_contain_text("keeps building a backlog")
         gone = httpx.get(f"{base}/admin/v2/persistent/{NS}/{topic}/subscription/pushed/webhook", timeout=10)
         assert gone.status_code == 404
+        expect(page.locator('tr[data-sub="pushed"]')).to_be_visible()  # kept: Cancel was chosen
         assert_clean(dash_cluster, errors_of(page))
     finally:
         server.shutdown()

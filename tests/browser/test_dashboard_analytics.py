@@ -157,6 +157,7 @@ def test_a_sql_query_from_the_page_shows_its_rows(
     page.locator('[data-testid="sql-query"]').fill("SELEC broken")
     page.locator('[data-testid="sql-run"]').click()
     expect(page.locator('[data-testid="sql-error"]')).to_contain_text("query failed", timeout=60_000)
+    expect(page.locator('[data-testid="sql-answer"]')).to_be_hidden()  # the previous result is gone
     save_artifact(page, artifacts, "dashboard-sql.png")
     # the bad query's 400 is the one console error the page may show (the browser logs failed loads)
     rest = [e for e in errors_of(page) if "/admin/v2/analytics/sql" not in e or "400" not in e]

@@ -38,8 +38,14 @@ def test_links_escape_path_segments() -> None:
 
 
 def test_every_page_but_the_overview_is_under_ui() -> None:
-    hrefs = [href for _, _, href in pages.NAV]
-    assert hrefs == ["/", "/ui/tenants", "/ui/subscriptions", "/ui/sql", "/ui/grants"]
+    assert [href for _, _, href in pages.NAV] == [
+        "/",
+        "/ui/tenants",
+        "/ui/subscriptions",
+        "/ui/search",
+        "/ui/sql",
+        "/ui/grants",
+    ]
     assert pages.STATIC == "/ui/static"
 
 

@@ -104,7 +104,15 @@ def test_topic_rows_and_group_rows() -> None:
     }
     rows = rollups.topic_rows(["persistent://t/ns/a", "persistent://t/ns/idle"], summaries)
     assert rows[0]["name"] == "a" and rows[0]["loaded"] and rows[0]["msgBacklog"] == 7
-    assert rows[1] == {"name": "idle", "topic": "persistent://t/ns/idle", "loaded": False, **rollups._zeros()}
+    assert rows[1] == {
+        "name": "idle",
+        "topic": "persistent://t/ns/idle",
+        "loaded": False,
+        "figures": None,  # nothing stored either
+        "asOfMs": None,
+        "exact": True,
+        **rollups._zeros(),
+    }
     parts = {
         f"persistent://t/ns/p-partition-{i}": {"msgBacklog": i + 1, "subscriptionCount": 1} for i in range(2)
     }

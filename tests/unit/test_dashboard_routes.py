@@ -39,6 +39,7 @@ DASHBOARD_PATHS = {
     "/ui/sql",
     "/ui/subscriptions",
     "/ui/grants",
+    "/ui/search",
 }
 PARAM = re.compile(r"\{[^}]*\}")
 

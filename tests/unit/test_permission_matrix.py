@@ -60,7 +60,7 @@ CLUSTER = re.compile(
 )
 CONSUME = re.compile(
     r"^/consume/|^/ws/v2/(consumer|reader)/|/subscription/\{subscription\}"
-    r"|/(messages|examinemessage|messageid/\{timestamp\}|ledger/\{ledger\}/entry/\{entry\})$"
+    r"|/(messages|search|examinemessage|messageid/\{timestamp\}|ledger/\{ledger\}/entry/\{entry\})$"
     r"|/\{topic\}/webhooks$"  # a topic's webhooks, as one webhook: their URLs may hold credentials
 )
 PRODUCE = re.compile(r"^/topics/|^/ws/v2/producer/")

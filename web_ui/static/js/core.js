@@ -18,8 +18,11 @@ const TIMEOUT_MS = 10000;
 
 // fetch `path` on this page's gateway. JSON bodies via `json`; returns parsed JSON
 // (or text, or null for 204); `withResponse` also returns the Response (headers).
-export async function api(path, { method = "GET", json, headers = {}, withResponse = false } = {}) {
-  const init = { method, headers: { ...authHeaders(), ...headers }, cache: "no-store", signal: AbortSignal.timeout(TIMEOUT_MS) };
+// `signal` (an AbortController's) cancels the call: it then throws an AbortError.
+export async function api(path, { method = "GET", json, headers = {}, withResponse = false, signal } = {}) {
+  const timeout = AbortSignal.timeout(TIMEOUT_MS);
+  const init = { method, headers: { ...authHeaders(), ...headers }, cache: "no-store",
+    signal: signal ? AbortSignal.any([signal, timeout]) : timeout };
   if (json !== undefined) {
     init.body = JSON.stringify(json);
     init.headers["Content-Type"] = "application/json";
@@ -28,6 +31,7 @@ export async function api(path, { method = "GET", json, headers = {}, withRespon
   try {
     res = await fetch(path, init);
   } catch (e) {
+    if (signal && signal.aborted) throw e; // cancelled by the page, not a lost gateway
     conn.unreachable();
     throw new ApiError(0, `gateway unreachable (${e.name === "TimeoutError" ? "timed out" : e.message})`, path);
   }
@@ -85,6 +89,15 @@ export const fmt = {
     if (v === undefined || v === null || v === "") return "–";
     const d = typeof v === "number" ? new Date(v) : new Date(String(v));
     return Number.isNaN(d.getTime()) ? String(v) : d.toLocaleString(undefined, { hour12: false });
+  },
+  // "12 s ago", "4 min ago", "3 h ago", "2 d ago" (of an epoch-ms time)
+  ago(v, now = Date.now()) {
+    if (v === undefined || v === null) return "–";
+    const s = Math.max(0, Math.round((now - Number(v)) / 1000));
+    if (s < 60) return `${s} s ago`;
+    if (s < 3600) return `${Math.floor(s / 60)} min ago`;
+    if (s < 86400) return `${Math.floor(s / 3600)} h ago`;
+    return `${Math.floor(s / 86400)} d ago`;
   },
   short(v) {
     const n = Number(v);

@@ -19,7 +19,7 @@ function lastPart(name) {
 
 const RATE = (v) => fmt.rate(v);
 const GROUP_COLUMNS = [
-  { key: "topics", label: "Loaded topics", show: fmt.num },
+  { key: "topics", label: "Topics", show: fmt.num },
   { key: "msgRateIn", label: "In msg/s", show: RATE },
   { key: "msgRateOut", label: "Out msg/s", show: RATE },
   { key: "msgBacklog", label: "Backlog", show: fmt.num },
@@ -78,6 +78,18 @@ const KINDS = {
     },
   }),
 };
+
+// A topic row's figures: "live" (a gateway has it loaded) or "stored" (from its etcd
+// records: ledger list and persisted cursors, docs/decisions/0016) as of a time.
+export function freshness(row) {
+  if (!row || !row.figures) return { fresh: "", freshTitle: "" };
+  if (row.figures === "live") return { fresh: "", freshTitle: "" }; // the usual case: no badge
+  const estimate = row.exact === false ? " (estimate: an open ledger was not fully read)" : "";
+  return {
+    fresh: `stored · ${fmt.ago(row.asOfMs)}`,
+    freshTitle: `No gateway has this topic loaded: figures from its stored ledger list and cursors, as of ${fmt.time(row.asOfMs)}${estimate}.`,
+  };
+}
 
 export function listView(kind) {
   return {
@@ -151,9 +163,10 @@ export function listView(kind) {
         ...this.spec.item(row.topic || row.name, row),
         cells: this.columns.map((c) => ({ key: c.key, text: c.show(row[c.key]) })),
         idle: row.loaded === false,
+        ...freshness(row),
       }));
       const unreachable = res.headers.get("X-Folio-Unreachable");
-      this.error = unreachable ? `No answer from gateway ${unreachable}: its topics show as not loaded.` : "";
+      this.error = unreachable ? `No answer from gateway ${unreachable}: its topics show their stored figures.` : "";
       this.loaded = true;
     },
     async refreshNames() {

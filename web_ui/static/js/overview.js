@@ -60,6 +60,9 @@ function gatewayRow(g) {
     topics: fmt.num(pick(g, "topics", "topicCount", "load.topics")),
     sessions: fmt.num(pick(g, "sessions", "load.sessions")),
     rate: fmt.rate(pick(g, "msgRateIn", "publishRate", "load.publishRate", "load.msgRateIn")),
+    cpu: pick(g, "cpu") === undefined ? "–" : `${Math.round(100 * Number(pick(g, "cpu")))}%`,
+    uptime: pick(g, "startedMs") ? fmt.ago(pick(g, "startedMs")).replace(" ago", "") : "–",
+    started: pick(g, "startedMs") ? `started ${fmt.time(pick(g, "startedMs"))}` : "",
   };
 }
 
@@ -80,6 +83,7 @@ export function overviewPage() {
     unavailable: "",
     problems: [],
     tiles: [],
+    figuresNote: "",
     gateways: [],
     nodes: [],
     drains: {},
@@ -169,7 +173,16 @@ export function overviewPage() {
         ["etcd", etcd.healthy === false ? "unhealthy" : `${fmt.num(etcd.members ?? this.etcd.length)} healthy`],
         ["Backlog", fmt.num(pick(totals, "msgBacklog", "backlog"))],
         ["Storage", fmt.bytes(pick(totals, "storageSize"))],
+        ["In bytes/s", fmt.bytes(pick(totals, "msgThroughputIn"))],
+        ["Out bytes/s", fmt.bytes(pick(totals, "msgThroughputOut"))],
+        ["Producers", fmt.num(pick(totals, "producers"))],
+        ["Consumers", fmt.num(pick(totals, "consumers"))],
+        ["Connections", fmt.num(pick(totals, "connections"))],
       ].map(([label, value]) => ({ label, value }));
+      const stored = Number(pick(totals, "storedTopics") ?? 0);
+      this.figuresNote = stored
+        ? `${fmt.num(stored)} of ${fmt.num(pick(totals, "topics"))} topics are not loaded by any gateway: their backlog, size and subscriptions come from their stored ledger lists and cursors (oldest as of ${fmt.time(pick(totals, "storedAsOfMs"))}); rates count loaded topics only.`
+        : "";
       if (!this.serverHistory) {
         this.samples.add(Date.now(), { in: Number(pick(totals, "msgRateIn") ?? 0), out: Number(pick(totals, "msgRateOut") ?? 0) });
         this.chart.set(...this.samples.columns());

@@ -17,6 +17,7 @@ export const pageHref = {
   topics: (tenant, ns) => `${UI}/tenants/${enc(tenant)}/${enc(ns)}`,
   topic: (tenant, ns, local) => `${UI}/topics/persistent/${enc(tenant)}/${enc(ns)}/${enc(local)}`,
   subscriptions: () => `${UI}/subscriptions`,
+  search: (topic) => `${UI}/search${topic ? `?topic=${enc(topic)}` : ""}`,
 };
 
 // Whether `pathname` is one of the dashboard's pages (the overview or under /ui/,

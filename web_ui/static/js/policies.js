@@ -23,7 +23,8 @@ export const POLICIES = [
     fields: [["time", "minutes (-1 unlimited)", "number"], ["size", "MB (-1 unlimited)", "number"]],
     read: (p) => ({ time: p.retention_policies?.retentionTimeInMinutes ?? 0, size: p.retention_policies?.retentionSizeInMB ?? 0 }),
     body: (v) => ({ retentionTimeInMinutes: num(v.time), retentionSizeInMB: num(v.size) }),
-    show: (p) => `${minutes(p.retention_policies?.retentionTimeInMinutes ?? 0)}, ${megabytes(p.retention_policies?.retentionSizeInMB ?? 0)}`,
+    show: (p) => `time: ${minutes(p.retention_policies?.retentionTimeInMinutes ?? 0)} · size: ${megabytes(p.retention_policies?.retentionSizeInMB ?? 0)}` +
+      " (acknowledged messages kept for)",
   },
   {
     key: "messageTTL", label: "Message TTL",
@@ -68,6 +69,36 @@ export const POLICIES = [
     read: (p) => ({ limit: p.max_producers_per_topic ?? 0 }),
     body: (v) => num(v.limit),
     show: (p) => unset(p.max_producers_per_topic, "no limit"),
+  },
+  {
+    key: "maxConsumersPerTopic", label: "Max consumers per topic",
+    fields: [["limit", "consumers and readers (0 no limit)", "number"]],
+    read: (p) => ({ limit: p.max_consumers_per_topic ?? 0 }),
+    body: (v) => num(v.limit),
+    show: (p) => unset(p.max_consumers_per_topic || null, "no limit"),
+  },
+  {
+    key: "maxSubscriptionsPerTopic", label: "Max subscriptions per topic",
+    fields: [["limit", "durable subscriptions (0 no limit)", "number"]],
+    read: (p) => ({ limit: p.max_subscriptions_per_topic ?? 0 }),
+    body: (v) => num(v.limit),
+    show: (p) => unset(p.max_subscriptions_per_topic || null, "no limit"),
+  },
+  {
+    key: "maxTopicsPerNamespace", label: "Max topics in this namespace",
+    fields: [["limit", "topics, partitions counted (0 no limit)", "number"]],
+    read: (p) => ({ limit: p.max_topics_per_namespace ?? 0 }),
+    body: (v) => num(v.limit),
+    show: (p) => unset(p.max_topics_per_namespace || null, "no limit"),
+  },
+  {
+    key: "analyticsInterval", label: "Statistics schedule (analytics)",
+    fields: [["seconds", "seconds between runs (0 on demand only)", "number"]],
+    read: (p) => ({ seconds: p.analyticsIntervalSeconds ?? 300 }),
+    body: (v) => num(v.seconds),
+    show: (p) => (p.analyticsIntervalSeconds === null || p.analyticsIntervalSeconds === undefined
+      ? "cluster schedule"
+      : p.analyticsIntervalSeconds === 0 ? "on demand only" : `every ${p.analyticsIntervalSeconds} s`),
   },
   {
     key: "persistence", label: "Persistence (E / Qw / Qa)",

@@ -27,6 +27,7 @@ export function sqlPage() {
     async run() {
       this.running = true;
       this.error = "";
+      this.answer = null; // a failed query must not leave the previous result under its error
       try {
         const ask = { query: this.query, maxRows: Number(this.maxRows), timeoutSeconds: Number(this.timeoutSeconds), waitSeconds: 5 };
         let got = await api(BASE, { method: "POST", json: ask });

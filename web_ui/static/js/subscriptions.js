@@ -4,6 +4,7 @@
 // active; sortable (backlog first), each deletable after a confirmation. The filter
 // is kept in the URL (?tenant=&namespace=) so a namespace page can link here.
 import { api, confirmDialog, enc, explain, fmt, poll } from "./core.js";
+import { freshness } from "./lists.js";
 import { pageHref } from "./paths.js";
 
 const LIMIT = 50;
@@ -61,6 +62,7 @@ function row(r) {
     rateOut: fmt.rate(r.msgRateOut),
     consumers: fmt.num(r.consumers),
     active: r.type === "Failover" ? r.activeConsumerName || "none" : "",
+    ...freshness(r),
   };
 }
 
@@ -124,7 +126,7 @@ export function subscriptionsPage() {
         const unreachable = res.headers.get("X-Folio-Unreachable");
         const truncated = res.headers.get("X-Folio-Truncated");
         this.error = [
-          unreachable ? `No answer from gateway ${unreachable}: its subscriptions are missing.` : "",
+          unreachable ? `No answer from gateway ${unreachable}: its topics' subscriptions show their stored figures.` : "",
           truncated ? `Gateway ${truncated} has more subscriptions than one answer holds: filter by tenant or namespace.` : "",
         ].filter(Boolean).join(" ");
       } catch (e) {

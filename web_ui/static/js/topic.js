@@ -25,6 +25,21 @@ function ensembleLines(e) {
   return [String(e)];
 }
 
+// A cursor position ("ledger:entry", Pulsar's internal-stats form) in words: -1 entries
+// mean "before the first" (of the log, or of that ledger).
+export function describePosition(pos, kind) {
+  const m = /^(-?\d+):(-?\d+)$/.exec(String(pos || ""));
+  if (!m) return pos ? String(pos) : "–";
+  const [ledger, entry] = [Number(m[1]), Number(m[2])];
+  if (kind === "acked") {
+    if (ledger < 0) return "nothing acknowledged yet";
+    if (entry < 0) return `all before ledger ${ledger}`;
+    return `up to ledger ${ledger}, entry ${entry}`;
+  }
+  if (ledger < 0) return "from the start";
+  return `next: ledger ${ledger}, entry ${Math.max(entry, 0)}`;
+}
+
 function hookLine(h) {
   if (!h) return "";
   const counts = `${fmt.num(h.acked)} acked · ${fmt.num(h.failures)} failed`;
@@ -175,10 +190,17 @@ export function topicPage() {
           state, stateClass: state.toLowerCase(), ensembles: ensembleLines(pick(l, "ensembles")),
         };
       });
-      this.cursors = Object.entries(pick(it, "cursors") || {}).map(([name, c]) => ({
-        name, markDelete: pick(c, "markDeletePosition") || "–", read: pick(c, "readPosition") || "–",
-        holes: pick(c, "individuallyDeletedMessages") || "[]",
-      }));
+      this.cursors = Object.entries(pick(it, "cursors") || {}).map(([name, c]) => {
+        const markDelete = pick(c, "markDeletePosition") || "";
+        const read = pick(c, "readPosition") || "";
+        const holes = pick(c, "individuallyDeletedMessages") || "[]";
+        return {
+          name, markDelete, read, holes,
+          markDeleteText: describePosition(markDelete, "acked"),
+          readText: describePosition(read, "read"),
+          holesText: holes === "[]" ? "none" : holes,
+        };
+      });
       this.facts();
     },
     facts() {
@@ -229,9 +251,21 @@ export function topicPage() {
       return this.act(`Push the messages of subscription ${this.actionSub} to ${url}? Each 2xx answer acknowledges them.`,
         "/webhook", { method: "PUT", json: { url } }, `Subscription ${this.actionSub} now pushes to ${url}.`);
     },
-    stopPushing() {
-      return this.act(`Stop pushing subscription ${this.actionSub}? Its backlog stays.`, "/webhook",
-        { method: "DELETE" }, `Subscription ${this.actionSub} no longer pushes.`);
+    // Removing a webhook leaves its subscription with no consumer: it keeps building a
+    // backlog (and holding the log) until deleted. Say so, and offer to delete it too.
+    async stopPushing() {
+      const sub = this.actionSub;
+      const row = this.subs.find((s) => s.name === sub);
+      const backlog = row ? ` (${row.backlog} messages now)` : "";
+      await this.act(`Stop pushing subscription ${sub}? The subscription stays and keeps building a backlog${backlog} ` +
+        "while nobody consumes it; its messages are kept for it.", "/webhook",
+      { method: "DELETE" }, `Subscription ${sub} no longer pushes: it keeps building a backlog until a consumer reads it or it is deleted.`);
+      if (this.hooks[sub]) return; // not removed (cancelled or failed)
+      this.actionSub = sub;
+      const done = this.actionResult;
+      await this.act(`Delete subscription ${sub} too? Its backlog is dropped and its messages are no longer kept for it.`, "",
+        { method: "DELETE" }, `Deleted subscription ${sub}.`);
+      if (this.actionSub === sub) this.actionResult = done; // kept: say what happened to the webhook
     },
     hourAgoInput() { return this.localInput(Date.now() - 3600e3); },
     localInput(ms) {
