@@ -35,6 +35,7 @@ from coordination.patience import patiently
 from gateway.api.app import create_app
 from gateway.api.heap_trim import trim_heap_after_bursts
 from gateway.api.webhooks import CONNECTIONS_MAX, WEBHOOKS_MAX
+from gateway.api.ws_server import GatewayWebSocketProtocol
 from gateway.broker.cache_budget import CACHE_BUDGET_BYTES, CacheBudget
 from gateway.broker.log_state import LogConfig
 from gateway.broker.pending_rules import BUDGET_BYTES, PAUSE_BYTES, PendingLimits
@@ -250,7 +251,7 @@ async def serve(args: argparse.Namespace) -> int:
             ),
             ssl_certfile=args.tls_cert,
             ssl_keyfile=args.tls_key,
-            ws="websockets-sansio",
+            ws=GatewayWebSocketProtocol,
             lifespan="on",
             log_level=args.log_level,
             access_log=False,

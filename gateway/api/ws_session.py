@@ -7,7 +7,8 @@ every handler reads the socket in its own loop and writes only through its
 ``Outbound``, which never blocks the caller: a slow client never blocks the
 broker (its frames queue, bounded) and shutdown never hangs; a relay is
 transparent: the owner's handshake status and every frame in both directions
-pass through unchanged, and so does its close code - except when the owner
+pass through unchanged; the caller's per-role session slot is the owner's
+(the relay gives its own back once the owner accepted), and so does its close code - except when the owner
 vanishes without a close frame (1006): the client is then closed with 4503
 ("reconnect"), never left hanging. The relay pings the owner every
 ``RELAY_PING_S``; an owner that does not answer within ``RELAY_PING_TIMEOUT_S``
@@ -30,6 +31,7 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 from gateway.api.errors import PEER_FAILURES, body, close_code, reason_response, status_of
 from gateway.api.ws_outbound import Outbound
+from gateway.security.middleware import SESSION_SLOT
 
 if TYPE_CHECKING:
     from gateway.process import Gateway
@@ -116,6 +118,9 @@ async def relay(websocket: WebSocket, url: str) -> None:
     except Exception:  # the client left before its handshake was answered: end the owner's session
         await upstream.close()
         raise
+    release_slot = websocket.scope.get(SESSION_SLOT)
+    if release_slot is not None:  # the owner took the role's session slot: one gateway counts it
+        release_slot()
 
     async def downstream() -> None:
         try:

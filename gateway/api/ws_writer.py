@@ -32,7 +32,7 @@ class FrameWriter:
         """The writer for an accepted ``websocket``, or None when its server is not
         uvicorn's websockets-sansio protocol (or ``send`` is wrapped)."""
         protocol = getattr(getattr(websocket, "_send", None), "__self__", None)
-        if WebSocketsSansIOProtocol is None or type(protocol) is not WebSocketsSansIOProtocol:
+        if WebSocketsSansIOProtocol is None or not isinstance(protocol, WebSocketsSansIOProtocol):
             return None
         return cls(websocket, protocol)
 

@@ -68,6 +68,7 @@ def role_of(scope: Scope) -> str | None:
 
 IDENTITY = "folio.identity"
 MAY_RETRY = "folio.may_retry"  # a consumer's caller may produce to its retry topic
+SESSION_SLOT = "folio.session_slot"  # gives the session's per-role slot back (a relayed session)
 EXPIRED_CLOSE = 4401
 REVOKED_CLOSE = 4403
 RECHECK_S = 5.0  # a long-lived session's right is checked again this often
@@ -210,10 +211,18 @@ class SecurityMiddleware:
                     )
                     return verdict is Verdict.ALLOW
 
+            held = [True]
+
+            def release() -> None:  # once: by the relay (the owner counts the session), or at the end
+                if held[0]:
+                    held[0] = False
+                    self.guard.sessions.close(identity.role)
+
+            scope[SESSION_SLOT] = release
             try:
                 await self._serve(scope, receive, send, Watch(self.guard, identity, recheck))
             finally:
-                self.guard.sessions.close(identity.role)
+                release()
             return
         await self._serve(scope, receive, send, Watch(self.guard, identity, None))
 

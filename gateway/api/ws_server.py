@@ -1,0 +1,126 @@
+"""The gateway's WebSocket server protocol: uvicorn's sans-I/O protocol, made quiet and strict.
+
+Owns: how one WebSocket connection on the gateway's port is served below the
+ASGI application (``gateway.main`` gives this class to uvicorn). Rules, each
+what a hostile client must not be able to do to the gateway's log:
+- a text frame that is not UTF-8 closes the session 1007 with a reason
+  saying so, and logs no traceback;
+- a refused handshake (a 4xx/5xx answer instead of 101, whether the ASGI
+  application or the handshake parser refused it) is logged at INFO with its
+  path, status and client, once per client per interval
+  (``ws_refusals.RefusalLog``); uvicorn's and the websockets library's own
+  per-connection INFO lines are not logged;
+- an application that answered the handshake with a refusal, or whose client
+  left before the answer, has completed it: no ERROR line (uvicorn logs
+  "ASGI callable returned without completing handshake" for both). An
+  application that really returns without any answer still logs that ERROR.
+Everything else (frames, keepalive, close, backpressure) is uvicorn's.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from uvicorn.protocols.utils import ClientDisconnected
+from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
+from websockets.http11 import Request
+
+from gateway.api.ws_refusals import RefusalLog
+
+log = logging.getLogger(__name__)
+
+INVALID_UTF8_REASON = "text frame is not valid UTF-8; send text frames in UTF-8 (or binary frames)"
+_refusals = RefusalLog()  # one per gateway process: every connection's protocol shares it
+
+
+class _PerConnectionInfo(logging.Filter):
+    """Drops uvicorn's and websockets' per-connection INFO lines (one per handshake)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno != logging.INFO:
+            return True
+        text = str(record.msg)
+        return not (text.startswith('%s - "WebSocket %s"') or text.startswith("connection rejected"))
+
+
+_server_log = logging.getLogger(f"{__name__}.uvicorn")
+_server_log.addFilter(_PerConnectionInfo())
+
+
+def log_refusal(client: str, path: str, status: int, now_ms: int) -> None:
+    """Log a refused handshake at INFO, once per client per interval."""
+    quiet = _refusals.admit(client, now_ms)
+    if quiet is None:
+        return
+    more = f" ({quiet} more refused since its last logged refusal)" if quiet else ""
+    log.info("WebSocket %s refused %d for %s%s", path[:200], status, client, more)
+
+
+class GatewayWebSocketProtocol(WebSocketsSansIOProtocol):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.logger = _server_log
+        self.conn.logger = _server_log
+
+    def _refused(self, status: int) -> None:
+        client = self.client[0] if self.client else "?"
+        path = str(getattr(self, "scope", {}).get("path", "")) or "?"
+        log_refusal(client, path, status, _now_ms())
+
+    def handle_connect(self, event: Request) -> None:
+        super().handle_connect(event)
+        if self.response.status_code != 101:  # the handshake itself was malformed
+            client = self.client[0] if self.client else "?"
+            log_refusal(client, event.path.partition("?")[0], self.response.status_code, _now_ms())
+
+    async def send(self, message: Any) -> None:
+        if not self.handshake_complete and self.initial_response is None and not self.disconnected:
+            kind = message["type"]
+            if kind == "websocket.http.response.start":
+                self._refused(int(message["status"]))
+            elif kind == "websocket.close":
+                self._refused(403)
+        await super().send(message)
+
+    def send_receive_event_to_app(self) -> None:
+        """uvicorn's, with a text frame decoded once and a bad one closed 1007 quietly."""
+        data = self.frames[0] if len(self.frames) == 1 else b"".join(self.frames)
+        self.frames = []
+        if self.close_sent:  # past the close: reads stay on until the peer's close reply
+            return
+        if self.curr_msg_data_type == "text":
+            try:
+                self.queue.put_nowait({"type": "websocket.receive", "text": data.decode()})
+            except UnicodeDecodeError:
+                self.conn.send_close(1007, INVALID_UTF8_REASON)
+                self.handle_parser_exception()
+                return
+        else:
+            self.queue.put_nowait({"type": "websocket.receive", "bytes": data})
+        if not self.read_paused:
+            self.read_paused = True
+            self.transport.pause_reading()
+
+    async def run_asgi(self) -> None:
+        try:
+            result = await self.app(self.scope, self.receive, self.send)
+        except ClientDisconnected:
+            pass
+        except BaseException:
+            self.logger.exception("Exception in ASGI application\n")
+            self.send_500_response()
+        else:
+            answered = self.handshake_complete or self.initial_response is not None or self.close_sent
+            if not answered and not self.disconnected:
+                self.logger.error("ASGI callable returned without completing handshake.")
+                self.send_500_response()
+            elif result is not None:
+                self.logger.error("ASGI callable should return None, but returned '%s'.", result)
+        if self.close_timer is None:
+            self.transport.close()
+
+
+def _now_ms() -> int:
+    return int(time.monotonic() * 1000)
