@@ -8,6 +8,8 @@ sockets closed. A gateway whose etcd lease is lost does not exit: it steps down
 (its topics dropped, clients told to reconnect), waits for etcd and rejoins
 (gateway.api.tenure). A gateway started while etcd is missing, or losing it
 halfway through starting, waits for it (coordination.patience) before it serves.
+Test hook (the fault suite's gray failure): with ``FOLIO_TEST_LOOP_BLOCK_FILE`` set,
+SIGUSR2 blocks the event loop for the seconds written in that file.
 """
 
 from __future__ import annotations
@@ -20,7 +22,9 @@ import os
 import signal
 import socket
 import sys
+import time
 from collections.abc import Callable
+from pathlib import Path
 from types import FrameType
 
 import prometheus_client
@@ -231,6 +235,7 @@ async def serve(args: argparse.Namespace) -> int:
     # handler that was installed before it: make that one a no-op so a clean stop exits 0
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda _signum, _frame: None)
+    _install_loop_block(os.environ.get(LOOP_BLOCK_ENV, ""))
     announcer = asyncio.get_running_loop().create_task(announce())
     trimmer = asyncio.get_running_loop().create_task(
         trim_heap_after_bursts(lambda: gateway.deliveries.rounds)
@@ -242,6 +247,21 @@ async def serve(args: argparse.Namespace) -> int:
         trimmer.cancel()
         await store.close()
     return 0
+
+
+LOOP_BLOCK_ENV = "FOLIO_TEST_LOOP_BLOCK_FILE"
+
+
+def _install_loop_block(path: str) -> None:
+    """Tests only: SIGUSR2 blocks the event loop (a gateway alive but stuck, not paused)."""
+    if not path:
+        return
+
+    def block() -> None:
+        with contextlib.suppress(OSError, ValueError):
+            time.sleep(float(Path(path).read_text() or 0))
+
+    asyncio.get_running_loop().add_signal_handler(signal.SIGUSR2, block)
 
 
 def main(argv: list[str] | None = None) -> int:
