@@ -32,6 +32,7 @@ import uvicorn
 
 from coordination.etcd_store import connect
 from coordination.patience import patiently
+from coordination.session_thread import ThreadLeaseSession
 from gateway.api.app import create_app
 from gateway.api.heap_trim import trim_heap_after_bursts
 from gateway.api.webhooks import CONNECTIONS_MAX, WEBHOOKS_MAX
@@ -49,6 +50,10 @@ DEFAULT_LEASE_TTL_S = 3
 DEFAULT_LOAD_MANAGER_INTERVAL_S = 5.0
 
 log = logging.getLogger("folio.gateway")
+
+
+LOOP_BLOCK_ENV = "FOLIO_TEST_LOOP_BLOCK_FILE"
+UNSAFE_ENV = "FOLIO_UNSAFE_TEST_SWITCHES"  # the fault suite's control runs set it; nothing else may
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -139,6 +144,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     limits.add_argument(
         "--max-connections", type=int, default=20_000, help="connections and requests at once; 503 beyond"
     )
+    parser.add_argument(
+        "--unsafe-keep-lease-on-loss",
+        action="store_true",
+        help=f"CONTROL TESTS ONLY (refused unless {UNSAFE_ENV}=1): never step down when the etcd lease"
+        " is lost (a zombie owner; the fault suite's dual-ack control)",
+    )
     return parser.parse_args(argv)
 
 
@@ -158,6 +169,14 @@ class GatewayServer(uvicorn.Server):
 
 
 async def serve(args: argparse.Namespace) -> int:
+    if args.unsafe_keep_lease_on_loss:
+        if os.environ.get(UNSAFE_ENV) != "1":
+            print(
+                f"FATAL --unsafe-keep-lease-on-loss is for control tests only (needs {UNSAFE_ENV}=1)",
+                file=sys.stderr,
+            )
+            return 2
+        ThreadLeaseSession.unsafe_ignore_loss = True
     advertise = args.advertise_host or args.host
     try:
         security = settings.config_from(args, advertise)
@@ -247,9 +266,6 @@ async def serve(args: argparse.Namespace) -> int:
         trimmer.cancel()
         await store.close()
     return 0
-
-
-LOOP_BLOCK_ENV = "FOLIO_TEST_LOOP_BLOCK_FILE"
 
 
 def _install_loop_block(path: str) -> None:
