@@ -9,7 +9,11 @@ start and heal goes to the history with its targets, so unavailability is
 measured per kind; after every heal, components that exited on their own are
 started again and the exit is recorded (``crash``). A node fault notes
 ``restart`` (and how many nodes are ``down``) as it starts them again, so an
-ack while too many were dead stands out.
+ack while too many were dead stands out. Partition kinds cut links one way or
+both through the cluster's ``Network`` (they need ``ClusterConfig(partitions=True)``)
+and record the cut ``links``; every cut is healed when its fault ends. Gray
+kinds slow one node's syncs (its disk-delay file) or block the owner's event
+loop (SIGUSR2 with its loop-block file). docs/reliability.md lists the kinds.
 """
 
 from __future__ import annotations
