@@ -9,7 +9,8 @@ never opens a socket or touches a file except through these, so the
 deterministic simulation (tests/sim) runs the same shells over a simulated
 network and disk; the production implementations are the plain asyncio and
 ``os`` calls (``OsDisk``'s methods are the ``os`` functions themselves: no
-extra call on the hot path).
+extra call on the hot path). ``GrayDisk`` is the fault suite's slow disk (a
+test-only delay before each sync), chosen by ``disk_from_env`` at node start.
 """
 
 from __future__ import annotations

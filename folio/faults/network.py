@@ -33,20 +33,6 @@ def ip(*args: str, check: bool = True) -> bool:
     return done.returncode == 0
 
 
-def available() -> str:
-    """'' when namespaces can be made here, else why not."""
-    if os.geteuid() != 0:
-        return "network namespaces need root"
-    name = f"fltprobe{os.getpid()}"
-    try:
-        if not ip("netns", "add", name, check=False):
-            return "ip netns add failed"
-    except FileNotFoundError:
-        return "no ip command (iproute2)"
-    ip("netns", "del", name, check=False)
-    return ""
-
-
 @dataclass
 class Network:
     """Namespaces on one bridge; ``add`` one per process before it starts."""
