@@ -26,7 +26,7 @@ import contextlib
 import logging
 import threading
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import grpc  # type: ignore[import-untyped]
 from aetcd import rpc
@@ -88,6 +88,10 @@ class EtcdRefresher:
 
 class ThreadLeaseSession(LeaseSession):
     """A ``LeaseSession`` whose keepalives run on a thread with its own etcd channel."""
+
+    # CONTROL TESTS ONLY (gateway ``--unsafe-keep-lease-on-loss``): a lost lease is taken
+    # as refreshed, so its holder never steps down - the zombie the fault suite must catch
+    unsafe_ignore_loss: ClassVar[bool] = False
 
     def __init__(
         self,
@@ -192,6 +196,13 @@ class ThreadLeaseSession(LeaseSession):
             with self._lock:
                 force, self._force = self._force, False
             action = policy_core.decide(self.policy, self._state, now, force=force)
+            if isinstance(action, policy_core.Lost) and self.unsafe_ignore_loss:
+                log.warning(
+                    "lease %x lost (%s): IGNORED (--unsafe-keep-lease-on-loss)", self.lease_id, action.reason
+                )
+                self._state = policy_core.on_refreshed(self._state, now)
+                self._poke.wait(0.5)
+                continue
             if isinstance(action, policy_core.Lost):
                 log.warning("lease %x lost: %s", self.lease_id, action.reason)
                 self._lost_now = True

@@ -11,6 +11,8 @@ halfway through starting, waits for it (coordination.patience) before it serves.
 At start the soft open-file limit is raised to the hard one and the connection
 limit is capped below it (gateway.security.file_budget); both are logged and
 shown on /metrics.
+Test hook (the fault suite's gray failure): with ``FOLIO_TEST_LOOP_BLOCK_FILE`` set,
+SIGUSR2 blocks the event loop for the seconds written in that file.
 """
 
 from __future__ import annotations
@@ -24,7 +26,9 @@ import resource
 import signal
 import socket
 import sys
+import time
 from collections.abc import Callable
+from pathlib import Path
 from types import FrameType
 
 import prometheus_client
@@ -32,6 +36,7 @@ import uvicorn
 
 from coordination.etcd_store import connect
 from coordination.patience import patiently
+from coordination.session_thread import ThreadLeaseSession
 from gateway.api.app import create_app
 from gateway.api.heap_trim import trim_heap_after_bursts
 from gateway.api.webhooks import CONNECTIONS_MAX, WEBHOOKS_MAX
@@ -77,6 +82,10 @@ def connection_cap(requested: int) -> int:
     http_limits.CONNECTIONS_LIMIT.set(cap)
     http_limits.OPEN_FILES_LIMIT.set(soft)
     return cap
+
+
+LOOP_BLOCK_ENV = "FOLIO_TEST_LOOP_BLOCK_FILE"
+UNSAFE_ENV = "FOLIO_UNSAFE_TEST_SWITCHES"  # the fault suite's control runs set it; nothing else may
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -175,6 +184,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         help="open connections at once (0: the open-file limit less a reserve; never more; printed at "
         "start); past it a connection still sending its head is pushed out, else the new one gets 503",
     )
+    parser.add_argument(
+        "--unsafe-keep-lease-on-loss",
+        action="store_true",
+        help=f"CONTROL TESTS ONLY (refused unless {UNSAFE_ENV}=1): never step down when the etcd lease"
+        " is lost (a zombie owner; the fault suite's dual-ack control)",
+    )
     return parser.parse_args(argv)
 
 
@@ -194,6 +209,14 @@ class GatewayServer(uvicorn.Server):
 
 
 async def serve(args: argparse.Namespace) -> int:
+    if args.unsafe_keep_lease_on_loss:
+        if os.environ.get(UNSAFE_ENV) != "1":
+            print(
+                f"FATAL --unsafe-keep-lease-on-loss is for control tests only (needs {UNSAFE_ENV}=1)",
+                file=sys.stderr,
+            )
+            return 2
+        ThreadLeaseSession.unsafe_ignore_loss = True
     advertise = args.advertise_host or args.host
     try:
         security = settings.config_from(args, advertise)
@@ -272,6 +295,7 @@ async def serve(args: argparse.Namespace) -> int:
     # handler that was installed before it: make that one a no-op so a clean stop exits 0
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda _signum, _frame: None)
+    _install_loop_block(os.environ.get(LOOP_BLOCK_ENV, ""))
     announcer = asyncio.get_running_loop().create_task(announce())
     trimmer = asyncio.get_running_loop().create_task(
         trim_heap_after_bursts(lambda: gateway.deliveries.rounds)
@@ -283,6 +307,18 @@ async def serve(args: argparse.Namespace) -> int:
         trimmer.cancel()
         await store.close()
     return 0
+
+
+def _install_loop_block(path: str) -> None:
+    """Tests only: SIGUSR2 blocks the event loop (a gateway alive but stuck, not paused)."""
+    if not path:
+        return
+
+    def block() -> None:
+        with contextlib.suppress(OSError, ValueError):
+            time.sleep(float(Path(path).read_text() or 0))
+
+    asyncio.get_running_loop().add_signal_handler(signal.SIGUSR2, block)
 
 
 def main(argv: list[str] | None = None) -> int:

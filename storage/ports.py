@@ -9,13 +9,15 @@ never opens a socket or touches a file except through these, so the
 deterministic simulation (tests/sim) runs the same shells over a simulated
 network and disk; the production implementations are the plain asyncio and
 ``os`` calls (``OsDisk``'s methods are the ``os`` functions themselves: no
-extra call on the hot path).
+extra call on the hot path). ``GrayDisk`` is the fault suite's slow disk (a
+test-only delay before each sync), chosen by ``disk_from_env`` at node start.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Protocol
@@ -156,6 +158,40 @@ class OsDisk:
     @staticmethod
     def makedirs(directory: Path) -> None:
         directory.mkdir(parents=True, exist_ok=True)
+
+
+GRAY_DISK_ENV = "FOLIO_TEST_DISK_DELAY_FILE"
+
+
+class GrayDisk(OsDisk):
+    """The local file system whose fdatasync and fsync first wait the milliseconds
+    written in ``delay_file`` (a slow disk, or one that stalls writes while reads go
+    on; the fault suite's gray failures). Named by ``GRAY_DISK_ENV``; tests only."""
+
+    def __init__(self, delay_file: Path) -> None:
+        self.delay_file = delay_file
+
+    def _wait(self) -> None:
+        try:
+            delay_ms = int(self.delay_file.read_text() or 0)
+        except (OSError, ValueError):
+            delay_ms = 0
+        if delay_ms > 0:
+            time.sleep(delay_ms / 1000)
+
+    def fdatasync(self, fd: int) -> None:  # type: ignore[override]
+        self._wait()
+        os.fdatasync(fd)
+
+    def fsync(self, fd: int) -> None:  # type: ignore[override]
+        self._wait()
+        os.fsync(fd)
+
+
+def disk_from_env() -> Disk:
+    """``OS_DISK``, or a ``GrayDisk`` when ``GRAY_DISK_ENV`` names a delay file."""
+    path = os.environ.get(GRAY_DISK_ENV, "")
+    return GrayDisk(Path(path)) if path else OS_DISK
 
 
 ASYNCIO_NETWORK: Network = AsyncioNetwork()

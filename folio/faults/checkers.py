@@ -24,6 +24,14 @@ Rules checked:
   or more nodes (from its ``down`` op: every target had exited) and acked (not
   as a duplicate) before any of them was started again - with 3 nodes and an
   ack quorum of 2 nothing can be durable then;
+- dual acks: no two owners acknowledge publishes for one topic partition in
+  overlapping tenures. A message id's ledger names the tenure that acked it (an
+  owner writes only ledgers it created, and a new owner recovers - fences - the
+  previous owner's ledger before it writes its own), and a tenure begins with its
+  ledger's first ack. An ok (not a duplicate) in ledger L for a publish *sent*
+  after a later-begun ledger L' of the same topic partition had already acked is
+  a dual ack: L's owner acknowledged while another tenure was in force (a gateway
+  that kept serving after its lease ended, unfenced);
 - unavailability: per fault, the seconds from its start until every topic has
   answered ok to a publish sent after that start (the worst topic counts);
   ``after-final-heal`` measures the same from the ``healed`` op (every fault
@@ -80,6 +88,7 @@ class Result:
     order_violations: list[tuple[Hashable, int, int]] = field(default_factory=list)
     cursor_regressions: list[tuple[str, str, list[int], list[int]]] = field(default_factory=list)
     acks_without_quorum: list[Value] = field(default_factory=list)
+    dual_acks: list[tuple[str, int, int, Value]] = field(default_factory=list)  # topic, ledger, later one
     recovered: int = 0  # sent, never acked, read anyway
     faults: Counter[str] = field(default_factory=Counter)
     crashes: Counter[str] = field(default_factory=Counter)
@@ -103,6 +112,7 @@ class Result:
             or self.order_violations
             or self.cursor_regressions
             or self.acks_without_quorum
+            or self.dual_acks
         )
 
     def line(self) -> str:
@@ -110,7 +120,7 @@ class Result:
             f"acked={self.acked} lost={len(self.lost)} unexpected={len(self.unexpected)} "
             f"duplicated(dedup)={len(self.duplicated_dedup)} order_violations={len(self.order_violations)} "
             f"cursor_regressions={len(self.cursor_regressions)} inconsistent={len(self.inconsistent)} "
-            f"acks_without_quorum={len(self.acks_without_quorum)} "
+            f"acks_without_quorum={len(self.acks_without_quorum)} dual_acks={len(self.dual_acks)} "
             f"recovered={self.recovered} read={self.read} faults={sum(self.faults.values())} "
             f"powerloss_dropped_bytes={self.powerloss_dropped_bytes} "
             f"records={self.powerloss_dropped_records} over {self.powerloss_faults} faults "
@@ -138,6 +148,7 @@ class Result:
             "duplicated_dedup",
             "order_violations",
             "acks_without_quorum",
+            "dual_acks",
         )
         for name in names:
             items = getattr(self, name)
@@ -205,7 +216,36 @@ def check(history: Iterable[Op], dedup_topics: Iterable[str] = ()) -> Result:
     result.cursor_regressions = _cursor_regressions(ops)
     result.unavailability, result.unavailability_own, result.inherited = _unavailability(ops)
     result.acks_without_quorum = _acks_without_quorum(ops)
+    result.dual_acks = _dual_acks(ops)
     return result
+
+
+def _dual_acks(ops: list[Op]) -> list[tuple[str, int, int, Value]]:
+    """Acks of one tenure (ledger) for publishes sent after a later tenure of the same
+    topic partition had begun acking (``ops`` in time order)."""
+    sent_at: dict[tuple[str, int, str], float] = {}  # (producer, seq, topic) -> its latest send
+    acks: dict[tuple[str, int], list[tuple[int, float, float, Value]]] = defaultdict(list)
+    for op in ops:
+        if op.get("f") != "publish":
+            continue
+        value, topic = (str(op["process"]), int(op["seq"])), str(op["topic"])
+        if op["type"] == "invoke":
+            sent_at[(*value, topic)] = float(op["t"])
+        elif op["type"] == "ok" and op.get("id") and not op.get("duplicate"):
+            ledger, _entry, partition, _batch = (int(x) for x in str(op["id"]).split(":"))
+            if ledger >= 0:
+                sent = sent_at.get((*value, topic), float(op["t"]))
+                acks[(topic, partition)].append((ledger, sent, float(op["t"]), value))
+    found: list[tuple[str, int, int, Value]] = []
+    for (topic, _partition), items in sorted(acks.items()):
+        began: dict[int, float] = {}
+        for ledger, _sent, acked_at, _value in items:
+            began[ledger] = min(began.get(ledger, acked_at), acked_at)
+        for ledger, sent, _acked_at, value in items:
+            later = [other for other, t in began.items() if t > began[ledger] and t < sent]
+            if later:
+                found.append((topic, ledger, min(later, key=began.__getitem__), value))
+    return found
 
 
 def _base(topic: str) -> str:

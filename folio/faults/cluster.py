@@ -8,7 +8,12 @@ writes (without a lag a node syncs ~0.2 ms after writing, on its loop thread,
 and a kill practically never finds unsynced bytes) and a free-space file (a filling disk: the node
 reads its free bytes from it and turns read-only below ``--min-free-bytes``).
 ``revive`` plays ``folio up``'s part: a component that exited on its own is
-started again, and the exit is reported to the caller.
+started again, and the exit is reported to the caller. With ``partitions`` on,
+each node and gateway runs in its own network namespace (``network.py``) and etcd
+listens on the bridge, so the nemesis can cut links one by one; each node also
+reads a disk-delay file (``GRAY_DISK_ENV``: its fdatasyncs take that long, a slow or
+stalled disk) and each gateway blocks its event loop on SIGUSR2 for the seconds in
+its loop-block file (``LOOP_BLOCK_ENV``).
 """
 
 from __future__ import annotations
@@ -20,13 +25,50 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from coordination.etcd_server import EmbeddedEtcd
+from folio.faults.network import Network
 from folio.procs import AuditorProcess, GatewayProcess, NodeProcess
+from storage.ports import GRAY_DISK_ENV
 
 PLENTY_FREE = str(1 << 40)
 DISK_FULL_FREE = str(1 << 20)
 MIN_FREE_BYTES = 64 << 20
 UNSAFE_ENV = "FOLIO_UNSAFE_TEST_SWITCHES"
 SYNC_LAG_MS = 20  # each journal fdatasync waits this long: a power cut finds unsynced groups
+LOOP_BLOCK_ENV = "FOLIO_TEST_LOOP_BLOCK_FILE"  # gateway.main: SIGUSR2 blocks the loop that long
+
+
+class BridgeEtcd(EmbeddedEtcd):
+    """etcd listening for clients on the bridge's etcd address (its peers stay on loopback)."""
+
+    def __init__(self, host: str, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.host = host
+
+    @property
+    def endpoint(self) -> str:
+        return f"{self.host}:{self.client_port}"
+
+    @property
+    def client_url(self) -> str:
+        return f"http://{self.host}:{self.client_port}"
+
+
+class NsNode(NodeProcess):
+    """A storage node run inside its network namespace."""
+
+    prefix: list[str] = []
+
+    def command(self) -> list[str]:
+        return [*self.prefix, *super().command()]
+
+
+class NsGateway(GatewayProcess):
+    """A gateway run inside its network namespace."""
+
+    prefix: list[str] = []
+
+    def command(self) -> list[str]:
+        return [*self.prefix, *super().command()]
 
 
 @dataclass
@@ -37,7 +79,9 @@ class ClusterConfig:
     gateway_lease_ttl_s: int = 5
     auditor_grace_ms: int = 10_000
     node_args: tuple[str, ...] = ()  # e.g. the controls' --unsafe-no-fsync
+    gateway_args: tuple[str, ...] = ()
     sync_lag_ms: int = SYNC_LAG_MS
+    partitions: bool = False  # each node and gateway in its own network namespace
 
 
 @dataclass
@@ -48,6 +92,7 @@ class FaultCluster:
     gateways: list[GatewayProcess] = field(default_factory=list)
     auditor: AuditorProcess | None = None
     paused: set[int] = field(default_factory=set)  # PIDs under SIGSTOP
+    network: Network | None = None
 
     @property
     def root(self) -> Path:
@@ -59,26 +104,43 @@ class FaultCluster:
     def free_file(self, index: int) -> Path:
         return self.root / f"node{index}.free"
 
+    def disk_delay_file(self, index: int) -> Path:
+        return self.root / f"node{index}.diskdelay"
+
+    def loop_block_file(self, index: int) -> Path:
+        return self.root / f"gateway{index}.loopblock"
+
     def start(self) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
-        self.etcd = EmbeddedEtcd(self.root / "etcd", log_path=self.root / "etcd.log")
+        net = None
+        if self.config.partitions:
+            net = self.network = Network()
+            net.start()
+            self.etcd = BridgeEtcd(net.etcd_ip, self.root / "etcd", log_path=self.root / "etcd.log")
+        else:
+            self.etcd = EmbeddedEtcd(self.root / "etcd", log_path=self.root / "etcd.log")
         self.etcd.start()
         for i in range(self.config.nodes):
             self.free_file(i).write_text(PLENTY_FREE)
+            self.disk_delay_file(i).write_text("0")
             env = {
                 "FOLIO_TEST_SYNC_LOG": str(self.sync_log(i)),
                 "FOLIO_TEST_SYNC_LAG_MS": str(self.config.sync_lag_ms),
                 "FOLIO_TEST_FREE_BYTES_FILE": str(self.free_file(i)),
+                GRAY_DISK_ENV: str(self.disk_delay_file(i)),
             }
             if self.config.node_args:
                 env[UNSAFE_ENV] = "1"
-            node = NodeProcess(
+            node = NsNode(
                 self.root / f"node{i}",
                 self.etcd.endpoint,
                 extra_args=["--min-free-bytes", str(MIN_FREE_BYTES), *self.config.node_args],
                 env=env,
                 log_path=self.root / f"node{i}.log",
             )
+            if net is not None:
+                node.prefix = net.prefix(f"node{i}")
+                node.extra_args[2:2] = ["--host", net.add(f"node{i}")]
             node.data_dir.mkdir(parents=True, exist_ok=True)
             self.sync_log(i).write_text("")
             node.start()
@@ -88,7 +150,8 @@ class FaultCluster:
         )
         self.auditor.start()
         for i in range(self.config.gateways):
-            gateway = GatewayProcess(
+            self.loop_block_file(i).write_text("0")
+            gateway = NsGateway(
                 self.root / f"gateway{i}",
                 self.etcd.endpoint,
                 extra_args=[
@@ -96,9 +159,16 @@ class FaultCluster:
                     str(self.config.gateway_lease_ttl_s),
                     "--load-manager-interval",
                     "1",
+                    *self.config.gateway_args,
                 ],
+                env={LOOP_BLOCK_ENV: str(self.loop_block_file(i))}
+                | ({UNSAFE_ENV: "1"} if self.config.gateway_args else {}),
                 log_path=self.root / f"gateway{i}.log",
             )
+            if net is not None:
+                gateway.prefix = net.prefix(f"gateway{i}")
+                address = net.add(f"gateway{i}")
+                gateway.extra_args += ["--host", address, "--advertise-host", address, "--insecure-open"]
             gateway.start()
             gateway.port = int(gateway.http_url.rsplit(":", 1)[1])  # a restart comes back at the same URL
             self.gateways.append(gateway)
@@ -168,3 +238,5 @@ class FaultCluster:
             node.stop()
         if self.etcd is not None:
             self.etcd.stop()
+        if self.network is not None:
+            self.network.close()

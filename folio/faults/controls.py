@@ -9,6 +9,13 @@ gateways), each recorded as a history in the format of ``checkers.py``:
 - ``deleted``: B recovers A's ledger (closed empty) and deletes it; once the
   nodes saw the deletion, A appends. An ack there is a write into a ledger no
   log holds (``lost`` again).
+
+And one on a whole cluster in network namespaces (``network.py``):
+- ``zombie_owner``: the owner of a topic is cut from etcd while its clients
+  still reach it; for three lease TTLs one producer publishes through it and one
+  through the other gateway. With the owner keeping its lost lease
+  (``--unsafe-keep-lease-on-loss``) and nodes that do not fence, both gateways
+  acknowledge into ledgers of their own at once: ``dual_acks`` counts it.
 """
 
 from __future__ import annotations
@@ -18,10 +25,11 @@ import contextlib
 from pathlib import Path
 from typing import Any
 
+import httpx
 import orjson
 
 from coordination.etcd_store import connect
-from folio.faults.clients import payload
+from folio.faults.clients import normal_id, payload
 from folio.faults.cluster import ClusterConfig, FaultCluster
 from folio.faults.history import History
 from storage.client.api import LedgerClient
@@ -96,4 +104,70 @@ async def fencing_scenario(
         for store in stores:
             with contextlib.suppress(Exception):
                 await store.close()
+        await asyncio.to_thread(cluster.stop)
+
+
+ZOMBIE_TOPIC = "public/default/zombie"
+ZOMBIE_LEASE_TTL_S = 3
+ZOMBIE_WINDOW_TTLS = 3  # the cut lasts this many lease TTLs
+
+
+async def _publish(history: History, http: httpx.AsyncClient, base: str, producer: str, seq: int) -> bool:
+    history.record("invoke", "publish", process=producer, topic="zombie", seq=seq)
+    body = {"producerName": producer, "messages": [{"payload": payload(producer, seq, None).decode()}]}
+    try:
+        response = await http.post(f"{base}/topics/persistent/{ZOMBIE_TOPIC}", json=body)
+        results = response.json().get("messagePublishResults", []) if response.status_code == 200 else []
+    except (httpx.HTTPError, ValueError) as exc:
+        history.record("info", "publish", process=producer, topic="zombie", seq=seq, error=repr(exc)[:200])
+        return False
+    if len(results) == 1 and results[0].get("errorCode") == 0:
+        message_id = normal_id(str(results[0]["messageId"]))
+        history.record("ok", "publish", process=producer, topic="zombie", seq=seq, id=message_id)
+        return True
+    history.record("fail", "publish", process=producer, topic="zombie", seq=seq, error=response.text[:200])
+    return False
+
+
+async def zombie_owner_scenario(root: Path, unsafe: bool) -> list[dict[str, Any]]:
+    """Cut a topic's owner from etcd and publish through both gateways; returns the history."""
+    cluster = FaultCluster(
+        ClusterConfig(
+            root,
+            gateway_lease_ttl_s=ZOMBIE_LEASE_TTL_S,
+            node_args=("--unsafe-no-fencing",) if unsafe else (),
+            gateway_args=("--unsafe-keep-lease-on-loss",) if unsafe else (),
+            partitions=True,
+        )
+    )
+    history = History(root / "history.jsonl")
+    await asyncio.to_thread(cluster.start)
+    try:
+        urls = cluster.urls
+        async with httpx.AsyncClient(timeout=5.0) as http:
+            seq = 0
+            while not await _publish(history, http, urls[0], "first", seq):  # creates the topic
+                seq += 1
+                await asyncio.sleep(0.5)
+            response = await http.get(f"{urls[0]}/lookup/v2/topic/persistent/{ZOMBIE_TOPIC}")
+            owner = urls.index(str(response.json()["httpUrl"]))
+            other = 1 - owner
+            assert cluster.network is not None
+            cluster.network.cut_both(f"gateway{owner}", "etcd")
+            history.record("info", "fault", process="nemesis", kind="cut-gateway-etcd", phase="start")
+            loop = asyncio.get_running_loop()
+            end = loop.time() + ZOMBIE_WINDOW_TTLS * ZOMBIE_LEASE_TTL_S
+            seq = 0
+            while loop.time() < end:
+                await asyncio.gather(
+                    _publish(history, http, urls[owner], "via-owner", seq),
+                    _publish(history, http, urls[other], "via-other", seq),
+                )
+                seq += 1
+                await asyncio.sleep(0.1)
+            cluster.network.heal()
+            history.record("info", "fault", process="nemesis", kind="cut-gateway-etcd", phase="heal")
+        return history.ops
+    finally:
+        history.close()
         await asyncio.to_thread(cluster.stop)

@@ -9,14 +9,21 @@ start and heal goes to the history with its targets, so unavailability is
 measured per kind; after every heal, components that exited on their own are
 started again and the exit is recorded (``crash``). A node fault notes
 ``restart`` (and how many nodes are ``down``) as it starts them again, so an
-ack while too many were dead stands out.
+ack while too many were dead stands out. Partition kinds cut links one way or
+both through the cluster's ``Network`` (they need ``ClusterConfig(partitions=True)``)
+and record the cut ``links``; every cut is healed when its fault ends. Gray
+kinds slow one node's syncs (its disk-delay file) or block the owner's event
+loop (SIGUSR2 with its loop-block file). docs/reliability.md lists the kinds.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import enum
+import os
 import random
+import signal
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -25,6 +32,7 @@ import httpx
 from folio.faults import powerloss
 from folio.faults.cluster import DISK_FULL_FREE, PLENTY_FREE, FaultCluster
 from folio.faults.history import History
+from folio.faults.network import ETCD, Network
 
 STEP_DOWN_WAIT_S = 10.0  # how long a woken owner is watched for its step-down
 STEPPED_DOWN = "stepped down - its topics are dropped"  # the gateway's log line (gateway.api.tenure)
@@ -43,6 +51,40 @@ class FaultKind(enum.StrEnum):
     PAUSE_OWNER_GATEWAY = "pause-owner-gateway"
     KILL_ETCD = "kill-etcd"
     UNLOAD_NAMESPACE = "unload-namespace"
+    # partitions (network.py: each node and gateway in its own namespace)
+    CUT_GATEWAY_NODE = "cut-gateway-node"
+    CUT_GATEWAY_TWO_NODES = "cut-gateway-two-nodes"
+    CUT_GATEWAY_ALL_NODES = "cut-gateway-all-nodes"
+    CUT_GATEWAY_ETCD = "cut-gateway-etcd"  # its clients still reach it
+    CUT_NODE_ETCD = "cut-node-etcd"  # gateways still reach it
+    CUT_OWNER_PEERS = "cut-owner-peers"  # relayed consumers, forwarded publishes
+    ONE_WAY_ETCD_TO_GATEWAY = "one-way-etcd-to-gateway"  # etcd's answers lost, its requests arrive
+    ONE_WAY_GATEWAY_TO_NODE = "one-way-gateway-to-node"
+    FLAP_GATEWAY_NODE = "flap-gateway-node"
+    # gray failures
+    SLOW_FSYNC_NODE = "slow-fsync-node"  # every fdatasync takes 200-1,000 ms
+    STALL_WRITES_NODE = "stall-writes-node"  # a sync takes the whole hold: reads asked, writes stall
+    BLOCK_GATEWAY_LOOP = "block-gateway-loop"  # the owner's event loop blocked for seconds, not paused
+
+
+PARTITION_KINDS = frozenset(
+    {
+        FaultKind.CUT_GATEWAY_NODE,
+        FaultKind.CUT_GATEWAY_TWO_NODES,
+        FaultKind.CUT_GATEWAY_ALL_NODES,
+        FaultKind.CUT_GATEWAY_ETCD,
+        FaultKind.CUT_NODE_ETCD,
+        FaultKind.CUT_OWNER_PEERS,
+        FaultKind.ONE_WAY_ETCD_TO_GATEWAY,
+        FaultKind.ONE_WAY_GATEWAY_TO_NODE,
+        FaultKind.FLAP_GATEWAY_NODE,
+    }
+)
+GRAY_KINDS = frozenset({FaultKind.SLOW_FSYNC_NODE, FaultKind.STALL_WRITES_NODE, FaultKind.BLOCK_GATEWAY_LOOP})
+Link = tuple[str, str]  # (from, to): from's packets to it are dropped
+SLOW_FSYNC_MS = (200, 1_000)
+LOOP_BLOCK_S = (1.0, 2.5)  # one block; a fault blocks the loop again and again for its hold
+FLAP_S = (0.3, 1.0)  # a flapping link changes state this often
 
 
 # seconds a fault lasts before it is healed (the owner's pause adds the lease TTL)
@@ -59,6 +101,18 @@ HOLD_S: dict[FaultKind, tuple[float, float]] = {
     FaultKind.PAUSE_OWNER_GATEWAY: (1.0, 3.0),
     FaultKind.KILL_ETCD: (1.0, 6.0),
     FaultKind.UNLOAD_NAMESPACE: (0.0, 0.0),
+    FaultKind.CUT_GATEWAY_NODE: (2.0, 8.0),
+    FaultKind.CUT_GATEWAY_TWO_NODES: (2.0, 8.0),
+    FaultKind.CUT_GATEWAY_ALL_NODES: (2.0, 6.0),
+    FaultKind.CUT_GATEWAY_ETCD: (1.0, 4.0),  # plus the lease TTL: the lease must run out
+    FaultKind.CUT_NODE_ETCD: (2.0, 8.0),
+    FaultKind.CUT_OWNER_PEERS: (2.0, 8.0),
+    FaultKind.ONE_WAY_ETCD_TO_GATEWAY: (1.0, 4.0),  # plus the lease TTL
+    FaultKind.ONE_WAY_GATEWAY_TO_NODE: (2.0, 8.0),
+    FaultKind.FLAP_GATEWAY_NODE: (4.0, 10.0),
+    FaultKind.SLOW_FSYNC_NODE: (3.0, 8.0),
+    FaultKind.STALL_WRITES_NODE: (2.0, 5.0),
+    FaultKind.BLOCK_GATEWAY_LOOP: (3.0, 6.0),
 }
 
 
@@ -152,6 +206,13 @@ class Nemesis:
         if kind in (FaultKind.KILL_OWNER_GATEWAY, FaultKind.PAUSE_OWNER_GATEWAY):
             owner = await self.owner_of(*rng.choice(self.topics))
             targets = [f"gateway{owner}"]
+        links: list[Link] = []
+        if kind in PARTITION_KINDS or kind is FaultKind.BLOCK_GATEWAY_LOOP:
+            owner = await self.owner_of(*rng.choice(self.topics))
+            links, targets = self._links(kind, rng, owner)
+        elif kind in (FaultKind.SLOW_FSYNC_NODE, FaultKind.STALL_WRITES_NODE):
+            chosen = rng.sample(nodes, 1)
+            targets = [f"node{chosen[0]}"]
         self.history.record(
             "info",
             "fault",
@@ -160,6 +221,7 @@ class Nemesis:
             phase="start",
             targets=targets,
             hold=fault.hold_s,
+            links=[list(link) for link in links],
         )
         detail: dict[str, object] = {}
         if kind in (FaultKind.KILL_NODE, FaultKind.KILL_TWO_NODES, FaultKind.KILL_ALL_NODES):
@@ -236,11 +298,95 @@ class Nemesis:
         elif kind is FaultKind.UNLOAD_NAMESPACE:
             namespace = rng.choice(sorted({ns for ns, _ in self.topics}))
             detail = {"namespace": namespace, "status": await self.unload(namespace)}
+        elif kind in (FaultKind.CUT_GATEWAY_ETCD, FaultKind.ONE_WAY_ETCD_TO_GATEWAY):
+            gateway = cluster.gateways[owner]
+            steps_before = gateway.log_text().count(STEPPED_DOWN)
+            cut_at = asyncio.get_running_loop().time()
+            for src, dst in links:
+                self.network.cut(src, dst)
+            await asyncio.sleep(self.lease_ttl_s + fault.hold_s)
+            self.network.heal()
+            steps = gateway.log_text().count(STEPPED_DOWN) - steps_before
+            detail = {"stepped_down": steps, "cut_s": round(asyncio.get_running_loop().time() - cut_at, 2)}
+        elif kind is FaultKind.FLAP_GATEWAY_NODE:
+            loop = asyncio.get_running_loop()
+            end, flips = loop.time() + fault.hold_s, 0
+            while loop.time() < end:
+                for src, dst in links:
+                    if flips % 2 == 0:
+                        self.network.cut(src, dst)
+                    else:
+                        self.network.restore(src, dst)
+                flips += 1
+                await asyncio.sleep(min(rng.uniform(*FLAP_S), max(0.0, end - loop.time())))
+            self.network.heal()
+            detail = {"flips": flips}
+        elif kind in PARTITION_KINDS:
+            for src, dst in links:
+                self.network.cut(src, dst)
+            await asyncio.sleep(fault.hold_s)
+            self.network.heal()
+        elif kind in (FaultKind.SLOW_FSYNC_NODE, FaultKind.STALL_WRITES_NODE):
+            delay_ms = (
+                rng.randint(*SLOW_FSYNC_MS) if kind is FaultKind.SLOW_FSYNC_NODE else int(fault.hold_s * 1000)
+            )
+            cluster.disk_delay_file(chosen[0]).write_text(str(delay_ms))
+            await asyncio.sleep(fault.hold_s)
+            cluster.disk_delay_file(chosen[0]).write_text("0")
+            detail = {"fsync_ms": delay_ms}
+        elif kind is FaultKind.BLOCK_GATEWAY_LOOP:
+            gateway = cluster.gateways[owner]
+            loop = asyncio.get_running_loop()
+            end, blocked = loop.time() + fault.hold_s, 0.0
+            while loop.time() < end:
+                seconds = round(rng.uniform(*LOOP_BLOCK_S), 2)
+                cluster.loop_block_file(owner).write_text(str(seconds))
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(gateway.pid, signal.SIGUSR2)
+                blocked += seconds
+                await asyncio.sleep(seconds + rng.uniform(0.2, 1.0))
+            detail = {"blocked_s": round(blocked, 2)}
         self.history.record(
             "info", "fault", process="nemesis", kind=str(kind), phase="heal", targets=targets, **detail
         )
         for component, code in await asyncio.to_thread(cluster.revive):
             self.history.record("info", "crash", process=component, code=code, after=str(kind))
+
+    @property
+    def network(self) -> Network:
+        assert self.cluster.network is not None, "partition faults need ClusterConfig(partitions=True)"
+        return self.cluster.network
+
+    def _links(
+        self, kind: FaultKind, rng: random.Random, owner: int
+    ) -> tuple[list[tuple[str, str]], list[str]]:
+        """The one-way cuts a partition kind makes, and the processes it targets."""
+        gateway = f"gateway{owner}"
+        nodes = [f"node{i}" for i in range(len(self.cluster.nodes))]
+        peers = [f"gateway{i}" for i in range(len(self.cluster.gateways)) if i != owner]
+        both: list[Link] = []
+        one: list[Link] = []
+        if kind in (FaultKind.CUT_GATEWAY_NODE, FaultKind.FLAP_GATEWAY_NODE):
+            both = [(gateway, n) for n in rng.sample(nodes, 1)]
+        elif kind is FaultKind.CUT_GATEWAY_TWO_NODES:
+            both = [(gateway, n) for n in rng.sample(nodes, 2)]
+        elif kind is FaultKind.CUT_GATEWAY_ALL_NODES:
+            both = [(gateway, n) for n in nodes]
+        elif kind is FaultKind.CUT_GATEWAY_ETCD:
+            both = [(gateway, ETCD)]
+        elif kind is FaultKind.CUT_NODE_ETCD:
+            both = [(rng.choice(nodes), ETCD)]
+        elif kind is FaultKind.CUT_OWNER_PEERS:
+            both = [(gateway, peer) for peer in peers]
+        elif kind is FaultKind.ONE_WAY_ETCD_TO_GATEWAY:
+            one = [(ETCD, gateway)]
+        elif kind is FaultKind.ONE_WAY_GATEWAY_TO_NODE:
+            one = [(gateway, rng.choice(nodes))]
+        links = one + both + [(b, a) for a, b in both]
+        if kind is FaultKind.BLOCK_GATEWAY_LOOP:
+            return [], [gateway]
+        targets = sorted({name for link in links for name in link})
+        return links, targets
 
     async def _restart_nodes(self, indexes: list[int]) -> None:
         await asyncio.gather(*(asyncio.to_thread(self.cluster.restart_node, i) for i in indexes))

@@ -34,7 +34,7 @@ from folio.faults.clients import (
 )
 from folio.faults.cluster import SYNC_LAG_MS, ClusterConfig, FaultCluster
 from folio.faults.history import History
-from folio.faults.nemesis import FaultKind, Nemesis, schedule
+from folio.faults.nemesis import PARTITION_KINDS, FaultKind, Nemesis, schedule
 
 DEFAULT_NS = "public/default"
 DEDUP_NS = "public/dedup"
@@ -81,6 +81,7 @@ class RunConfig:
     hold_scale: float = 1.0  # shorter faults for the CI run
     kinds: tuple[FaultKind, ...] = tuple(FaultKind)
     node_args: tuple[str, ...] = ()
+    gateway_args: tuple[str, ...] = ()  # e.g. a control's --unsafe-keep-serving-without-lease
     sync_lag_ms: int = SYNC_LAG_MS  # how long a node's fdatasync trails its write (power loss bites)
     lease_ttl_s: int = 5
     rate: float = 5.0  # messages/s per producer
@@ -102,7 +103,9 @@ async def run(config: RunConfig) -> checkers.Result:
             config.root,
             gateway_lease_ttl_s=config.lease_ttl_s,
             node_args=config.node_args,
+            gateway_args=config.gateway_args,
             sync_lag_ms=config.sync_lag_ms,
+            partitions=bool(PARTITION_KINDS & set(config.kinds)),
         )
     )
     main = asyncio.current_task()

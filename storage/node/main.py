@@ -45,6 +45,7 @@ from storage.node.metrics import NodeMetrics
 from storage.node.registration import DiskPolicy, Registration
 from storage.node.server import IDLE_TIMEOUT_S, MAX_CONNECTIONS, MAX_IN_FLIGHT, MAX_PER_PEER, NodeServer
 from storage.node.service import NodeConfig, NodeService
+from storage.ports import disk_from_env
 from storage.runtime import tune_gc
 
 log = logging.getLogger("folio.storage.main")
@@ -205,7 +206,7 @@ async def run(args: argparse.Namespace) -> int:
             log.error("%s; refusing to start", exc)
             return EXIT_USAGE
     metrics = NodeMetrics()
-    service = NodeService(node_config(args), SystemClock(), metrics)
+    service = NodeService(node_config(args), SystemClock(), metrics, disk=disk_from_env())
     try:
         await service.start()
     except UnsupportedDataDir as exc:

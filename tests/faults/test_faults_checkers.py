@@ -311,3 +311,37 @@ def test_power_loss_drops_are_summed_over_the_power_loss_faults() -> None:
     assert (result.powerloss_faults, result.powerloss_biting) == (3, 2)
     assert (result.powerloss_dropped_bytes, result.powerloss_dropped_records) == (1000, 4)
     assert "powerloss_dropped_bytes=1000 records=4 over 3 faults (2 dropped something)" in result.line()
+
+
+def test_a_handover_is_not_a_dual_ack() -> None:
+    # the old owner acks in ledger 1, the new one in ledger 2: every publish of
+    # ledger 1 was sent before ledger 2's first ack (an ack may arrive late)
+    ops = [*pub(0.0, "p", 0, "1:0:-1:-1"), *pub(1.0, "p", 1, "1:1:-1:-1"), *pub(2.0, "p", 2, "2:0:-1:-1")]
+    ops[3]["t"] = 2.5  # seq 1's ack reaches the producer after ledger 2 began
+    ops += [read(9.0, "p", s, i) for s, i in ((0, "1:0:-1:-1"), (1, "1:1:-1:-1"), (2, "2:0:-1:-1"))]
+    result = check(ops)
+    assert not result.dual_acks and result.safe, result.details()
+
+
+def test_an_old_tenure_acking_after_a_new_one_began_is_a_dual_ack() -> None:
+    # a gateway that kept acknowledging into its ledger 1 after another began ledger 2
+    ops = [
+        *pub(0.0, "a", 0, "1:0:-1:-1"),
+        *pub(1.0, "b", 0, "2:0:-1:-1"),
+        *pub(2.0, "a", 1, "1:1:-1:-1"),
+        *pub(3.0, "b", 1, "2:1:-1:-1"),
+    ]
+    result = check(ops)
+    assert result.dual_acks == [("t", 1, 2, ("a", 1))]
+    assert not result.safe and "dual_acks=1" in result.line()
+
+
+def test_dual_acks_are_per_partition_and_skip_duplicates() -> None:
+    ops = [
+        *pub(0.0, "a", 0, "1:0:0:-1", topic="part"),
+        *pub(1.0, "b", 0, "2:0:1:-1", topic="part"),  # another partition: another owner is fine
+        *pub(2.0, "a", 1, "1:1:0:-1", topic="part"),
+        *pub(3.0, "c", 0, "3:0:0:-1", topic="part"),
+        *pub(4.0, "a", 0, "1:0:0:-1", topic="part", duplicate=True),  # a retry answered with the old id
+    ]
+    assert check(ops).dual_acks == []

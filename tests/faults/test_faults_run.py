@@ -5,12 +5,17 @@
   types, a partitioned topic, dedup on in one namespace; 50 seeded faults of
   every kind (power loss included), then heal, cold-restart the gateways, read
   everything back. Prints the checkers' line and the unavailability per kind.
+  Each node and gateway runs in its own network namespace, so the faults include
+  partitions (links cut one way or both, flapping) and gray failures (slow and
+  stalled fsyncs, a gateway's event loop blocked); every kind comes at least twice.
   The nodes' fdatasyncs trail their writes by ``SYNC_LAG_MS``, so the power
   losses drop written-but-unsynced journal bytes: the run asserts they did
   (else power loss is only a kill -9 and proves nothing more) and lost nothing.
 - controls, kept with their assertion inverted: power loss with fsync off loses
   acked messages; a zombie writer is acked when fencing is off; the safe twins
-  lose nothing. The checkers must catch each, or the suite proves nothing.
+  lose nothing; an owner cut from etcd that ignores the loss of its lease (nodes
+  not fencing) acknowledges alongside its successor (dual acks). The checkers must
+  catch each, or the suite proves nothing.
 """
 
 from __future__ import annotations
@@ -23,7 +28,8 @@ from pathlib import Path
 import pytest
 
 from folio.faults.checkers import HEALED, Result, check
-from folio.faults.controls import fencing_scenario
+from folio.faults.controls import fencing_scenario, zombie_owner_scenario
+from folio.faults.history import load
 from folio.faults.nemesis import FaultKind
 from folio.faults.run import RunConfig, run
 
@@ -57,6 +63,7 @@ async def test_fault_run(tmp_path: Path) -> None:
     show(f"fault run seed={CI_SEED}", result)
     assert sum(result.faults.values()) >= 50
     assert set(result.faults) == {str(k) for k in FaultKind}, result.faults
+    assert min(result.faults.values()) >= 2, result.faults  # partitions and gray failures included
     assert result.acked > 0
     assert result.powerloss_faults >= 6, result.line()
     # the shim bites: power losses found unsynced records and dropped them (never an acked one)
@@ -97,6 +104,40 @@ async def test_control_fencing_off_acks_a_zombie_writer(tmp_path: Path) -> None:
     result = check(await fencing_scenario(tmp_path, "zombie", ("--unsafe-no-fencing",)))
     show("control: fencing off", result)
     assert len(result.lost) == 5, "a zombie writer was not acked with fencing off: the control proves nothing"
+
+
+@pytest.mark.timeout(180)
+async def test_an_owner_cut_from_etcd_never_acks_alongside_its_successor(tmp_path: Path) -> None:
+    result = check(await zombie_owner_scenario(tmp_path, unsafe=False))
+    print(f"\n[owner cut from etcd, lease honoured] acked={result.acked} dual_acks={len(result.dual_acks)}")
+    acked = {
+        op["process"]
+        for op in load(tmp_path / "history.jsonl")
+        if op["f"] == "publish" and op["type"] == "ok"
+    }
+    assert "via-other" in acked, "the other gateway never served the topic: the scenario proves nothing"
+    assert not result.dual_acks, result.details()
+
+
+@pytest.mark.timeout(180)
+async def test_control_a_gateway_keeping_its_lost_lease_acks_twice(tmp_path: Path) -> None:
+    """The owner is cut from etcd while its clients still reach it, and it ignores the
+    loss of its lease (and the nodes do not fence): it keeps acknowledging into its
+    ledger while the gateway that took its topic acknowledges into a new one."""
+    result = check(await zombie_owner_scenario(tmp_path, unsafe=True))  # no final read: only dual acks count
+    print(f"\n[control: a zombie owner cut from etcd] acked={result.acked} dual_acks={result.dual_acks[:5]}")
+    assert result.dual_acks, (
+        "a gateway acking without its lease was not seen: the dual-ack checker proves nothing"
+    )
+
+
+def test_the_gateway_refuses_its_unsafe_switch_outside_the_controls() -> None:
+    env = {k: v for k, v in os.environ.items() if k != "FOLIO_UNSAFE_TEST_SWITCHES"}
+    command = [sys.executable, "-m", "gateway.main", "--port", "0", "--etcd", "x:1"]
+    done = subprocess.run(
+        [*command, "--unsafe-keep-lease-on-loss"], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 2 and "FOLIO_UNSAFE_TEST_SWITCHES=1" in done.stderr
 
 
 @pytest.mark.parametrize(
