@@ -11,9 +11,6 @@ $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[dev]'
-	@# the editable install maps packages with an import hook that pkgutil.iter_modules cannot
-	@# see; a plain path entry for spark/ lets Spark find (and auto-register) pyspark_folio
-	$(PY) -c 'import pathlib, sysconfig; pathlib.Path(sysconfig.get_paths()["purelib"], "folio-spark.pth").write_text(str(pathlib.Path("spark").resolve()) + "\n")'
 	touch $(STAMP)
 
 # the dashboard tests drive Debian's chromium through Playwright (never `playwright install`)

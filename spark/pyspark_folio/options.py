@@ -7,11 +7,14 @@ exactly one of ``topic``, ``topics`` (comma-separated) and ``topicsPattern``
 selects what is read; offsets default to ``earliest``..``latest`` for batch reads
 and ``latest`` for a new stream; ``decode`` (default false) adds the
 payload as a typed struct column; times are epoch milliseconds. A bad value is a
-``ValueError`` naming the option.
+``ValueError`` naming the option; an option the reader or writer does not know
+(a misspelling) is a ``ValueError`` naming the known ones (``READ_OPTIONS``,
+``WRITE_OPTIONS``: name -> (default, meaning), the table docs/spark.md shows).
 """
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -21,6 +24,55 @@ from pyspark_folio.plan import BYTES_PER_RANGE, ENTRIES_PER_RANGE
 from pyspark_folio.positions import EARLIEST_MARK, LATEST_MARK, Spec, parse_offsets
 
 TRUE = ("true", "1", "yes")
+
+CONNECTION_OPTIONS: dict[str, tuple[str, str]] = {
+    "etcd": ("(required)", "etcd endpoints, `host:port[,host:port...]`"),
+    "etcdNamespace": ("empty", "the cluster's key prefix in etcd, when it shares etcd"),
+}
+READ_OPTIONS: dict[str, tuple[str, str]] = {
+    **CONNECTION_OPTIONS,
+    "topic": ("-", "one topic (`persistent://tenant/ns/name`); exactly one of topic, topics, topicsPattern"),
+    "topics": ("-", "topics, comma-separated"),
+    "topicsPattern": ("-", "a regular expression matched in full against topic names"),
+    "startingOffsets": (
+        "`earliest` (batch), `latest` (stream)",
+        "`earliest`, `latest` or JSON `{log: message id or mark}`",
+    ),
+    "endingOffsets": ("`latest`", "batch only: `latest` or JSON per log"),
+    "startingTimestamp": ("-", "keep messages published at or after this epoch ms"),
+    "endingTimestamp": ("-", "keep messages published at or before this epoch ms"),
+    "failOnDataLoss": ("true", "false: a ledger gone since planning is logged and skipped"),
+    "maxMessagesPerTrigger": ("-", "stream only: at most this many messages a micro-batch"),
+    "entriesPerPartition": (str(ENTRIES_PER_RANGE), "entries a Spark input partition reads at most"),
+    "bytesPerPartition": (str(BYTES_PER_RANGE), "entry bytes a Spark input partition reads at most"),
+    "decode": ("false", "true: add the payload decoded by the topic's schema as a `decoded` struct"),
+    "pushdown": ("auto", "true/false: take Spark's filters (needs filterPushdown.enabled)"),
+}
+WRITE_OPTIONS: dict[str, tuple[str, str]] = {
+    **CONNECTION_OPTIONS,
+    "topic": ("-", "the topic written to; without it, every row names its topic in a `topic` column"),
+    "gateways": ("the live gateways in etcd", "gateway HTTP base URLs, comma-separated"),
+    "batchMessages": ("1000", "messages a publish request carries at most (1..1000)"),
+    "batchBytes": ("1048576", "payload bytes a publish request carries at most"),
+    "producerName": (
+        "a fresh name (batch), the query id (stream)",
+        "the producer name rows are deduplicated under",
+    ),
+}
+SPARK_OWN = frozenset({"path", "checkpointlocation"})  # options Spark itself may pass along
+
+
+def check_known(options: Mapping[str, str], known: Mapping[str, object], what: str) -> None:
+    """A ``ValueError`` for an option ``what`` (the reader, the writer) does not know."""
+    names = {name.lower(): name for name in known}
+    for given in options:
+        if given.lower() in names or given.lower() in SPARK_OWN:
+            continue
+        close = difflib.get_close_matches(given.lower(), names, n=1)
+        hint = f" (did you mean {names[close[0]]}?)" if close else ""
+        raise ValueError(
+            f"unknown option {given!r} for the folio {what}{hint}; known options: {', '.join(known)}"
+        )
 
 
 def _get(options: Mapping[str, str], name: str) -> str | None:
@@ -75,6 +127,7 @@ class ReadOptions:
 
     @classmethod
     def parse(cls, options: Mapping[str, str], streaming: bool = False) -> ReadOptions:
+        check_known(options, READ_OPTIONS, "reader")
         given = [name for name in ("topic", "topics", "topicsPattern") if _get(options, name)]
         if len(given) != 1:
             raise ValueError("give exactly one of the options topic, topics, topicsPattern")
@@ -139,6 +192,7 @@ class WriteOptions:
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> WriteOptions:
+        check_known(options, WRITE_OPTIONS, "writer")
         topic = _get(options, "topic")
         if topic is not None:
             path_of(topic)

@@ -111,40 +111,56 @@ class RowsBuilder:
         return len(self._ids) >= self._rows_max or self._bytes >= self._bytes_max
 
     def add_entry(self, entry_id: int, payload: bytes) -> None:
+        """The entry's selected messages, added column by column (a list operation per
+        column and entry, not a dozen appends per message: this runs for every message
+        a read returns)."""
         read = self._read
         messages = decode_entry(payload)
         count = len(messages)
         low = read.first_batch if entry_id == read.first_entry else 0
         high = read.stop_batch if entry_id == read.last_entry and read.stop_batch is not None else count
-        prefix = entry_prefix(read.ledger_id, entry_id, self._partition_for_id)
+        indexes = list(range(low, min(high, count)))
+        chosen = messages[low : low + len(indexes)]
         rows = read.rows
-        for index in range(low, min(high, count)):
-            message = messages[index]
-            publish = message.publish_time_ms
-            if rows.publish_min_ms is not None and publish < rows.publish_min_ms:
-                continue
-            if rows.publish_max_ms is not None and publish > rows.publish_max_ms:
-                continue
-            key = None if message.key is None else message.key.decode("utf-8", "replace")
-            if rows.keys is not None and key not in rows.keys:
-                continue
-            tail = batch_tail(index, count) if count > 1 else NO_BATCH_TAIL
-            self._ids.append(b64encode_as_string(prefix + tail))
-            self._entries.append(entry_id)
-            self._indexes.append(index)
-            self._keys.append(key)
-            self._values.append(message.payload)
-            self._props.append(list(message.properties.items()))
-            self._publish.append(publish * _MS_TO_US)
-            event = message.event_time_ms
-            self._event.append(None if event is None else event * _MS_TO_US)
-            self._producers.append(message.producer_name)
-            self._sequences.append(message.sequence_id)
-            version = message.schema_version
-            self._schemas.append(None if version is None else version.to_bytes(8, "big", signed=True))
-            if self._decoder is not None:
-                self._decoded.append(self._decoder.decode(version, message.payload))
-            self._bytes += len(message.payload)
+        if rows.publish_min_ms is not None or rows.publish_max_ms is not None:
+            least = rows.publish_min_ms if rows.publish_min_ms is not None else -(2**63)
+            most = rows.publish_max_ms if rows.publish_max_ms is not None else 2**63
+            kept = [j for j, m in enumerate(chosen) if least <= m.publish_time_ms <= most]
+            indexes, chosen = [indexes[j] for j in kept], [chosen[j] for j in kept]
+        keys = [None if m.key is None else m.key.decode("utf-8", "replace") for m in chosen]
+        if rows.keys is not None:
+            wanted = rows.keys
+            kept = [j for j, key in enumerate(keys) if key in wanted]
+            indexes, chosen, keys = (
+                [indexes[j] for j in kept],
+                [chosen[j] for j in kept],
+                [keys[j] for j in kept],
+            )
+        if not chosen:
+            return
+        prefix = entry_prefix(read.ledger_id, entry_id, self._partition_for_id)
+        if count > 1:
+            self._ids += [b64encode_as_string(prefix + batch_tail(i, count)) for i in indexes]
+        else:
+            self._ids.append(b64encode_as_string(prefix + NO_BATCH_TAIL))
+        self._entries += [entry_id] * len(chosen)
+        self._indexes += indexes
+        self._keys += keys
+        values = [m.payload for m in chosen]
+        self._values += values
+        self._props += [list(m.properties.items()) if m.properties else [] for m in chosen]
+        self._publish += [m.publish_time_ms * _MS_TO_US for m in chosen]
+        self._event += [None if m.event_time_ms is None else m.event_time_ms * _MS_TO_US for m in chosen]
+        self._producers += [m.producer_name for m in chosen]
+        self._sequences += [m.sequence_id for m in chosen]
+        self._schemas += [
+            None if m.schema_version is None else m.schema_version.to_bytes(8, "big", signed=True)
+            for m in chosen
+        ]
+        if self._decoder is not None:
+            decode = self._decoder.decode
+            self._decoded += [decode(m.schema_version, m.payload) for m in chosen]
+        self._bytes += sum(map(len, values))
 
     def take(self) -> pa.RecordBatch:
         """The rows gathered so far as one RecordBatch (and start afresh)."""

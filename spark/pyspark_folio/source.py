@@ -23,7 +23,7 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from pyspark_folio.decode import DECODED, DecodeSpec
-from pyspark_folio.options import ReadOptions, WriteOptions
+from pyspark_folio.options import READ_OPTIONS, ReadOptions, WriteOptions, check_known
 from pyspark_folio.rows import SCHEMA, schema_for
 
 FRAMES_LOOKED_AT = 6
@@ -57,7 +57,10 @@ class FolioDataSource(DataSource):
         return "folio"
 
     def schema(self) -> StructType:
+        """The read's columns (Spark asks at ``load()``, for reads only: a misspelt
+        read option fails there, before any planning)."""
         options = self.options
+        check_known(options, READ_OPTIONS, "reader")
         if options.get("decode", "").strip().lower() not in ("true", "1", "yes"):
             return SCHEMA
         from pyspark_folio.schemas import plan_decode

@@ -200,3 +200,14 @@ def test_explicit_registration_works_too(folio, spark, source_options):
     topic = BASE + "read-register"
     publish(folio.urls[0], topic, [Sent(topic, None, b"x")])
     assert _load(spark, source_options, topic=topic).count() == 1
+
+
+def test_a_misspelt_option_fails_naming_the_known_ones(folio, spark, source_options):
+    """At load() for a read, at save() for a write, before anything is read or sent."""
+    with pytest.raises(Exception, match=r"did you mean startingOffsets\?.*known options: etcd"):
+        _load(spark, source_options, topic=BASE + "read-roundtrip", startingOffset="earliest")
+    df = spark.createDataFrame([(b"x",)], "value binary")
+    with pytest.raises(Exception, match=r"did you mean batchMessages\?.*known options: etcd"):
+        df.write.format("folio").options(**source_options, topic=BASE + "misspelt", batchMessage="5").mode(
+            "append"
+        ).save()
