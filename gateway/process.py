@@ -22,8 +22,10 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import time
 from dataclasses import dataclass, field, replace
+from importlib import metadata
 from urllib.parse import urlsplit
 
 import httpx
@@ -154,7 +156,12 @@ class Gateway:
         self.deliveries = DeliveryBudget(config.pending)
         self.http_held = HttpHeld()  # payloads HTTP consumers hold (http_consume.py)
         self.registry = GatewayRegistry(
-            store, session, config.gateway_id, config.http_url, load_provider=self.load_report
+            store,
+            session,
+            config.gateway_id,
+            config.http_url,
+            load_provider=self.load_report,
+            version=folio_version(),
         )
         self.ownership = OwnershipManager(
             store, session, config.gateway_id, config.http_url, registry=self.registry
@@ -196,6 +203,7 @@ class Gateway:
         self.sessions = 0
         self.closing = False
         self._load_at = time.monotonic()  # when the previous load report was made
+        self._cpu_at = time.process_time()  # this process's CPU seconds at that report
         self._load_counts: dict[TopicName, _TopicCounts] = {}  # each topic's counters then
         self._bundle_rates: dict[str, float] = {}  # smoothed rate of each owned bundle then
         self.throughput = ThroughputRing()  # msg/s in and out at each load report (dashboard history)
@@ -267,11 +275,16 @@ class Gateway:
         self._bundle_rates = {
             path: smoothed(before.get(path, 0.0), per_s(n)) for path, n in per_bundle.items()
         }
+        cpu_now = time.process_time()
+        cpu_s, self._cpu_at = cpu_now - self._cpu_at, cpu_now
+        machine_s = elapsed * (os.cpu_count() or 1)
         return LoadReport(
             topics=len(self.service.topics),
             sessions=self.sessions,
             msg_rate_in=per_s(published),
             bundle_rates=tuple(self._bundle_rates.items()),
+            cpu_used=round(min(1.0, cpu_s / machine_s), 4) if machine_s > 0 else 0.0,
+            rss_bytes=resident_bytes(),
         )
 
     # ------------------------------------------------------------ ownership
@@ -327,3 +340,20 @@ class Gateway:
             for address in (node.address, node.metrics_address)
         ]
         return [*self.config.etcd_endpoints, *gateways, *nodes]
+
+
+def resident_bytes() -> int:
+    """This process's resident memory (Linux ``/proc/self/statm``; 0 where it is absent)."""
+    try:
+        with open("/proc/self/statm", "rb") as statm:
+            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def folio_version() -> str:
+    """The installed Folio release, as its package metadata says ("" if not installed)."""
+    try:
+        return metadata.version("folio")
+    except metadata.PackageNotFoundError:
+        return ""

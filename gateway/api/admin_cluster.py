@@ -116,7 +116,9 @@ class ClusterViews:
                     "bundles": bundles.get(gateway_id, 0),
                     "loadManager": gateway_id == leader,
                     "self": mine,
-                    "cpu": round(info.load.cpu, 3),
+                    "cpu": round(info.load.cpu_used, 3),
+                    "rssBytes": info.load.rss_bytes,
+                    "version": info.version,
                     "startedMs": info.started_ms,
                 }
             )

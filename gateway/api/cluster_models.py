@@ -29,6 +29,8 @@ class GatewayView(BaseModel):
     loadManager: bool = Field(description="true for the elected load manager")
     is_self: bool = Field(alias="self", description="true for the gateway that answered")
     cpu: float = Field(0.0, description="CPU used, fraction of one machine (last load report)")
+    rssBytes: int = Field(0, description="resident memory, bytes (last load report; 0 = not reported)")
+    version: str = Field("", description="the Folio release it runs ('' = not reported)")
     startedMs: int = Field(0, description="when it started (epoch ms; 0 = not reported)")
 
 

@@ -50,6 +50,10 @@ class LoadReport:
     msg_rate_in: float = 0.0
     cpu: float = 0.0  # fraction of one machine, 0..1
     bundle_rates: tuple[tuple[str, float], ...] = ()
+    # shown on the dashboard, never weighed: the process's CPU share of the machine over
+    # the last report interval, and its resident memory (``cpu`` above is the score's input)
+    cpu_used: float = 0.0
+    rss_bytes: int = 0
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "bundle_rates", tuple(sorted(self.bundle_rates)))
@@ -61,6 +65,8 @@ class LoadReport:
             "msgRateIn": self.msg_rate_in,
             "cpu": self.cpu,
             "bundleRates": dict(self.bundle_rates),
+            "cpuUsed": self.cpu_used,
+            "rssBytes": self.rss_bytes,
         }
 
     @classmethod
@@ -71,6 +77,8 @@ class LoadReport:
             msg_rate_in=float(data.get("msgRateIn", 0.0)),
             cpu=float(data.get("cpu", 0.0)),
             bundle_rates=_bundle_rates(data.get("bundleRates")),
+            cpu_used=float(data.get("cpuUsed", 0.0)),
+            rss_bytes=int(data.get("rssBytes", 0)),
         )
 
 
@@ -100,6 +108,7 @@ class GatewayInfo:
     http_url: str
     load: LoadReport = field(default_factory=LoadReport)
     started_ms: int = 0  # wall clock, ms since the epoch
+    version: str = ""  # the Folio release it runs ("" from a gateway that predates the field)
 
     def encode(self) -> bytes:
         return orjson.dumps(
@@ -108,6 +117,7 @@ class GatewayInfo:
                 "httpUrl": self.http_url,
                 "load": self.load.to_json(),
                 "startedMs": self.started_ms,
+                "version": self.version,
             }
         )
 
@@ -120,6 +130,7 @@ class GatewayInfo:
                 http_url=str(data.get("httpUrl", "")),
                 load=LoadReport.from_json(data.get("load") or {}),
                 started_ms=int(data.get("startedMs", 0)),
+                version=str(data.get("version", "")),
             )
         except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError):
             return None

@@ -54,6 +54,7 @@ class GatewayRegistry:
         load_provider: LoadProvider | None = None,
         report_interval_s: float = DEFAULT_REPORT_INTERVAL_S,
         register_wait_s: float = membership.DEFAULT_REGISTER_WAIT_S,
+        version: str = "",
     ) -> None:
         if not gateway_id or "/" in gateway_id or not gateway_id.isprintable():
             raise ValueError(f"bad gateway id {gateway_id!r}: non-empty, printable, no '/'")
@@ -65,7 +66,7 @@ class GatewayRegistry:
         self.report_interval_s = report_interval_s
         self.register_wait_s = register_wait_s
         self.key = keys.gateway(gateway_id)
-        self._info = GatewayInfo(gateway_id, http_url, LoadReport(), 0)
+        self._info = GatewayInfo(gateway_id, http_url, LoadReport(), 0, version)
         self._live: dict[str, GatewayInfo] = {}
         self._listeners: list[Callable[[], None]] = []
         self._cache = WatchedPrefix(store, keys.GATEWAYS, self._on_change)

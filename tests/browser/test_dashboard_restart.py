@@ -215,5 +215,8 @@ def test_pages_read_plainly(dash_cluster: DashCluster, page: Page, artifacts: Pa
     expect(gateways).to_have_count(len(dash_cluster.gateways))
     expect(gateways.first.locator('td[data-col="cpu"]')).to_have_text(re.compile(r"^\d+%$"))
     expect(gateways.first.locator('td[data-col="uptime"]')).to_have_text(re.compile(r"^\d+ (s|min|h|d)$"))
+    memory = gateways.first.locator('td[data-col="memory"]')
+    expect(memory).to_have_text(re.compile(r"^\d+(\.\d)? (MiB|GiB)$"))
+    expect(gateways.first.locator('td[data-col="version"]')).to_have_text(re.compile(r"^\d+\.\d+"))
     errors = errors_of(page)
     assert errors == [], dash_cluster.server_errors(errors)

@@ -4,16 +4,18 @@ and how ``Gateway.load_report`` (gateway/process.py) computes them."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from importlib import metadata
 from types import SimpleNamespace
 from typing import Any
 
+import orjson
 import pytest
 
 from gateway.api.throughput import ThroughputRing
 from gateway.names import NamespaceName, TopicName
 from gateway.ownership.bundles import NamespaceBundle, bundle_ranges
 from gateway.ownership.key_records import BUNDLE_RATES_MAX, GatewayInfo, LoadReport, smoothed
-from gateway.process import Gateway
+from gateway.process import Gateway, folio_version, resident_bytes
 
 pytestmark = pytest.mark.unit
 
@@ -29,6 +31,20 @@ def test_bundle_rates_round_trip_in_the_gateway_registration() -> None:
     assert report.to_json()["bundleRates"] == {P0: 7.0, P1: 2.5}
     info = GatewayInfo("gw-1", "http://gw-1", report, 1234)
     assert GatewayInfo.decode(info.encode()) == info
+
+
+def test_process_figures_and_version_round_trip_and_older_records_decode() -> None:
+    report = LoadReport(1, 2, 3.0, cpu_used=0.125, rss_bytes=96 << 20)
+    info = GatewayInfo("gw-1", "http://gw-1", report, 1234, version="0.1.0")
+    assert orjson.loads(info.encode())["load"]["rssBytes"] == 96 << 20
+    assert GatewayInfo.decode(info.encode()) == info
+    older = GatewayInfo.decode(b'{"id":"g","load":{"topics":2}}')
+    assert older is not None and (older.version, older.load.cpu_used, older.load.rss_bytes) == ("", 0.0, 0)
+
+
+def test_the_gateway_reports_its_resident_memory_and_release() -> None:
+    assert resident_bytes() > 10 << 20  # a Python process with the gateway's imports
+    assert folio_version() == metadata.version("folio")
 
 
 def test_reports_without_bundle_rates_still_decode() -> None:
@@ -106,6 +122,7 @@ def test_load_report_rates_per_owned_bundle_since_the_previous_report(
         ),
         sessions=3,
         _load_at=100.0,
+        _cpu_at=10.0,
         _load_counts={},
         _bundle_rates={},
         throughput=ThroughputRing(),
@@ -113,10 +130,19 @@ def test_load_report_rates_per_owned_bundle_since_the_previous_report(
     )
     clock = iter([102.0, 104.0])
     monkeypatch.setattr("gateway.process.time.monotonic", lambda: next(clock))
+    cpu_seconds = iter([11.0, 11.5])  # 1 s of CPU in the first 2 s, then 0.5 s
+    monkeypatch.setattr("gateway.process.time.process_time", lambda: next(cpu_seconds))
+    monkeypatch.setattr("gateway.process.os.cpu_count", lambda: 2)
+    monkeypatch.setattr("gateway.process.resident_bytes", lambda: 80 << 20)
 
     first = Gateway.load_report(gateway)
     assert first == LoadReport(
-        topics=3, sessions=3, msg_rate_in=75.0, bundle_rates=((P0, 12.0), (P1, 0.0))
+        topics=3,
+        sessions=3,
+        msg_rate_in=75.0,
+        bundle_rates=((P0, 12.0), (P1, 0.0)),
+        cpu_used=0.25,  # 1 CPU second of the machine's 2 x 2
+        rss_bytes=80 << 20,
     )  # (100 + 40 + 10) / 2 s in; (100 + 40 in, 50 + 30 + 20 out) / 2 s = 120 on bundle 0, 0.1 of it
 
     topics[hot].msg_in = 300  # +200
@@ -125,6 +151,7 @@ def test_load_report_rates_per_owned_bundle_since_the_previous_report(
     second = Gateway.load_report(gateway)
     assert second.msg_rate_in == pytest.approx((200 + 6 + 0) / 2)
     assert second.bundle_rates == ((P0, 21.1), (P1, 0.0))  # 0.9 x 12 + 0.1 x 103 (smoothed)
+    assert second.cpu_used == 0.125
     assert len(gateway.throughput) == 2  # each report is a sample of the dashboard's history
 
 

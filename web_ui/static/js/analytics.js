@@ -39,6 +39,16 @@ function ms(v) {
 
 export const duration = ms;
 
+// "Nov 27, 14:03" (fits a tile; the full time is its title), or just "14:03" today
+function shortTime(v) {
+  if (v === undefined || v === null) return "–";
+  const d = new Date(v);
+  if (Number.isNaN(d.getTime())) return String(v);
+  const time = d.toLocaleTimeString(undefined, { hour: "2-digit", minute: "2-digit", hour12: false });
+  if (d.toDateString() === new Date().toDateString()) return time;
+  return `${d.toLocaleDateString(undefined, { month: "short", day: "numeric" })}, ${time}`;
+}
+
 export function sparkStats() {
   return {
     has: false,
@@ -58,10 +68,11 @@ export function sparkStats() {
     warnings: [],
     fields: [],
     fieldsNote: "",
+    historyNote: "",
     init() {
       const d = this.$el.closest("[data-tenant]").dataset;
       this.path = `/admin/v2/analytics/topics/persistent/${enc(d.tenant)}/${enc(d.namespace)}/${enc(d.topic)}`;
-      this.chart = new TimeChart(this.$refs.history, [{ label: "msg/min", color: "--chart-in" }], 180);
+      this.chart = new TimeChart(this.$refs.history, [{ label: "msg/min", color: "--chart-in" }], 180, 3600);
       this.stop = poll(() => this.refresh(), 700);
     },
     destroy() { this.stop(); },
@@ -97,9 +108,13 @@ export function sparkStats() {
         ["Messages", fmt.num(r.messages)], ["Bytes", fmt.bytes(r.bytes)],
         ["Distinct keys ≈", fmt.num(r.distinctKeys)], ["Size p50", fmt.bytes(sz.p50)],
         ["Size p99", fmt.bytes(sz.p99)], ["Size max", fmt.bytes(sz.max)],
-        ["Msg/min, last hour", fmt.rate(r.recentRatePerMinute)], ["First message", fmt.time(r.firstPublishMs)],
-      ].map(([label, value]) => ({ label, value }));
+        ["Msg/min, last hour", fmt.rate(r.recentRatePerMinute)], ["First message", shortTime(r.firstPublishMs)],
+      ].map(([label, value]) => ({ label, value, title: label === "First message" ? fmt.time(r.firstPublishMs) : "" }));
       this.chart.set(r.ratePerMinute.map((p) => p[0]), r.ratePerMinute.map((p) => p[1]));
+      const minutes = r.ratePerMinute.length;
+      this.historyNote = minutes < 10
+        ? `${minutes} minute${minutes === 1 ? "" : "s"} with messages so far: the chart (at least an hour wide) fills in as the topic ages.`
+        : "";
       this.sizeBars = bars((sz.histogram || []), (k) => `≥ ${fmt.bytes(k)}`);
       this.lagBars = bars(((r.lag || {}).histogram || []), (k) => `≥ ${ms(k)}`);
       this.keys = (r.topKeys || []).map((k) => ({ ...k, pct: `${(100 * k.share).toFixed(1)}%`, width: `${Math.max(1, 100 * k.share)}%` }));

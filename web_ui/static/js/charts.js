@@ -21,8 +21,10 @@ function clock(seconds) {
 
 export class TimeChart {
   // series: [{label, color: "--css-var"}]
-  constructor(el, series, height = 200) {
+  // minSpanS: the x axis spans at least this many seconds (a short history is not stretched)
+  constructor(el, series, height = 200, minSpanS = 60) {
     this.el = el;
+    this.minSpanS = minSpanS;
     this.series = series;
     this.height = height;
     this.data = [[], ...series.map(() => [])];
@@ -43,7 +45,7 @@ export class TimeChart {
         x: { time: true, range: (u) => {
           const xs = u.data[0];
           const hi = xs.length ? xs[xs.length - 1] : Date.now() / 1000;
-          return [Math.min(xs.length ? xs[0] : hi, hi - 60), hi];
+          return [Math.min(xs.length ? xs[0] : hi, hi - this.minSpanS), hi];
         } },
         y: { range: (u, min, max) => [0, Math.max(max * 1.1, 1)] } },
       axes: [
@@ -52,7 +54,7 @@ export class TimeChart {
         { stroke: text, grid, ticks: grid, size: 56, values: (u, vals) => vals.map(shortNum) },
       ],
       series: [{}, ...this.series.map((s) => ({
-        label: s.label, stroke: cssVar(s.color), width: 2,
+        label: s.label, stroke: cssVar(s.color), width: 2, points: { show: (u) => u.data[0].length < 30 },
         value: (u, v) => (v === null || v === undefined ? "–" : shortNum(v)),
       }))],
       legend: { show: true },

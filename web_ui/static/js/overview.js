@@ -61,6 +61,8 @@ function gatewayRow(g) {
     sessions: fmt.num(pick(g, "sessions", "load.sessions")),
     rate: fmt.rate(pick(g, "msgRateIn", "publishRate", "load.publishRate", "load.msgRateIn")),
     cpu: pick(g, "cpu") === undefined ? "–" : `${Math.round(100 * Number(pick(g, "cpu")))}%`,
+    memory: pick(g, "rssBytes") ? fmt.bytes(pick(g, "rssBytes")) : "–",
+    version: pick(g, "version") || "–",
     uptime: pick(g, "startedMs") ? fmt.ago(pick(g, "startedMs")).replace(" ago", "") : "–",
     started: pick(g, "startedMs") ? `started ${fmt.time(pick(g, "startedMs"))}` : "",
   };
