@@ -31,7 +31,7 @@ def _distribution(hist: Any) -> dict[str, Any]:
     out: dict[str, Any] = {"count": hist.total, "min": hist.low, "max": hist.high}
     for name, q in PERCENTILES:
         out[name] = hist.percentile(q)
-    out["histogram"] = [[low, n] for low, n in hist.power_of_two_bins()]
+    out["histogram"] = [[low, n] for low, n in hist.chart_bins()]
     return out
 
 

@@ -27,6 +27,7 @@ import mmh3
 
 SMALL = 16  # values below are their own cell
 SUB = 8  # cells per power of two above
+CHART_BINS = 24  # a chart's histogram shows the cells up to this many, else powers of two
 
 
 def cell_of(value: int) -> int:
@@ -91,11 +92,16 @@ class LogHistogram:
                 return min(max((low + high - 1) // 2, self.low), self.high)
         return self.high
 
-    def power_of_two_bins(self) -> list[tuple[int, int]]:
-        """``(lower bound, count)`` per power of two (a chart's histogram)."""
+    def chart_bins(self, most: int = CHART_BINS) -> list[tuple[int, int]]:
+        """``(lower bound, count)`` per bar of a chart's histogram: the cells themselves
+        (exact sizes below 16, eighths of a power of two above) while there are at most
+        ``most`` of them, so messages of similar sizes still spread over several bars;
+        else one bar per power of two."""
+        fine = sorted((cell_bounds(cell)[0], count) for cell, count in self.counts.items())
+        if len(fine) <= most:
+            return fine
         bins: dict[int, int] = {}
-        for cell, count in self.counts.items():
-            low, _ = cell_bounds(cell)
+        for low, count in fine:
             floor = 0 if low == 0 else 1 << (low.bit_length() - 1)
             bins[floor] = bins.get(floor, 0) + count
         return sorted(bins.items())

@@ -11,7 +11,7 @@ from folio_analytics.grid import GridSeries
 from folio_analytics.keyshare import predict, skew_warnings
 from folio_analytics.profile import Bounds, Message, Profile, fold_messages, key_bytes
 from folio_analytics.results import RESULT_BYTES, STATE_BYTES, cluster_summary, topic_results
-from folio_analytics.sketches import HeavyHitters, Hll, LogHistogram, cell_bounds, cell_of
+from folio_analytics.sketches import CHART_BINS, HeavyHitters, Hll, LogHistogram, cell_bounds, cell_of
 
 from storage.formats.key_hash import key_slot
 
@@ -50,6 +50,19 @@ def test_cells_cover_every_value_once() -> None:
         low, high = cell_bounds(cell_of(value))
         assert low <= value < high, value
         assert (high - low) <= max(1, low // 8)  # 12.5 % relative width
+
+
+def test_chart_bins_spread_similar_sizes_and_fall_back_to_powers_of_two() -> None:
+    similar = LogHistogram()
+    for size in range(8, 40):  # within two powers of two: once one "at least 8 B" bar
+        similar.add(size)
+    bins = similar.chart_bins()
+    assert 4 < len(bins) <= CHART_BINS and sum(n for _, n in bins) == 32
+    assert [low for low, _ in bins][:3] == [8, 9, 10]  # exact sizes below 16
+    spread = LogHistogram()
+    for size in (2**e + 1 for e in range(4, 30)):  # 26 powers of two: more cells than bars
+        spread.add(size)
+    assert spread.chart_bins() == [(1 << e, 1) for e in range(4, 30)]
 
 
 def test_percentiles_within_a_cell_of_the_exact_value() -> None:
