@@ -92,6 +92,8 @@ export function searchPage() {
       if (!p) { this.error = "Name a topic as tenant/namespace/topic (or persistent://tenant/namespace/topic)."; return; }
       const base = `/admin/v2/persistent/${enc(p.tenant)}/${enc(p.namespace)}/${enc(p.local)}`;
       this.error = "";
+      this.running = true;
+      this.status = "Searching…"; // at once: the last search's "Done" never stands over new results
       if (!resume) {
         this.results = [];
         this.scannedBytes = this.scannedEntries = this.scannedMessages = this.pages = 0;
@@ -99,8 +101,6 @@ export function searchPage() {
         this.topicBytes = 0;
         try { this.topicBytes = Number((await api(`${base}/stats`)).storageSize || 0); } catch (e) { /* progress without a total */ }
       }
-      this.running = true;
-      this.status = "Searching…";
       this.controller = new AbortController();
       const budget = this.scannedBytes + this.budgetMiB * 1024 * 1024;
       const until = Date.now() + this.budgetSeconds * 1000;
