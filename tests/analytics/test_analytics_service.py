@@ -9,8 +9,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import re
-import subprocess
-import sys
 import time
 from collections import Counter
 from pathlib import Path
@@ -20,6 +18,7 @@ import httpx
 import orjson
 import pytest
 from analytics_stack import Stack
+from pasted import code_block, run_pasted
 
 from coordination import keys
 
@@ -240,32 +239,8 @@ def test_sql_over_topics_and_its_bounds(stack: Stack) -> None:
         assert status == 400 and "time bound of 2 s" in stopped["reason"], stopped
 
 
-README = Path(__file__).resolve().parents[2] / "README.md"
-
-
-def readme_block(heading: str, fence: str) -> str:
-    text = README.read_text()
-    match = re.search(rf"```{fence}\n(.*?)```", text[text.index(heading) :], re.S)
-    assert match, f"no {fence} block under {heading!r}"
-    return match.group(1)
-
-
-def run_pasted(stack: Stack, script: str, cwd: Path, timeout_s: float) -> str:
-    """``script`` run by bash as pasted: the gateways' addresses and the venv swapped in."""
-    for index, url in enumerate(stack.cluster.urls):
-        script = script.replace(f"127.0.0.1:{8080 + index}", url.removeprefix("http://"))
-    script = script.replace(".venv/bin/python", sys.executable)
-    prelude = 'curl() { command curl -sS --fail-with-body --max-time 120 "$@"; }\n'
-    done = subprocess.run(
-        ["bash", "-e", "-c", prelude + script],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=timeout_s,
-        check=False,
-    )
-    assert done.returncode == 0, (done.stdout[-3000:], done.stderr[-3000:])
-    return done.stdout
+def run_tour(stack: Stack, script: str, cwd: Path, timeout_s: float) -> str:
+    return run_pasted(stack.cluster.urls, script, cwd, timeout_s, curl_max_s=120)
 
 
 @pytest.mark.timeout(1200)  # a second Spark session beside the service's, on a shared 2-core box
@@ -273,22 +248,22 @@ def test_the_readme_spark_job_and_sql_query(stack: Stack, tmp_path: Path) -> Non
     """The README tour's step 1 (publish three messages), then step 4 as written: the
     Spark script saved as tour_keys.py and run with the venv's python (only the etcd
     address, and this cluster's etcd namespace, swapped in), and the SQL query by curl."""
-    run_pasted(stack, readme_block("### 1. Publish and consume with curl", "sh"), tmp_path, 60)
+    run_tour(stack, code_block("### 1. Publish and consume with curl"), tmp_path, 60)
     ledgers = stack.cluster.ledgers
-    script = readme_block("### 4. A Spark job", "python").replace(
+    script = code_block("### 4. A Spark job", "python").replace(
         '.option("etcd", "127.0.0.1:2379")',
         f'.option("etcd", "{ledgers.endpoint}").option("etcdNamespace", "{ledgers.namespace}")',
     )
     assert ledgers.endpoint in script
     (tmp_path / "tour_keys.py").write_text(script)
-    shown = run_pasted(stack, readme_block("and run it with the project's Python", "sh"), tmp_path, 900)
+    shown = run_tour(stack, code_block("and run it with the project's Python"), tmp_path, 900)
     rows = re.findall(r"^\|\s*(\S+)\s*\|\s*(\d+)\s*\|$", shown, re.M)
     assert rows == [("a", "1"), ("b", "1"), ("user-42", "1")], shown
-    sql = readme_block("same question in SQL", "sh")
+    sql = code_block("same question in SQL")
     deadline = time.monotonic() + 120
     while True:  # the service may be re-electing itself after the script's Spark starved its lease
         try:
-            answer = orjson.loads(run_pasted(stack, sql, tmp_path, 150))
+            answer = orjson.loads(run_tour(stack, sql, tmp_path, 150))
             break
         except AssertionError as refused:
             if "analytics_unavailable" not in str(refused) or time.monotonic() > deadline:

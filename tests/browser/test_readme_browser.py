@@ -11,43 +11,18 @@ backlog. No console errors.
 
 from __future__ import annotations
 
-import re
-import subprocess
 import time
 from pathlib import Path
 
 import httpx
 import pytest
 from dashkit import DashCluster
+from pasted import code_block, run_pasted
 from playwright.sync_api import ConsoleMessage, Page
 
 pytestmark = pytest.mark.component
 
-README = Path(__file__).resolve().parents[2] / "README.md"
 STATS = "/admin/v2/persistent/public/default/tour/stats"
-
-
-def tour_block(heading: str, fence: str) -> str:
-    text = README.read_text()
-    section = text[text.index(heading) :]
-    match = re.search(rf"```{fence}\n(.*?)```", section, re.S)
-    assert match, f"no {fence} block under {heading!r}"
-    return match.group(1)
-
-
-def run_pasted(cluster: DashCluster, script: str, cwd: Path) -> None:
-    for index, url in enumerate(cluster.urls):
-        script = script.replace(f"127.0.0.1:{8080 + index}", url.removeprefix("http://"))
-    prelude = 'curl() { command curl -sS --fail-with-body --max-time 30 "$@"; }\n'
-    done = subprocess.run(
-        ["bash", "-e", "-c", prelude + script],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert done.returncode == 0, (done.stdout[-2000:], done.stderr[-2000:])
 
 
 def wait_for(page: Page, received: list[str], count: int) -> None:
@@ -60,8 +35,8 @@ def wait_for(page: Page, received: list[str], count: int) -> None:
 def test_the_readme_browser_consumer_receives_and_acks(
     dash_cluster: DashCluster, page: Page, tmp_path: Path
 ) -> None:
-    step_one = tour_block("### 1. Publish and consume with curl", "sh")
-    run_pasted(dash_cluster, step_one, tmp_path)
+    step_one = code_block("### 1. Publish and consume with curl")
+    run_pasted(dash_cluster.urls, step_one, tmp_path, 60)
     received: list[str] = []
 
     def on_console(message: ConsoleMessage) -> None:
@@ -70,14 +45,14 @@ def test_the_readme_browser_consumer_receives_and_acks(
 
     page.on("console", on_console)
     page.goto(dash_cluster.urls[0] + "/")
-    snippet = tour_block("### 2. A consumer in the browser", "js")
+    snippet = code_block("### 2. A consumer in the browser", "js")
     page.evaluate("() => {\n" + snippet + "\n}")  # what a console does with the pasted lines
     wait_for(page, received, 3)
     assert [r.split(" ", 2)[1] for r in received[:3]] == ["hello,", "second", "third"], received
     assert received[0].startswith("received hello, folio"), received
 
     first_curl = step_one.split("\n# publish several", 1)[0]
-    run_pasted(dash_cluster, first_curl, tmp_path)
+    run_pasted(dash_cluster.urls, first_curl, tmp_path, 60)
     wait_for(page, received, 4)
     assert received[3].startswith("received hello, folio"), received
 

@@ -19,13 +19,13 @@ from __future__ import annotations
 
 import itertools
 import os
-import re
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import pasted
 import pytest
+from pasted import code_block, code_blocks
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "component"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "browser"))
@@ -35,19 +35,11 @@ from dashkit import DashCluster  # the helpers' paths are set just above
 pytestmark = pytest.mark.component
 
 ROOT = Path(__file__).resolve().parents[2]
-README = ROOT / "README.md"
 _clusters = itertools.count(1)
 
 
-def shell_blocks(page: Path, after: str = "") -> list[str]:
-    """The ``sh`` blocks of ``page`` after the heading ``after``, in order."""
-    text = page.read_text()
-    section = text[text.index(after) :] if after else text
-    return re.findall(r"```sh\n(.*?)```", section, re.S)
-
-
 def tour_step_one() -> str:
-    return shell_blocks(README, "### 1. Publish and consume with curl")[0]
+    return code_block("### 1. Publish and consume with curl")
 
 
 @pytest.fixture(scope="module")
@@ -63,20 +55,9 @@ def cluster(etcd_endpoint: str, tmp_path_factory: pytest.TempPathFactory) -> Ite
 def run_pasted(cluster: DashCluster, script: str, cwd: Path) -> str:
     """Run ``script`` as pasted (the gateways' addresses swapped in); its output."""
     assert "127.0.0.1:8080" in script
-    for index, url in enumerate(cluster.urls):
-        script = script.replace(f"127.0.0.1:{8080 + index}", url.removeprefix("http://"))
-    prelude = 'curl() { command curl -sS --fail-with-body --max-time 30 "$@"; }\n'
-    done = subprocess.run(
-        ["bash", "-e", "-c", prelude + script],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    print(done.stdout)
-    assert done.returncode == 0, (done.stdout[-3000:], done.stderr[-3000:])
-    return done.stdout
+    out = pasted.run_pasted(cluster.urls, script, cwd, 120)
+    print(out)
+    return out
 
 
 def test_readme_tour_step_one_runs_in_order(cluster: DashCluster, tmp_path: Path) -> None:
@@ -87,7 +68,7 @@ def test_readme_tour_step_one_runs_in_order(cluster: DashCluster, tmp_path: Path
 
 
 def test_publishing_walkthrough_runs_in_order(cluster: DashCluster, tmp_path: Path) -> None:
-    script = shell_blocks(ROOT / "docs" / "publishing.md", "## 1. With curl")[0]
+    script = code_block("## 1. With curl", page=ROOT / "docs" / "publishing.md")
     assert "127.0.0.1:8081" in script
     out = run_pasted(cluster, script, tmp_path)
     assert out.count('"messageId"') >= 3  # the publish replies and the fetched messages
@@ -97,7 +78,7 @@ def test_publishing_walkthrough_runs_in_order(cluster: DashCluster, tmp_path: Pa
 
 
 def test_subscription_commands_run_in_order(cluster: DashCluster, tmp_path: Path) -> None:
-    blocks = shell_blocks(ROOT / "docs" / "subscriptions.md")
+    blocks = code_blocks(ROOT / "docs" / "subscriptions.md")
     assert len(blocks) == 2
     publish = "curl -d x http://127.0.0.1:8080/topics/persistent/public/default/demo\n"
     out = run_pasted(cluster, publish + "\n".join(blocks), tmp_path)
