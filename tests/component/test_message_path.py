@@ -188,6 +188,7 @@ DELIVERY_GATEWAY_FILES = frozenset(
         "gateway/api/ws_consumer.py",
         "gateway/api/ws_fastpath.py",
         "gateway/api/ws_outbound.py",
+        "gateway/api/ws_server.py",
         "gateway/api/ws_session.py",
         "gateway/api/ws_subscribe.py",
         "gateway/api/ws_writer.py",
