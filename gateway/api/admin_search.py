@@ -27,9 +27,12 @@ from gateway.api import errors
 from gateway.api.admin_common import PREFIX, AdminRoute, json_response, on_owner, partition_count, topic_name
 from gateway.api.message_search import (
     FILTER_TEXT_MAX,
+    JSON_PATTERN,
     MATCHES_MAX,
     PAYLOAD_PREVIEW_BYTES,
+    PROPERTY_PATTERN,
     SCAN_BYTES_MAX,
+    START_PATTERN,
     TIME_LIMIT_MS_MAX,
     ScanBounds,
     SearchFilter,
@@ -159,13 +162,27 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
         topic: TopicPart,
         request: Request,
         key: Annotated[Text, Query(description="the message key, exactly")] = None,
-        property: Annotated[Text, Query(description="a property, as name=value")] = None,
+        property: Annotated[
+            Text,
+            Query(json_schema_extra={"pattern": PROPERTY_PATTERN}, description="a property, as name=value"),
+        ] = None,
         text: Annotated[Text, Query(description="text the payload contains (case-sensitive)")] = None,
-        json: Annotated[Text, Query(description="a JSON payload's field, as dotted.path=value")] = None,
+        json: Annotated[
+            Text,
+            Query(
+                json_schema_extra={"pattern": JSON_PATTERN},
+                description="a JSON payload's field, as dotted.path=value",
+            ),
+        ] = None,
         after: Annotated[int | None, Query(ge=0, description="published at or after (epoch ms)")] = None,
         before: Annotated[int | None, Query(ge=0, description="published before (epoch ms)")] = None,
         start: Annotated[
-            str | None, Query(max_length=64, description="resume here: a previous page's next")
+            str | None,
+            Query(
+                max_length=64,
+                json_schema_extra={"pattern": START_PATTERN},
+                description="resume here: a previous page's next",
+            ),
         ] = None,
         maxBytes: Annotated[
             int | None,

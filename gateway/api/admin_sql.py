@@ -19,11 +19,11 @@ import csv
 import io
 import secrets
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import orjson
 from fastapi import APIRouter, Path
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 from starlette.responses import Response
 
 from coordination import keys
@@ -47,6 +47,14 @@ POLL_S = 0.1
 WAIT_MAX_S = 60
 
 
+def _whole(value: Any) -> Any:
+    """JSON's 996.0 is the integer 996 (JSON Schema says so); 996.5 and "996" stay refused."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+WholeNumber = Annotated[int, BeforeValidator(_whole)]
+
+
 class SqlQuery(BaseModel):
     model_config = ConfigDict(strict=True, extra="forbid")
 
@@ -55,12 +63,16 @@ class SqlQuery(BaseModel):
         max_length=QUERY_CHARS_MAX,
         description='Spark SQL; name a topic as a table in double quotes: "public/default/orders"',
     )
-    maxRows: int = Field(1000, ge=1, le=QUERY_ROWS_MAX, description="rows past this are cut (truncated)")
-    maxBytes: int = Field(
+    maxRows: WholeNumber = Field(
+        1000, ge=1, le=QUERY_ROWS_MAX, description="rows past this are cut (truncated)"
+    )
+    maxBytes: WholeNumber = Field(
         QUERY_BYTES_MAX, ge=1, le=QUERY_BYTES_MAX, description="an answer over this is an error"
     )
-    timeoutSeconds: int = Field(30, ge=1, le=QUERY_SECONDS_MAX, description="the query is stopped after this")
-    waitSeconds: int = Field(
+    timeoutSeconds: WholeNumber = Field(
+        30, ge=1, le=QUERY_SECONDS_MAX, description="the query is stopped after this"
+    )
+    waitSeconds: WholeNumber = Field(
         30, ge=0, le=WAIT_MAX_S, description="how long this request waits for the answer"
     )
 

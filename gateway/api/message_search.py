@@ -18,6 +18,7 @@ scan may stop at the first message at or past ``before``. A bad filter is
 from __future__ import annotations
 
 import enum
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -37,6 +38,11 @@ MATCHES_MAX = 100
 PAYLOAD_PREVIEW_BYTES = 16 * 1024  # of each match's payload in an answer
 FILTER_TEXT_MAX = 1024
 JSON_PATH_DEPTH_MAX = 16
+# the forms below as the OpenAPI document states them (the parsers here say what is wrong;
+# FastAPI does not check these patterns, so a refusal keeps its sentence)
+PROPERTY_PATTERN = r"^([^=]+=[\s\S]*)?$"
+JSON_PATTERN = rf"^([^=.]+(\.[^=.]+){{0,{JSON_PATH_DEPTH_MAX - 1}}}=[\s\S]*)?$"
+START_PATTERN = r"^([0-9]{1,18}:[0-9]{1,18}(:[0-9]{1,9})?)?$"
 
 
 class StoppedBy(enum.StrEnum):
@@ -178,15 +184,11 @@ class ScanBounds:
 
 def parse_resume(text: str) -> tuple[Position, int]:
     """``ledger:entry`` or ``ledger:entry:index`` -> (entry, first message index to look at)."""
-    parts = text.split(":")
-    try:
-        numbers = [int(p) for p in parts]
-    except ValueError:
-        numbers = []
-    if len(numbers) not in (2, 3) or any(n < 0 for n in numbers):
+    if not text or not re.fullmatch(START_PATTERN, text):
         raise InvalidArgument(
             f"start must be ledger:entry or ledger:entry:index as a page's next gave it, got {text[:60]!r}"
         )
+    numbers = [int(p) for p in text.split(":")]
     return Position(numbers[0], numbers[1]), numbers[2] if len(numbers) == 3 else 0
 
 

@@ -342,8 +342,13 @@ class Webhooks:
         it may never reach; a name that does not resolve yet is left to the send-time check."""
         parts = urlsplit(url)
         port = parts.port or (443 if parts.scheme == "https" else 80)
+        host = parts.hostname or ""
         try:
-            _, rule = await self.egress.check(parts.hostname or "", port)
+            host.encode("idna")
+        except UnicodeError as exc:
+            raise BadRequest(f"url: {host[:80]!r} is not a valid host name ({exc})") from exc
+        try:
+            _, rule = await self.egress.check(host, port)
         except (OSError, TimeoutError):
             return
         if rule is not None:

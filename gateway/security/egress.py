@@ -115,20 +115,24 @@ class Egress:
                 continue
             try:
                 infos = await loop.getaddrinfo(host, int(port), type=socket.SOCK_STREAM)
-            except OSError:
+            except (OSError, UnicodeError):
                 continue
             found |= {(str(_address(str(info[4][0]))), int(port)) for info in infos}
         return found
 
     async def check(self, host: str, port: int) -> tuple[list[str], str | None]:
         """The addresses ``host`` resolves to now, and the rule the first forbidden one
-        breaks (None: all may be connected to). Raises ``OSError`` when it does not resolve."""
+        breaks (None: all may be connected to). Raises ``OSError`` when it does not resolve
+        (a name no resolver can take, such as a label over 63 characters, included)."""
         name = host.lower().strip("[]")
         listed = name in self._allowed or f"{name}:{port}" in self._allowed
         loop = asyncio.get_running_loop()
-        infos = await asyncio.wait_for(
-            loop.getaddrinfo(name, port, type=socket.SOCK_STREAM), RESOLVE_TIMEOUT_S
-        )
+        try:
+            infos = await asyncio.wait_for(
+                loop.getaddrinfo(name, port, type=socket.SOCK_STREAM), RESOLVE_TIMEOUT_S
+            )
+        except UnicodeError as exc:  # the IDNA codec refuses the name before any lookup
+            raise OSError(f"{host!r} is not a valid host name ({exc})") from exc
         addresses = [str(info[4][0]) for info in infos]
         members = await self._member_addresses()
         for ip in addresses:

@@ -93,6 +93,11 @@ async def test_check_url_names_the_rule_as_a_bad_request() -> None:
             with pytest.raises(BadRequest) as bad:
                 await hooks.check_url(url)
             assert str(bad.value).startswith("url: ")
+        long_label = "http://" + "0." * 100 + "x" * 70 + "/hook"  # no resolver takes a 70-char label
+        with pytest.raises(BadRequest, match="is not a valid host name"):
+            await hooks.check_url(long_label)
+        with pytest.raises(OSError, match="is not a valid host name"):  # at send time: a failed connect
+            await hooks.egress.check("x" * 70 + ".example", 80)
     finally:
         await hooks.close()
 
