@@ -49,7 +49,7 @@ lint: setup
 	$(VENV)/bin/lint-imports --no-cache
 
 test: lint chromium npm java
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q --durations=30
 
 unit: setup
 	$(PY) -m pytest -q -m "unit or sim"
