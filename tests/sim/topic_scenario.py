@@ -39,8 +39,8 @@ ack.
 Broken rules for the controls (docs/testing.md §6, here only, no production code
 reads them): ``skip_recovery`` (each new owner marks the log's open ledgers CLOSED
 at the LAC the nodes report before loading the topic), ``ack_ahead`` (the
-subscription acks the next entry too whenever the consumer acks one), ``dedup``
-off (the producer's retries store messages twice).
+subscription acks the whole log whenever the consumer acks one message),
+``dedup`` off (the producer's resends store messages twice).
 """
 
 from __future__ import annotations
