@@ -1,33 +1,39 @@
 """Seeded scenarios of the gateway's topics and their ownership hand-over, on the
-simulated storage: the real ``BrokerService``, ``Topic``, ``Subscription`` and
-cursor store over the real managed log, ledger client and storage nodes.
+simulated storage: the real ``BrokerService``, ``Topic``, ``Subscription``, cursor
+store and ``OwnershipManager`` over the real managed log, ledger client and storage
+nodes.
 
 Owns: one topic served by a succession of owners on two simulated gateways (``gA``,
-``gB``: processes of the world, each with its own ``LedgerClient``), a producer and
-an Exclusive consumer that follow the topic from owner to owner, and the checks.
-What runs is production code from ``BrokerService.topic`` down: loading a topic
-opens its managed log under the new ownership epoch (fencing and recovering the
-previous owner's ledgers), restores its cursors and its dedup state (snapshot and
-log tail); publishing goes through the batcher, dedup and the managed log;
-delivery through the subscription's read loop and the Exclusive dispatcher; acks
-through the cursor, persisted to etcd by compare-and-swap (``cursor_store``).
-Simulated around it (docs/testing.md §8): the ownership record - an epoch per
-hand-over, the port ``BrokerService.ownership_epoch`` reads (in production
-``OwnershipManager.epoch_of``, the revision of the bundle's key) - and the
-clients' requests, which reach a gateway's process after a seeded delay and are
-lost with it (a request to a killed gateway times out).
-A hand-over is one of: ``kill`` (kill -9 of the owner; the next owner takes over
-after a lease's worth of time), ``unload`` (the owner closes the topic gracefully:
-``BrokerService.unload_where``; the next owner takes over at once) or ``zombie``
-(the next owner takes over at once while the old one still believes it owns the
-topic for a while, then drops it: ``BrokerService.drop_where``). The storage faults
+``gB``: processes of the world, each with its own ``LedgerClient``, lease session,
+gateway registration and bundle ownership on its own handle of the ``MemoryStore``),
+a producer and an Exclusive consumer that follow the topic from owner to owner,
+and the checks. What runs is production code: a gateway acquires the topic's
+bundle by its lookup (create-if-absent of the ownership key under its lease; the
+key's revision is the ownership epoch ``BrokerService`` loads under); loading the
+topic opens its managed log under that epoch (fencing and recovering the previous
+owner's ledgers) and restores its cursors and its dedup state (snapshot and log
+tail); publishing goes through the batcher, dedup and the managed log; delivery
+through the subscription's read loop and the Exclusive dispatcher; acks through
+the cursor, persisted to etcd by compare-and-swap (``cursor_store``); a lost
+bundle drops the topics, an unload request closes them gracefully first.
+Simulated around it (docs/testing.md §8): the clients' requests, which reach a
+gateway's process after a seeded hop and are lost with it (a request to a killed
+gateway times out), and etcd (the ``MemoryStore``, its leases on virtual time).
+A hand-over is one of: ``kill`` (kill -9 of the owner; its lease runs out in etcd,
+then the next owner acquires), ``unload`` (an unload request naming the next owner:
+the owner closes the topic gracefully - drain, cursor and dedup snapshot, ledger
+closed - releases the bundle, and the next owner takes up the assignment) or
+``cut`` (the owner's handle on etcd fails: its lease session runs out locally, it
+drops the topic, and the next owner acquires once etcd expired the lease). A
+gateway that lost its lease takes part again as a new process. The storage faults
 are scenario.py's.
 Clients: the producer publishes ``messages`` one-message publishes with sequence
-ids 0, 1, ... and up to ``window`` in flight, Pulsar's way: on any failure it waits
-for its requests in flight, then sends every unconfirmed message again, in order,
-to the owner of the moment; the consumer acks every delivery after a seeded delay.
-At the end a last gateway takes the topic over with every node up, reads the log
-from its start, and a consumer drains the subscription there.
+ids 0, 1, ... and up to ``window`` in flight over one FIFO connection, Pulsar's
+way: on any failure it waits for its requests in flight, reconnects to the owner
+of the moment and sends every unconfirmed message again, in order; the consumer
+acks every delivery after a seeded delay. At the end both gateways are killed, a
+third takes the topic over with every node up, reads the log from its start, and
+a consumer drains the subscription there.
 Checks: every confirmed publish is in the log at the id it was confirmed with (a
 duplicate answer: in the log), stored once per (producer, sequence id) with dedup
 on, and a producer's messages in the log in sequence order; every confirmed
@@ -55,6 +61,8 @@ from typing import Any
 import orjson
 
 from coordination import keys
+from coordination.memory_store import MemoryStore
+from coordination.session import LeaseSession
 from gateway.broker.consumers import Delivery
 from gateway.broker.cursor_core import Cursor
 from gateway.broker.dispatch import ConsumerInfo
@@ -67,6 +75,10 @@ from gateway.broker.subscription import Subscription
 from gateway.broker.topic import Topic
 from gateway.broker.topic_policies import TopicPolicies
 from gateway.names import NamespaceName, TopicName
+from gateway.ownership.bundles import NamespaceBundle
+from gateway.ownership.held_bundles import LossReason
+from gateway.ownership.owner import OwnershipManager
+from gateway.ownership.registry import GatewayRegistry
 from storage.formats.entry_format import EntryMessage, decode_entry
 from storage.formats.log_record import decode_state
 from storage.formats.positions import EARLIEST, NO_BATCH, MessagePosition, Position
@@ -79,7 +91,7 @@ TOPIC = TopicName.parse("persistent://sim/ns/orders")
 SUBSCRIPTION = "sub"
 PRODUCER = "p"
 REQUEST_TIMEOUT_S = 0.5
-LEASE_MS = 300  # a killed owner's bundle is free again after this long
+GATEWAY_LEASE_S = 2  # a killed owner's bundle is free again after this long
 
 
 class RequestFailed(Exception):
@@ -93,8 +105,7 @@ class TopicScenario:
     window: int
     entries_per_ledger: int
     handover_ms: tuple[int, ...]  # when each hand-over happens, after the previous one
-    kinds: tuple[str, ...]  # "kill", "unload" or "zombie" per hand-over
-    zombie_ms: int  # how long an old owner still believes it owns the topic
+    kinds: tuple[str, ...]  # "kill", "unload" or "cut" per hand-over
     ack_delay_ms: tuple[int, int]
     dedup: bool = True
     skip_recovery: bool = False
@@ -104,7 +115,7 @@ class TopicScenario:
         return (
             f"SEED={self.storage.seed} messages={self.messages} window={self.window} "
             f"entries_per_ledger={self.entries_per_ledger} handover_ms={list(self.handover_ms)} "
-            f"kinds={list(self.kinds)} zombie_ms={self.zombie_ms} ack_delay_ms={self.ack_delay_ms} "
+            f"kinds={list(self.kinds)} ack_delay_ms={self.ack_delay_ms} "
             f"dedup={self.dedup} skip_recovery={self.skip_recovery} ack_ahead={self.ack_ahead} | "
             + self.storage.describe()
         )
@@ -123,8 +134,7 @@ def make_topic_scenario(
         window=rng.choice((1, 4, 8)),
         entries_per_ledger=rng.choice((3, 6, 50)),
         handover_ms=tuple(rng.randint(20, 250) for _ in range(handovers)),
-        kinds=tuple(rng.choice(("kill", "unload", "zombie")) for _ in range(handovers)),
-        zombie_ms=rng.randint(5, 150),
+        kinds=tuple(rng.choice(("kill", "unload", "cut")) for _ in range(handovers)),
         ack_delay_ms=rng.choice(((1, 5), (5, 60), (20, 250))),
         dedup=dedup,
         skip_recovery=skip_recovery,
@@ -151,10 +161,13 @@ class SimGateway:
         self.name = name
         self.process, self._make_client = run.world.client(name, f"client-{name}")
         self.service: BrokerService | None = None
-        self.epoch: int | None = None  # the ownership epoch it believes it holds
+        self.ownership: OwnershipManager | None = None
+        self.etcd: MemoryStore | None = None
+        self.gateway_id = ""
 
     def start(self) -> None:
         self.service = None
+        self.ownership = None
         self.process.start(self._main)
 
     async def _main(self) -> None:
@@ -165,18 +178,52 @@ class SimGateway:
         async def policy_source(_ns: NamespaceName) -> NamespaceView:
             return NamespaceView(True, policies=policies)
 
-        service = BrokerService(
-            self.run.world.store, self._make_client(), self.run.world.clock, policy_source, config
-        )
-        service.ownership_epoch = lambda _name: self.epoch
+        world = self.run.world
+        service = BrokerService(world.store, self._make_client(), world.clock, policy_source, config)
+        etcd = self.etcd = world.memory.view()  # this process's own handle (it can be cut off)
+        session = await LeaseSession(etcd, GATEWAY_LEASE_S, clock=world.clock).start()
+        self.gateway_id = f"{self.name}.{self.process.incarnation}"
+        url = f"http://{self.name}:8080"
+        registry = GatewayRegistry(etcd, session, self.gateway_id, url, wall_clock=world.clock)
+        ownership = OwnershipManager(etcd, session, self.gateway_id, url, registry=registry)
+
+        async def lost(bundle: NamespaceBundle, _reason: LossReason) -> None:
+            await service.drop_where(bundle.contains)
+
+        async def unload(bundle: NamespaceBundle) -> None:
+            await service.unload_where(bundle.contains)
+
+        ownership.on_bundle_lost(lost)
+        ownership.on_unload_requested(unload)
+        await ownership.start()
+        service.is_local = ownership.is_owner
+        service.ownership_epoch = ownership.epoch_of
         service.start()
+        self.ownership = ownership
         self.service = service
         while True:
             await asyncio.sleep(1.0)
 
+    @property
+    def serving(self) -> bool:
+        """Up, started, and its lease still held."""
+        ownership = self.ownership
+        return (
+            self.process.up
+            and self.service is not None
+            and ownership is not None
+            and (not ownership.session.lost.is_set())
+        )
+
+    async def acquire(self) -> bool:
+        """Whether this gateway owns the topic now (acquiring its bundle if it is free)."""
+        assert self.ownership is not None
+        info = await self.ownership.lookup(TOPIC, authoritative=True)
+        return info.is_self
+
 
 class TopicRun:
-    """The clients, the ownership record and what the checks need, for one seed."""
+    """The gateways, the clients and what the checks need, for one seed."""
 
     def __init__(self, world: World, s: TopicScenario) -> None:
         self.world = world
@@ -184,7 +231,7 @@ class TopicRun:
         self.loop = world.loop
         self.gateways = [SimGateway(self, "gA"), SimGateway(self, "gB")]
         self.owner: SimGateway | None = None
-        self.epochs = 0
+        self.owners = 0  # owners so far
         self.client = Process(world.loop, "clients")
         self.rng = seeded(s.storage.seed, "clients")
         # producer
@@ -254,11 +301,19 @@ class TopicRun:
     # ------------------------------------------------------------ ownership
 
     async def _take_over(self, gateway: SimGateway) -> None:
-        """``gateway`` owns the topic from now on, under a new epoch."""
+        """Make ``gateway`` the owner: its lookup acquires the topic's bundle once no
+        one holds it (the previous owner released it, or its lease expired)."""
         if self.s.skip_recovery:
             await self._close_without_recovery(gateway)
-        self.epochs += 1
-        gateway.epoch = self.epochs
+        while True:
+            await self._ready(gateway)  # lost its lease: it takes part again as a new process
+            try:
+                if await self.call(gateway, lambda _service: gateway.acquire()):
+                    break
+            except (RequestFailed, TimeoutError):
+                pass
+            await asyncio.sleep(0.05)
+        self.owners += 1
         self.owner = gateway
 
     async def _close_without_recovery(self, gateway: SimGateway) -> None:
@@ -284,32 +339,32 @@ class TopicRun:
             old = self.owner
             assert old is not None
             new = self.gateways[1 - self.gateways.index(old)]
-            if not new.process.up:
-                new.start()
+            await self._ready(new)
             if kind == "kill":
                 old.process.kill()
-                old.epoch = None
-                self.owner = None
-                await asyncio.sleep(LEASE_MS / 1000)
-                old.start()  # back, owning nothing
-            elif kind == "unload":
-                with contextlib.suppress(Exception, asyncio.TimeoutError):
-                    await self.call(old, lambda svc: svc.unload_where(lambda _name: True))
-                old.epoch = None
-            else:  # zombie: it learns of the loss late
-                self.loop.call_later(s.zombie_ms / 1000, self._zombie_wakes, old, old.epoch)
+            elif kind == "unload" and old.serving:
+                with contextlib.suppress(RequestFailed, TimeoutError):
+                    await self.call(old, functools.partial(self._request_unload, old, new))
+            elif kind == "cut" and old.etcd is not None:
+                old.etcd.set_available(False)  # its lease runs out; it stops serving first
             await self._take_over(new)
 
-    def _zombie_wakes(self, old: SimGateway, epoch: int | None) -> None:
-        if old.epoch != epoch or old is self.owner:
-            return
-        old.epoch = None
-        if old.process.up and old.service is not None:
-            service = old.service
-            self.loop.call_soon(
-                lambda: self.loop.create_task(service.drop_where(lambda _name: True)),
-                context=old.process.context,
-            )
+    @staticmethod
+    async def _ready(gateway: SimGateway) -> None:
+        """Start ``gateway`` afresh if it is down or lost its lease; wait until it serves."""
+        if gateway.process.up and gateway.service is not None and not gateway.serving:
+            gateway.process.kill()
+        if not gateway.process.up:
+            gateway.start()
+        while not gateway.serving:
+            await asyncio.sleep(0.01)
+
+    @staticmethod
+    async def _request_unload(old: SimGateway, new: SimGateway, _service: BrokerService) -> None:
+        assert old.ownership is not None
+        bundle = old.ownership.owned_bundle_of(TOPIC)
+        if bundle is not None:
+            await old.ownership.request_unload(bundle, to_gateway=new.gateway_id)
 
     # ------------------------------------------------------------ producer
 
@@ -490,7 +545,9 @@ def _run_topic(world: World, s: TopicScenario) -> TopicOutcome:
         node.start()
     loop.run_until(lambda: all(node.ready for node in nodes), 10.0)
     run.gateways[0].start()
-    run.deadline_ms = max(s.storage.faults_end_ms, sum(s.handover_ms) + 2 * LEASE_MS) + 2000
+    run.deadline_ms = (
+        max(s.storage.faults_end_ms, sum(s.handover_ms) + 2000 * GATEWAY_LEASE_S * len(s.kinds)) + 2000
+    )
     client = run.client
     done = {"handovers": False}
 
@@ -517,15 +574,8 @@ def _run_topic(world: World, s: TopicScenario) -> TopicOutcome:
     loop.run_until(lambda: all(n.ready for n in nodes), loop.time() + 30)
     final = SimGateway(run, "gC")
     run.gateways.append(final)
-    final.start()
     for gateway in run.gateways[:2]:
-        if gateway.process.up and gateway.service is not None:
-            gateway.epoch = None
-            service = gateway.service
-            loop.call_soon(
-                lambda service=service: loop.create_task(service.drop_where(lambda _name: True)),
-                context=gateway.process.context,
-            )
+        gateway.process.kill()  # the last owner takes over once their leases ran out
     drained: dict[str, str] = {}
 
     async def read_back(service: BrokerService) -> None:
@@ -593,7 +643,7 @@ def _run_topic(world: World, s: TopicScenario) -> TopicOutcome:
         "sessions": len(run.sessions),
         "delivered": sum(len(d) for d in run.sessions),
         "cursor_writes": len(run.cursor_writes),
-        "epochs": run.epochs,
+        "owners": run.owners,
         "node_kills": sum(n.process.kills for n in nodes),
         "sim_ms": world.clock.now_ms(),
     }
