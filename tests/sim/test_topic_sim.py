@@ -60,18 +60,26 @@ def test_topic_keeps_every_confirmed_publish(seed: int) -> None:
 
 def test_control_a_new_owner_that_skips_recovery_loses_confirmed_publishes() -> None:
     outcome = run_topic(make_topic_scenario(SKIP_RECOVERY_SEED, skip_recovery=True))
-    assert any(v.startswith("LOSS") for v in outcome.violations), report(outcome)
+    assert any(v.startswith("LOSS") for v in outcome.violations), report(
+        outcome, "test_control_a_new_owner_that_skips_recovery_loses_confirmed_publishes"
+    )
 
 
 def test_control_a_subscription_that_acks_past_delivery_is_caught() -> None:
     outcome = run_topic(make_topic_scenario(ACK_AHEAD_SEED, ack_ahead=True))
-    assert any(v.startswith("CURSOR") for v in outcome.violations), report(outcome)
-    assert any(v.startswith("UNDELIVERED") for v in outcome.violations), report(outcome)
+    assert any(v.startswith("CURSOR") for v in outcome.violations), report(
+        outcome, "test_control_a_subscription_that_acks_past_delivery_is_caught"
+    )
+    assert any(v.startswith("UNDELIVERED") for v in outcome.violations), report(
+        outcome, "test_control_a_subscription_that_acks_past_delivery_is_caught"
+    )
 
 
 def test_control_dedup_off_stores_resent_publishes_twice() -> None:
     outcome = run_topic(make_topic_scenario(DEDUP_OFF_SEED, dedup=False))
-    assert any(v.startswith("DUPLICATE") for v in outcome.violations), report(outcome)
+    assert any(v.startswith("DUPLICATE") for v in outcome.violations), report(
+        outcome, "test_control_dedup_off_stores_resent_publishes_twice"
+    )
 
 
 def test_same_topic_seed_replays_exactly() -> None:
