@@ -29,6 +29,7 @@ SEEDS_DEFAULT = 200
 SKIP_RECOVERY_SEED = 0  # a new owner that skips ledger recovery loses confirmed publishes
 ACK_AHEAD_SEED = 4  # a subscription that acks past what it delivered: a message never delivered
 DEDUP_OFF_SEED = 1  # the producer's resends after a hand-over are stored twice
+CURSOR_RESET_SEED = 3  # a new owner that starts the subscription over: redeliveries, the cursor back
 
 
 def seeds() -> list[int]:
@@ -73,6 +74,13 @@ def test_control_a_subscription_that_acks_past_delivery_is_caught() -> None:
     assert any(v.startswith("UNDELIVERED") for v in outcome.violations), report(
         outcome, "test_control_a_subscription_that_acks_past_delivery_is_caught"
     )
+
+
+def test_control_a_new_owner_that_throws_the_cursor_away_redelivers_and_moves_it_back() -> None:
+    outcome = run_topic(make_topic_scenario(CURSOR_RESET_SEED, cursor_reset=True))
+    name = "test_control_a_new_owner_that_throws_the_cursor_away_redelivers_and_moves_it_back"
+    assert any(v.startswith("TWICE") for v in outcome.violations), report(outcome, name)
+    assert any("is below" in v for v in outcome.violations), report(outcome, name)
 
 
 def test_control_dedup_off_stores_resent_publishes_twice() -> None:
