@@ -7,6 +7,7 @@ import pytest
 _SEED_TESTS = {
     "test_invariants_hold_under_faults_and_recovery": "ledger",
     "test_managed_log_keeps_every_confirmed_append": "managed log",
+    "test_topic_keeps_every_confirmed_publish": "topics and hand-over",
 }
 _durations: dict[str, list[float]] = {}
 
