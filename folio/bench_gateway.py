@@ -63,7 +63,7 @@ from folio.bench_gateway_report import (
 )
 from folio.bench_gateway_tools import Profiler, print_profiles, py_spy, run_peers
 from folio.bench_gateway_w2 import W2Pace, W2Result, run_w2
-from folio.bench_topics import close_spread, open_spread, parse_topics, run_spread
+from folio.bench_topics import close_spread, messages_per_entry, open_spread, parse_topics, run_spread
 from folio.supervisor import LocalCluster, on_free_ports
 from storage.runtime import tune_gc
 
@@ -71,6 +71,7 @@ SCRATCH = ".folio-bench-gw"
 QUIET_PCT = 25.0  # machine busy % (of 100 * cores) below which --wait-idle starts
 SIZES = (100, 1024)
 WORKLOADS = ("W1", "W2", "W3")
+IDLE_S = 2.0  # the topic curve: servers' CPU with the N topics open and no load, measured this long
 
 
 @dataclass(frozen=True)
@@ -232,9 +233,18 @@ async def w2(s: Settings, target: Target, topic: str, mode: str, rep: int) -> li
     return w2_rows(mode, s.w2_rate, result, cpu)
 
 
-def topic_row(topics: int, window: int, res: LoadResult, cpu: dict[str, float], closed: int) -> Row:
+def topic_row(
+    topics: int,
+    window: int,
+    res: LoadResult,
+    cpu: dict[str, float],
+    closed: int,
+    per_entry: float | None = None,
+) -> Row:
     p50, p99 = latency_columns(res.latencies_ms)
     note = f"{window} in flight over {topics:,} topic(s), one per frame"
+    if per_entry is not None:
+        note += f"; {per_entry:.1f} msgs per stored entry"
     if closed:
         note += f"; {closed} session(s) closed by the gateway"
     if res.first_error:
@@ -254,12 +264,17 @@ async def topic_curve(
             spread = await open_spread(target.http_url, names, s.window, s.seconds)
             try:
                 await asyncio.sleep(s.settle)
+                idle = CpuMonitor(target.groups).start()  # the N topics open, no load: their upkeep
+                await asyncio.sleep(min(IDLE_S, s.seconds))
+                idle_cpu = idle.stop()
                 with measured(target, f"topics-{count}-r{rep}") as cpu:
                     res = await run_spread(spread)
                 closed = spread.closed_sessions  # by the gateway, before we close the rest
             finally:
                 await close_spread(spread)
-            add([topic_row(count, s.window, res, cpu, closed)])
+            cpu.update({f"{group} idle": idle_cpu[group] for group in ("gw", "node") if group in idle_cpu})
+            per_entry = messages_per_entry(spread.message_ids)
+            add([topic_row(count, s.window, res, cpu, closed, per_entry)])
         except Exception as exc:
             add(
                 [

@@ -163,7 +163,8 @@ def format_table(rows: Sequence[Row]) -> str:
 
 TOPIC_HEADER = (
     f"{'system':<22} {'topics':>6} {'msgs':>8} {'msg/s':>8} {'p50 ms':>7} {'p99 ms':>7}"
-    f" {'gw µs':>6} {'node µs':>7} {'srv µs':>6} {'cli µs':>6} {'cli%':>5} {'oth%':>5}  note"
+    f" {'gw µs':>6} {'node µs':>7} {'srv µs':>6} {'cli µs':>6} {'gw idle%':>8} {'node idle%':>10}"
+    f" {'cli%':>5} {'oth%':>5}  note"
 )
 
 
@@ -173,7 +174,8 @@ def format_topic_row(row: Row) -> str:
         f"{row.system:<22} {row.topics:>6,} {row.msgs:>8,} {_num(row.msgs_per_s, 8)}"
         f" {_num(row.p50_ms, 7, 2)} {_num(row.p99_ms, 7, 2)} {_num(row.us_per_msg('gw'), 6, 1)}"
         f" {_num(row.us_per_msg('node'), 7, 1)} {_num(row.us_per_msg('srv'), 6, 1)}"
-        f" {_num(row.us_per_msg('client'), 6, 1)} {_num(row.cpu.get('client'), 5)}"
+        f" {_num(row.us_per_msg('client'), 6, 1)} {_num(row.cpu.get('gw idle'), 8, 1)}"
+        f" {_num(row.cpu.get('node idle'), 10, 1)} {_num(row.cpu.get('client'), 5)}"
         f" {_num(row.cpu.get('other'), 5)}  {note}"
     ).rstrip()
 

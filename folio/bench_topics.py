@@ -29,6 +29,8 @@ import orjson
 
 from folio.bench_gateway_load import DRAIN_S, LoadResult, lookup, producer_url
 from folio.bench_ws_client import FrameSession, open_session
+from storage.formats.errors import MessageIdError
+from storage.formats.message_id import MessageId
 
 CONNECT_PARALLEL = 32
 T = TypeVar("T")
@@ -73,6 +75,7 @@ class Spread:
         self.deadline = 0.0
         self.seconds = seconds
         self.closed_sessions = 0
+        self.message_ids: list[str] = []  # of the ok replies: read after the run (entries per message)
         self.done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.head = b'{"payload":"' + base64.b64encode(os.urandom(PAYLOAD_BYTES)) + b'","context":"'
 
@@ -98,6 +101,7 @@ class Spread:
         self.total_inflight -= 1
         if reply.get("result") == "ok":
             self.result.ok += 1
+            self.message_ids.append(reply["messageId"])
             self.result.latencies_ms.append((now - self.sent_at[int(reply["context"])]) * 1e3)
         else:
             self.result.error(str(reply.get("errorMsg") or reply))
@@ -157,3 +161,15 @@ async def run_spread(spread: Spread) -> LoadResult:
 
 async def close_spread(spread: Spread) -> None:
     await bounded_gather([s.close for s in spread.sessions], CONNECT_PARALLEL * 4)
+
+
+def messages_per_entry(message_ids: Sequence[str]) -> float | None:
+    """How many acked messages each stored entry carried on average: the gateway packs the
+    messages a topic has waiting into one entry, so with the same load over more topics each
+    entry carries fewer and every per-entry cost (on the gateway and on each storage node)
+    weighs on fewer messages. None without ids or if one does not parse."""
+    try:
+        entries = {(m.ledger_id, m.entry_id) for m in map(MessageId.from_base64, message_ids)}
+    except MessageIdError:
+        return None
+    return len(message_ids) / len(entries) if entries else None
