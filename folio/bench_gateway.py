@@ -33,7 +33,7 @@ import secrets
 import shutil
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import httpx
@@ -63,7 +63,14 @@ from folio.bench_gateway_report import (
 )
 from folio.bench_gateway_tools import Profiler, print_profiles, py_spy, run_peers
 from folio.bench_gateway_w2 import W2Pace, W2Result, run_w2
-from folio.bench_topics import close_spread, messages_per_entry, open_spread, parse_topics, run_spread
+from folio.bench_topics import (
+    close_spread,
+    messages_per_entry,
+    open_spread,
+    parse_topics,
+    run_spread,
+    scrape_nodes,
+)
 from folio.supervisor import LocalCluster, on_free_ports
 from storage.runtime import tune_gc
 
@@ -99,6 +106,7 @@ class Target:
     groups: dict[str, list[int]]
     gateway_pids: dict[str, int]  # http url -> pid
     node_pids: list[int]
+    node_metrics: list[str] = field(default_factory=list)  # the storage nodes' /metrics URLs
     profile_dir: Path | None = None
     spy: str | None = None
     native: bool = False  # py-spy --native (pauses the process per sample)
@@ -240,11 +248,16 @@ def topic_row(
     cpu: dict[str, float],
     closed: int,
     per_entry: float | None = None,
+    per_sync: float | None = None,
 ) -> Row:
+    """One row of the topic curve; ``per_entry``: messages per stored entry; ``per_sync``:
+    entries per journal fdatasync on the storage nodes."""
     p50, p99 = latency_columns(res.latencies_ms)
     note = f"{window} in flight over {topics:,} topic(s), one per frame"
     if per_entry is not None:
         note += f"; {per_entry:.1f} msgs per stored entry"
+    if per_sync is not None:
+        note += f", {per_sync:.1f} entries per node fdatasync"
     if closed:
         note += f"; {closed} session(s) closed by the gateway"
     if res.first_error:
@@ -267,14 +280,18 @@ async def topic_curve(
                 idle = CpuMonitor(target.groups).start()  # the N topics open, no load: their upkeep
                 await asyncio.sleep(min(IDLE_S, s.seconds))
                 idle_cpu = idle.stop()
+                before = await scrape_nodes(target.node_metrics)
                 with measured(target, f"topics-{count}-r{rep}") as cpu:
                     res = await run_spread(spread)
+                after = await scrape_nodes(target.node_metrics)
                 closed = spread.closed_sessions  # by the gateway, before we close the rest
             finally:
                 await close_spread(spread)
             cpu.update({f"{group} idle": idle_cpu[group] for group in ("gw", "node") if group in idle_cpu})
             per_entry = messages_per_entry(spread.message_ids)
-            add([topic_row(count, s.window, res, cpu, closed, per_entry)])
+            syncs, adds = after[0] - before[0], after[1] - before[1]
+            per_sync = adds / syncs if syncs > 0 else None
+            add([topic_row(count, s.window, res, cpu, closed, per_entry, per_sync)])
         except Exception as exc:
             add(
                 [
@@ -347,7 +364,8 @@ def cluster_target(cluster: LocalCluster) -> Target:
         "etcd": [cluster.etcd.pid, cluster.auditor.pid],
         "client": [os.getpid()],
     }
-    return Target(cluster.gateways[0].http_url, groups, gateways, nodes)
+    metrics = [f"http://{n.metrics_address}/metrics" for n in cluster.nodes if n.metrics_address]
+    return Target(cluster.gateways[0].http_url, groups, gateways, nodes, metrics)
 
 
 def _drop_data(root: Path) -> None:

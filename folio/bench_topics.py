@@ -25,6 +25,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeVar
 
+import httpx
 import orjson
 
 from folio.bench_gateway_load import DRAIN_S, LoadResult, lookup, producer_url
@@ -173,3 +174,31 @@ def messages_per_entry(message_ids: Sequence[str]) -> float | None:
     except MessageIdError:
         return None
     return len(message_ids) / len(entries) if entries else None
+
+
+SYNCS_METRIC = "folio_journal_sync_seconds_count"
+ADDS_METRIC = "folio_node_adds_total"
+
+
+def node_counters(text: str) -> tuple[float, float]:
+    """(journal syncs, entries added) from a storage node's /metrics text (pure)."""
+    values = {SYNCS_METRIC: 0.0, ADDS_METRIC: 0.0}
+    for line in text.splitlines():
+        name, _, value = line.partition(" ")
+        if name in values:
+            values[name] = float(value)
+    return values[SYNCS_METRIC], values[ADDS_METRIC]
+
+
+async def scrape_nodes(metrics_urls: Sequence[str]) -> tuple[float, float]:
+    """Journal syncs and entries added, summed over the storage nodes (0, 0 if none answer)."""
+    syncs = adds = 0.0
+    async with httpx.AsyncClient(timeout=5.0) as http:
+        for url in metrics_urls:
+            try:
+                response = await http.get(url)
+            except httpx.HTTPError:
+                continue
+            got = node_counters(response.text)
+            syncs, adds = syncs + got[0], adds + got[1]
+    return syncs, adds

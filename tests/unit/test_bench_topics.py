@@ -146,3 +146,28 @@ def test_write_plots_writes_pngs_and_the_rows(tmp_path: Path) -> None:
     ]
     only_curve = write_plots(tmp_path / "curve", curve, [], "t")
     assert {p.name for p in only_curve} == {ROWS_FILE, TOPICS_PNG}  # no workload rows: no latency figure
+
+
+def test_messages_per_entry_counts_distinct_entries_of_the_acked_ids() -> None:
+    from folio.bench_topics import messages_per_entry
+    from storage.formats.message_id import MessageId
+
+    ids = [MessageId(7, 0, -1, i, 3).to_base64() for i in range(3)]  # one entry of 3 messages
+    ids += [MessageId(7, 1).to_base64(), MessageId(9, 0).to_base64()]  # two entries of one
+    assert messages_per_entry(ids) == pytest.approx(5 / 3)
+    assert messages_per_entry([]) is None
+    assert messages_per_entry(["not an id"]) is None
+
+
+def test_node_counters_read_syncs_and_adds_from_the_metrics_text() -> None:
+    from prometheus_client import generate_latest
+
+    from folio.bench_topics import node_counters
+    from storage.node.metrics import NodeMetrics
+
+    metrics = NodeMetrics()
+    metrics.adds.inc(12)
+    for _ in range(4):
+        metrics.sync_seconds.observe(0.001)
+    assert node_counters(generate_latest(metrics.registry).decode()) == (4.0, 12.0)
+    assert node_counters("") == (0.0, 0.0)
