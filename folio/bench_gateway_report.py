@@ -181,8 +181,9 @@ def format_topic_row(row: Row) -> str:
 
 
 def topic_ratios(rows: Sequence[Row]) -> dict[str, float]:
-    """Most topics ÷ fewest: throughput and CPU per message per group (empty if < 2 counts)."""
-    curve = sorted((r for r in rows if r.workload == TOPIC_WORKLOAD), key=lambda r: r.topics)
+    """Most topics ÷ fewest: throughput and CPU per message per group (empty if < 2 counts;
+    a failed row, with no message, is left out)."""
+    curve = sorted((r for r in rows if r.workload == TOPIC_WORKLOAD and r.msgs > 0), key=lambda r: r.topics)
     if len(curve) < 2 or curve[0].topics == curve[-1].topics:
         return {}
     low, high = curve[0], curve[-1]

@@ -11,8 +11,9 @@ start. The client is the picows one (``folio.bench_ws_client``): each reply is
 handled in its frame callback, which sends the next message there, with no
 task or coroutine per message. A session the gateway closes mid-run (the topic
 moved) is not reopened: what it had in flight counts as errors and the row
-says how many sessions closed. Bounded: lookups and connects at most
-``CONNECT_PARALLEL`` at a time, the run by ``seconds`` plus a drain timeout.
+says how many sessions closed. A refused connect (a gateway busy loading
+topics answers 408) is tried again, ``CONNECT_TRIES`` times at most. Bounded:
+lookups and connects at most ``CONNECT_PARALLEL`` at a time, the run by ``seconds`` plus a drain timeout.
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ from storage.formats.errors import MessageIdError
 from storage.formats.message_id import MessageId
 
 CONNECT_PARALLEL = 32
+CONNECT_TRIES = 4  # a session refused while the gateway loads hundreds of topics is tried again
+CONNECT_RETRY_S = 1.0
 T = TypeVar("T")
 PAYLOAD_BYTES = 100
 
@@ -139,7 +142,18 @@ async def open_spread(http_base: str, names: Sequence[str], window: int, seconds
 
     def opener(index: int) -> Callable[[], Awaitable[FrameSession]]:
         url = producer_url(owners[index][0], names[index])
-        return lambda: open_session(url, lambda raw: spread.reply(index, raw))
+
+        async def connect() -> FrameSession:
+            for attempt in range(CONNECT_TRIES):
+                try:
+                    return await open_session(url, lambda raw: spread.reply(index, raw))
+                except Exception:  # a busy gateway may refuse a handshake (408): as a client, retry
+                    if attempt == CONNECT_TRIES - 1:
+                        raise
+                    await asyncio.sleep(CONNECT_RETRY_S * (attempt + 1))
+            raise AssertionError("unreachable")
+
+        return connect
 
     spread.sessions = await bounded_gather([opener(i) for i in range(len(names))], CONNECT_PARALLEL)
     for index, session in enumerate(spread.sessions):

@@ -94,6 +94,8 @@ def test_topic_rows_keep_apart_in_medians_and_the_table_gives_the_ratio() -> Non
     table = format_topic_table(merged)
     assert "1,000 topics ÷ 1: msg/s 0.24x" in table
     assert topic_ratios(merged[:1]) == {}
+    failed = Row("folio", TOPIC_WORKLOAD, "ws", 100, 0, 0.0, 0.0, 0.0, errors=1, topics=10_000)
+    assert topic_ratios([*merged, failed]) == ratios  # a failed count is not the curve's end
 
 
 def test_topic_row_from_a_run() -> None:
