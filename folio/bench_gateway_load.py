@@ -125,6 +125,19 @@ class Link:
         ws_base, _ = await lookup(self.http_base, self.topic)
         return await open_session(self.url(ws_base), on_frame)
 
+    async def reopen(
+        self, session: FrameSession, on_frame: Callable[[bytes], None], result: Tally, lost: int
+    ) -> FrameSession:
+        """After ``session`` ended: if the topic moved (4503), count what was in flight as errors
+        (fate unknown; not retried) and open a new session; else raise ``SessionClosed``."""
+        code = session.closed.result()
+        if code != TOPIC_MOVED_CODE or self.reconnects >= RECONNECTS_MAX:
+            raise SessionClosed(f"the gateway closed the session: {code} {session.close_reason}")
+        self.reconnects += 1
+        result.reconnects += 1
+        result.error(f"session closed ({code} {session.close_reason}); {lost} in flight, fate unknown", lost)
+        return await self.open(on_frame)
+
     async def reconnect(
         self, exc: websockets.ConnectionClosed, result: Tally, lost: int
     ) -> websockets.ClientConnection:
@@ -213,17 +226,8 @@ async def publish_ws(link: Link, payload: bytes, n: int, seconds: float, window:
                 await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
                 if finished.done():
                     break
-                code = session.closed.result()
-                if code != TOPIC_MOVED_CODE or link.reconnects >= RECONNECTS_MAX:
-                    raise SessionClosed(f"the gateway closed the session: {code} {session.close_reason}")
-                link.reconnects += 1
-                result.reconnects += 1
-                result.error(
-                    f"session closed ({code} {session.close_reason}); {inflight} in flight, fate unknown",
-                    inflight,
-                )
+                session = await link.reopen(session, handle, result, inflight)
                 inflight = 0
-                session = await link.open(handle)
                 refill()
     except TimeoutError:
         result.error(f"timed out with {inflight} replies outstanding", inflight)
@@ -374,7 +378,8 @@ async def consume(
     mode: str, http_base: str, topic: str, sub: str, backlog: int, seconds: float, window: int
 ) -> LoadResult:
     """Drain ``backlog`` messages with a Shared subscription from Earliest, acking each one
-    (``ws``: one ack frame per message; ``ws-batch``: batched delivery, one ack frame per delivery).
+    (``ws``: one ack frame per message; ``ws-batch``: batched delivery, one ack frame per delivery),
+    on the picows client: each delivery is acked in its frame callback.
     If the topic moves, connect again: unacked messages come again and count as duplicates."""
     if mode not in CONSUME_MODES:
         raise ValueError(f"unknown consume mode {mode!r} (one of {', '.join(CONSUME_MODES)})")
@@ -382,33 +387,42 @@ async def consume(
     link = Link(http_base, topic, lambda ws_base: consumer_url(ws_base, topic, sub, window, batched))
     result = LoadResult()
     seen: set[str] = set()
-    ws = await link.connect()
+    finished: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    current: list[FrameSession] = []
+    if backlog <= 0:
+        finished.set_result(None)
+
+    def handle(raw: bytes) -> None:
+        frame = orjson.loads(raw)
+        if batched and frame.get("type") == "messages":
+            ids = [m["messageId"] for m in frame["messages"]]
+            current[0].send(orjson.dumps({"type": "ack", "messageIds": ids}))
+        elif "messageId" in frame and "payload" in frame:
+            ids = [frame["messageId"]]
+            current[0].send(orjson.dumps({"messageId": ids[0]}))
+        else:
+            return  # notices
+        for message_id in ids:
+            if message_id in seen:
+                result.duplicates += 1
+            else:
+                seen.add(message_id)
+        if len(seen) >= backlog and not finished.done():
+            finished.set_result(None)
+
+    current.append(await link.open(handle))
     start = time.perf_counter()
     try:
         async with asyncio.timeout(seconds):
-            while len(seen) < backlog:
-                try:
-                    frame = orjson.loads(await ws.recv(decode=False))
-                    if batched and frame.get("type") == "messages":
-                        ids = [m["messageId"] for m in frame["messages"]]
-                        await ws.send(orjson.dumps({"type": "ack", "messageIds": ids}), text=True)
-                    elif "messageId" in frame and "payload" in frame:
-                        ids = [frame["messageId"]]
-                        await ws.send(orjson.dumps({"messageId": ids[0]}), text=True)
-                    else:
-                        continue  # notices
-                except websockets.ConnectionClosed as exc:
-                    ws = await link.reconnect(exc, result, 0)
-                    continue
-                for message_id in ids:
-                    if message_id in seen:
-                        result.duplicates += 1
-                    else:
-                        seen.add(message_id)
+            while not finished.done():
+                waits: list[asyncio.Future[Any]] = [finished, current[0].closed]
+                await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+                if not finished.done():
+                    current[0] = await link.reopen(current[0], handle, result, 0)
     except TimeoutError:
         result.capped_by_time = True
     finally:
         result.seconds = time.perf_counter() - start
-        await ws.close()
+        await current[0].close()
     result.ok = len(seen)
     return result

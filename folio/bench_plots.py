@@ -29,11 +29,13 @@ def _label(row: Row) -> str:
 
 
 def throughput_series(rows: Sequence[Row]) -> dict[str, dict[str, float]]:
-    """{workload label: {system: msg/s}} for W1 and W3 rows, Folio's and the peers' (pure)."""
+    """{workload and size: {system and mode: msg/s}} for W1 and W3 rows, so Folio's modes and
+    the peers stand side by side in each group (pure)."""
     out: dict[str, dict[str, float]] = {}
     for row in rows:
         if row.workload in ("W1", "W3"):
-            out.setdefault(_label(row), {})[row.system] = row.msgs_per_s
+            series = row.system if row.mode == "-" else f"{row.system} {row.mode}"
+            out.setdefault(f"{row.workload} {row.size} B", {})[series] = row.msgs_per_s
     return out
 
 

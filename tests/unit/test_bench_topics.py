@@ -116,10 +116,7 @@ def test_plot_series() -> None:
     peer = Row("redis:always", "W1", "-", 100, 10, 1.0, 30.0, 0.0)
     w2 = Row("folio", "W2 e2e", "ws", 100, 10, 1.0, 10.0, 0.0, 0.5, 2.5)
     curve = [_curve_row(1000, 5_000.0, 100.0, 40.0, 20.0), _curve_row(1, 20_000.0, 80.0, 30.0, 40.0)]
-    assert throughput_series([w1, peer, w2]) == {
-        "W1 ws 100 B": {"folio": 10.0},
-        "W1 100 B": {"redis:always": 30.0},
-    }
+    assert throughput_series([w1, peer, w2]) == {"W1 100 B": {"folio ws": 10.0, "redis:always": 30.0}}
     assert latency_series([w1, peer, w2, *curve]) == [
         ("folio: W1 ws 100 B", 1.0, 3.0),
         ("folio: W2 e2e ws 100 B", 0.5, 2.5),
