@@ -11,8 +11,8 @@ start. The client is the picows one (``folio.bench_ws_client``): each reply is
 handled in its frame callback, which sends the next message there, with no
 task or coroutine per message. A session the gateway closes mid-run (the topic
 moved) is not reopened: what it had in flight counts as errors and the row
-says how many sessions closed. A refused connect (a gateway busy loading
-topics answers 408) is tried again, ``CONNECT_TRIES`` times at most. Bounded:
+says how many sessions closed. A refused lookup or connect (a gateway busy
+loading topics answers 408) is tried again, ``CONNECT_TRIES`` times at most. Bounded:
 lookups and connects at most ``CONNECT_PARALLEL`` at a time, the run by ``seconds`` plus a drain timeout.
 """
 
@@ -135,25 +135,26 @@ class Spread:
         return start
 
 
+async def retrying(job: Callable[[], Awaitable[T]]) -> T:
+    """``job()``, tried again after a failure (a gateway busy loading hundreds of topics may
+    answer a lookup or a handshake 408), ``CONNECT_TRIES`` times at most."""
+    for attempt in range(CONNECT_TRIES - 1):
+        try:
+            return await job()
+        except Exception:
+            await asyncio.sleep(CONNECT_RETRY_S * (attempt + 1))
+    return await job()
+
+
 async def open_spread(http_base: str, names: Sequence[str], window: int, seconds: float) -> Spread:
     """Look each topic's owner up and open its producer session (loads the topic)."""
     spread = Spread(len(names), window, seconds)
-    owners = await bounded_gather([functools.partial(lookup, http_base, t) for t in names], CONNECT_PARALLEL)
+    lookups = [functools.partial(retrying, functools.partial(lookup, http_base, t)) for t in names]
+    owners = await bounded_gather(lookups, CONNECT_PARALLEL)
 
     def opener(index: int) -> Callable[[], Awaitable[FrameSession]]:
         url = producer_url(owners[index][0], names[index])
-
-        async def connect() -> FrameSession:
-            for attempt in range(CONNECT_TRIES):
-                try:
-                    return await open_session(url, lambda raw: spread.reply(index, raw))
-                except Exception:  # a busy gateway may refuse a handshake (408): as a client, retry
-                    if attempt == CONNECT_TRIES - 1:
-                        raise
-                    await asyncio.sleep(CONNECT_RETRY_S * (attempt + 1))
-            raise AssertionError("unreachable")
-
-        return connect
+        return lambda: retrying(lambda: open_session(url, lambda raw: spread.reply(index, raw)))
 
     spread.sessions = await bounded_gather([opener(i) for i in range(len(names))], CONNECT_PARALLEL)
     for index, session in enumerate(spread.sessions):

@@ -170,3 +170,27 @@ def test_node_counters_read_syncs_and_adds_from_the_metrics_text() -> None:
         metrics.sync_seconds.observe(0.001)
     assert node_counters(generate_latest(metrics.registry).decode()) == (4.0, 12.0)
     assert node_counters("") == (0.0, 0.0)
+
+
+async def test_retrying_tries_again_then_gives_up(monkeypatch: pytest.MonkeyPatch) -> None:
+    from folio import bench_topics
+
+    monkeypatch.setattr(bench_topics, "CONNECT_RETRY_S", 0.0)
+    calls: list[int] = []
+
+    async def flaky() -> str:
+        calls.append(1)
+        if len(calls) < 3:
+            raise OSError("408 Request Timeout")
+        return "ok"
+
+    assert await bench_topics.retrying(flaky) == "ok" and len(calls) == 3
+    calls.clear()
+
+    async def refused() -> str:
+        calls.append(1)
+        raise OSError("refused")
+
+    with pytest.raises(OSError, match="refused"):
+        await bench_topics.retrying(refused)
+    assert len(calls) == bench_topics.CONNECT_TRIES
