@@ -83,8 +83,8 @@ class Spread:
         self.done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.head = b'{"payload":"' + base64.b64encode(os.urandom(PAYLOAD_BYTES)) + b'","context":"'
 
-    def send_next(self) -> None:
-        """One message on the next open session in turn."""
+    def send_next(self) -> bool:
+        """One message on the next open session in turn; False if none is open."""
         n = len(self.sessions)
         for _ in range(n):
             index = self.cursor % n
@@ -96,7 +96,8 @@ class Spread:
                 self.inflight[index] += 1
                 self.total_inflight += 1
                 session.send(self.head + str(seq).encode() + b'"}')
-                return
+                return True
+        return False
 
     def reply(self, index: int, raw: bytes) -> None:
         reply = orjson.loads(raw)
@@ -113,8 +114,8 @@ class Spread:
 
     def refill(self, now: float) -> None:
         if now < self.deadline:
-            while self.total_inflight < self.window and self.closed_sessions < len(self.sessions):
-                self.send_next()
+            while self.total_inflight < self.window and self.send_next():
+                pass
         elif self.total_inflight == 0 and not self.done.done():
             self.done.set_result(None)
 

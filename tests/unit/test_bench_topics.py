@@ -194,3 +194,33 @@ async def test_retrying_tries_again_then_gives_up(monkeypatch: pytest.MonkeyPatc
     with pytest.raises(OSError, match="refused"):
         await bench_topics.retrying(refused)
     assert len(calls) == bench_topics.CONNECT_TRIES
+
+
+class FakeSession:
+    def __init__(self) -> None:
+        self.sent: list[bytes] = []
+        self.is_open = True
+
+    def send(self, data: bytes) -> None:
+        self.sent.append(data)
+
+
+async def test_spread_keeps_the_window_full_round_robin_and_stops_when_no_session_is_open() -> None:
+    from typing import cast
+
+    from folio.bench_topics import Spread
+    from folio.bench_ws_client import FrameSession
+
+    spread = Spread(topics=3, window=4, seconds=60.0)
+    fakes = [FakeSession() for _ in range(3)]
+    spread.sessions = cast(list[FrameSession], fakes)
+    spread.start()
+    assert [len(f.sent) for f in fakes] == [2, 1, 1] and spread.total_inflight == 4
+    ok = b'{"result":"ok","messageId":"CAcQAA==","context":"0"}'
+    spread.reply(0, ok)  # one answered: the next topic in turn gets the next message
+    assert [len(f.sent) for f in fakes] == [2, 2, 1] and spread.total_inflight == 4
+    assert spread.result.ok == 1 and spread.message_ids == ["CAcQAA=="]
+    for fake in fakes:
+        fake.is_open = False  # every session gone before its close was counted: no endless refill
+    spread.reply(1, ok.replace(b'"0"', b'"1"'))
+    assert spread.total_inflight == 3 and sum(len(f.sent) for f in fakes) == 5
