@@ -33,7 +33,7 @@ import secrets
 import shutil
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import httpx
@@ -51,9 +51,26 @@ from folio.bench_gateway_load import (
     lookup,
     publish,
 )
-from folio.bench_gateway_report import Row, format_row, format_table, latency_columns, merge_reps, peer_rows
+from folio.bench_gateway_report import (
+    TOPIC_WORKLOAD,
+    Row,
+    format_row,
+    format_table,
+    format_topic_table,
+    latency_columns,
+    merge_reps,
+    peer_rows,
+)
 from folio.bench_gateway_tools import Profiler, print_profiles, py_spy, run_peers
 from folio.bench_gateway_w2 import W2Pace, W2Result, run_w2
+from folio.bench_topics import (
+    close_spread,
+    messages_per_entry,
+    open_spread,
+    parse_topics,
+    run_spread,
+    scrape_nodes,
+)
 from folio.supervisor import LocalCluster, on_free_ports
 from storage.runtime import tune_gc
 
@@ -61,6 +78,7 @@ SCRATCH = ".folio-bench-gw"
 QUIET_PCT = 25.0  # machine busy % (of 100 * cores) below which --wait-idle starts
 SIZES = (100, 1024)
 WORKLOADS = ("W1", "W2", "W3")
+IDLE_S = 2.0  # the topic curve: servers' CPU with the N topics open and no load, measured this long
 
 
 @dataclass(frozen=True)
@@ -77,6 +95,7 @@ class Settings:
     w2_spin: bool
     settle: float
     w3_from_storage: bool = False
+    topics: tuple[int, ...] = ()  # the topic curve: the W1 per-frame load over each count
 
 
 @dataclass
@@ -87,15 +106,16 @@ class Target:
     groups: dict[str, list[int]]
     gateway_pids: dict[str, int]  # http url -> pid
     node_pids: list[int]
+    node_metrics: list[str] = field(default_factory=list)  # the storage nodes' /metrics URLs
     profile_dir: Path | None = None
     spy: str | None = None
     native: bool = False  # py-spy --native (pauses the process per sample)
 
 
-def _split(text: str, allowed: tuple[str, ...], what: str) -> tuple[str, ...]:
+def _split(text: str, allowed: tuple[str, ...], what: str, empty_ok: bool = False) -> tuple[str, ...]:
     items = tuple(x.strip() for x in text.split(",") if x.strip())
     bad = [x for x in items if x not in allowed]
-    if bad or not items:
+    if bad or not (items or empty_ok):
         raise SystemExit(f"--{what}: {', '.join(bad) or 'nothing given'}; choose from {', '.join(allowed)}")
     return items
 
@@ -221,6 +241,67 @@ async def w2(s: Settings, target: Target, topic: str, mode: str, rep: int) -> li
     return w2_rows(mode, s.w2_rate, result, cpu)
 
 
+def topic_row(
+    topics: int,
+    window: int,
+    res: LoadResult,
+    cpu: dict[str, float],
+    closed: int,
+    per_entry: float | None = None,
+    per_sync: float | None = None,
+) -> Row:
+    """One row of the topic curve; ``per_entry``: messages per stored entry; ``per_sync``:
+    entries per journal fdatasync on the storage nodes."""
+    p50, p99 = latency_columns(res.latencies_ms)
+    note = f"{window} in flight over {topics:,} topic(s), one per frame"
+    if per_entry is not None:
+        note += f"; {per_entry:.1f} msgs per stored entry"
+    if per_sync is not None:
+        note += f", {per_sync:.1f} entries per node fdatasync"
+    if closed:
+        note += f"; {closed} session(s) closed by the gateway"
+    if res.first_error:
+        note += f"; first error: {res.first_error}"
+    el = max(res.seconds, 1e-9)
+    return Row("folio", TOPIC_WORKLOAD, "ws", 100, res.ok, res.seconds, res.ok / el, res.ok * 100 / el / 1e6,
+               p50, p99, cpu, res.errors, note, topics=topics)  # fmt: skip
+
+
+async def topic_curve(
+    s: Settings, target: Target, run_id: str, rep: int, add: Callable[[list[Row]], None]
+) -> None:
+    """The same per-frame load over each topic count in turn, on fresh topics."""
+    for count in s.topics:
+        names = [f"gwbench-{run_id}-t{count}-r{rep}-{i}" for i in range(count)]
+        try:
+            spread = await open_spread(target.http_url, names, s.window, s.seconds)
+            try:
+                await asyncio.sleep(s.settle)
+                idle = CpuMonitor(target.groups).start()  # the N topics open, no load: their upkeep
+                await asyncio.sleep(min(IDLE_S, s.seconds))
+                idle_cpu = idle.stop()
+                before = await scrape_nodes(target.node_metrics)
+                with measured(target, f"topics-{count}-r{rep}") as cpu:
+                    res = await run_spread(spread)
+                after = await scrape_nodes(target.node_metrics)
+                closed = spread.closed_sessions  # by the gateway, before we close the rest
+            finally:
+                await close_spread(spread)
+            cpu.update({f"{group} idle": idle_cpu[group] for group in ("gw", "node") if group in idle_cpu})
+            per_entry = messages_per_entry(spread.message_ids)
+            syncs, adds = after[0] - before[0], after[1] - before[1]
+            per_sync = adds / syncs if syncs > 0 else None
+            add([topic_row(count, s.window, res, cpu, closed, per_entry, per_sync)])
+        except Exception as exc:
+            add(
+                [
+                    replace(row, workload=TOPIC_WORKLOAD, topics=count)
+                    for row in failed_rows(["x"], "ws", 100, exc)
+                ]
+            )
+        await asyncio.sleep(s.settle)
+
+
 def failed_rows(workloads: Sequence[str], mode: str, size: int, exc: BaseException) -> list[Row]:
     note = f"FAILED: {type(exc).__name__}: {exc}"[:300]
     return [Row("folio", w, mode, size, 0, 0.0, 0.0, 0.0, errors=1, note=note) for w in workloads]
@@ -253,14 +334,13 @@ async def run_workloads(
                 except Exception as exc:
                     add(failed_rows(wanted, mode, size, exc))
                 await asyncio.sleep(s.settle)
-        if "W2" not in s.workloads:
-            continue
-        for mode in (m for m in s.modes if m in CONSUME_MODES):
+        for mode in (m for m in s.modes if m in CONSUME_MODES and "W2" in s.workloads):
             try:
                 add(await w2(s, target, f"gwbench-{run_id}-w2-{mode}-r{rep}", mode, rep))
             except Exception as exc:
                 add(failed_rows(["W2 e2e", "W2 ack"], mode, 100, exc))
             await asyncio.sleep(s.settle)
+        await topic_curve(s, target, run_id, rep, add)
     return rows
 
 
@@ -284,7 +364,8 @@ def cluster_target(cluster: LocalCluster) -> Target:
         "etcd": [cluster.etcd.pid, cluster.auditor.pid],
         "client": [os.getpid()],
     }
-    return Target(cluster.gateways[0].http_url, groups, gateways, nodes)
+    metrics = [f"http://{n.metrics_address}/metrics" for n in cluster.nodes if n.metrics_address]
+    return Target(cluster.gateways[0].http_url, groups, gateways, nodes, metrics)
 
 
 def _drop_data(root: Path) -> None:
@@ -296,19 +377,21 @@ def _drop_data(root: Path) -> None:
 
 
 def settings_from(args: argparse.Namespace) -> Settings:
+    topics = parse_topics(args.topics)
     return Settings(
         seconds=args.seconds,
         msgs=args.msgs,
         window=args.window,
         batch=args.batch,
         modes=_split(args.modes, PUBLISH_MODES, "modes"),
-        workloads=_split(args.workloads.upper(), WORKLOADS, "workloads"),
+        workloads=_split(args.workloads.upper(), WORKLOADS, "workloads", empty_ok=bool(topics)),
         reps=max(1, args.reps),
         w2_seconds=args.w2_seconds,
         w2_rate=args.w2_rate,
         w2_spin=args.w2_pacing == "spin",
         settle=args.settle,
         w3_from_storage=args.w3_from_storage,
+        topics=topics,
     )
 
 
@@ -365,6 +448,14 @@ def say_disk(scratch: Path, when: str) -> None:
     print(f"disk {when}: {rate:.0f} MB/s of 256 KiB appends + fdatasync (0.5 s probe)", flush=True)
 
 
+def run_title(s: Settings) -> str:
+    """What the plots say about the run (pure)."""
+    return (
+        f"folio bench gateway: window {s.window}, batch {s.batch}, {s.seconds:g} s runs,"
+        f" {s.reps} rep(s), {os.cpu_count()} CPUs"
+    )
+
+
 def run_bench(args: argparse.Namespace) -> int:
     s = settings_from(args)
     policies = [persistence_body(text) for text in args.persistence or [""]]
@@ -418,7 +509,14 @@ def run_bench(args: argparse.Namespace) -> int:
         "srv = gw+node+etcd+auditor" if cluster is not None else "--url: server CPU unknown, it is in oth%"
     )
     print(f"\n== Folio (median of {s.reps} rep(s); CPU in % of one core; {where})")
-    print(format_table(merge_reps(rows)))
+    merged = merge_reps(rows)
+    curve = [r for r in merged if r.workload == TOPIC_WORKLOAD]
+    if len(curve) < len(merged):
+        print(format_table([r for r in merged if r.workload != TOPIC_WORKLOAD]))
+    if curve:
+        print(f"\n== the topic curve: W1 100 B one per frame, {s.window} in flight over N topics"
+              " (µs = CPU microseconds per acked message)")  # fmt: skip
+        print(format_topic_table(curve))
     peer_rows_: list[Row] = []
     if args.peers:
         print("\n== peers (same settings; /work/shared/peers harness)", flush=True)
@@ -439,7 +537,12 @@ def run_bench(args: argparse.Namespace) -> int:
     if target.profile_dir is not None:
         print_profiles(target.profile_dir)
     if args.json:
-        for row in [*merge_reps(rows), *peer_rows_]:
+        for row in [*merged, *peer_rows_]:
             print(orjson.dumps({"kind": "gateway-bench", **asdict(row)}).decode())
+    if args.plots:
+        from folio.bench_plots import write_plots
+
+        for path in write_plots(Path(args.plots), merged, peer_rows_, run_title(s)):
+            print(f"plot: {path}")
     print(f"\n(total {time.monotonic() - started:.0f} s)")
     return 0

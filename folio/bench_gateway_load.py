@@ -27,11 +27,13 @@ import base64
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 import httpx
 import orjson
 import websockets
+
+from folio.bench_ws_client import FrameSession, open_session
 
 TOPIC_PATH = "persistent/public/default"
 DRAIN_S = 15.0  # after the deadline: how long to wait for replies still in flight
@@ -43,6 +45,10 @@ TOPIC_MOVED_CODE = 4503  # the gateway closes sessions of a topic that moved / w
 RECONNECTS_MAX = 5
 DRAIN_IDLE_S = 0.5
 CONSUME_MODES = ("ws", "ws-batch")
+
+
+class SessionClosed(Exception):
+    """A picows session ended other than by the topic moving (or after too many moves)."""
 
 
 class Tally(Protocol):
@@ -114,6 +120,24 @@ class Link:
         ws_base, _ = await lookup(self.http_base, self.topic)
         return await ws_connect(self.url(ws_base))
 
+    async def open(self, on_frame: Callable[[bytes], None]) -> FrameSession:
+        """A picows session to whichever gateway owns the topic now."""
+        ws_base, _ = await lookup(self.http_base, self.topic)
+        return await open_session(self.url(ws_base), on_frame)
+
+    async def reopen(
+        self, session: FrameSession, on_frame: Callable[[bytes], None], result: Tally, lost: int
+    ) -> FrameSession:
+        """After ``session`` ended: if the topic moved (4503), count what was in flight as errors
+        (fate unknown; not retried) and open a new session; else raise ``SessionClosed``."""
+        code = session.closed.result()
+        if code != TOPIC_MOVED_CODE or self.reconnects >= RECONNECTS_MAX:
+            raise SessionClosed(f"the gateway closed the session: {code} {session.close_reason}")
+        self.reconnects += 1
+        result.reconnects += 1
+        result.error(f"session closed ({code} {session.close_reason}); {lost} in flight, fate unknown", lost)
+        return await self.open(on_frame)
+
     async def reconnect(
         self, exc: websockets.ConnectionClosed, result: Tally, lost: int
     ) -> websockets.ClientConnection:
@@ -155,11 +179,30 @@ async def drain(ws: websockets.ClientConnection) -> list[bytes]:
 
 
 async def publish_ws(link: Link, payload: bytes, n: int, seconds: float, window: int) -> LoadResult:
-    """One message per frame, context = message number, ``window`` un-acked."""
+    """One message per frame, context = message number, ``window`` un-acked. On the picows
+    client (``folio.bench_ws_client``): each reply is handled in its frame callback, which
+    sends the next message there (no coroutine per frame), so the client's CPU per message
+    stays well below the gateway's."""
     result = LoadResult()
     head = b'{"payload":"' + base64.b64encode(payload) + b'","context":"'
     sent_at: list[float] = []
     inflight = 0
+    deadline = 0.0
+    session: FrameSession | None = None
+    finished: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    def refill() -> None:
+        nonlocal inflight
+        if session is None or not session.is_open:
+            return
+        if time.perf_counter() < deadline:
+            while inflight < window and len(sent_at) < n:
+                frame = head + str(len(sent_at)).encode() + b'"}'
+                sent_at.append(time.perf_counter())
+                inflight += 1
+                session.send(frame)
+        if inflight == 0 and not finished.done():
+            finished.set_result(None)
 
     def handle(raw: bytes) -> None:
         nonlocal inflight
@@ -170,33 +213,27 @@ async def publish_ws(link: Link, payload: bytes, n: int, seconds: float, window:
             result.latencies_ms.append((time.perf_counter() - sent_at[int(reply["context"])]) * 1e3)
         else:
             result.error(str(reply.get("errorMsg") or reply))
+        refill()
 
-    ws = await link.connect()
+    session = await link.open(handle)
     start = time.perf_counter()
     deadline = start + seconds
     try:
         async with asyncio.timeout(seconds + DRAIN_S):
-            while True:
-                try:
-                    if time.perf_counter() < deadline:
-                        while inflight < window and len(sent_at) < n:
-                            frame = head + str(len(sent_at)).encode() + b'"}'
-                            sent_at.append(time.perf_counter())
-                            inflight += 1
-                            await ws.send(frame, text=True)
-                    if inflight == 0:
-                        break
-                    handle(await ws.recv(decode=False))
-                except websockets.ConnectionClosed as exc:
-                    for raw in await drain(ws):
-                        handle(raw)
-                    ws = await link.reconnect(exc, result, inflight)
-                    inflight = 0
+            refill()
+            while not finished.done():
+                waits: list[asyncio.Future[Any]] = [finished, session.closed]
+                await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+                if finished.done():
+                    break
+                session = await link.reopen(session, handle, result, inflight)
+                inflight = 0
+                refill()
     except TimeoutError:
         result.error(f"timed out with {inflight} replies outstanding", inflight)
     finally:
         result.seconds = time.perf_counter() - start
-        await ws.close()
+        await session.close()
     result.capped_by_time = len(sent_at) < n
     return result
 
@@ -341,7 +378,8 @@ async def consume(
     mode: str, http_base: str, topic: str, sub: str, backlog: int, seconds: float, window: int
 ) -> LoadResult:
     """Drain ``backlog`` messages with a Shared subscription from Earliest, acking each one
-    (``ws``: one ack frame per message; ``ws-batch``: batched delivery, one ack frame per delivery).
+    (``ws``: one ack frame per message; ``ws-batch``: batched delivery, one ack frame per delivery),
+    on the picows client: each delivery is acked in its frame callback.
     If the topic moves, connect again: unacked messages come again and count as duplicates."""
     if mode not in CONSUME_MODES:
         raise ValueError(f"unknown consume mode {mode!r} (one of {', '.join(CONSUME_MODES)})")
@@ -349,33 +387,42 @@ async def consume(
     link = Link(http_base, topic, lambda ws_base: consumer_url(ws_base, topic, sub, window, batched))
     result = LoadResult()
     seen: set[str] = set()
-    ws = await link.connect()
+    finished: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    current: list[FrameSession] = []
+    if backlog <= 0:
+        finished.set_result(None)
+
+    def handle(raw: bytes) -> None:
+        frame = orjson.loads(raw)
+        if batched and frame.get("type") == "messages":
+            ids = [m["messageId"] for m in frame["messages"]]
+            current[0].send(orjson.dumps({"type": "ack", "messageIds": ids}))
+        elif "messageId" in frame and "payload" in frame:
+            ids = [frame["messageId"]]
+            current[0].send(orjson.dumps({"messageId": ids[0]}))
+        else:
+            return  # notices
+        for message_id in ids:
+            if message_id in seen:
+                result.duplicates += 1
+            else:
+                seen.add(message_id)
+        if len(seen) >= backlog and not finished.done():
+            finished.set_result(None)
+
+    current.append(await link.open(handle))
     start = time.perf_counter()
     try:
         async with asyncio.timeout(seconds):
-            while len(seen) < backlog:
-                try:
-                    frame = orjson.loads(await ws.recv(decode=False))
-                    if batched and frame.get("type") == "messages":
-                        ids = [m["messageId"] for m in frame["messages"]]
-                        await ws.send(orjson.dumps({"type": "ack", "messageIds": ids}), text=True)
-                    elif "messageId" in frame and "payload" in frame:
-                        ids = [frame["messageId"]]
-                        await ws.send(orjson.dumps({"messageId": ids[0]}), text=True)
-                    else:
-                        continue  # notices
-                except websockets.ConnectionClosed as exc:
-                    ws = await link.reconnect(exc, result, 0)
-                    continue
-                for message_id in ids:
-                    if message_id in seen:
-                        result.duplicates += 1
-                    else:
-                        seen.add(message_id)
+            while not finished.done():
+                waits: list[asyncio.Future[Any]] = [finished, current[0].closed]
+                await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+                if not finished.done():
+                    current[0] = await link.reopen(current[0], handle, result, 0)
     except TimeoutError:
         result.capped_by_time = True
     finally:
         result.seconds = time.perf_counter() - start
-        await ws.close()
+        await current[0].close()
     result.ok = len(seen)
     return result

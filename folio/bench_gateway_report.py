@@ -21,6 +21,7 @@ from typing import Any
 from folio.bench_stats import percentile
 
 SERVER_GROUPS = ("gw", "node", "etcd")
+TOPIC_WORKLOAD = "W1 topics"  # the rows of the topic curve (``--topics``)
 PEER_NAMES = {"nats-jetstream": "nats", "redis-streams": "redis", "rabbitmq": "rabbit"}
 
 
@@ -40,10 +41,23 @@ class Row:
     errors: int = 0
     note: str = ""
     reps: int = 1
+    topics: int = 1  # the load spread over this many topics (``--topics``)
 
     @property
-    def key(self) -> tuple[str, str, str, int]:
-        return self.system, self.workload, self.mode, self.size
+    def key(self) -> tuple[str, str, str, int, int]:
+        return self.system, self.workload, self.mode, self.size, self.topics
+
+    def us_per_msg(self, group: str) -> float | None:
+        """CPU of ``group`` ("srv": the server side) per message, in microseconds."""
+        pct = server_cpu(self.cpu) if group == "srv" else self.cpu.get(group)
+        return us_per_msg(pct, self.msgs_per_s)
+
+
+def us_per_msg(cpu_pct: float | None, msgs_per_s: float) -> float | None:
+    """CPU % of one core at ``msgs_per_s`` -> CPU microseconds per message."""
+    if cpu_pct is None or msgs_per_s <= 0:
+        return None
+    return cpu_pct * 1e4 / msgs_per_s
 
 
 def latency_columns(samples: Sequence[float]) -> tuple[float | None, float | None]:
@@ -69,7 +83,7 @@ def merge_reps(rows: Sequence[Row]) -> list[Row]:
     """One row per (system, workload, mode, size): medians over repetitions, errors summed,
     each part of the notes once (with how many reps had it, if not all). Order of first
     appearance is kept."""
-    groups: dict[tuple[str, str, str, int], list[Row]] = {}
+    groups: dict[tuple[str, str, str, int, int], list[Row]] = {}
     for row in rows:
         groups.setdefault(row.key, []).append(row)
     merged = []
@@ -115,7 +129,7 @@ def _num(value: float | None, width: int, digits: int = 0) -> str:
 HEADER = (
     f"{'system':<22} {'workload':<8} {'mode':<10} {'bytes':>5} {'msgs':>8} {'msg/s':>8} {'MB/s':>6}"
     f" {'p50 ms':>7} {'p99 ms':>7} {'gw%':>5} {'node%':>5} {'etcd%':>5} {'srv%':>5} {'cli%':>5}"
-    f" {'oth%':>5}  note"
+    f" {'oth%':>5} {'srvµs':>6} {'cliµs':>6}  note"
 )
 
 
@@ -129,7 +143,8 @@ def format_row(row: Row) -> str:
         f" {_num(row.msgs_per_s, 8)} {_num(row.mb_per_s, 6, 2)}"
         f" {_num(row.p50_ms, 7, 2)} {_num(row.p99_ms, 7, 2)}"
         f" {_num(cpu.get('gw'), 5)} {_num(cpu.get('node'), 5)} {_num(cpu.get('etcd'), 5)}"
-        f" {_num(server_cpu(cpu), 5)} {_num(cpu.get('client'), 5)} {_num(cpu.get('other'), 5)}  {note}"
+        f" {_num(server_cpu(cpu), 5)} {_num(cpu.get('client'), 5)} {_num(cpu.get('other'), 5)}"
+        f" {_num(row.us_per_msg('srv'), 6, 1)} {_num(row.us_per_msg('client'), 6, 1)}  {note}"
     ).rstrip()
 
 
@@ -141,6 +156,55 @@ def format_table(rows: Sequence[Row]) -> str:
             lines.append("")
         previous = row.system
         lines.append(format_row(row))
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------- the topic curve
+
+TOPIC_HEADER = (
+    f"{'system':<22} {'topics':>6} {'msgs':>8} {'msg/s':>8} {'p50 ms':>7} {'p99 ms':>7}"
+    f" {'gw µs':>6} {'node µs':>7} {'srv µs':>6} {'cli µs':>6} {'gw idle%':>8} {'node idle%':>10}"
+    f" {'cli%':>5} {'oth%':>5}  note"
+)
+
+
+def format_topic_row(row: Row) -> str:
+    note = f"{row.errors} errors; {row.note}" if row.errors else row.note
+    return (
+        f"{row.system:<22} {row.topics:>6,} {row.msgs:>8,} {_num(row.msgs_per_s, 8)}"
+        f" {_num(row.p50_ms, 7, 2)} {_num(row.p99_ms, 7, 2)} {_num(row.us_per_msg('gw'), 6, 1)}"
+        f" {_num(row.us_per_msg('node'), 7, 1)} {_num(row.us_per_msg('srv'), 6, 1)}"
+        f" {_num(row.us_per_msg('client'), 6, 1)} {_num(row.cpu.get('gw idle'), 8, 1)}"
+        f" {_num(row.cpu.get('node idle'), 10, 1)} {_num(row.cpu.get('client'), 5)}"
+        f" {_num(row.cpu.get('other'), 5)}  {note}"
+    ).rstrip()
+
+
+def topic_ratios(rows: Sequence[Row]) -> dict[str, float]:
+    """Most topics ÷ fewest: throughput and CPU per message per group (empty if < 2 counts;
+    a failed row, with no message, is left out)."""
+    curve = sorted((r for r in rows if r.workload == TOPIC_WORKLOAD and r.msgs > 0), key=lambda r: r.topics)
+    if len(curve) < 2 or curve[0].topics == curve[-1].topics:
+        return {}
+    low, high = curve[0], curve[-1]
+    ratios: dict[str, float] = {}
+    if low.msgs_per_s > 0:
+        ratios["msg/s"] = high.msgs_per_s / low.msgs_per_s
+    for group in ("gw", "node", "srv", "client"):
+        a, b = low.us_per_msg(group), high.us_per_msg(group)
+        if a and b is not None:
+            ratios[f"{group} µs/msg"] = b / a
+    return ratios
+
+
+def format_topic_table(rows: Sequence[Row]) -> str:
+    curve = [r for r in rows if r.workload == TOPIC_WORKLOAD]
+    lines = [TOPIC_HEADER, "-" * len(TOPIC_HEADER), *(format_topic_row(r) for r in curve)]
+    ratios = topic_ratios(curve)
+    if ratios:
+        counts = sorted(r.topics for r in curve)
+        parts = ", ".join(f"{name} {value:.2f}x" for name, value in ratios.items())
+        lines.append(f"{counts[-1]:,} topics ÷ {counts[0]:,}: {parts}")
     return "\n".join(lines)
 
 

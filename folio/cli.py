@@ -130,6 +130,19 @@ def _parser() -> argparse.ArgumentParser:
         " syscalls (exact attribution; the measured figures are lower)",
     )
     gw.add_argument("--json", action="store_true", help="also print one JSON line per row")
+    gw.add_argument(
+        "--topics",
+        default="",
+        metavar="N,N,...",
+        help="also run the topic curve: the W1 per-frame load (--window in flight, 100 B) spread over"
+        " each count of fresh topics, e.g. 1,10,100,1000; with it, --workloads may be empty",
+    )
+    gw.add_argument(
+        "--plots",
+        default="",
+        metavar="DIR",
+        help="write PNG plots (throughput, latency, the topic curve) and the rows as JSON lines to DIR",
+    )
     stats = bench_sub.add_parser(
         "analytics", help="statistics runs: full over N messages on T topics, then incremental after M more"
     )
