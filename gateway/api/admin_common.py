@@ -4,9 +4,9 @@ Owns: ``AdminRoute`` (typed errors and request-validation errors become
 ``ErrorBody`` responses inside the route, so the routers also work without the
 app's handlers), ``on_owner`` (serve a topic-scoped call on the topic's owner:
 here, or forwarded once), path-to-name helpers, JSON answers, the JSON body
-reader of every admin route (``read_json``), the subscription a route's path
-names (``SubscriptionPath``: one dependency for ``{tenant}/{namespace}/{topic}/
-subscription/{subscription}``) and the URL convertors of path
+reader of every admin route (``read_json``), the topic and the subscription a route's
+path names (``TopicPath`` for ``{tenant}/{namespace}/{topic}``, ``SubscriptionPath`` for
+``…/subscription/{subscription}``: one dependency each) and the URL convertors of path
 segments that must not swallow a literal route (``{topic:topic}``,
 ``{bundle:bundle}``). Rules (docs/architecture.md §6-7): statuses come from
 ``gateway.api.errors`` only; an admin read never auto-creates a topic (404
@@ -86,6 +86,16 @@ def paged(response: Response, paging: PageParams, items: list[str]) -> list[str]
 
 def topic_name(tenant: str, namespace: str, topic: str) -> TopicName:
     return TopicName.of("persistent", tenant, namespace, topic)
+
+
+async def topic_path(tenant: Tenant, namespace: Namespace, topic: TopicPart) -> TopicName:
+    """The persistent topic a route's ``{tenant}/{namespace}/{topic}`` names (412 if malformed)."""
+    return topic_name(tenant, namespace, topic)
+
+
+# FastAPI documents an endpoint's own parameters before its dependencies': a query
+# parameter of a route that takes a ``TopicPath`` is listed before the path's three.
+TopicPath = Annotated[TopicName, Depends(topic_path)]
 
 
 @dataclass(frozen=True, slots=True)

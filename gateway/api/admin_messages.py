@@ -23,22 +23,20 @@ from starlette.responses import Response
 
 from gateway.api import errors
 from gateway.api.admin_bodies import browse_item, message_headers, message_id_json
-from gateway.api.admin_common import PREFIX, AdminRoute, SubscriptionPath, json_response, on_owner, topic_name
+from gateway.api.admin_common import PREFIX, AdminRoute, SubscriptionPath, TopicPath, json_response, on_owner
 from gateway.api.admin_models import (
     BatchIndexQuery,
-    EntryIdPath,
-    LedgerIdPath,
+    EntryPath,
     PositionPath,
     TimestampPath,
 )
-from gateway.api.route_docs import Namespace, Tenant, TopicPart
 from gateway.broker import topic_admin
 from gateway.broker.topic import Topic
 from gateway.meta.errors import NotFound
 from gateway.meta.schema_registry import SchemaRegistry
 from gateway.meta.schema_types import display_value
 from storage.formats.message_id import INT32_MAX
-from storage.formats.positions import NO_BATCH, MessagePosition, Position
+from storage.formats.positions import NO_BATCH, MessagePosition
 
 if TYPE_CHECKING:
     from gateway.process import Gateway
@@ -87,15 +85,6 @@ async def _page(
 def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
     router = APIRouter(route_class=AdminRoute)
 
-    async def on_topic(
-        request: Request,
-        tenant: str,
-        namespace: str,
-        topic: str,
-        serve: Callable[[Topic], Any],
-    ) -> Response:
-        return await on_owner(get_gateway(), request, topic_name(tenant, namespace, topic), serve)
-
     @router.get(
         f"{S}/position/{{n}}",
         tags=["admin-subscriptions"],
@@ -127,19 +116,16 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
         responses={**RAW, **errors.responses(404, 412)},
     )
     async def get_message_by_id(
-        tenant: Tenant,
-        namespace: Namespace,
-        topic: TopicPart,
-        ledger: LedgerIdPath,
-        entry: EntryIdPath,
+        name: TopicPath,
+        at: EntryPath,
         request: Request,
         batchIndex: BatchIndexQuery = NO_BATCH,
     ) -> Response:
         async def serve(t: Topic) -> Response:
-            found = await topic_admin.message_at(t, Position(ledger, entry), batchIndex)
-            return _raw(found, t, f"message {ledger}:{entry}")
+            found = await topic_admin.message_at(t, at, batchIndex)
+            return _raw(found, t, f"message {at.ledger_id}:{at.entry_id}")
 
-        return await on_topic(request, tenant, namespace, topic, serve)
+        return await on_owner(get_gateway(), request, name, serve)
 
     @router.get(
         f"{T}/examinemessage",
@@ -149,9 +135,7 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
         responses={**RAW, **errors.responses(404, 412)},
     )
     async def examine_message(
-        tenant: Tenant,
-        namespace: Namespace,
-        topic: TopicPart,
+        name: TopicPath,
         request: Request,
         initialPosition: Literal["earliest", "latest"] = "latest",
         messagePosition: Annotated[int, Query(ge=1, le=INT32_MAX)] = 1,
@@ -163,7 +147,7 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
                 got = await topic_admin.page_backward(t, messagePosition - 1, 1)
             return _raw(got[0] if got else None, t, f"message {messagePosition} from {initialPosition}")
 
-        return await on_topic(request, tenant, namespace, topic, serve)
+        return await on_owner(get_gateway(), request, name, serve)
 
     @router.get(
         f"{T}/lastMessageId",
@@ -171,9 +155,7 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
         summary="The id of the last message",
         responses=errors.responses(404, 412),
     )
-    async def get_last_message_id(
-        tenant: Tenant, namespace: Namespace, topic: TopicPart, request: Request
-    ) -> Response:
+    async def get_last_message_id(name: TopicPath, request: Request) -> Response:
         async def serve(t: Topic) -> Response:
             found = await topic_admin.last_message(t)
             if found is None:  # empty: the position before the open ledger's first entry
@@ -183,7 +165,7 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
                 )
             return json_response(message_id_json(found.position, t.partition))
 
-        return await on_topic(request, tenant, namespace, topic, serve)
+        return await on_owner(get_gateway(), request, name, serve)
 
     @router.get(
         f"{T}/messageid/{{timestamp}}",
@@ -191,16 +173,14 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
         summary="The id of the first message published at or after `timestamp` (epoch ms)",
         responses=errors.responses(404, 412),
     )
-    async def get_message_id_by_time(
-        tenant: Tenant, namespace: Namespace, topic: TopicPart, timestamp: TimestampPath, request: Request
-    ) -> Response:
+    async def get_message_id_by_time(name: TopicPath, timestamp: TimestampPath, request: Request) -> Response:
         async def serve(t: Topic) -> Response:
             found = await topic_admin.first_at_or_after(t, timestamp)
             if found is None:
                 raise NotFound(f"no message published at or after {timestamp} on {t.name}")
             return json_response(message_id_json(found.position, t.partition))
 
-        return await on_topic(request, tenant, namespace, topic, serve)
+        return await on_owner(get_gateway(), request, name, serve)
 
     @router.get(
         f"{S}/messages",
@@ -231,9 +211,7 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
         responses=errors.responses(400, 404, 412),
     )
     async def browse_topic_messages(
-        tenant: Tenant,
-        namespace: Namespace,
-        topic: TopicPart,
+        name: TopicPath,
         request: Request,
         offset: Offset = 0,
         limit: Limit = 20,
@@ -250,6 +228,6 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
             total = t.log.counts.view(t.log.layout).total()
             return await _page(get_gateway().schemas, items, t, offset, limit, total)
 
-        return await on_topic(request, tenant, namespace, topic, serve)
+        return await on_owner(get_gateway(), request, name, serve)
 
     return router

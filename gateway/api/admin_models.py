@@ -46,6 +46,7 @@ from gateway.protocol.webhook_config import (
     URL_PATTERN,
 )
 from storage.formats.message_id import INT32_MAX, INT64_MAX
+from storage.formats.positions import Position
 
 JSON = "application/json"
 INT32_MIN = -(2**31)
@@ -431,13 +432,11 @@ NodeIdPath = Annotated[
         description="a storage node's id, `host:port` as it registered",
     ),
 ]
-LedgerIdPath = Annotated[int, Path(ge=0, le=INT64_MAX, description="ledger id")]
-EntryIdPath = Annotated[int, Path(ge=0, le=INT64_MAX, description="entry id within the ledger")]
 BatchIndexQuery = Annotated[
     int, Query(ge=-1, le=INT32_MAX, description="the message within a batch entry (-1: the entry's first)")
 ]
-# Path parameters after ``admin_common.SubscriptionPath`` are dependencies as it is, so
-# that OpenAPI lists them after the subscription (own parameters come first).
+# Path parameters after ``admin_common.SubscriptionPath`` / ``TopicPath`` are dependencies
+# as those are, so that OpenAPI lists them after the topic's (own parameters come first).
 
 
 async def _position(n: Annotated[int, Path(ge=1, le=INT32_MAX, description="1-based position")]) -> int:
@@ -458,7 +457,15 @@ async def _timestamp(
     return timestamp
 
 
+async def _entry(
+    ledger: Annotated[int, Path(ge=0, le=INT64_MAX, description="ledger id")],
+    entry: Annotated[int, Path(ge=0, le=INT64_MAX, description="entry id within the ledger")],
+) -> Position:
+    return Position(ledger, entry)
+
+
 PositionPath = Annotated[int, Depends(_position)]
+EntryPath = Annotated[Position, Depends(_entry)]
 CountPath = Annotated[int, Depends(_count)]
 SecondsPath = Annotated[int, Depends(_seconds)]
 TimestampPath = Annotated[int, Depends(_timestamp)]

@@ -29,15 +29,15 @@ from gateway.api.admin_common import (
     AdminRoute,
     SubscriptionPath,
     SubscriptionRef,
+    TopicPath,
     json_response,
     no_content,
     on_owner_or_partitions,
     partition_count,
     read_json,
-    topic_name,
 )
 from gateway.api.admin_models import CURSOR_TARGET, CountPath, SecondsPath, TimestampPath, request_body
-from gateway.api.route_docs import Namespace, Paging, Tenant, TopicPart
+from gateway.api.route_docs import Paging
 from gateway.broker import topic_admin
 from gateway.broker.log_state import TopicNotFound
 from gateway.broker.subscription import Subscription
@@ -104,10 +104,8 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
         summary="Durable subscriptions of a topic",
         responses=errors.responses(404, 412),
     )
-    async def list_subscriptions(
-        tenant: Tenant, namespace: Namespace, topic: TopicPart, paging: Paging
-    ) -> Response:
-        names = await _subscriptions_of(get_gateway(), topic_name(tenant, namespace, topic))
+    async def list_subscriptions(name: TopicPath, paging: Paging) -> Response:
+        names = await _subscriptions_of(get_gateway(), name)
         items, total = paging.apply(names)
         return json_response(items, total=total)
 
@@ -226,10 +224,9 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
         responses=errors.responses(404, 412),
     )
     async def expire_messages_all_subscriptions(
-        tenant: Tenant, namespace: Namespace, topic: TopicPart, seconds: SecondsPath, request: Request
+        name: TopicPath, seconds: SecondsPath, request: Request
     ) -> Response:
         gateway = get_gateway()
-        name = topic_name(tenant, namespace, topic)
 
         async def serve(t: Topic) -> Response:
             await t.expire(seconds)

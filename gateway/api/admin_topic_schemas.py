@@ -20,13 +20,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Annotated, Any
 
-from fastapi import APIRouter, Path, Query, Request
+from fastapi import APIRouter, Depends, Path, Query, Request
 from pydantic import BaseModel, Field
 
 from gateway.api import errors
-from gateway.api.admin_common import AdminRoute, read_json, topic_name
+from gateway.api.admin_common import AdminRoute, TopicPath, read_json
 from gateway.api.admin_models import INT64_MAX, request_body
-from gateway.api.route_docs import Namespace, Tenant, TopicPart
 from gateway.meta.schema_compat import Strategy
 from gateway.meta.schema_registry import SchemaNotFound
 from gateway.meta.schema_types import SchemaInfo, SchemaType, parse_post_schema
@@ -37,7 +36,16 @@ if TYPE_CHECKING:
 
 TAGS: list[str | Any] = ["admin-schemas"]
 S = "/admin/v2/schemas/{tenant}/{namespace}/{topic}"
-Version = Annotated[int, Path(ge=0, le=INT64_MAX, description="a schema version (0, 1, ...)")]
+
+
+async def _version(
+    version: Annotated[int, Path(ge=0, le=INT64_MAX, description="a schema version (0, 1, ...)")],
+) -> int:
+    return version
+
+
+# a dependency as ``TopicPath`` is, so that OpenAPI lists it after the topic's parameters
+Version = Annotated[int, Depends(_version)]
 Authoritative = Annotated[bool, Query(description="accepted for Pulsar clients; any gateway answers")]
 SCHEMA_TYPES = [t.value for t in SchemaType]
 READ = errors.responses(404, 412)
@@ -92,28 +100,24 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
     router = APIRouter(tags=TAGS, route_class=AdminRoute)
 
     @router.get(f"{S}/schema", summary="The topic's latest schema", responses=errors.responses(404, 412))
-    async def get_schema(tenant: Tenant, namespace: Namespace, topic: TopicPart) -> GetSchemaResponse:
-        latest = await get_gateway().schemas.latest(topic_name(tenant, namespace, topic))
+    async def get_schema(name: TopicPath) -> GetSchemaResponse:
+        latest = await get_gateway().schemas.latest(name)
         return GetSchemaResponse(**latest.response())
 
     @router.get(f"{S}/schema/{{version}}", summary="One version of the topic's schema", responses=READ)
-    async def get_schema_version(
-        tenant: Tenant, namespace: Namespace, topic: TopicPart, version: Version
-    ) -> GetSchemaResponse:
-        stored = await get_gateway().schemas.version(topic_name(tenant, namespace, topic), version)
+    async def get_schema_version(name: TopicPath, version: Version) -> GetSchemaResponse:
+        stored = await get_gateway().schemas.version(name, version)
         return GetSchemaResponse(**stored.response())
 
-    async def all_versions(tenant: str, namespace: str, topic: str) -> list[GetSchemaResponse]:
-        versions = await get_gateway().schemas.versions(topic_name(tenant, namespace, topic))
+    async def all_versions(name: TopicName) -> list[GetSchemaResponse]:
+        versions = await get_gateway().schemas.versions(name)
         return [GetSchemaResponse(**v.response()) for v in versions if not v.deleted]
 
     @router.get(f"{S}/schemas", summary="Every version of the topic's schema", responses=READ)
-    async def get_all_schemas(
-        tenant: Tenant, namespace: Namespace, topic: TopicPart
-    ) -> GetAllVersionsSchemaResponse:
-        live = await all_versions(tenant, namespace, topic)
+    async def get_all_schemas(name: TopicPath) -> GetAllVersionsSchemaResponse:
+        live = await all_versions(name)
         if not live:  # Pulsar's answer for a topic without a schema
-            raise SchemaNotFound(f"Schema not found for {topic_name(tenant, namespace, topic)}")
+            raise SchemaNotFound(f"Schema not found for {name}")
         return GetAllVersionsSchemaResponse(getSchemaResponses=live)
 
     @router.get(
@@ -121,20 +125,15 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
         summary="Every live version of the topic's schema; an empty list when it has none (Folio)",
         responses=errors.responses(412),
     )
-    async def get_versions(
-        tenant: Tenant, namespace: Namespace, topic: TopicPart
-    ) -> GetAllVersionsSchemaResponse:
-        return GetAllVersionsSchemaResponse(getSchemaResponses=await all_versions(tenant, namespace, topic))
+    async def get_versions(name: TopicPath) -> GetAllVersionsSchemaResponse:
+        return GetAllVersionsSchemaResponse(getSchemaResponses=await all_versions(name))
 
-    async def proposed(
-        gateway: Gateway, tenant: str, namespace: str, topic: str, request: Request
-    ) -> tuple[TopicName, SchemaInfo, Strategy]:
-        """The topic, the ``PostSchemaPayload`` in ``request`` and the strategy that judges it
-        (its namespace's)."""
-        name = topic_name(tenant, namespace, topic)
+    async def proposed(gateway: Gateway, name: TopicName, request: Request) -> tuple[SchemaInfo, Strategy]:
+        """The ``PostSchemaPayload`` in ``request`` and the strategy that judges it
+        (the namespace's of topic ``name``)."""
         info = parse_post_schema(await read_json(request))
         policies = await gateway.namespaces.get_policies(name.namespace_name)
-        return name, info, policies.schema_compatibility_strategy
+        return info, policies.schema_compatibility_strategy
 
     @router.post(
         f"{S}/schema",
@@ -142,11 +141,9 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
         responses=errors.responses(400, 404, 409, 412),
         openapi_extra=request_body(POST_SCHEMA_PAYLOAD, "Pulsar PostSchemaPayload", _EXAMPLE),
     )
-    async def post_schema(
-        tenant: Tenant, namespace: Namespace, topic: TopicPart, request: Request
-    ) -> PostSchemaResponse:
+    async def post_schema(name: TopicPath, request: Request) -> PostSchemaResponse:
         gateway = get_gateway()
-        name, info, strategy = await proposed(gateway, tenant, namespace, topic, request)
+        info, strategy = await proposed(gateway, name, request)
         version = await gateway.schemas.add(name, info, strategy, gateway.clock.now_ms())
         return PostSchemaResponse(version=SchemaVersionBody(version=version))
 
@@ -156,11 +153,9 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
         responses=errors.responses(400, 404, 412),
         openapi_extra=request_body(POST_SCHEMA_PAYLOAD, "Pulsar PostSchemaPayload", _EXAMPLE),
     )
-    async def test_compatibility(
-        tenant: Tenant, namespace: Namespace, topic: TopicPart, request: Request
-    ) -> IsCompatibilityResponse:
+    async def test_compatibility(name: TopicPath, request: Request) -> IsCompatibilityResponse:
         gateway = get_gateway()
-        name, info, strategy = await proposed(gateway, tenant, namespace, topic, request)
+        info, strategy = await proposed(gateway, name, request)
         compatible = await gateway.schemas.check(name, info, strategy)
         return IsCompatibilityResponse(isCompatible=compatible, schemaCompatibilityStrategy=strategy.value)
 
@@ -170,14 +165,12 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
         responses=errors.responses(404, 412),
     )
     async def delete_schema(
-        tenant: Tenant,
-        namespace: Namespace,
-        topic: TopicPart,
+        name: TopicPath,
         force: Annotated[bool, Query(description="accepted for Pulsar clients")] = False,
         authoritative: Authoritative = False,
     ) -> DeleteSchemaResponse:
         gateway = get_gateway()
-        version = await gateway.schemas.delete(topic_name(tenant, namespace, topic), gateway.clock.now_ms())
+        version = await gateway.schemas.delete(name, gateway.clock.now_ms())
         return DeleteSchemaResponse(version=version)
 
     return router

@@ -37,6 +37,7 @@ from gateway.api.admin_common import (
     PREFIX,
     TOPIC_ROOT,
     AdminRoute,
+    TopicPath,
     json_response,
     no_content,
     on_owner,
@@ -44,7 +45,7 @@ from gateway.api.admin_common import (
     read_json,
     topic_name,
 )
-from gateway.api.route_docs import Namespace, Paging, PartitionedBase, Tenant, TopicPart
+from gateway.api.route_docs import Namespace, Paging, PartitionedBase, Tenant
 from gateway.broker import stats, stats_history
 from gateway.broker.broker_errors import SubscriptionBusy, TopicUnavailable
 from gateway.broker.log_state import TopicNotFound
@@ -90,8 +91,8 @@ def make_metadata_router(get_store: Callable[[], NamespaceStore]) -> APIRouter:
         summary="Create a non-partitioned topic",
         responses=errors.responses(404, 409, 412),
     )
-    async def create_topic(tenant: Tenant, namespace: Namespace, topic: TopicPart) -> Response:
-        await get_store().create_topic(topic_name(tenant, namespace, topic))
+    async def create_topic(name: TopicPath) -> Response:
+        await get_store().create_topic(name)
         return no_content()
 
     def partitions_route(
@@ -134,10 +135,8 @@ def make_metadata_router(get_store: Callable[[], NamespaceStore]) -> APIRouter:
     @router.get(
         f"{T}/partitions", summary="Partition count (0 = not partitioned)", responses=errors.responses(412)
     )
-    async def get_partitioned_metadata(
-        tenant: Tenant, namespace: Namespace, topic: TopicPart
-    ) -> dict[str, int]:
-        return {"partitions": await get_store().get_partitions(topic_name(tenant, namespace, topic))}
+    async def get_partitioned_metadata(name: TopicPath) -> dict[str, int]:
+        return {"partitions": await get_store().get_partitions(name)}
 
     return router
 
@@ -183,9 +182,6 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
     router.include_router(admin_webhooks.make_router(get_gateway))
     router.include_router(admin_messages.make_router(get_gateway))
 
-    async def on_topic(request: Request, tenant: str, namespace: str, topic: str, serve: Any) -> Response:
-        return await on_owner(get_gateway(), request, topic_name(tenant, namespace, topic), serve)
-
     # ------------------------------------------------------------ stats
 
     @router.get(
@@ -194,13 +190,11 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
         responses=errors.responses(404, 412),
         response_model=models.TopicStats,
     )
-    async def get_topic_stats(
-        tenant: Tenant, namespace: Namespace, topic: TopicPart, request: Request
-    ) -> Response:
+    async def get_topic_stats(name: TopicPath, request: Request) -> Response:
         async def serve(t: Topic) -> Response:
             return json_response(topic_stats(t))
 
-        return await on_topic(request, tenant, namespace, topic, serve)
+        return await on_owner(get_gateway(), request, name, serve)
 
     @router.get(
         f"{T}/partitioned-stats",
@@ -208,11 +202,8 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
         responses=errors.responses(404, 412),
         response_model=models.PartitionedTopicStats,
     )
-    async def get_partitioned_stats(
-        tenant: Tenant, namespace: Namespace, topic: TopicPart, perPartition: bool = True
-    ) -> Response:
+    async def get_partitioned_stats(name: TopicPath, perPartition: bool = True) -> Response:
         gateway = get_gateway()
-        name = topic_name(tenant, namespace, topic)
         parts = await fan_out(gateway, name, await _require_partitioned(gateway, name), "stats")
         return json_response(stats.aggregate(parts, per_partition=perPartition))
 
@@ -222,13 +213,11 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
         responses=errors.responses(404, 412),
         response_model=models.PersistentTopicInternalStats,
     )
-    async def get_internal_stats(
-        tenant: Tenant, namespace: Namespace, topic: TopicPart, request: Request
-    ) -> Response:
+    async def get_internal_stats(name: TopicPath, request: Request) -> Response:
         async def serve(t: Topic) -> Response:
             return json_response(await internal_stats(t))
 
-        return await on_topic(request, tenant, namespace, topic, serve)
+        return await on_owner(get_gateway(), request, name, serve)
 
     @router.get(
         f"{T}/partitioned-internalStats",
@@ -236,11 +225,8 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
         responses=errors.responses(404, 412),
         response_model=models.PartitionedTopicInternalStats,
     )
-    async def get_partitioned_internal_stats(
-        tenant: Tenant, namespace: Namespace, topic: TopicPart
-    ) -> Response:
+    async def get_partitioned_internal_stats(name: TopicPath) -> Response:
         gateway = get_gateway()
-        name = topic_name(tenant, namespace, topic)
         count = await _require_partitioned(gateway, name)
         parts = await fan_out(gateway, name, count, "internalStats")
         return json_response({"metadata": {"partitions": count}, "partitions": parts})
@@ -251,11 +237,8 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
         responses=errors.responses(404, 412),
         response_model=models.StatsHistory,
     )
-    async def get_stats_history(
-        tenant: Tenant, namespace: Namespace, topic: TopicPart, request: Request
-    ) -> Response:
+    async def get_stats_history(name: TopicPath, request: Request) -> Response:
         gateway = get_gateway()
-        name = topic_name(tenant, namespace, topic)
         count = await partition_count(gateway, name)
         if count:
             parts = await fan_out(gateway, name, count, "stats/history")
@@ -273,14 +256,12 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
         summary="Seal the topic: no more publishes; answers the last message id",
         responses=errors.responses(404, 412),
     )
-    async def terminate_topic(
-        tenant: Tenant, namespace: Namespace, topic: TopicPart, request: Request
-    ) -> Response:
+    async def terminate_topic(name: TopicPath, request: Request) -> Response:
         async def serve(t: Topic) -> Response:
             last = await t.terminate()
             return json_response(message_id_json(MessagePosition(last.ledger_id, last.entry_id), t.partition))
 
-        return await on_topic(request, tenant, namespace, topic, serve)
+        return await on_owner(get_gateway(), request, name, serve)
 
     @router.put(
         f"{T}/unload",
@@ -288,11 +269,8 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
         summary="Close the topic gracefully; it is loaded again on next use",
         responses=errors.responses(404, 412),
     )
-    async def unload_topic(
-        tenant: Tenant, namespace: Namespace, topic: TopicPart, request: Request
-    ) -> Response:
+    async def unload_topic(name: TopicPath, request: Request) -> Response:
         gateway = get_gateway()
-        name = topic_name(tenant, namespace, topic)
         peer = await gateway.router.peer(name, authoritative=parse_authoritative(request.query_params))
         if peer is not None:
             return await gateway.forwarder.replay(peer, request, b"")
@@ -326,10 +304,8 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
         summary="Delete a topic and its storage (412 with clients connected unless force)",
         responses=errors.responses(404, 409, 412),
     )
-    async def delete_topic(
-        tenant: Tenant, namespace: Namespace, topic: TopicPart, request: Request, force: Force = False
-    ) -> Response:
-        return await delete_one(get_gateway(), topic_name(tenant, namespace, topic), force, request)
+    async def delete_topic(name: TopicPath, request: Request, force: Force = False) -> Response:
+        return await delete_one(get_gateway(), name, force, request)
 
     @router.delete(
         f"{T}/partitions",
@@ -337,11 +313,8 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
         summary="Delete a partitioned topic and all its partitions",
         responses=errors.responses(404, 412),
     )
-    async def delete_partitioned_topic(
-        tenant: Tenant, namespace: Namespace, topic: TopicPart, force: Force = False
-    ) -> Response:
+    async def delete_partitioned_topic(name: TopicPath, force: Force = False) -> Response:
         gateway = get_gateway()
-        name = topic_name(tenant, namespace, topic)
         count = await _require_partitioned(gateway, name)
         if not force:
             for part_stats in (await fan_out(gateway, name, count, "stats")).values():

@@ -33,6 +33,7 @@ from gateway.api.admin_common import (
     PREFIX,
     AdminRoute,
     SubscriptionPath,
+    TopicPath,
     json_response,
     no_content,
     on_owner,
@@ -40,10 +41,8 @@ from gateway.api.admin_common import (
     on_partitions,
     partition_count,
     read_json,
-    topic_name,
 )
 from gateway.api.admin_models import WebhookSettings, request_body
-from gateway.api.route_docs import Namespace, Tenant, TopicPart
 from gateway.broker import topic_admin
 from gateway.broker.topic import Topic
 from gateway.meta.errors import Conflict, NotFound
@@ -166,10 +165,7 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
         summary="The webhooks of a topic's subscriptions, by subscription",
         responses=errors.responses(404, 412),
     )
-    async def list_webhooks(
-        tenant: Tenant, namespace: Namespace, topic: TopicPart, request: Request
-    ) -> Response:
-        name = topic_name(tenant, namespace, topic)
+    async def list_webhooks(name: TopicPath, request: Request) -> Response:
         gateway, count = await target(name)
         if count:
             return await _partition_views(gateway, request, name, count, required=False)

@@ -11,9 +11,10 @@ ack is a 409); ids that match nothing pending are answered as ``unmatched``.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Annotated
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Depends, Request
 from starlette.responses import Response
 
 from gateway.api import route_docs as docs
@@ -47,6 +48,30 @@ if TYPE_CHECKING:
     from gateway.process import Gateway
 
 
+@dataclass(frozen=True, slots=True)
+class ConsumeRef:
+    """What ``/consume/{domain}/{tenant}/{namespace}/{topic}/{subscription}`` names, as
+    sent: checked inside the route, so a bad name is answered as the route's other errors."""
+
+    domain: str
+    tenant: str
+    namespace: str
+    topic: str
+    subscription: str
+
+    def topic_name(self) -> TopicName:
+        return TopicName.of(self.domain, self.tenant, self.namespace, self.topic)
+
+
+async def consume_ref(
+    domain: Domain, tenant: Tenant, namespace: Namespace, topic: TopicPart, subscription: Subscription
+) -> ConsumeRef:
+    return ConsumeRef(domain, tenant, namespace, topic, subscription)
+
+
+ConsumePath = Annotated[ConsumeRef, Depends(consume_ref)]
+
+
 def add_consume_routes(router: APIRouter, gateway: Gateway, consumers: HttpConsumers) -> None:
     async def _serve(name: TopicName, query: dict[str, str]) -> Topic | Peer:
         return await gateway.router.serve(name, authoritative=parse_authoritative(query))
@@ -57,11 +82,7 @@ def add_consume_routes(router: APIRouter, gateway: Gateway, consumers: HttpConsu
         **docs.FETCH,
     )
     async def fetch(
-        domain: Domain,
-        tenant: Tenant,
-        namespace: Namespace,
-        topic: TopicPart,
-        subscription: Subscription,
+        at: ConsumePath,
         request: Request,
         max: Max = 100,
         waitMs: Wait = 5000,
@@ -71,8 +92,8 @@ def add_consume_routes(router: APIRouter, gateway: Gateway, consumers: HttpConsu
         to ``waitMs`` when none is ready."""
         query = dict(request.query_params)
         try:
-            name = TopicName.of(domain, tenant, namespace, topic)
-            check_subscription(subscription)
+            name = at.topic_name()
+            subscription = check_subscription(at.subscription)
             params = pull_params(query)
             where = await _serve(name, query)
             if isinstance(where, Peer):
@@ -86,13 +107,12 @@ def add_consume_routes(router: APIRouter, gateway: Gateway, consumers: HttpConsu
             return error_response(exc)
         return Response(fetch_response(delivery_frames(got, where.partition)), media_type=JSON)
 
-    async def _settle(
-        domain: str, tenant: str, namespace: str, topic: str, subscription: str, request: Request, nack: bool
-    ) -> Response:
+    async def _settle(at: ConsumeRef, request: Request, nack: bool) -> Response:
         query = dict(request.query_params)
         try:
             body = await read_body(request, ACK_BODY_MAX)
-            name = TopicName.of(domain, tenant, namespace, topic)
+            name = at.topic_name()
+            subscription = at.subscription
             ids = parse_ack_body(body)
             where = await _serve(name, query)
             if isinstance(where, Peer):
@@ -115,28 +135,20 @@ def add_consume_routes(router: APIRouter, gateway: Gateway, consumers: HttpConsu
 
     @router.post("/consume/{domain}/{tenant}/{namespace}/{topic}/{subscription}/ack", **docs.ACK)
     async def ack(
-        domain: Domain,
-        tenant: Tenant,
-        namespace: Namespace,
-        topic: TopicPart,
-        subscription: Subscription,
+        at: ConsumePath,
         request: Request,
         consumerName: ConsumerNameQuery = None,
         authoritative: Authoritative = False,
     ) -> Response:
-        return await _settle(domain, tenant, namespace, topic, subscription, request, False)
+        return await _settle(at, request, False)
 
     @router.post("/consume/{domain}/{tenant}/{namespace}/{topic}/{subscription}/nack", **docs.NACK)
     async def nack(
-        domain: Domain,
-        tenant: Tenant,
-        namespace: Namespace,
-        topic: TopicPart,
-        subscription: Subscription,
+        at: ConsumePath,
         request: Request,
         consumerName: ConsumerNameQuery = None,
         authoritative: Authoritative = False,
     ) -> Response:
-        return await _settle(domain, tenant, namespace, topic, subscription, request, True)
+        return await _settle(at, request, True)
 
     add_stream_route(router, consumers, _serve)  # .../{subscription}/stream: server-sent events

@@ -11,51 +11,35 @@ from __future__ import annotations
 from gateway.errors import GatewayError
 
 
-class InvalidArgument(GatewayError):
+class InvalidArgument(GatewayError, code="invalid_argument"):
     """A request argument is malformed or out of range (e.g. a partition count of 0)."""
 
-    code = "invalid_argument"
 
-
-class InvalidPolicy(InvalidArgument):
+class InvalidPolicy(InvalidArgument, code="invalid_policy"):
     """A policy value (or a request body carrying one) is malformed or out of range."""
 
-    code = "invalid_policy"
 
-
-class NotFound(GatewayError):
+class NotFound(GatewayError, code="not_found"):
     """The tenant, namespace or topic named does not exist."""
 
-    code = "not_found"
 
-
-class Conflict(GatewayError):
+class Conflict(GatewayError, code="conflict"):
     """The request conflicts with the current metadata (HTTP 409)."""
-
-    code = "conflict"
 
 
 class AlreadyExists(Conflict):
     """Something to be created exists already (tenant, namespace, topic)."""
 
-    code = "conflict"
-
 
 class NotEmpty(Conflict):
     """A tenant still has namespaces, or a namespace still has topics."""
 
-    code = "conflict"
 
-
-class PreconditionFailed(GatewayError):
+class PreconditionFailed(GatewayError, code="precondition_failed"):
     """The request is well formed but the current state forbids it (e.g. fewer
     partitions than now, a backlog quota larger than the retention)."""
 
-    code = "precondition_failed"
 
-
-class CorruptMetadata(GatewayError):
+class CorruptMetadata(GatewayError, code="corrupt_metadata"):
     """A value stored in etcd under a gateway key cannot be decoded (a bug or a
     foreign writer); the request fails rather than guessing."""
-
-    code = "corrupt_metadata"
