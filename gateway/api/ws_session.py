@@ -12,7 +12,9 @@ pass through unchanged; the caller's per-role session slot is the owner's
 vanishes without a close frame (1006): the client is then closed with 4503
 ("reconnect"), never left hanging. The relay pings the owner every
 ``RELAY_PING_S``; an owner that does not answer within ``RELAY_PING_TIMEOUT_S``
-(paused, partitioned) counts as vanished.
+(paused, partitioned) counts as vanished. The relay reads at most
+``RELAY_QUEUE_FRAMES`` frames ahead of its client: a client that does not read
+leaves the owner's frames in TCP, where the owner's delivery budget bounds them.
 """
 
 from __future__ import annotations
