@@ -88,6 +88,14 @@ LOOP_BLOCK_ENV = "FOLIO_TEST_LOOP_BLOCK_FILE"
 UNSAFE_ENV = "FOLIO_UNSAFE_TEST_SWITCHES"  # the fault suite's control runs set it; nothing else may
 
 
+def _metrics_target(address: str | None) -> str:
+    """The host:port the ``--metrics-address`` listener takes (its host defaults to loopback)."""
+    if not address:
+        return ""
+    host, _, port = address.rpartition(":")
+    return f"{host or '127.0.0.1'}:{port}"
+
+
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="folio gateway", description="Run a Folio gateway.")
     parser.add_argument("--port", type=int, default=8080)
@@ -114,8 +122,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         default="",
         help="comma-separated hosts (or host:port) webhooks may POST to; without it, any public"
         " address, and loopback in open mode (no token key). Refused always, when a webhook is set"
-        " (400) and at every connection: the cluster's own ports (etcd, storage nodes' wire and"
-        " metrics, gateways) and link-local addresses such as 169.254.169.254; with tokens on, also"
+        " (400) and at every connection: the cluster's own ports (etcd's client and peer ports, storage"
+        " nodes' wire and metrics, gateways, this gateway's --metrics-address)"
+        " and link-local addresses such as 169.254.169.254; with tokens on, also"
         " loopback, private, reserved and unspecified addresses unless listed here",
     )
     parser.add_argument(
@@ -240,6 +249,7 @@ async def serve(args: argparse.Namespace) -> int:
         log=LogConfig(cache_budget=CacheBudget(max(1, args.cache_mb) << 20)),
         webhook_hosts=tuple(h.strip().lower() for h in args.webhook_hosts.split(",") if h.strip()),
         etcd_endpoints=tuple(e.strip().removeprefix("http://") for e in args.etcd.split(",") if e.strip()),
+        metrics_address=_metrics_target(args.metrics_address),
         webhooks_max=max(1, args.webhooks_max),
         webhook_connections=max(1, args.webhook_connections),
         security=security,

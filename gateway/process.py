@@ -56,6 +56,7 @@ from gateway.ownership.load_manager import LoadManager
 from gateway.ownership.owner import LossReason, OwnershipManager
 from gateway.ownership.registry import GatewayRegistry
 from gateway.routing import Router
+from gateway.security.egress import etcd_peer_addresses
 from gateway.security.guard import SecurityConfig
 from storage.client.api import LedgerClient
 from storage.client.connection import ConnectionConfig
@@ -81,6 +82,7 @@ class GatewayConfig:
     webhooks_max: int = WEBHOOKS_MAX
     webhook_connections: int = CONNECTIONS_MAX  # open connections of this gateway's pushers
     etcd_endpoints: tuple[str, ...] = ()  # host:port of etcd (never a webhook target)
+    metrics_address: str = ""  # host:port of this gateway's --metrics-address (never a webhook target)
     security: SecurityConfig = field(default_factory=SecurityConfig)  # open unless token rules
     max_tenants: int = 1_000  # quotas (0: none)
     max_namespaces_per_tenant: int = 1_000
@@ -332,14 +334,17 @@ class Gateway:
         return await self.service.topic(name, create=False)
 
     async def _members(self) -> list[str]:
-        """Every etcd endpoint's, gateway's and storage node's host:port (never a webhook target)."""
+        """Every etcd member's client and peer, gateway's, storage node's host:port and this
+        gateway's metrics address (never a webhook target)."""
         gateways = [urlsplit(info.http_url).netloc for info in self.registry.live().values()]
         nodes = [
             address
             for node in await self.client.metadata.live_nodes()
             for address in (node.address, node.metrics_address)
         ]
-        return [*self.config.etcd_endpoints, *gateways, *nodes]
+        own = [self.config.metrics_address] if self.config.metrics_address else []
+        peers = await etcd_peer_addresses(self.store)
+        return [*self.config.etcd_endpoints, *peers, *gateways, *nodes, *own]
 
 
 def resident_bytes() -> int:

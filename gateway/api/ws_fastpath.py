@@ -5,6 +5,9 @@ handlers without the router and exception middleware layers, which otherwise
 wrap every frame sent and received. Rule: the same handlers and the same path
 rules as the routes in routes.py (segments are URL-decoded; a path with the
 wrong number of segments is refused with 404); anything else passes through.
+A session whose client left (``ClientDisconnected``, ``WebSocketDisconnect``
+escaping its handler: it gave up while the gateway was paused) logs one INFO
+line, no traceback; any other escaping exception logs its traceback.
 """
 
 from __future__ import annotations
@@ -15,7 +18,8 @@ from typing import Any
 from urllib.parse import unquote
 
 from starlette.types import ASGIApp, Receive, Scope, Send
-from starlette.websockets import WebSocket
+from starlette.websockets import WebSocket, WebSocketDisconnect
+from uvicorn.protocols.utils import ClientDisconnected
 
 from gateway.api.errors import reason_response
 
@@ -45,6 +49,10 @@ class WebSocketFastPath:
             return
         try:
             await handler(websocket, *args)
+        except (ClientDisconnected, WebSocketDisconnect):
+            # the client left (it gave up on a paused or slow gateway before its handshake was
+            # answered, or mid-session): nobody is left to answer, not a defect - no traceback
+            log.info("WebSocket session on %s failed: the client left", scope["path"][:200])
         except Exception:
             log.exception("WebSocket session on %s failed", scope["path"][:200])
             raise

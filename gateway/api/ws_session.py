@@ -12,7 +12,9 @@ pass through unchanged; the caller's per-role session slot is the owner's
 vanishes without a close frame (1006): the client is then closed with 4503
 ("reconnect"), never left hanging. The relay pings the owner every
 ``RELAY_PING_S``; an owner that does not answer within ``RELAY_PING_TIMEOUT_S``
-(paused, partitioned) counts as vanished.
+(paused, partitioned) counts as vanished. The relay reads at most
+``RELAY_QUEUE_FRAMES`` frames ahead of its client: a client that does not read
+leaves the owner's frames in TCP, where the owner's delivery budget bounds them.
 """
 
 from __future__ import annotations
@@ -43,6 +45,9 @@ __all__ = ["Outbound", "accept_and_run", "deny", "deny_status", "relay", "relay_
 RELAY_PING_S = 5.0  # the relay pings the owner gateway this often...
 RELAY_PING_TIMEOUT_S = 5.0  # ...and gives it up (client closed 4503) when no pong comes this soon
 RELAY_CLOSE_S = 2.0  # waiting for the owner's close frame
+# frames read from the owner and not yet written to the client: past one, the relay stops
+# reading the owner's socket (TCP then holds the owner back, whose delivery budget bounds it)
+RELAY_QUEUE_FRAMES = (1, 0)
 
 
 async def deny(websocket: WebSocket, exc: BaseException, prefix: str = "") -> None:
@@ -95,6 +100,7 @@ async def relay(websocket: WebSocket, url: str) -> None:
         upstream = await websockets.connect(
             url,
             max_size=None,
+            max_queue=RELAY_QUEUE_FRAMES,
             open_timeout=10,
             ping_interval=RELAY_PING_S,
             ping_timeout=RELAY_PING_TIMEOUT_S,

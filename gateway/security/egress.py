@@ -9,9 +9,10 @@ docs/decisions/0017-open-mode-cluster-secret.md):
   each connection is opened, on the addresses the name resolves to then; the
   connection goes to the address that was checked, so a DNS name that resolves
   (or rebinds) to a forbidden address later does not pass either;
-- never: a port of the cluster itself (etcd, any storage node's wire and metrics
-  port, any gateway's HTTP port: no publish loops, no admin calls with a
-  gateway's hands; on loopback any address with such a port), a link-local
+- never: a port of the cluster itself (etcd's client and peer ports, any storage
+  node's wire and metrics port, any gateway's HTTP port and this gateway's
+  ``--metrics-address``: no publish loops, no admin calls with a gateway's
+  hands; on loopback any address with such a port), a link-local
   address (169.254.0.0/16, fe80::/10: cloud metadata services), even when
   allow-listed;
 - loopback is allowed in open mode (a developer's own endpoint on this machine)
@@ -29,13 +30,38 @@ import asyncio
 import ipaddress
 import socket
 from collections.abc import Awaitable, Callable, Iterable
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
+from urllib.parse import urlsplit
 
 import httpcore
 
 REFUSED = "REFUSED"
 RESOLVE_TIMEOUT_S = 5.0
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
+
+
+class _EtcdMember(Protocol):
+    @property
+    def peer_urls(self) -> tuple[str, ...]: ...
+
+
+@runtime_checkable
+class EtcdMembers(Protocol):
+    """A metadata store that can list etcd's members (the etcd store; not the in-memory one)."""
+
+    async def cluster_members(self) -> Iterable[_EtcdMember]: ...
+
+
+async def etcd_peer_addresses(store: object) -> list[str]:
+    """The host:port of every etcd member's peer URL (none when the store is not etcd or
+    etcd does not answer now: its client endpoints are refused anyway)."""
+    if not isinstance(store, EtcdMembers):
+        return []
+    try:
+        members = await store.cluster_members()
+    except Exception:  # etcd away: the check runs again at send time
+        return []
+    return [urlsplit(url).netloc for member in members for url in member.peer_urls if "//" in url]
 
 
 def _address(ip: str) -> Address:

@@ -148,3 +148,29 @@ async def test_forbidden_targets_are_refused_at_the_request_and_at_send_time(
         assert error == "failed"
     assert listener.server is not None
     listener.server.close()
+
+
+async def test_etcd_peer_port_and_the_gateways_metrics_port_are_refused(
+    messaging_cluster: Callable[..., Awaitable[MessagingCluster]],
+) -> None:
+    """etcd's peer port (only in etcd's member list) and the gateway's own
+    ``--metrics-address`` are ports of the cluster too: 400 at the request. The
+    control, a free loopback port, is accepted (open mode)."""
+    cluster = await messaging_cluster(gateways=0)
+    metrics_port = free_port()
+    gateway = await cluster.add_gateway("--metrics-address", f"127.0.0.1:{metrics_port}")
+    store = await cluster.ledgers.store()
+    peers = [url for member in await store.cluster_members() for url in member.peer_urls]  # type: ignore[attr-defined]
+    assert peers, "etcd lists no peer URL"
+    peer_port = int(peers[0].rsplit(":", 1)[1])
+    base = gateway.http_url
+    async with httpx.AsyncClient(timeout=30) as http:
+        targets = (f"http://127.0.0.1:{peer_port}/members", f"http://localhost:{metrics_port}/metrics")
+        for i, url in enumerate(targets):
+            r = await http.put(f"{base}{ADMIN}/own-port-{i}/subscription/s/webhook", json={"url": url})
+            assert r.status_code == 400 and "a port of this cluster" in r.json()["reason"], (url, r.text)
+        control = f"http://127.0.0.1:{free_port()}/hook"
+        r = await http.put(f"{base}{ADMIN}/own-port-c/subscription/s/webhook", json={"url": control})
+        assert r.status_code == 204, r.text
+        assert (await http.delete(f"{base}{ADMIN}/own-port-c/subscription/s/webhook")).status_code == 204
+    gateway.stop()
