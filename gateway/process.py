@@ -55,6 +55,7 @@ from gateway.ownership.key_records import LoadReport, smoothed
 from gateway.ownership.load_manager import LoadManager
 from gateway.ownership.owner import LossReason, OwnershipManager
 from gateway.ownership.registry import GatewayRegistry
+from gateway.ownership.storage_watch import StorageWatch
 from gateway.routing import Router
 from gateway.security.guard import SecurityConfig
 from storage.client.api import LedgerClient
@@ -173,7 +174,12 @@ class Gateway:
             interval_s=config.load_manager_interval_s,
             registry=self.registry,
         )
-        self.service = BrokerService(store, self.client, self.clock, self._namespace_view, config.log)
+        # cut from a write quorum of storage while a peer is not: hand the bundles over
+        self.storage_watch = StorageWatch(
+            self.client, self.registry, self.ownership, lambda: config.log.ack_quorum
+        )
+        log_config = replace(config.log, on_unwritable=self.storage_watch.write_failed)
+        self.service = BrokerService(store, self.client, self.clock, self._namespace_view, log_config)
         self.router = Router(self.namespaces, self.ownership, self.service)
         # idle connections expire before the peer's keep-alive (uvicorn: 5 s) can close
         # them under a request being sent on them
@@ -222,10 +228,12 @@ class Gateway:
         self.ownership.on_unload_requested(self._unload_bundle)
         await self.tenure.join()
         self.service.start()
+        self.storage_watch.start()
         self.webhooks.start()
 
     async def close(self) -> None:
         self.closing = True
+        await self.storage_watch.close()
         await self.tenure.close()
         with contextlib.suppress(Exception):
             await self.load_manager.close()

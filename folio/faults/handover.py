@@ -1,0 +1,141 @@
+"""Single-fault partition scenarios whose unavailability is bounded: one cut held
+for a long while on a whole cluster in network namespaces (``network.py``), with
+one REST producer publishing through each gateway, then a heal and a final read.
+
+Owns: ``cut_owner_from_nodes``: the owner of a topic is cut from two of the
+three storage nodes (both ways) for ``hold_s`` - it can no longer reach a write
+quorum, the other gateway can. The history (format of ``checkers.py``) holds
+every publish, the fault's start and heal, and the final read; ``Outcome`` adds
+when each producer was acknowledged again after the cut and which gateway the
+lookup named at the end of the cut. Rule: the gateway cut from storage must hand
+the topic over within the lease TTL plus a few seconds (docs/reliability.md §6).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from folio.faults.clients import normal_id, payload, read_topics
+from folio.faults.cluster import ClusterConfig, FaultCluster
+from folio.faults.history import History
+from folio.faults.run import POLICY_REFRESH_S
+
+TOPIC = "storage-cut"
+NAMESPACE = "public/handover"
+LEASE_TTL_S = 3
+PUBLISH_TIMEOUT_S = 5.0
+KIND = "cut-gateway-two-nodes"
+
+
+@dataclass
+class Outcome:
+    ops: list[dict[str, Any]]
+    back_after_s: dict[str, float] = field(default_factory=dict)  # producer -> first ack after the cut
+    owner_at_cut: str = ""
+    owner_before_heal: str = ""  # the lookup's answer just before the heal
+
+
+async def _publish(history: History, http: httpx.AsyncClient, base: str, producer: str, seq: int) -> bool:
+    history.record("invoke", "publish", process=producer, topic=TOPIC, seq=seq)
+    body = {"producerName": producer, "messages": [{"payload": payload(producer, seq, None).decode()}]}
+    try:
+        response = await http.post(f"{base}/topics/persistent/{NAMESPACE}/{TOPIC}", json=body)
+        results = response.json().get("messagePublishResults", []) if response.status_code == 200 else []
+    except (httpx.HTTPError, ValueError) as exc:
+        history.record("info", "publish", process=producer, topic=TOPIC, seq=seq, error=repr(exc)[:200])
+        return False
+    if len(results) == 1 and results[0].get("errorCode") == 0:
+        message_id = normal_id(str(results[0]["messageId"]))
+        history.record("ok", "publish", process=producer, topic=TOPIC, seq=seq, id=message_id)
+        return True
+    history.record("fail", "publish", process=producer, topic=TOPIC, seq=seq, error=response.text[:200])
+    return False
+
+
+async def _producer(
+    history: History, http: httpx.AsyncClient, base: str, name: str, stop: asyncio.Event, acked: set[int]
+) -> None:
+    """Publish seq 0, 1, ... through ``base``, each resent (same seq) until acknowledged."""
+    seq = 0
+    while not stop.is_set():
+        if await _publish(history, http, base, name, seq):
+            acked.add(seq)
+            seq += 1
+        await asyncio.sleep(0.2)
+
+
+async def _owner(http: httpx.AsyncClient, base: str) -> str:
+    with contextlib.suppress(httpx.HTTPError, ValueError, KeyError):
+        response = await http.get(f"{base}/lookup/v2/topic/persistent/{NAMESPACE}/{TOPIC}")
+        return str(response.json()["httpUrl"])
+    return ""
+
+
+async def _prepare(http: httpx.AsyncClient, base: str) -> None:
+    """The scenario's namespace, keeping every ledger (no subscription holds them: without
+    retention a rolled ledger is trimmed, and the final read would miss it)."""
+    response = await http.put(f"{base}/admin/v2/namespaces/{NAMESPACE}")
+    assert response.status_code in (204, 409), response.text
+    retention = {"retentionTimeInMinutes": -1, "retentionSizeInMB": -1}
+    response = await http.post(f"{base}/admin/v2/namespaces/{NAMESPACE}/retention", json=retention)
+    assert response.status_code == 204, response.text
+    await asyncio.sleep(POLICY_REFRESH_S)
+
+
+async def cut_owner_from_nodes(root: Path, hold_s: float) -> Outcome:
+    """Cut the topic's owner from nodes 0 and 1 for ``hold_s``, publishing through both
+    gateways; heal; read everything back."""
+    cluster = FaultCluster(ClusterConfig(root, gateway_lease_ttl_s=LEASE_TTL_S, partitions=True))
+    history = History(root / "history.jsonl")
+    await asyncio.to_thread(cluster.start)
+    try:
+        urls = cluster.urls
+        async with httpx.AsyncClient(timeout=PUBLISH_TIMEOUT_S) as http:
+            await _prepare(http, urls[0])
+            seq = 0
+            while not await _publish(history, http, urls[0], "first", seq):  # creates the topic
+                seq += 1
+                await asyncio.sleep(0.5)
+            owner_url = await _owner(http, urls[0])
+            owner = urls.index(owner_url)
+            other = 1 - owner
+            stop = asyncio.Event()
+            acked: dict[str, set[int]] = {"via-owner": set(), "via-other": set()}
+            producers = [
+                asyncio.create_task(_producer(history, http, urls[i], name, stop, acked[name]))
+                for i, name in ((owner, "via-owner"), (other, "via-other"))
+            ]
+            await asyncio.sleep(2.0)
+            assert cluster.network is not None
+            cut_at = history.record("info", "fault", process="nemesis", kind=KIND, phase="start")["t"]
+            for node in ("node0", "node1"):
+                cluster.network.cut_both(f"gateway{owner}", node)
+            await asyncio.sleep(hold_s)
+            owner_before_heal = await _owner(http, urls[other])
+            cluster.network.heal()
+            history.record("info", "fault", process="nemesis", kind=KIND, phase="heal")
+            await asyncio.sleep(3.0)
+            stop.set()
+            await asyncio.gather(*producers)
+            want = {(p, s) for p, seqs in acked.items() for s in seqs} | {("first", seq)}
+            await read_topics(history, urls[other], NAMESPACE, [TOPIC], want)
+        back: dict[str, float] = {}  # the first ack of a publish sent after the cut
+        sent: dict[tuple[str, int], float] = {}
+        for op in history.ops:
+            if op["f"] != "publish":
+                continue
+            value = (str(op["process"]), int(op["seq"]))
+            if op["type"] == "invoke":
+                sent[value] = op["t"]
+            elif op["type"] == "ok" and sent.get(value, 0.0) > cut_at:
+                back.setdefault(value[0], op["t"] - cut_at)
+        return Outcome(history.ops, back, owner_url, owner_before_heal)
+    finally:
+        history.close()
+        await asyncio.to_thread(cluster.stop)

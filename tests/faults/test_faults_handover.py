@@ -1,0 +1,43 @@
+"""A gateway cut from a write quorum of storage nodes hands its topics over
+(folio/faults/handover.py, gateway/ownership/storage_reach.py).
+
+The owner of a topic is cut from two of the three storage nodes for far longer
+than a lease; one REST producer publishes through each gateway. The gateway that
+still reaches every node must serve the topic within the lease TTL plus a few
+seconds (before, the cut owner kept the topic, unwritable, for the whole cut),
+the lookup must name it while the cut lasts (no hand-back to the unhealthy
+gateway), nothing acknowledged may be lost and no two gateways may acknowledge
+for the topic at once.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from folio.faults.checkers import check
+from folio.faults.handover import LEASE_TTL_S, cut_owner_from_nodes
+
+pytestmark = pytest.mark.component
+
+HOLD_S = 25.0  # far past the bound: a gateway that keeps the topic fails
+BOUND_S = LEASE_TTL_S + 9.0  # the lease TTL plus a few seconds (generous: a loaded box)
+
+
+@pytest.mark.timeout(240)
+async def test_a_gateway_cut_from_two_nodes_hands_its_topic_over(tmp_path: Path) -> None:
+    outcome = await cut_owner_from_nodes(tmp_path, HOLD_S)
+    result = check(outcome.ops)
+    print(f"\n[owner cut from two nodes] {result.line()}")
+    print(f"[owner cut from two nodes] back after (s): {outcome.back_after_s}")
+    print(f"[owner cut from two nodes] owner {outcome.owner_at_cut} -> {outcome.owner_before_heal}")
+    assert not result.lost and not result.dual_acks, result.details()
+    for producer in ("via-owner", "via-other"):
+        back = outcome.back_after_s.get(producer)
+        assert back is not None and back < BOUND_S, (
+            f"{producer}: publishing resumed {back} s into a {HOLD_S} s cut (bound {BOUND_S} s)"
+        )
+    assert outcome.owner_before_heal and outcome.owner_before_heal != outcome.owner_at_cut, (
+        "the lookup still named the gateway cut from storage at the end of the cut"
+    )
