@@ -4,7 +4,8 @@ one REST producer publishing through each gateway, then a heal and a final read.
 
 Owns: ``cut_owner_from_nodes``: the owner of a topic is cut from two of the
 three storage nodes (both ways) for ``hold_s`` - it can no longer reach a write
-quorum, the other gateway can. The history (format of ``checkers.py``) holds
+quorum, the other gateway can (or, ``every_gateway``, neither can: nobody may
+hand anything over then). The history (format of ``checkers.py``) holds
 every publish, the fault's start and heal, and the final read; ``Outcome`` adds
 when each producer was acknowledged again after the cut and which gateway the
 lookup named at the end of the cut. Rule: the gateway cut from storage must hand
@@ -39,6 +40,7 @@ class Outcome:
     back_after_s: dict[str, float] = field(default_factory=dict)  # producer -> first ack after the cut
     owner_at_cut: str = ""
     owner_before_heal: str = ""  # the lookup's answer just before the heal
+    back_after_heal_s: dict[str, float] = field(default_factory=dict)  # producer -> first ack after the heal
 
 
 async def _publish(history: History, http: httpx.AsyncClient, base: str, producer: str, seq: int) -> bool:
@@ -88,9 +90,9 @@ async def _prepare(http: httpx.AsyncClient, base: str) -> None:
     await asyncio.sleep(POLICY_REFRESH_S)
 
 
-async def cut_owner_from_nodes(root: Path, hold_s: float) -> Outcome:
-    """Cut the topic's owner from nodes 0 and 1 for ``hold_s``, publishing through both
-    gateways; heal; read everything back."""
+async def cut_owner_from_nodes(root: Path, hold_s: float, *, every_gateway: bool = False) -> Outcome:
+    """Cut the topic's owner (``every_gateway``: both gateways) from nodes 0 and 1 for
+    ``hold_s``, publishing through both gateways; heal; read everything back."""
     cluster = FaultCluster(ClusterConfig(root, gateway_lease_ttl_s=LEASE_TTL_S, partitions=True))
     history = History(root / "history.jsonl")
     await asyncio.to_thread(cluster.start)
@@ -114,12 +116,13 @@ async def cut_owner_from_nodes(root: Path, hold_s: float) -> Outcome:
             await asyncio.sleep(2.0)
             assert cluster.network is not None
             cut_at = history.record("info", "fault", process="nemesis", kind=KIND, phase="start")["t"]
-            for node in ("node0", "node1"):
-                cluster.network.cut_both(f"gateway{owner}", node)
+            for gateway in (0, 1) if every_gateway else (owner,):
+                for node in ("node0", "node1"):
+                    cluster.network.cut_both(f"gateway{gateway}", node)
             await asyncio.sleep(hold_s)
             owner_before_heal = await _owner(http, urls[other])
             cluster.network.heal()
-            history.record("info", "fault", process="nemesis", kind=KIND, phase="heal")
+            healed_at = history.record("info", "fault", process="nemesis", kind=KIND, phase="heal")["t"]
             await asyncio.sleep(3.0)
             stop.set()
             await asyncio.gather(*producers)
@@ -135,7 +138,12 @@ async def cut_owner_from_nodes(root: Path, hold_s: float) -> Outcome:
                 sent[value] = op["t"]
             elif op["type"] == "ok" and sent.get(value, 0.0) > cut_at:
                 back.setdefault(value[0], op["t"] - cut_at)
-        return Outcome(history.ops, back, owner_url, owner_before_heal)
+        after_heal: dict[str, float] = {}
+        for op in history.ops:
+            value = (str(op["process"]), int(op.get("seq", -1)))
+            if op["f"] == "publish" and op["type"] == "ok" and sent.get(value, 0.0) > healed_at:
+                after_heal.setdefault(str(op["process"]), op["t"] - healed_at)
+        return Outcome(history.ops, back, owner_url, owner_before_heal, after_heal)
     finally:
         history.close()
         await asyncio.to_thread(cluster.stop)

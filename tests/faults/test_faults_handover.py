@@ -41,3 +41,19 @@ async def test_a_gateway_cut_from_two_nodes_hands_its_topic_over(tmp_path: Path)
     assert outcome.owner_before_heal and outcome.owner_before_heal != outcome.owner_at_cut, (
         "the lookup still named the gateway cut from storage at the end of the cut"
     )
+
+
+@pytest.mark.timeout(240)
+async def test_gateways_all_cut_from_storage_keep_their_topics_and_resume_at_the_heal(tmp_path: Path) -> None:
+    """Both gateways cut from two nodes: neither serves better, so the topic stays
+    where it is (no hand-over back and forth) and publishing resumes soon after the heal."""
+    outcome = await cut_owner_from_nodes(tmp_path, HOLD_S / 2, every_gateway=True)
+    result = check(outcome.ops)
+    print(f"\n[every gateway cut from two nodes] {result.line()}")
+    print(f"[every gateway cut from two nodes] back after the heal (s): {outcome.back_after_heal_s}")
+    assert not result.lost and not result.dual_acks, result.details()
+    moved = outcome.owner_before_heal != outcome.owner_at_cut
+    assert not moved, "the topic moved while no gateway reached storage"
+    for producer in ("via-owner", "via-other"):
+        back = outcome.back_after_heal_s.get(producer)
+        assert back is not None and back < BOUND_S, f"{producer}: publishing resumed {back} s after the heal"
