@@ -64,6 +64,7 @@ from storage.client.connection import ConnectionConfig
 log = logging.getLogger(__name__)
 
 FORWARD_KEEPALIVE_S = 2.0
+PEER_CONNECT_TIMEOUT_S = 3.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,7 +184,12 @@ class Gateway:
         self.router = Router(self.namespaces, self.ownership, self.service)
         # idle connections expire before the peer's keep-alive (uvicorn: 5 s) can close
         # them under a request being sent on them
-        self.http = httpx.AsyncClient(timeout=30.0, limits=httpx.Limits(keepalive_expiry=FORWARD_KEEPALIVE_S))
+        # a peer that does not take a connection within PEER_CONNECT_TIMEOUT_S is unreachable
+        # now (cut, paused): the client gets 503 + Retry-After at once, not after 30 s
+        self.http = httpx.AsyncClient(
+            timeout=httpx.Timeout(30.0, connect=PEER_CONNECT_TIMEOUT_S),
+            limits=httpx.Limits(keepalive_expiry=FORWARD_KEEPALIVE_S),
+        )
         self.forwarder = Forwarder(self.http, self.router)
         self.service.is_local = self.ownership.is_owner
         self.service.ownership_epoch = self.ownership.epoch_of

@@ -10,17 +10,28 @@ every publish, the fault's start and heal, and the final read; ``Outcome`` adds
 when each producer was acknowledged again after the cut and which gateway the
 lookup named at the end of the cut. Rule: the gateway cut from storage must hand
 the topic over within the lease TTL plus a few seconds (docs/reliability.md §6).
+
+And ``cut_owner_from_peer``: the packets of a partition's owner to the other gateway
+are dropped (one way: the other's connections to it hang, its established ones
+stall) while a WebSocket producer of the partitioned topic is relayed through the
+other gateway and a REST publish to the partition is sent there: ``PeerOutcome``
+says how long each client was held before it was told to go elsewhere.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import httpx
+import orjson
+import websockets
+from websockets.exceptions import ConnectionClosed
 
 from folio.faults.clients import normal_id, payload, read_topics
 from folio.faults.cluster import ClusterConfig, FaultCluster
@@ -147,3 +158,88 @@ async def cut_owner_from_nodes(root: Path, hold_s: float, *, every_gateway: bool
     finally:
         history.close()
         await asyncio.to_thread(cluster.stop)
+
+
+PARTITIONED = "peer-cut"
+
+
+@dataclass
+class PeerOutcome:
+    ws_acked_before: int = 0  # the relayed producer's acks before the cut
+    ws_told_after_s: float | None = None  # the relayed producer closed (or refused a send) after the cut
+    ws_close_code: int | None = None
+    rest_status: int = 0
+    rest_answer_s: float = 0.0  # a REST publish sent through the cut gateway: time to its answer
+    rest_retry_after: str | None = None
+
+
+async def _ws_send(ws: Any, seq: int) -> None:
+    body = base64.b64encode(payload("relayed", seq, None)).decode()
+    await ws.send(orjson.dumps({"payload": body, "context": str(seq)}).decode())
+
+
+async def cut_owner_from_peer(root: Path, hold_s: float) -> PeerOutcome:
+    """Drop partition 0's owner's packets to the other gateway for ``hold_s`` while a
+    producer of the partitioned topic is relayed through the other gateway."""
+    cluster = FaultCluster(ClusterConfig(root, gateway_lease_ttl_s=LEASE_TTL_S, partitions=True))
+    await asyncio.to_thread(cluster.start)
+    outcome = PeerOutcome()
+    try:
+        urls = cluster.urls
+        async with httpx.AsyncClient(timeout=60.0) as http:
+            await _prepare(http, urls[0])
+            topic = f"persistent/{NAMESPACE}/{PARTITIONED}"
+            response = await http.put(f"{urls[0]}/admin/v2/{topic}/partitions", json=2)
+            assert response.status_code in (204, 409), response.text
+            part0 = f"{topic}-partition-0"
+            body = {"messages": [{"payload": payload("rest", 0, None).decode()}]}
+            while (await http.post(f"{urls[0]}/topics/{part0}", json=body)).status_code != 200:
+                await asyncio.sleep(0.5)  # partition 0 is owned now
+            owner = urls.index(str((await http.get(f"{urls[0]}/lookup/v2/topic/{part0}")).json()["httpUrl"]))
+            other = 1 - owner
+            ws_url = f"{urls[other].replace('http', 'ws', 1)}/ws/v2/producer/{topic}?producerName=relayed"
+            async with websockets.connect(ws_url, open_timeout=10, close_timeout=1, ping_interval=None) as ws:
+                seq = 0
+                while outcome.ws_acked_before < 4:  # both partitions reached through the relay
+                    await _ws_send(ws, seq)
+                    seq += 1
+                    reply = orjson.loads(await asyncio.wait_for(ws.recv(), 10))
+                    outcome.ws_acked_before += reply.get("result") == "ok"
+                assert cluster.network is not None
+                cut_at = time.monotonic()
+                cluster.network.cut(f"gateway{owner}", f"gateway{other}")
+                rest = asyncio.create_task(_rest_through(http, urls[other], part0, cut_at))
+                end = cut_at + hold_s
+                while time.monotonic() < end:
+                    try:
+                        await _ws_send(ws, seq)
+                        seq += 1
+                        reply = orjson.loads(await asyncio.wait_for(ws.recv(), 0.5))
+                    except TimeoutError:
+                        continue
+                    except ConnectionClosed as exc:
+                        outcome.ws_told_after_s = time.monotonic() - cut_at
+                        outcome.ws_close_code = exc.rcvd.code if exc.rcvd is not None else None
+                        break
+                    if reply.get("result") not in (None, "ok"):  # an error: the client may go elsewhere
+                        outcome.ws_told_after_s = time.monotonic() - cut_at
+                        break
+                outcome.rest_status, outcome.rest_answer_s, outcome.rest_retry_after = await rest
+            cluster.network.heal()
+        return outcome
+    finally:
+        await asyncio.to_thread(cluster.stop)
+
+
+async def _rest_through(
+    http: httpx.AsyncClient, base: str, topic: str, cut_at: float
+) -> tuple[int, float, str | None]:
+    """A REST publish sent through ``base`` once its pooled connections to peers expired."""
+    await asyncio.sleep(3.0)
+    sent = time.monotonic()
+    body = {"messages": [{"payload": payload("rest", 1, None).decode()}]}
+    try:
+        response = await http.post(f"{base}/topics/{topic}", json=body)
+    except httpx.HTTPError:
+        return 0, time.monotonic() - sent, None
+    return response.status_code, time.monotonic() - sent, response.headers.get("retry-after")

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from folio.faults.checkers import check
-from folio.faults.handover import LEASE_TTL_S, cut_owner_from_nodes
+from folio.faults.handover import LEASE_TTL_S, cut_owner_from_nodes, cut_owner_from_peer
 
 pytestmark = pytest.mark.component
 
@@ -57,3 +57,24 @@ async def test_gateways_all_cut_from_storage_keep_their_topics_and_resume_at_the
     for producer in ("via-owner", "via-other"):
         back = outcome.back_after_heal_s.get(producer)
         assert back is not None and back < BOUND_S, f"{producer}: publishing resumed {back} s after the heal"
+
+
+PEER_HOLD_S = 20.0
+PEER_BOUND_S = LEASE_TTL_S + 7.0  # the relay's ping period, timeout and close wait; the peer connect timeout
+
+
+@pytest.mark.timeout(240)
+async def test_a_gateway_cut_from_the_owner_sends_its_clients_elsewhere(tmp_path: Path) -> None:
+    """The owner's packets to the other gateway are dropped: a producer relayed there is
+    closed with 4503 (reconnect) and a REST publish sent there is answered 503 with
+    Retry-After, each within seconds - not held for the whole cut."""
+    outcome = await cut_owner_from_peer(tmp_path, PEER_HOLD_S)
+    print(f"\n[owner cut from its peer] {outcome}")
+    assert outcome.ws_acked_before >= 4
+    told = outcome.ws_told_after_s
+    assert told is not None and told < PEER_BOUND_S, (
+        f"relayed producer held {told} s of a {PEER_HOLD_S} s cut"
+    )
+    assert outcome.ws_close_code in (None, 4503), outcome
+    assert outcome.rest_status == 503 and outcome.rest_retry_after, outcome
+    assert outcome.rest_answer_s < PEER_BOUND_S, outcome
