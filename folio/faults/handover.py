@@ -41,7 +41,7 @@ from folio.faults.run import POLICY_REFRESH_S
 TOPIC = "storage-cut"
 NAMESPACE = "public/handover"
 LEASE_TTL_S = 3
-PUBLISH_TIMEOUT_S = 5.0
+PUBLISH_TIMEOUT_S = 2.0  # a publish held longer counts as unanswered (finer outage figures)
 KIND = "cut-gateway-two-nodes"
 
 
@@ -52,6 +52,7 @@ class Outcome:
     owner_at_cut: str = ""
     owner_before_heal: str = ""  # the lookup's answer just before the heal
     back_after_heal_s: dict[str, float] = field(default_factory=dict)  # producer -> first ack after the heal
+    longest_gap_s: dict[str, float] = field(default_factory=dict)  # producer -> longest wait for an ack
 
 
 async def _publish(history: History, http: httpx.AsyncClient, base: str, producer: str, seq: int) -> bool:
@@ -101,9 +102,12 @@ async def _prepare(http: httpx.AsyncClient, base: str) -> None:
     await asyncio.sleep(POLICY_REFRESH_S)
 
 
-async def cut_owner_from_nodes(root: Path, hold_s: float, *, every_gateway: bool = False) -> Outcome:
+async def cut_owner_from_nodes(
+    root: Path, hold_s: float, *, every_gateway: bool = False, etcd_answers: bool = False
+) -> Outcome:
     """Cut the topic's owner (``every_gateway``: both gateways) from nodes 0 and 1 for
-    ``hold_s``, publishing through both gateways; heal; read everything back."""
+    ``hold_s`` (``etcd_answers``: drop etcd's packets to the owner instead, its requests
+    still arrive), publishing through both gateways; heal; read everything back."""
     cluster = FaultCluster(ClusterConfig(root, gateway_lease_ttl_s=LEASE_TTL_S, partitions=True))
     history = History(root / "history.jsonl")
     await asyncio.to_thread(cluster.start)
@@ -127,7 +131,9 @@ async def cut_owner_from_nodes(root: Path, hold_s: float, *, every_gateway: bool
             await asyncio.sleep(2.0)
             assert cluster.network is not None
             cut_at = history.record("info", "fault", process="nemesis", kind=KIND, phase="start")["t"]
-            for gateway in (0, 1) if every_gateway else (owner,):
+            if etcd_answers:
+                cluster.network.cut("etcd", f"gateway{owner}")
+            for gateway in () if etcd_answers else (0, 1) if every_gateway else (owner,):
                 for node in ("node0", "node1"):
                     cluster.network.cut_both(f"gateway{gateway}", node)
             await asyncio.sleep(hold_s)
@@ -154,7 +160,15 @@ async def cut_owner_from_nodes(root: Path, hold_s: float, *, every_gateway: bool
             value = (str(op["process"]), int(op.get("seq", -1)))
             if op["f"] == "publish" and op["type"] == "ok" and sent.get(value, 0.0) > healed_at:
                 after_heal.setdefault(str(op["process"]), op["t"] - healed_at)
-        return Outcome(history.ops, back, owner_url, owner_before_heal, after_heal)
+        gaps: dict[str, float] = {}  # the longest time without an ack, from the cut on
+        last: dict[str, float] = {}
+        for op in history.ops:
+            if op["f"] == "publish" and op["type"] == "ok" and op["process"] in acked:
+                name = str(op["process"])
+                gap = op["t"] - max(last.get(name, cut_at), cut_at)
+                gaps[name] = max(gaps.get(name, 0.0), gap)
+                last[name] = op["t"]
+        return Outcome(history.ops, back, owner_url, owner_before_heal, after_heal, gaps)
     finally:
         history.close()
         await asyncio.to_thread(cluster.stop)

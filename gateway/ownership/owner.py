@@ -72,6 +72,7 @@ from gateway.ownership.registry import GatewayRegistry
 log = logging.getLogger(__name__)
 
 DEFAULT_UNLOAD_TIMEOUT_S = 30.0
+HAND_OVER_UNLOAD_S = 1.0  # the unload hook's time when handing over for lack of storage
 
 
 @dataclass(frozen=True, slots=True)
@@ -333,13 +334,15 @@ class OwnershipManager:
 
     async def hand_over_all(self) -> int:
         """Unload every owned bundle (the unload hook closes its topics, then the key is
-        released) so a gateway that reaches storage takes it; returns how many."""
+        released) so a gateway that reaches storage takes it; returns how many. The hook
+        gets ``HAND_OVER_UNLOAD_S``: the topics cannot write anyway (their appends wait
+        for storage that does not answer), and the next owner fences their ledgers."""
         owned = sorted(nb for nb in self.owned_bundles() if nb not in self._unloading)
         self._unloading.update(owned)
 
         async def unload(nb: NamespaceBundle) -> bool:
             try:
-                await self._hooks.before_unload(nb, self.unload_timeout_s)
+                await self._hooks.before_unload(nb, min(self.unload_timeout_s, HAND_OVER_UNLOAD_S))
                 return await self._release(nb, LossReason.UNLOADED)
             finally:
                 self._unloading.discard(nb)

@@ -17,9 +17,12 @@ that can serves them):
 - ``storage_ok`` is False once the quorum has been lost for ``grace_ms`` and until
   it has been reached again for ``recover_ms``;
 - ``decide``: while not ``storage_ok``, ``HAND_OVER`` (unload every owned bundle
-  and take no bundle) only if another live gateway reports ``storage_ok`` - when
-  every gateway is cut from storage, nobody can serve better, so each ``KEEP``\\ s
-  its bundles and nothing flaps around; otherwise ``SERVE``.
+  and take no bundle) only if the quorum is still lost, has been for ``grace_ms`` +
+  ``settle_ms`` (so a peer cut at the same moment has published its own flag by
+  then) and another live gateway reports ``storage_ok`` - when every gateway is
+  cut from storage, nobody can serve better, and a gateway whose quorum answers
+  again is about to serve: each keeps its bundles (``KEEP``) and nothing flaps around;
+  otherwise ``SERVE``.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ class ReachDecision(enum.Enum):
 class ReachPolicy:
     grace_ms: int = 2_000  # a loss this long makes the gateway unhealthy
     recover_ms: int = 3_000  # a reach this long (in a row) makes it healthy again
+    settle_ms: int = 2_500  # past the grace, before handing over: two probe rounds and the flag's trip
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,4 +89,8 @@ def decide(state: ReachState, peers_ok: Iterable[bool], now_ms: int, policy: Rea
     other live gateway."""
     if storage_ok(state, now_ms, policy):
         return ReachDecision.SERVE
+    lost = state.lost_since_ms
+    settled = lost is not None and now_ms - lost >= policy.grace_ms + policy.settle_ms
+    if not settled or state.reached_since_ms is not None:
+        return ReachDecision.KEEP
     return ReachDecision.HAND_OVER if any(peers_ok) else ReachDecision.KEEP

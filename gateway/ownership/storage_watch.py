@@ -35,7 +35,7 @@ from storage.errors import StorageError
 log = logging.getLogger(__name__)
 
 PROBE_INTERVAL_S = 1.0
-PROBE_TIMEOUT_MS = 700  # a node that does not answer a node-info request this fast is not reached
+PROBE_TIMEOUT_MS = 500  # a node that does not answer a node-info request this fast is not reached
 
 
 class StorageProbe(Protocol):
@@ -100,8 +100,9 @@ class StorageWatch:
         self.state = write_failed(self.state, self.clock.now_ms(), self.policy)
 
     async def _run(self) -> None:
-        while True:
-            await asyncio.sleep(self.interval_s)
+        loop = asyncio.get_running_loop()
+        while True:  # one round every interval_s, however long a round's probes wait
+            await asyncio.sleep(max(0.0, self.interval_s - (loop.time() % self.interval_s)))
             try:
                 await self.round()
             except (CoordinationError, StorageError) as exc:

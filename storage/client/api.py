@@ -61,9 +61,10 @@ class LedgerClient:
         nodes = [n.node_id for n in await self.metadata.live_nodes() if not n.read_only and not n.draining]
 
         async def answers(node: NodeId) -> bool:
+            request = self.pool.get(node).request(int(wire.Op.NODE_INFO), b"", timeout_ms)
             try:
-                status, _ = await self.pool.get(node).request(int(wire.Op.NODE_INFO), b"", timeout_ms)
-            except (StorageError, OSError):
+                status, _ = await asyncio.wait_for(request, timeout_ms / 1000)
+            except (StorageError, OSError, TimeoutError):
                 return False
             return status is Status.OK
 

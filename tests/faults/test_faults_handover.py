@@ -1,5 +1,7 @@
-"""A gateway cut from a write quorum of storage nodes hands its topics over
-(folio/faults/handover.py, gateway/ownership/storage_reach.py).
+"""Single faults whose unavailability is bounded by the lease TTL plus a few seconds
+(folio/faults/handover.py): a gateway cut from a write quorum of storage nodes hands
+its topics over (gateway/ownership/storage_reach.py), a gateway cut from a topic's
+owner sends its clients elsewhere, an owner that loses etcd's answers gives way.
 
 The owner of a topic is cut from two of the three storage nodes for far longer
 than a lease; one REST producer publishes through each gateway. The gateway that
@@ -31,6 +33,7 @@ async def test_a_gateway_cut_from_two_nodes_hands_its_topic_over(tmp_path: Path)
     result = check(outcome.ops)
     print(f"\n[owner cut from two nodes] {result.line()}")
     print(f"[owner cut from two nodes] back after (s): {outcome.back_after_s}")
+    print(f"[owner cut from two nodes] longest without an ack (s): {outcome.longest_gap_s}")
     print(f"[owner cut from two nodes] owner {outcome.owner_at_cut} -> {outcome.owner_before_heal}")
     assert not result.lost and not result.dual_acks, result.details()
     for producer in ("via-owner", "via-other"):
@@ -78,3 +81,25 @@ async def test_a_gateway_cut_from_the_owner_sends_its_clients_elsewhere(tmp_path
     assert outcome.ws_close_code in (None, 4503), outcome
     assert outcome.rest_status == 503 and outcome.rest_retry_after, outcome
     assert outcome.rest_answer_s < PEER_BOUND_S, outcome
+
+
+@pytest.mark.timeout(240)
+async def test_an_owner_that_loses_etcds_answers_gives_its_topic_up_within_a_lease(tmp_path: Path) -> None:
+    """etcd's packets to the owner are dropped, its requests still arrive: the owner steps
+    down and the other gateway serves the topic within the lease TTL plus a few seconds
+    (a guard: etcd keeping the stepped-down owner's lease alive would break it)."""
+    outcome = await cut_owner_from_nodes(tmp_path, HOLD_S, etcd_answers=True)
+    result = check(outcome.ops)
+    print(f"\n[etcd's answers to the owner dropped] {result.line()}")
+    print(f"[etcd's answers to the owner dropped] longest without an ack (s): {outcome.longest_gap_s}")
+    print(
+        f"[etcd's answers to the owner dropped] owner {outcome.owner_at_cut} -> {outcome.owner_before_heal}"
+    )
+    assert not result.lost and not result.dual_acks, result.details()
+    back = outcome.back_after_s.get("via-other")
+    assert back is not None and back < BOUND_S, (
+        f"via-other: publishing resumed {back} s into a {HOLD_S} s cut"
+    )
+    assert outcome.owner_before_heal and outcome.owner_before_heal != outcome.owner_at_cut, (
+        outcome.owner_before_heal
+    )
