@@ -179,8 +179,7 @@ class Gateway:
         self.storage_watch = StorageWatch(
             self.client, self.registry, self.ownership, lambda: config.log.ack_quorum
         )
-        log_config = replace(config.log, on_unwritable=self.storage_watch.write_failed)
-        self.service = BrokerService(store, self.client, self.clock, self._namespace_view, log_config)
+        self.service = BrokerService(store, self.client, self.clock, self._namespace_view, config.log)
         self.router = Router(self.namespaces, self.ownership, self.service)
         # idle connections expire before the peer's keep-alive (uvicorn: 5 s) can close
         # them under a request being sent on them

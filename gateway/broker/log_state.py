@@ -82,9 +82,6 @@ class LogConfig:
     cache_bytes_max: int = CACHE_BYTES_MAX
     # shared by every log opened with this config (one per gateway)
     cache_budget: CacheBudget = field(default_factory=CacheBudget)
-    # told when a log could not open its next ledger (too few writable nodes reached):
-    # the gateway's storage reach (gateway/ownership/storage_watch.py)
-    on_unwritable: Callable[[], None] | None = field(default=None, compare=False)
 
     def quorums(self, source: QuorumSource | None = None) -> Quorums:
         """``source``'s quorums when it has any, else this config's defaults."""

@@ -388,8 +388,6 @@ class ManagedLog:
                 self.fence(exc)
             elif self._unwritable:
                 self._roll_failed_ms = self._clock.now_ms()
-                if isinstance(exc, StorageError) and self._config.on_unwritable is not None:
-                    self._config.on_unwritable()
         finally:
             self._roll_task = None
         waiting, self._waiting = self._waiting, []

@@ -10,10 +10,11 @@ Rule (docs/reliability.md §6, BookKeeper's and Pulsar's way: a broker whose
 managed ledgers cannot get enough writable bookies unloads its bundles so a broker
 that can serves them):
 
-- the quorum is lost when fewer writable nodes answer than the widest write quorum
-  a ledger needs (``need``), or when a ledger of this gateway failed for lack of
-  writable nodes (``write_failed``); one good round does not end a loss: the quorum
-  must be reached for ``recover_ms`` in a row (no flapping on a flapping link);
+- the quorum is lost when fewer writable nodes answer than a ledger's ack quorum
+  (``need``); one good round does not end a loss: the quorum must be reached for
+  ``recover_ms`` in a row (no flapping on a flapping link). A log's failed ledger
+  is not a signal here: it follows its topic (a namespace asking for more nodes
+  than exist fails on every gateway), so it would move topics around, not fix them;
 - ``storage_ok`` is False once the quorum has been lost for ``grace_ms`` and until
   it has been reached again for ``recover_ms``;
 - ``decide``: while not ``storage_ok``, ``HAND_OVER`` (unload every owned bundle
@@ -56,21 +57,15 @@ def observe(state: ReachState, answered: int, need: int, now_ms: int, policy: Re
     """The state after a probe round in which ``answered`` writable nodes answered and a
     write quorum takes ``need`` of them."""
     if answered < need:
-        return write_failed(state, now_ms, policy)
+        lost = state.lost_since_ms if state.lost_since_ms is not None else now_ms
+        moved = replace(state, lost_since_ms=lost, reached_since_ms=None)
+        return replace(moved, unhealthy=_unhealthy(moved, now_ms, policy))
     if state.lost_since_ms is None:
         return state
     reached = state.reached_since_ms if state.reached_since_ms is not None else now_ms
     if now_ms - reached >= policy.recover_ms:
         return ReachState()
     return replace(state, reached_since_ms=reached, unhealthy=_unhealthy(state, now_ms, policy))
-
-
-def write_failed(state: ReachState, now_ms: int, policy: ReachPolicy) -> ReachState:
-    """The state after the quorum was found lost (a probe round, or a ledger that could
-    not be created or written for lack of writable nodes)."""
-    lost = state.lost_since_ms if state.lost_since_ms is not None else now_ms
-    moved = replace(state, lost_since_ms=lost, reached_since_ms=None)
-    return replace(moved, unhealthy=_unhealthy(moved, now_ms, policy))
 
 
 def _unhealthy(state: ReachState, now_ms: int, policy: ReachPolicy) -> bool:

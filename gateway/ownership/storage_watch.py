@@ -28,7 +28,6 @@ from gateway.ownership.storage_reach import (
     decide,
     observe,
     storage_ok,
-    write_failed,
 )
 from storage.errors import StorageError
 
@@ -61,7 +60,7 @@ class Bundles(Protocol):
 
 
 class StorageWatch:
-    """``start()`` / ``close()``; ``write_failed()`` from a log that found too few writable nodes."""
+    """``start()`` / ``close()``."""
 
     def __init__(
         self,
@@ -94,10 +93,6 @@ class StorageWatch:
     async def close(self) -> None:
         task, self._task = self._task, None
         await cancel_and_wait(task)
-
-    def write_failed(self) -> None:
-        """A ledger could not be created or written for lack of writable nodes."""
-        self.state = write_failed(self.state, self.clock.now_ms(), self.policy)
 
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()

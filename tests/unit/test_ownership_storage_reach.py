@@ -26,7 +26,6 @@ from gateway.ownership.storage_reach import (
     ReachState,
     observe,
     storage_ok,
-    write_failed,
 )
 from gateway.ownership.storage_reach import decide as reach
 
@@ -97,13 +96,6 @@ def test_a_flap_shorter_than_the_grace_never_marks_it_unhealthy() -> None:
     state = run([(0, 1), (1_000, 3), (1_500, 1), (1_900, 3)])
     assert storage_ok(state, 1_900, POLICY)
     assert reach(state, [True], 1_900, POLICY) is ReachDecision.SERVE
-
-
-def test_a_failed_ledger_write_counts_as_a_lost_quorum() -> None:
-    state = write_failed(ReachState(), 0, POLICY)
-    assert state.lost_since_ms == 0 and not state.unhealthy
-    state = write_failed(state, 2_000, POLICY)
-    assert state.lost_since_ms == 0 and state.unhealthy
 
 
 # ---------------------------------------------------------------- the load manager's targets
