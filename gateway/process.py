@@ -55,6 +55,7 @@ from gateway.ownership.key_records import LoadReport, smoothed
 from gateway.ownership.load_manager import LoadManager
 from gateway.ownership.owner import LossReason, OwnershipManager
 from gateway.ownership.registry import GatewayRegistry
+from gateway.ownership.storage_watch import StorageWatch
 from gateway.routing import Router
 from gateway.security.egress import etcd_peer_addresses
 from gateway.security.guard import SecurityConfig
@@ -64,6 +65,7 @@ from storage.client.connection import ConnectionConfig
 log = logging.getLogger(__name__)
 
 FORWARD_KEEPALIVE_S = 2.0
+PEER_CONNECT_TIMEOUT_S = 3.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,11 +177,20 @@ class Gateway:
             interval_s=config.load_manager_interval_s,
             registry=self.registry,
         )
+        # cut from a write quorum of storage while a peer is not: hand the bundles over
+        self.storage_watch = StorageWatch(
+            self.client, self.registry, self.ownership, lambda: config.log.ack_quorum
+        )
         self.service = BrokerService(store, self.client, self.clock, self._namespace_view, config.log)
         self.router = Router(self.namespaces, self.ownership, self.service)
         # idle connections expire before the peer's keep-alive (uvicorn: 5 s) can close
         # them under a request being sent on them
-        self.http = httpx.AsyncClient(timeout=30.0, limits=httpx.Limits(keepalive_expiry=FORWARD_KEEPALIVE_S))
+        # a peer that does not take a connection within PEER_CONNECT_TIMEOUT_S is unreachable
+        # now (cut, paused): the client gets 503 + Retry-After at once, not after 30 s
+        self.http = httpx.AsyncClient(
+            timeout=httpx.Timeout(30.0, connect=PEER_CONNECT_TIMEOUT_S),
+            limits=httpx.Limits(keepalive_expiry=FORWARD_KEEPALIVE_S),
+        )
         self.forwarder = Forwarder(self.http, self.router)
         self.service.is_local = self.ownership.is_owner
         self.service.ownership_epoch = self.ownership.epoch_of
@@ -224,10 +235,12 @@ class Gateway:
         self.ownership.on_unload_requested(self._unload_bundle)
         await self.tenure.join()
         self.service.start()
+        self.storage_watch.start()
         self.webhooks.start()
 
     async def close(self) -> None:
         self.closing = True
+        await self.storage_watch.close()
         await self.tenure.close()
         with contextlib.suppress(Exception):
             await self.load_manager.close()

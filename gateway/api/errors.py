@@ -131,6 +131,7 @@ def responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
 # middle of a WebSocket handshake: InvalidMessage): the owner may be dying and its bundles
 # move once its lease ends - retryable, whichever path met it
 PEER_FAILURES: tuple[type[BaseException], ...] = (OSError, httpx.TransportError, InvalidMessage)
+OWNER_UNREACHABLE_RETRY_S = 1  # Retry-After of a 503 owner_unreachable: the topic may move meanwhile
 
 
 def code_of(exc: BaseException) -> str:
@@ -170,6 +171,8 @@ def error_response(exc: BaseException, status: int | None = None) -> Response:
         orjson.dumps(body(exc)), status_code=status or status_of(exc), media_type="application/json"
     )
     retry_after_s = getattr(exc, "retry_after_s", None)  # an error that says when to retry
+    if retry_after_s is None and code_of(exc) == "owner_unreachable":
+        retry_after_s = OWNER_UNREACHABLE_RETRY_S
     if isinstance(retry_after_s, int):
         response.headers["Retry-After"] = str(retry_after_s)
     return response

@@ -33,7 +33,15 @@ from websockets.asyncio.client import ClientConnection
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 from gateway.api.errors import close_code, protocol_close_code
-from gateway.api.ws_session import deny, deny_status, relay_url
+from gateway.api.ws_session import (
+    RELAY_CLOSE_S,
+    RELAY_OPEN_TIMEOUT_S,
+    RELAY_PING_S,
+    RELAY_PING_TIMEOUT_S,
+    deny,
+    deny_status,
+    relay_url,
+)
 from gateway.names import TopicName
 from gateway.protocol.errors import WS_FAILED_TO_DESERIALIZE, ProtocolError
 from gateway.protocol.json_fields import load_object
@@ -65,7 +73,12 @@ async def _open_links(
             owner = await gateway.router.owner(part)
             path = f"/ws/v2/{kind}/{part.path}{suffix}"
             links[index] = await websockets.connect(
-                relay_url(owner.http_url, path, query), max_size=None, open_timeout=10, ping_interval=None
+                relay_url(owner.http_url, path, query),
+                max_size=None,
+                open_timeout=RELAY_OPEN_TIMEOUT_S,
+                ping_interval=RELAY_PING_S,
+                ping_timeout=RELAY_PING_TIMEOUT_S,
+                close_timeout=RELAY_CLOSE_S,
             )
     except InvalidStatus as exc:
         await _close_all(links)
@@ -125,8 +138,13 @@ class _Fanout:
         except (ConnectionClosed, RuntimeError, WebSocketDisconnect):
             pass
         if not self.done.is_set():
-            self.close_code = link.close_code or 4503
-            self.close_reason = link.close_reason or "a partition's session ended; reconnect"
+            code = link.close_code
+            if code is None or code in (1005, 1006, 1015):  # no close frame: the owner vanished
+                self.close_code = close_code(503)
+                self.close_reason = "a partition's owner was lost; reconnect"
+            else:
+                self.close_code = code
+                self.close_reason = link.close_reason or "a partition's session ended; reconnect"
             self.done.set()
 
     async def client_frames(self) -> asyncio.Queue[str | None]:

@@ -12,9 +12,12 @@ pass through unchanged; the caller's per-role session slot is the owner's
 vanishes without a close frame (1006): the client is then closed with 4503
 ("reconnect"), never left hanging. The relay pings the owner every
 ``RELAY_PING_S``; an owner that does not answer within ``RELAY_PING_TIMEOUT_S``
-(paused, partitioned) counts as vanished. The relay reads at most
-``RELAY_QUEUE_FRAMES`` frames ahead of its client: a client that does not read
-leaves the owner's frames in TCP, where the owner's delivery budget bounds them.
+(paused, partitioned) counts as vanished, and one that does not answer the relay's
+handshake within ``RELAY_OPEN_TIMEOUT_S`` refuses the client 503: a client is never
+held longer than that by a gateway cut from the owner (docs/reliability.md §6). The
+relay reads at most ``RELAY_QUEUE_FRAMES`` frames ahead of its client: a client that
+does not read leaves the owner's frames in TCP, where the owner's delivery budget
+bounds them.
 """
 
 from __future__ import annotations
@@ -42,8 +45,11 @@ log = logging.getLogger(__name__)
 
 __all__ = ["Outbound", "accept_and_run", "deny", "deny_status", "relay", "relay_url"]
 
+RELAY_OPEN_TIMEOUT_S = 10.0  # an owner that does not answer the relay's handshake this soon: 503
+# (an owner opening a thousand sessions at once takes seconds: this bounds a cut, not load)
 RELAY_PING_S = 5.0  # the relay pings the owner gateway this often...
 RELAY_PING_TIMEOUT_S = 5.0  # ...and gives it up (client closed 4503) when no pong comes this soon
+# (an owner delivering 10,000 messages/s to a thousand sessions answers pings late: not shorter)
 RELAY_CLOSE_S = 2.0  # waiting for the owner's close frame
 # frames read from the owner and not yet written to the client: past one, the relay stops
 # reading the owner's socket (TCP then holds the owner back, whose delivery budget bounds it)
@@ -101,7 +107,7 @@ async def relay(websocket: WebSocket, url: str) -> None:
             url,
             max_size=None,
             max_queue=RELAY_QUEUE_FRAMES,
-            open_timeout=10,
+            open_timeout=RELAY_OPEN_TIMEOUT_S,
             ping_interval=RELAY_PING_S,
             ping_timeout=RELAY_PING_TIMEOUT_S,
             close_timeout=RELAY_CLOSE_S,

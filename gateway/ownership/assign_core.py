@@ -8,9 +8,11 @@ message rate is the sum of its per-bundle rates (in + out) when its report has
 them, else its publish rate ``msg_rate_in`` (reports of older gateways).
 Rule: deterministic - every choice is a minimum over a total order (score, then
 gateway id; bundles in sorted order), so the same view always gives the same
-effects. One round, in this order:
+effects. Only ``serving`` gateways are given bundles (assigned, spread or shed
+to): those whose registration says they reach a write quorum of storage nodes,
+or every live one when none does (storage_reach.py). One round, in this order:
 
-1. ``ClearAssignment`` for assignments that are done or stale (target gone,
+1. ``ClearAssignment`` for assignments that are done or stale (target gone or not serving,
    target already owns it, bundle owned by another live gateway with no move in
    progress). Assignments older than ``assign_timeout_ms`` whose bundle is still
    unowned are decided again.
@@ -127,11 +129,22 @@ def least_loaded(scores: Mapping[str, float], exclude: str | None = None) -> str
     return min(candidates)[1] if candidates else None
 
 
+def serving(gateways: Mapping[str, GatewayInfo]) -> Mapping[str, GatewayInfo]:
+    """The gateways that may be given bundles: those that reach a write quorum of
+    storage nodes (``storage_ok``), or every one if none does (nobody serves better,
+    so nothing is kept unowned for it)."""
+    ok = {g: info for g, info in gateways.items() if info.storage_ok}
+    return ok or gateways
+
+
 def least_loaded_gateway(
     gateways: Mapping[str, GatewayInfo], counts: Mapping[str, int], policy: BalancePolicy
 ) -> str | None:
-    """Lookup's pick for an unowned bundle (``counts``: bundles each gateway owns)."""
-    return least_loaded({g: score(info.load, counts.get(g, 0), policy) for g, info in gateways.items()})
+    """Lookup's pick for an unowned bundle (``counts``: bundles each gateway owns),
+    among the ``serving`` gateways."""
+    return least_loaded(
+        {g: score(info.load, counts.get(g, 0), policy) for g, info in serving(gateways).items()}
+    )
 
 
 # ---------------------------------------------------------------- effects
@@ -186,6 +199,7 @@ class _Round:
         self.policy = policy
         self.now_ms = now_ms
         self.live = view.gateways
+        self.targets = set(serving(view.gateways))  # who may be given a bundle
         self.holder: dict[NamespaceBundle, str] = {}  # projected owner of each bundle
         self.pending: set[NamespaceBundle] = set()
         self.moved: set[NamespaceBundle] = set()
@@ -268,7 +282,7 @@ def _settle_assignments(r: _Round) -> None:
         owner = r.view.owners.get(bundle)
         target = assignment.gateway_id
         owned_elsewhere = owner in r.live and owner != target and bundle not in r.view.unloading
-        if target not in r.live or owner == target or owned_elsewhere:
+        if target not in r.targets or owner == target or owned_elsewhere:
             r.effects.append(ClearAssignment(bundle))
             continue
         unowned = owner not in r.live
@@ -283,7 +297,7 @@ def _assign_unowned(r: _Round) -> None:
     for bundle in sorted(candidates):
         if bundle in r.pending or r.view.owners.get(bundle) in r.live:
             continue
-        target = least_loaded(r.scores)
+        target = least_loaded({g: s for g, s in r.scores.items() if g in r.targets})
         assert target is not None
         r.effects.append(Assign(bundle, target))
         r.set_holder(bundle, target)
@@ -295,7 +309,8 @@ def _spread_to_new(r: _Round, budget: int) -> int:
     new = [
         g
         for g, info in r.live.items()
-        if r.now_ms - info.started_ms < r.policy.new_gateway_ms
+        if g in r.targets
+        and r.now_ms - info.started_ms < r.policy.new_gateway_ms
         and info.started_ms - oldest > r.policy.joined_after_ms
     ]
     moves = 0
@@ -336,7 +351,7 @@ def _shed_overload(r: _Round, budget: int) -> None:
         )
         for source in overloaded:
             movable = r.movable(source)
-            target = least_loaded(r.scores, exclude=source)
+            target = least_loaded({g: s for g, s in r.scores.items() if g in r.targets}, exclude=source)
             if not movable or target is None:
                 continue
             before = r.scores[source]

@@ -47,6 +47,8 @@ class Hooks:
         try:
             async with asyncio.timeout(timeout_s):
                 await self.unload(nb)
+        except TimeoutError:  # e.g. its topics' appends wait on storage that does not answer
+            log.warning("gateway %s: unload of %s took over %.1f s", self._gateway_id, nb, timeout_s)
         except Exception:
             log.exception("gateway %s: unload hook for %s failed; releasing anyway", self._gateway_id, nb)
 

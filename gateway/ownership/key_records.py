@@ -109,6 +109,8 @@ class GatewayInfo:
     load: LoadReport = field(default_factory=LoadReport)
     started_ms: int = 0  # wall clock, ms since the epoch
     version: str = ""  # the Folio release it runs ("" from a gateway that predates the field)
+    # it reaches a write quorum of storage nodes (storage_reach.py); True from older gateways
+    storage_ok: bool = True
 
     def encode(self) -> bytes:
         return orjson.dumps(
@@ -118,6 +120,7 @@ class GatewayInfo:
                 "load": self.load.to_json(),
                 "startedMs": self.started_ms,
                 "version": self.version,
+                "storageOk": self.storage_ok,
             }
         )
 
@@ -131,6 +134,7 @@ class GatewayInfo:
                 load=LoadReport.from_json(data.get("load") or {}),
                 started_ms=int(data.get("startedMs", 0)),
                 version=str(data.get("version", "")),
+                storage_ok=data.get("storageOk", True) is not False,
             )
         except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError):
             return None

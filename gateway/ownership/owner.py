@@ -72,6 +72,7 @@ from gateway.ownership.registry import GatewayRegistry
 log = logging.getLogger(__name__)
 
 DEFAULT_UNLOAD_TIMEOUT_S = 30.0
+HAND_OVER_UNLOAD_S = 1.0  # the unload hook's time when handing over for lack of storage
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +117,9 @@ class OwnershipManager:
         self._assigned = WatchedPrefix(store, keys.BUNDLE_ASSIGN, self._on_assignment_change)
         self._unload_requests = WatchedPrefix(store, keys.BUNDLE_UNLOAD, self._on_unload_change)
         self._lease_watch: asyncio.Task[None] | None = None
+        # False while this gateway hands its bundles over (cut from a write quorum of
+        # storage nodes while a peer is not, storage_reach.py): it takes no bundle
+        self.accepting = True
 
     # -- lifecycle ----------------------------------------------------------------------
 
@@ -197,6 +201,9 @@ class OwnershipManager:
     def owns(self, bundle: NamespaceBundle) -> bool:
         return self.session.is_valid() and self._mine.holds(bundle)
 
+    def owned_count(self) -> int:
+        return len(self.owned_bundles())
+
     def owned_bundles(self) -> set[NamespaceBundle]:
         if self.session.lost.is_set():
             return set()
@@ -253,7 +260,7 @@ class OwnershipManager:
             bundle = NamespaceBundle(
                 ns, bundle_for_hash(h, edges) if isinstance(edges, int) else bundle_in(h, edges)
             )
-        target = self.gateway_id if authoritative else self._target_for(bundle)
+        target = self.gateway_id if authoritative and self.accepting else self._target_for(bundle)
         if target != self.gateway_id:
             return await self._info_of(bundle, target)
         if await self.acquire_if_unowned(bundle.namespace, bundle.range):
@@ -325,6 +332,24 @@ class OwnershipManager:
         self._lose(nb, reason, revision)
         return True
 
+    async def hand_over_all(self) -> int:
+        """Unload every owned bundle (the unload hook closes its topics, then the key is
+        released) so a gateway that reaches storage takes it; returns how many. The hook
+        gets ``HAND_OVER_UNLOAD_S``: the topics cannot write anyway (their appends wait
+        for storage that does not answer), and the next owner fences their ledgers."""
+        owned = sorted(nb for nb in self.owned_bundles() if nb not in self._unloading)
+        self._unloading.update(owned)
+
+        async def unload(nb: NamespaceBundle) -> bool:
+            try:
+                await self._hooks.before_unload(nb, min(self.unload_timeout_s, HAND_OVER_UNLOAD_S))
+                return await self._release(nb, LossReason.UNLOADED)
+            finally:
+                self._unloading.discard(nb)
+
+        done = await asyncio.gather(*(unload(nb) for nb in owned), return_exceptions=True)
+        return sum(1 for d in done if d is True)
+
     async def request_unload(self, bundle: NamespaceBundle, to_gateway: str | None = None) -> bool:
         """Ask ``bundle``'s owner to unload it (admin "unload bundle"); the request is held
         under this gateway's lease. With ``to_gateway``, assign it there first."""
@@ -395,7 +420,7 @@ class OwnershipManager:
             self._maybe_take_assignment(nb)
 
     def _maybe_take_assignment(self, nb: NamespaceBundle) -> None:
-        if self.view.assigned_to(nb) != self.gateway_id or self.session.lost.is_set():
+        if self.view.assigned_to(nb) != self.gateway_id or self.session.lost.is_set() or not self.accepting:
             return
         if nb in self._acquiring or self.view.owner(nb) is not None:
             return  # in progress, or someone (maybe us) holds it: wait for the key to go

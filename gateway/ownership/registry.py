@@ -121,9 +121,23 @@ class GatewayRegistry:
             self.store, self.key, self._info.encode(), self.session, wait_timeout_s=self.register_wait_s
         )
 
+    async def set_storage_ok(self, ok: bool) -> None:
+        """Publish whether this gateway reaches a write quorum of storage nodes
+        (storage_reach.py); lookups and the load manager give bundles only to gateways
+        that do, while any does."""
+        self._info = replace(self._info, storage_ok=ok)
+        if self._started:
+            await membership.register(
+                self.store, self.key, self._info.encode(), self.session, wait_timeout_s=self.register_wait_s
+            )
+
     def live(self) -> dict[str, GatewayInfo]:
         """Live gateways by id, from the watched cache (no etcd round trip)."""
         return dict(self._live)
+
+    def peers_storage_ok(self) -> list[bool]:
+        """The ``storage_ok`` flag of every other live gateway, from the watched cache."""
+        return [info.storage_ok for g, info in self._live.items() if g != self.gateway_id]
 
     def urls(self) -> list[str]:
         """The base URLs of the live gateways, from the watched cache."""

@@ -12,11 +12,13 @@ LAC); ``delete`` removes the metadata (nodes reclaim the data).
 
 from __future__ import annotations
 
+import asyncio
 import random
 import weakref
 
 from coordination.clock import Clock, SystemClock
 from coordination.store import MetadataStore
+from storage import wire
 from storage.client import placement
 from storage.client.connection import ConnectionConfig
 from storage.client.metadata import LedgerMetadataStore
@@ -25,9 +27,9 @@ from storage.client.reader import LedgerReader
 from storage.client.recovery import recover_ledger
 from storage.client.write_effects import WriterConfig
 from storage.client.writer import LedgerWriter
-from storage.errors import LedgerClosed, MetadataConflict
+from storage.errors import LedgerClosed, MetadataConflict, Status, StorageError
 from storage.ports import ASYNCIO_NETWORK, Network
-from storage.types import LedgerMetadata, LedgerState, Segment
+from storage.types import LedgerMetadata, LedgerState, NodeId, Segment
 
 CREATE_ATTEMPTS_MAX = 16  # ids taken by a racing client before create gives up
 
@@ -51,6 +53,22 @@ class LedgerClient:
         self._writer_config = writer_config or WriterConfig()
         self._writers: weakref.WeakSet[LedgerWriter] = weakref.WeakSet()
         self._closed = False
+
+    async def writable_answering(self, timeout_ms: int) -> int:
+        """How many live, writable nodes answer a node-info request within
+        ``timeout_ms`` now: whether this client reaches a write quorum (a gateway's
+        storage reach, gateway/ownership/storage_reach.py)."""
+        nodes = [n.node_id for n in await self.metadata.live_nodes() if not n.read_only and not n.draining]
+
+        async def answers(node: NodeId) -> bool:
+            request = self.pool.get(node).request(int(wire.Op.NODE_INFO), b"", timeout_ms)
+            try:
+                status, _ = await asyncio.wait_for(request, timeout_ms / 1000)
+            except (StorageError, OSError, TimeoutError):
+                return False
+            return status is Status.OK
+
+        return sum(await asyncio.gather(*(answers(n) for n in nodes)))
 
     async def create(
         self,
