@@ -13,7 +13,8 @@ each node and gateway runs in its own network namespace (``network.py``) and etc
 listens on the bridge, so the nemesis can cut links one by one; each node also
 reads a disk-delay file (``GRAY_DISK_ENV``: its fdatasyncs take that long, a slow or
 stalled disk) and each gateway blocks its event loop on SIGUSR2 for the seconds in
-its loop-block file (``LOOP_BLOCK_ENV``).
+its loop-block file (``LOOP_BLOCK_ENV``). Every node and gateway steps its wall clock
+by the milliseconds in its clock-step file (``CLOCK_STEP_ENV``).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import signal
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from coordination.clock import CLOCK_STEP_ENV
 from coordination.etcd_server import EmbeddedEtcd
 from folio.faults.network import Network
 from folio.procs import AuditorProcess, GatewayProcess, NodeProcess
@@ -110,6 +112,10 @@ class FaultCluster:
     def loop_block_file(self, index: int) -> Path:
         return self.root / f"gateway{index}.loopblock"
 
+    def clock_step_file(self, process: str) -> Path:
+        """``process`` is ``node<i>`` or ``gateway<i>``."""
+        return self.root / f"{process}.clockstep"
+
     def start(self) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
         net = None
@@ -122,15 +128,16 @@ class FaultCluster:
         self.etcd.start()
         for i in range(self.config.nodes):
             self.free_file(i).write_text(PLENTY_FREE)
+            self.clock_step_file(f"node{i}").write_text("0")
             self.disk_delay_file(i).write_text("0")
             env = {
                 "FOLIO_TEST_SYNC_LOG": str(self.sync_log(i)),
                 "FOLIO_TEST_SYNC_LAG_MS": str(self.config.sync_lag_ms),
                 "FOLIO_TEST_FREE_BYTES_FILE": str(self.free_file(i)),
                 GRAY_DISK_ENV: str(self.disk_delay_file(i)),
+                CLOCK_STEP_ENV: str(self.clock_step_file(f"node{i}")),
+                UNSAFE_ENV: "1",  # the clock-step file; unsafe flags only from node_args
             }
-            if self.config.node_args:
-                env[UNSAFE_ENV] = "1"
             node = NsNode(
                 self.root / f"node{i}",
                 self.etcd.endpoint,
@@ -151,6 +158,7 @@ class FaultCluster:
         self.auditor.start()
         for i in range(self.config.gateways):
             self.loop_block_file(i).write_text("0")
+            self.clock_step_file(f"gateway{i}").write_text("0")
             gateway = NsGateway(
                 self.root / f"gateway{i}",
                 self.etcd.endpoint,
@@ -161,8 +169,11 @@ class FaultCluster:
                     "1",
                     *self.config.gateway_args,
                 ],
-                env={LOOP_BLOCK_ENV: str(self.loop_block_file(i))}
-                | ({UNSAFE_ENV: "1"} if self.config.gateway_args else {}),
+                env={
+                    LOOP_BLOCK_ENV: str(self.loop_block_file(i)),
+                    CLOCK_STEP_ENV: str(self.clock_step_file(f"gateway{i}")),
+                    UNSAFE_ENV: "1",  # the clock-step file; unsafe flags only from gateway_args
+                },
                 log_path=self.root / f"gateway{i}.log",
             )
             if net is not None:
