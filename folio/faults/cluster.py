@@ -39,12 +39,18 @@ SYNC_LAG_MS = 20  # each journal fdatasync waits this long: a power cut finds un
 LOOP_BLOCK_ENV = "FOLIO_TEST_LOOP_BLOCK_FILE"  # gateway.main: SIGUSR2 blocks the loop that long
 
 
-class BridgeEtcd(EmbeddedEtcd):
-    """etcd listening for clients on the bridge's etcd address (its peers stay on loopback)."""
+ETCD_CLIENT_PORT = 2379  # each member has a namespace (and ports) of its own
+ETCD_PEER_PORT = 2380
 
-    def __init__(self, host: str, *args: object, **kwargs: object) -> None:
-        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+
+class MemberEtcd(EmbeddedEtcd):
+    """One member of the run's etcd cluster, in its own network namespace."""
+
+    def __init__(self, host: str, prefix: list[str], initial_cluster: str, **kwargs: object) -> None:
+        super().__init__(client_port=ETCD_CLIENT_PORT, peer_port=ETCD_PEER_PORT, **kwargs)  # type: ignore[arg-type]
         self.host = host
+        self.prefix = prefix
+        self.initial_cluster = initial_cluster
 
     @property
     def endpoint(self) -> str:
@@ -53,6 +59,57 @@ class BridgeEtcd(EmbeddedEtcd):
     @property
     def client_url(self) -> str:
         return f"http://{self.host}:{self.client_port}"
+
+    def spawn(self) -> None:
+        """Start without waiting: a member is healthy only once a quorum is up."""
+        if not self.running():
+            self._spawn()
+
+    def _command(self) -> list[str]:
+        command = super()._command()
+        peer_url = f"http://{self.host}:{self.peer_port}"
+        for flag, value in (
+            ("--listen-peer-urls", peer_url),
+            ("--initial-advertise-peer-urls", peer_url),
+            ("--initial-cluster", self.initial_cluster),
+            ("--initial-cluster-token", "folio-faults"),
+        ):
+            command[command.index(flag) + 1] = value
+        return [*self.prefix, *command]
+
+
+@dataclass
+class EtcdCluster:
+    """The run's etcd: ``members`` in their namespaces. Started, killed and revived
+    whole, as one etcd is; ``endpoints(i)`` rotates the list so each process first
+    talks to a different member (a split then strands some process's member)."""
+
+    members: list[MemberEtcd]
+
+    @property
+    def endpoint(self) -> str:
+        return self.endpoints(0)
+
+    def endpoints(self, first: int) -> str:
+        turn = first % len(self.members)
+        return ",".join(m.endpoint for m in [*self.members[turn:], *self.members[:turn]])
+
+    def start(self) -> None:
+        for member in self.members:
+            member.spawn()
+        for member in self.members:
+            member._wait_healthy()
+
+    def running(self) -> bool:
+        return all(member.running() for member in self.members)
+
+    def kill(self) -> None:
+        for member in self.members:
+            member.kill()
+
+    def stop(self) -> None:
+        for member in self.members:
+            member.stop()
 
 
 class NsNode(NodeProcess):
@@ -83,13 +140,14 @@ class ClusterConfig:
     node_args: tuple[str, ...] = ()  # e.g. the controls' --unsafe-no-fsync
     gateway_args: tuple[str, ...] = ()
     sync_lag_ms: int = SYNC_LAG_MS
-    partitions: bool = False  # each node and gateway in its own network namespace
+    partitions: bool = False  # each node, gateway and etcd member in its own network namespace
+    etcd_members: int = 1  # with partitions, each in its namespace (else one etcd on loopback)
 
 
 @dataclass
 class FaultCluster:
     config: ClusterConfig
-    etcd: EmbeddedEtcd | None = None
+    etcd: EmbeddedEtcd | EtcdCluster | None = None
     nodes: list[NodeProcess] = field(default_factory=list)
     gateways: list[GatewayProcess] = field(default_factory=list)
     auditor: AuditorProcess | None = None
@@ -122,7 +180,22 @@ class FaultCluster:
         if self.config.partitions:
             net = self.network = Network()
             net.start()
-            self.etcd = BridgeEtcd(net.etcd_ip, self.root / "etcd", log_path=self.root / "etcd.log")
+            names = [f"etcd{i}" for i in range(self.config.etcd_members)]
+            hosts = [net.add_etcd_member(name) for name in names]
+            initial = ",".join(f"{n}=http://{h}:{ETCD_PEER_PORT}" for n, h in zip(names, hosts, strict=True))
+            self.etcd = EtcdCluster(
+                [
+                    MemberEtcd(
+                        host,
+                        net.prefix(name),
+                        initial,
+                        data_dir=self.root / name,
+                        name=name,
+                        log_path=self.root / f"{name}.log",
+                    )
+                    for name, host in zip(names, hosts, strict=True)
+                ]
+            )
         else:
             self.etcd = EmbeddedEtcd(self.root / "etcd", log_path=self.root / "etcd.log")
         self.etcd.start()
@@ -140,7 +213,7 @@ class FaultCluster:
             }
             node = NsNode(
                 self.root / f"node{i}",
-                self.etcd.endpoint,
+                self.etcd_endpoints(i),
                 extra_args=["--min-free-bytes", str(MIN_FREE_BYTES), *self.config.node_args],
                 env=env,
                 log_path=self.root / f"node{i}.log",
@@ -161,7 +234,7 @@ class FaultCluster:
             self.clock_step_file(f"gateway{i}").write_text("0")
             gateway = NsGateway(
                 self.root / f"gateway{i}",
-                self.etcd.endpoint,
+                self.etcd_endpoints(i + 1),
                 extra_args=[
                     "--lease-ttl",
                     str(self.config.gateway_lease_ttl_s),
@@ -183,6 +256,11 @@ class FaultCluster:
             gateway.start()
             gateway.port = int(gateway.http_url.rsplit(":", 1)[1])  # a restart comes back at the same URL
             self.gateways.append(gateway)
+
+    def etcd_endpoints(self, first: int) -> str:
+        """The etcd endpoints a process is given, its first member rotated by ``first``."""
+        assert self.etcd is not None
+        return self.etcd.endpoints(first) if isinstance(self.etcd, EtcdCluster) else self.etcd.endpoint
 
     @property
     def urls(self) -> list[str]:

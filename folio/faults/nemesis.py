@@ -65,6 +65,7 @@ class FaultKind(enum.StrEnum):
     ONE_WAY_ETCD_TO_GATEWAY = "one-way-etcd-to-gateway"  # etcd's answers lost, its requests arrive
     ONE_WAY_GATEWAY_TO_NODE = "one-way-gateway-to-node"
     FLAP_GATEWAY_NODE = "flap-gateway-node"
+    ETCD_MINORITY_SPLIT = "etcd-minority-split"  # one etcd member cut from the other two
     # gray failures
     SLOW_FSYNC_NODE = "slow-fsync-node"  # every fdatasync takes 200-1,000 ms
     STALL_WRITES_NODE = "stall-writes-node"  # a sync takes the whole hold: reads asked, writes stall
@@ -85,6 +86,7 @@ PARTITION_KINDS = frozenset(
         FaultKind.ONE_WAY_ETCD_TO_GATEWAY,
         FaultKind.ONE_WAY_GATEWAY_TO_NODE,
         FaultKind.FLAP_GATEWAY_NODE,
+        FaultKind.ETCD_MINORITY_SPLIT,
     }
 )
 GRAY_KINDS = frozenset(
@@ -128,6 +130,7 @@ HOLD_S: dict[FaultKind, tuple[float, float]] = {
     FaultKind.ONE_WAY_ETCD_TO_GATEWAY: (1.0, 4.0),  # plus the lease TTL
     FaultKind.ONE_WAY_GATEWAY_TO_NODE: (2.0, 8.0),
     FaultKind.FLAP_GATEWAY_NODE: (4.0, 10.0),
+    FaultKind.ETCD_MINORITY_SPLIT: (3.0, 8.0),
     FaultKind.SLOW_FSYNC_NODE: (3.0, 8.0),
     FaultKind.STALL_WRITES_NODE: (2.0, 5.0),
     FaultKind.BLOCK_GATEWAY_LOOP: (3.0, 6.0),
@@ -418,6 +421,12 @@ class Nemesis:
             one = [(ETCD, gateway)]
         elif kind is FaultKind.ONE_WAY_GATEWAY_TO_NODE:
             one = [(gateway, rng.choice(nodes))]
+        elif kind is FaultKind.ETCD_MINORITY_SPLIT:
+            members = self.network.etcd_members
+            assert len(members) >= 3, "a minority split needs 3 etcd members"
+            owners_member = members[(owner + 1) % len(members)]  # FaultCluster.etcd_endpoints
+            alone = owners_member if rng.random() < 0.5 else rng.choice(members)
+            both = [(alone, other) for other in members if other != alone]
         links = one + both + [(b, a) for a, b in both]
         if kind is FaultKind.BLOCK_GATEWAY_LOOP:
             return [], [gateway]
