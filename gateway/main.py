@@ -34,6 +34,7 @@ from types import FrameType
 import prometheus_client
 import uvicorn
 
+from coordination.clock import follow_clock_steps
 from coordination.etcd_store import connect
 from coordination.patience import patiently
 from coordination.session_thread import ThreadLeaseSession
@@ -306,6 +307,7 @@ async def serve(args: argparse.Namespace) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda _signum, _frame: None)
     _install_loop_block(os.environ.get(LOOP_BLOCK_ENV, ""))
+    clock_steps = follow_clock_steps()  # test builds only: the fault run's clock jumps
     announcer = asyncio.get_running_loop().create_task(announce())
     trimmer = asyncio.get_running_loop().create_task(
         trim_heap_after_bursts(lambda: gateway.deliveries.rounds)
@@ -315,6 +317,8 @@ async def serve(args: argparse.Namespace) -> int:
     finally:
         announcer.cancel()
         trimmer.cancel()
+        if clock_steps is not None:
+            clock_steps.cancel()
         await store.close()
     return 0
 

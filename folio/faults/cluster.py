@@ -13,7 +13,8 @@ each node and gateway runs in its own network namespace (``network.py``) and etc
 listens on the bridge, so the nemesis can cut links one by one; each node also
 reads a disk-delay file (``GRAY_DISK_ENV``: its fdatasyncs take that long, a slow or
 stalled disk) and each gateway blocks its event loop on SIGUSR2 for the seconds in
-its loop-block file (``LOOP_BLOCK_ENV``).
+its loop-block file (``LOOP_BLOCK_ENV``). Every node and gateway steps its wall clock
+by the milliseconds in its clock-step file (``CLOCK_STEP_ENV``).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import signal
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from coordination.clock import CLOCK_STEP_ENV
 from coordination.etcd_server import EmbeddedEtcd
 from folio.faults.network import Network
 from folio.procs import AuditorProcess, GatewayProcess, NodeProcess
@@ -37,12 +39,18 @@ SYNC_LAG_MS = 20  # each journal fdatasync waits this long: a power cut finds un
 LOOP_BLOCK_ENV = "FOLIO_TEST_LOOP_BLOCK_FILE"  # gateway.main: SIGUSR2 blocks the loop that long
 
 
-class BridgeEtcd(EmbeddedEtcd):
-    """etcd listening for clients on the bridge's etcd address (its peers stay on loopback)."""
+ETCD_CLIENT_PORT = 2379  # each member has a namespace (and ports) of its own
+ETCD_PEER_PORT = 2380
 
-    def __init__(self, host: str, *args: object, **kwargs: object) -> None:
-        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+
+class MemberEtcd(EmbeddedEtcd):
+    """One member of the run's etcd cluster, in its own network namespace."""
+
+    def __init__(self, host: str, prefix: list[str], initial_cluster: str, **kwargs: object) -> None:
+        super().__init__(client_port=ETCD_CLIENT_PORT, peer_port=ETCD_PEER_PORT, **kwargs)  # type: ignore[arg-type]
         self.host = host
+        self.prefix = prefix
+        self.initial_cluster = initial_cluster
 
     @property
     def endpoint(self) -> str:
@@ -51,6 +59,57 @@ class BridgeEtcd(EmbeddedEtcd):
     @property
     def client_url(self) -> str:
         return f"http://{self.host}:{self.client_port}"
+
+    def spawn(self) -> None:
+        """Start without waiting: a member is healthy only once a quorum is up."""
+        if not self.running():
+            self._spawn()
+
+    def _command(self) -> list[str]:
+        command = super()._command()
+        peer_url = f"http://{self.host}:{self.peer_port}"
+        for flag, value in (
+            ("--listen-peer-urls", peer_url),
+            ("--initial-advertise-peer-urls", peer_url),
+            ("--initial-cluster", self.initial_cluster),
+            ("--initial-cluster-token", "folio-faults"),
+        ):
+            command[command.index(flag) + 1] = value
+        return [*self.prefix, *command]
+
+
+@dataclass
+class EtcdCluster:
+    """The run's etcd: ``members`` in their namespaces. Started, killed and revived
+    whole, as one etcd is; ``endpoints(i)`` rotates the list so each process first
+    talks to a different member (a split then strands some process's member)."""
+
+    members: list[MemberEtcd]
+
+    @property
+    def endpoint(self) -> str:
+        return self.endpoints(0)
+
+    def endpoints(self, first: int) -> str:
+        turn = first % len(self.members)
+        return ",".join(m.endpoint for m in [*self.members[turn:], *self.members[:turn]])
+
+    def start(self) -> None:
+        for member in self.members:
+            member.spawn()
+        for member in self.members:
+            member._wait_healthy()
+
+    def running(self) -> bool:
+        return all(member.running() for member in self.members)
+
+    def kill(self) -> None:
+        for member in self.members:
+            member.kill()
+
+    def stop(self) -> None:
+        for member in self.members:
+            member.stop()
 
 
 class NsNode(NodeProcess):
@@ -81,13 +140,14 @@ class ClusterConfig:
     node_args: tuple[str, ...] = ()  # e.g. the controls' --unsafe-no-fsync
     gateway_args: tuple[str, ...] = ()
     sync_lag_ms: int = SYNC_LAG_MS
-    partitions: bool = False  # each node and gateway in its own network namespace
+    partitions: bool = False  # each node, gateway and etcd member in its own network namespace
+    etcd_members: int = 1  # with partitions, each in its namespace (else one etcd on loopback)
 
 
 @dataclass
 class FaultCluster:
     config: ClusterConfig
-    etcd: EmbeddedEtcd | None = None
+    etcd: EmbeddedEtcd | EtcdCluster | None = None
     nodes: list[NodeProcess] = field(default_factory=list)
     gateways: list[GatewayProcess] = field(default_factory=list)
     auditor: AuditorProcess | None = None
@@ -110,30 +170,50 @@ class FaultCluster:
     def loop_block_file(self, index: int) -> Path:
         return self.root / f"gateway{index}.loopblock"
 
+    def clock_step_file(self, process: str) -> Path:
+        """``process`` is ``node<i>`` or ``gateway<i>``."""
+        return self.root / f"{process}.clockstep"
+
     def start(self) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
         net = None
         if self.config.partitions:
             net = self.network = Network()
             net.start()
-            self.etcd = BridgeEtcd(net.etcd_ip, self.root / "etcd", log_path=self.root / "etcd.log")
+            names = [f"etcd{i}" for i in range(self.config.etcd_members)]
+            hosts = [net.add_etcd_member(name) for name in names]
+            initial = ",".join(f"{n}=http://{h}:{ETCD_PEER_PORT}" for n, h in zip(names, hosts, strict=True))
+            self.etcd = EtcdCluster(
+                [
+                    MemberEtcd(
+                        host,
+                        net.prefix(name),
+                        initial,
+                        data_dir=self.root / name,
+                        name=name,
+                        log_path=self.root / f"{name}.log",
+                    )
+                    for name, host in zip(names, hosts, strict=True)
+                ]
+            )
         else:
             self.etcd = EmbeddedEtcd(self.root / "etcd", log_path=self.root / "etcd.log")
         self.etcd.start()
         for i in range(self.config.nodes):
             self.free_file(i).write_text(PLENTY_FREE)
+            self.clock_step_file(f"node{i}").write_text("0")
             self.disk_delay_file(i).write_text("0")
             env = {
                 "FOLIO_TEST_SYNC_LOG": str(self.sync_log(i)),
                 "FOLIO_TEST_SYNC_LAG_MS": str(self.config.sync_lag_ms),
                 "FOLIO_TEST_FREE_BYTES_FILE": str(self.free_file(i)),
                 GRAY_DISK_ENV: str(self.disk_delay_file(i)),
+                CLOCK_STEP_ENV: str(self.clock_step_file(f"node{i}")),
+                UNSAFE_ENV: "1",  # the clock-step file; unsafe flags only from node_args
             }
-            if self.config.node_args:
-                env[UNSAFE_ENV] = "1"
             node = NsNode(
                 self.root / f"node{i}",
-                self.etcd.endpoint,
+                self.etcd_endpoints(i),
                 extra_args=["--min-free-bytes", str(MIN_FREE_BYTES), *self.config.node_args],
                 env=env,
                 log_path=self.root / f"node{i}.log",
@@ -151,9 +231,10 @@ class FaultCluster:
         self.auditor.start()
         for i in range(self.config.gateways):
             self.loop_block_file(i).write_text("0")
+            self.clock_step_file(f"gateway{i}").write_text("0")
             gateway = NsGateway(
                 self.root / f"gateway{i}",
-                self.etcd.endpoint,
+                self.etcd_endpoints(i + 1),
                 extra_args=[
                     "--lease-ttl",
                     str(self.config.gateway_lease_ttl_s),
@@ -161,8 +242,11 @@ class FaultCluster:
                     "1",
                     *self.config.gateway_args,
                 ],
-                env={LOOP_BLOCK_ENV: str(self.loop_block_file(i))}
-                | ({UNSAFE_ENV: "1"} if self.config.gateway_args else {}),
+                env={
+                    LOOP_BLOCK_ENV: str(self.loop_block_file(i)),
+                    CLOCK_STEP_ENV: str(self.clock_step_file(f"gateway{i}")),
+                    UNSAFE_ENV: "1",  # the clock-step file; unsafe flags only from gateway_args
+                },
                 log_path=self.root / f"gateway{i}.log",
             )
             if net is not None:
@@ -172,6 +256,11 @@ class FaultCluster:
             gateway.start()
             gateway.port = int(gateway.http_url.rsplit(":", 1)[1])  # a restart comes back at the same URL
             self.gateways.append(gateway)
+
+    def etcd_endpoints(self, first: int) -> str:
+        """The etcd endpoints a process is given, its first member rotated by ``first``."""
+        assert self.etcd is not None
+        return self.etcd.endpoints(first) if isinstance(self.etcd, EtcdCluster) else self.etcd.endpoint
 
     @property
     def urls(self) -> list[str]:

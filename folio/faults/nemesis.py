@@ -12,8 +12,10 @@ started again and the exit is recorded (``crash``). A node fault notes
 ack while too many were dead stands out. Partition kinds cut links one way or
 both through the cluster's ``Network`` (they need ``ClusterConfig(partitions=True)``)
 and record the cut ``links``; every cut is healed when its fault ends. Gray
-kinds slow one node's syncs (its disk-delay file) or block the owner's event
-loop (SIGUSR2 with its loop-block file). docs/reliability.md lists the kinds.
+kinds slow one node's syncs (its disk-delay file), block the owner's event
+loop (SIGUSR2 with its loop-block file), step one process's wall clock forward
+and back (its clock-step file) or attach a reader to the owner that never drains
+its socket (a tiny receive window). docs/reliability.md lists the kinds.
 """
 
 from __future__ import annotations
@@ -24,10 +26,12 @@ import enum
 import os
 import random
 import signal
+import socket
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import httpx
+import websockets
 
 from folio.faults import powerloss
 from folio.faults.cluster import DISK_FULL_FREE, PLENTY_FREE, FaultCluster
@@ -61,10 +65,14 @@ class FaultKind(enum.StrEnum):
     ONE_WAY_ETCD_TO_GATEWAY = "one-way-etcd-to-gateway"  # etcd's answers lost, its requests arrive
     ONE_WAY_GATEWAY_TO_NODE = "one-way-gateway-to-node"
     FLAP_GATEWAY_NODE = "flap-gateway-node"
+    ETCD_MINORITY_SPLIT = "etcd-minority-split"  # one etcd member cut from the other two
     # gray failures
     SLOW_FSYNC_NODE = "slow-fsync-node"  # every fdatasync takes 200-1,000 ms
     STALL_WRITES_NODE = "stall-writes-node"  # a sync takes the whole hold: reads asked, writes stall
     BLOCK_GATEWAY_LOOP = "block-gateway-loop"  # the owner's event loop blocked for seconds, not paused
+    CLOCK_JUMP_GATEWAY = "clock-jump-gateway"  # the owner's wall clock steps forward and back
+    CLOCK_JUMP_NODE = "clock-jump-node"  # a node's wall clock steps forward and back
+    SLOW_CONSUMER_OWNER = "slow-consumer-owner"  # a reader of the owner's that never drains its socket
 
 
 PARTITION_KINDS = frozenset(
@@ -78,13 +86,25 @@ PARTITION_KINDS = frozenset(
         FaultKind.ONE_WAY_ETCD_TO_GATEWAY,
         FaultKind.ONE_WAY_GATEWAY_TO_NODE,
         FaultKind.FLAP_GATEWAY_NODE,
+        FaultKind.ETCD_MINORITY_SPLIT,
     }
 )
-GRAY_KINDS = frozenset({FaultKind.SLOW_FSYNC_NODE, FaultKind.STALL_WRITES_NODE, FaultKind.BLOCK_GATEWAY_LOOP})
+GRAY_KINDS = frozenset(
+    {
+        FaultKind.SLOW_FSYNC_NODE,
+        FaultKind.STALL_WRITES_NODE,
+        FaultKind.BLOCK_GATEWAY_LOOP,
+        FaultKind.CLOCK_JUMP_GATEWAY,
+        FaultKind.CLOCK_JUMP_NODE,
+        FaultKind.SLOW_CONSUMER_OWNER,
+    }
+)
 Link = tuple[str, str]  # (from, to): from's packets to it are dropped
 SLOW_FSYNC_MS = (200, 1_000)
 LOOP_BLOCK_S = (1.0, 2.5)  # one block; a fault blocks the loop again and again for its hold
 FLAP_S = (0.3, 1.0)  # a flapping link changes state this often
+CLOCK_STEP_S = (5, 30)  # a wall-clock step, either way (well inside the nodes' 60 s proof window)
+SLOW_READER_RCVBUF = 4096  # the slow reader's socket receive buffer: a tiny TCP window
 
 
 # seconds a fault lasts before it is healed (the owner's pause adds the lease TTL)
@@ -110,9 +130,13 @@ HOLD_S: dict[FaultKind, tuple[float, float]] = {
     FaultKind.ONE_WAY_ETCD_TO_GATEWAY: (1.0, 4.0),  # plus the lease TTL
     FaultKind.ONE_WAY_GATEWAY_TO_NODE: (2.0, 8.0),
     FaultKind.FLAP_GATEWAY_NODE: (4.0, 10.0),
+    FaultKind.ETCD_MINORITY_SPLIT: (3.0, 8.0),
     FaultKind.SLOW_FSYNC_NODE: (3.0, 8.0),
     FaultKind.STALL_WRITES_NODE: (2.0, 5.0),
     FaultKind.BLOCK_GATEWAY_LOOP: (3.0, 6.0),
+    FaultKind.CLOCK_JUMP_GATEWAY: (2.0, 6.0),
+    FaultKind.CLOCK_JUMP_NODE: (2.0, 6.0),
+    FaultKind.SLOW_CONSUMER_OWNER: (3.0, 8.0),
 }
 
 
@@ -210,7 +234,11 @@ class Nemesis:
         if kind in PARTITION_KINDS or kind is FaultKind.BLOCK_GATEWAY_LOOP:
             owner = await self.owner_of(*rng.choice(self.topics))
             links, targets = self._links(kind, rng, owner)
-        elif kind in (FaultKind.SLOW_FSYNC_NODE, FaultKind.STALL_WRITES_NODE):
+        elif kind in (FaultKind.CLOCK_JUMP_GATEWAY, FaultKind.SLOW_CONSUMER_OWNER):
+            topic = rng.choice(self.topics)
+            owner = await self.owner_of(*topic)
+            targets = [f"gateway{owner}"]
+        elif kind in (FaultKind.SLOW_FSYNC_NODE, FaultKind.STALL_WRITES_NODE, FaultKind.CLOCK_JUMP_NODE):
             chosen = rng.sample(nodes, 1)
             targets = [f"node{chosen[0]}"]
         self.history.record(
@@ -346,6 +374,17 @@ class Nemesis:
                 blocked += seconds
                 await asyncio.sleep(seconds + rng.uniform(0.2, 1.0))
             detail = {"blocked_s": round(blocked, 2)}
+        elif kind in (FaultKind.CLOCK_JUMP_GATEWAY, FaultKind.CLOCK_JUMP_NODE):
+            step_file = cluster.clock_step_file(targets[0])
+            step_ms = rng.randint(*CLOCK_STEP_S) * 1000 * rng.choice((1, -1))
+            step_file.write_text(str(step_ms))  # one way for half the hold, then the other way
+            await asyncio.sleep(fault.hold_s / 2)
+            step_file.write_text(str(-step_ms))
+            await asyncio.sleep(fault.hold_s / 2)
+            step_file.write_text("0")
+            detail = {"step_ms": step_ms}
+        elif kind is FaultKind.SLOW_CONSUMER_OWNER:
+            detail = await self._slow_reader(cluster.urls[owner], *topic, fault.hold_s)
         self.history.record(
             "info", "fault", process="nemesis", kind=str(kind), phase="heal", targets=targets, **detail
         )
@@ -382,11 +421,39 @@ class Nemesis:
             one = [(ETCD, gateway)]
         elif kind is FaultKind.ONE_WAY_GATEWAY_TO_NODE:
             one = [(gateway, rng.choice(nodes))]
+        elif kind is FaultKind.ETCD_MINORITY_SPLIT:
+            members = self.network.etcd_members
+            assert len(members) >= 3, "a minority split needs 3 etcd members"
+            owners_member = members[(owner + 1) % len(members)]  # FaultCluster.etcd_endpoints
+            alone = owners_member if rng.random() < 0.5 else rng.choice(members)
+            both = [(alone, other) for other in members if other != alone]
         links = one + both + [(b, a) for a, b in both]
         if kind is FaultKind.BLOCK_GATEWAY_LOOP:
             return [], [gateway]
         targets = sorted({name for link in links for name in link})
         return links, targets
+
+    async def _slow_reader(self, url: str, namespace: str, topic: str, hold_s: float) -> dict[str, object]:
+        """A reader from the topic's start on ``url`` whose socket is never drained for
+        ``hold_s`` (a receive window of ``SLOW_READER_RCVBUF`` bytes, one frame queued):
+        the owner must hold it within its byte bounds while serving everyone else."""
+        host, port = url.split("://", 1)[1].rsplit(":", 1)
+        sock = socket.socket()
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, SLOW_READER_RCVBUF)
+        sock.setblocking(False)
+        ws_url = f"ws://{host}:{port}/ws/v2/reader/persistent/{namespace}/{topic}?messageId=earliest"
+        try:
+            await asyncio.wait_for(asyncio.get_running_loop().sock_connect(sock, (host, int(port))), 3.0)
+            ws = await websockets.connect(ws_url, sock=sock, max_queue=1, max_size=None, open_timeout=3.0)
+        except (OSError, TimeoutError, websockets.InvalidHandshake) as exc:
+            sock.close()
+            await asyncio.sleep(hold_s)
+            return {"reader": f"not opened: {exc!r}"[:200]}
+        await asyncio.sleep(hold_s)
+        closed = ws.close_code  # the gateway may close a reader that does not drain (a byte bound)
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(ws.close(), 1.0)
+        return {"reader": "open" if closed is None else f"closed {closed}"}
 
     async def _restart_nodes(self, indexes: list[int]) -> None:
         await asyncio.gather(*(asyncio.to_thread(self.cluster.restart_node, i) for i in indexes))

@@ -1,18 +1,18 @@
 """The fault run's network: one Linux network namespace per storage node and gateway on
 one bridge, and the links between them that the nemesis cuts and heals one by one.
 
-Owns: one run's bridge (its host side carries two addresses: ``client_ip``, the
-workload's, and ``etcd_ip``, where etcd listens in the run's own namespace), each
-process's namespace and address, and the blackholes that cut links. Rules: a cut
-from A to B drops every packet A sends to B - a route of type ``blackhole`` in A's
-namespace (A's own new connections to B fail at once with EINVAL, B's to A time out
-silently, established ones stall) or, for etcd (it lives in the run's namespace, as
-the workload does), an ``ip rule`` matching etcd's address as the source, so the
-workload's own packets are never cut. A cut both ways is two one-way cuts. The bridge
+Owns: one run's bridge (its host side carries ``client_ip``, the workload's
+address), each process's namespace and address - every etcd member's too - and the
+blackholes that cut links. Rules: a cut from A to B drops every packet A sends to
+B - a route of type ``blackhole`` in A's namespace (A's own new connections to B
+fail at once with EINVAL, B's to A time out silently, established ones stall). The
+name ``ETCD`` stands for every etcd member: a cut to or from it is a cut to or from
+each (the workload, in the run's own namespace, is never cut). A cut both ways is
+two one-way cuts. The bridge
 has no route out of the machine (addresses in 10.89.0.0/16, nothing forwards them).
 ``close()`` drops every cut, the namespaces and the bridge - also after a failure.
 The kernel here has no packet filter (no nftables or iptables, no tc actions), so
-routes and rules are the only cut there is: documented in docs/reliability.md.
+blackhole routes are the only cut there is: documented in docs/reliability.md.
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ import subprocess
 from dataclasses import dataclass, field
 
 ETCD = "etcd"
-RULE_PRIORITY = 900  # before the main table (32766)
 
 
 def ip(*args: str, check: bool = True) -> bool:
@@ -40,6 +39,7 @@ class Network:
     tag: str = field(default_factory=lambda: f"{os.getpid() % 10_000}")
     subnet: int = field(default_factory=lambda: 1 + os.getpid() % 250)  # 10.89.<subnet>.0/24
     members: dict[str, str] = field(default_factory=dict)  # process name -> its address
+    etcd_members: list[str] = field(default_factory=list)  # the names ETCD stands for
     cuts: set[tuple[str, str]] = field(default_factory=set)  # (from, to): from's packets dropped
     up: bool = False
 
@@ -51,18 +51,16 @@ class Network:
     def client_ip(self) -> str:
         return f"10.89.{self.subnet}.1"
 
-    @property
-    def etcd_ip(self) -> str:
-        return f"10.89.{self.subnet}.2"
-
     def namespace(self, name: str) -> str:
         return f"flt{self.tag}-{name}"
 
     def start(self) -> None:
+        taken = subprocess.run(["ip", "-o", "addr"], capture_output=True, text=True, timeout=30).stdout
+        while f" 10.89.{self.subnet}." in taken:  # another run's bridge (two runs side by side)
+            self.subnet = 1 + self.subnet % 250
         ip("link", "add", self.bridge, "type", "bridge")
         self.up = True
-        for address in (self.client_ip, self.etcd_ip):
-            ip("addr", "add", f"{address}/24", "dev", self.bridge)
+        ip("addr", "add", f"{self.client_ip}/24", "dev", self.bridge)
         ip("link", "set", self.bridge, "up")
 
     def add(self, name: str) -> str:
@@ -83,23 +81,30 @@ class Network:
         process keeps the PID ``ip`` had: it execs)."""
         return ["ip", "netns", "exec", self.namespace(name)]
 
-    def address(self, name: str) -> str:
-        return self.etcd_ip if name == ETCD else self.members[name]
+    def add_etcd_member(self, name: str) -> str:
+        """A namespace for etcd member ``name``; ``ETCD`` now stands for it too."""
+        self.etcd_members.append(name)
+        return self.add(name)
+
+    def _expand(self, name: str) -> list[str]:
+        return list(self.etcd_members) if name == ETCD else [name]
 
     # ------------------------------------------------------------ links
 
     def cut(self, src: str, dst: str) -> None:
         """Drop every packet ``src`` sends to ``dst`` (one way)."""
-        if (src, dst) in self.cuts:
-            return
-        self._blackhole("add", src, dst)
-        self.cuts.add((src, dst))
+        for a in self._expand(src):
+            for b in self._expand(dst):
+                if (a, b) not in self.cuts:
+                    ip("-n", self.namespace(a), "route", "add", "blackhole", f"{self.members[b]}/32")
+                    self.cuts.add((a, b))
 
     def restore(self, src: str, dst: str) -> None:
-        if (src, dst) not in self.cuts:
-            return
-        self._blackhole("del", src, dst)
-        self.cuts.discard((src, dst))
+        for a in self._expand(src):
+            for b in self._expand(dst):
+                if (a, b) in self.cuts:
+                    ip("-n", self.namespace(a), "route", "del", "blackhole", f"{self.members[b]}/32")
+                    self.cuts.discard((a, b))
 
     def cut_both(self, a: str, b: str) -> None:
         self.cut(a, b)
@@ -109,20 +114,10 @@ class Network:
         for src, dst in sorted(self.cuts):
             self.restore(src, dst)
 
-    def _blackhole(self, op: str, src: str, dst: str) -> None:
-        target = f"{self.address(dst)}/32"
-        if src == ETCD:
-            ip("rule", op, "from", self.etcd_ip, "to", target, "blackhole", "priority", str(RULE_PRIORITY))
-        else:
-            ip("-n", self.namespace(src), "route", op, "blackhole", target)
-
     def close(self) -> None:
         with contextlib.suppress(Exception):
             self.heal()
-        for src, dst in list(self.cuts):  # what heal could not drop
-            if src == ETCD:
-                ip("rule", "del", "from", self.etcd_ip, "to", f"{self.address(dst)}/32", check=False)
-        for name in self.members:
+        for name in self.members:  # a namespace's routes go with it
             ip("netns", "del", self.namespace(name), check=False)
         if self.up:
             ip("link", "del", self.bridge, check=False)

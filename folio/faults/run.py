@@ -106,6 +106,7 @@ async def run(config: RunConfig) -> checkers.Result:
             gateway_args=config.gateway_args,
             sync_lag_ms=config.sync_lag_ms,
             partitions=bool(PARTITION_KINDS & set(config.kinds)),
+            etcd_members=3 if FaultKind.ETCD_MINORITY_SPLIT in config.kinds else 1,
         )
     )
     main = asyncio.current_task()

@@ -15,10 +15,10 @@ linearizable reads at least one of two racing requests sees the other.
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable
 
 from coordination import keys
+from coordination.clock import wall_ms as system_wall_ms
 from coordination.store import MetadataStore, update_with_retry
 from gateway.meta.errors import (
     AlreadyExists,
@@ -39,10 +39,6 @@ log = logging.getLogger(__name__)
 
 DEFAULT_TENANT = "public"
 DEFAULT_NAMESPACE = NamespaceName(DEFAULT_TENANT, "default")
-
-
-def _wall_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 def _decode_tenant(key: str, value: bytes) -> TenantInfo:
@@ -66,7 +62,7 @@ class NamespaceStore(TopicMetadata):
         self,
         store: MetadataStore,
         *,
-        wall_ms: Callable[[], int] = _wall_ms,
+        wall_ms: Callable[[], int] = system_wall_ms,
         max_tenants: int = 0,
         max_namespaces_per_tenant: int = 0,
         max_topics_per_namespace: int = 0,

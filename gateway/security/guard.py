@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from coordination.clock import wall_ms
 from gateway.errors import GatewayError
 from gateway.meta.namespaces import NamespaceStore
 from gateway.names import NamespaceName, TopicName
@@ -61,7 +62,7 @@ class Guard:
         config: SecurityConfig,
         namespaces: Callable[[], NamespaceStore],
         *,
-        clock: Callable[[], float] = time.time,
+        clock: Callable[[], float] = lambda: wall_ms() / 1000,  # token expiry: wall time
         peer_urls: Callable[[], Iterable[str]] = tuple,
     ) -> None:
         self.config = config
@@ -92,7 +93,7 @@ class Guard:
         return tokens.verify(token or "", self.config.tokens, self.now_s())
 
     async def _tenant_admins(self, tenant: str) -> tuple[str, ...]:
-        now = self.now_s()
+        now = time.monotonic()  # a cache's age: a stepped wall clock must not stretch it
         cached = self._tenants.get(tenant)
         if cached is not None and cached[1] > now:
             return cached[0]

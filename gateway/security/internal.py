@@ -12,10 +12,9 @@ gets a short-lived cluster token.
 
 from __future__ import annotations
 
-import time
-
 import httpx
 
+from coordination.clock import wall_ms
 from gateway.security.guard import SecurityConfig
 from gateway.security.tokens import cluster_token
 
@@ -29,6 +28,6 @@ def install(client: httpx.AsyncClient, config: SecurityConfig) -> None:
     async def add_cluster_token(request: httpx.Request) -> None:
         if "authorization" in request.headers or "token" in request.url.params:
             return
-        request.headers["Authorization"] = f"Bearer {cluster_token(secret, time.time())}"
+        request.headers["Authorization"] = f"Bearer {cluster_token(secret, wall_ms() / 1000)}"
 
     client.event_hooks["request"] = [*client.event_hooks["request"], add_cluster_token]

@@ -23,14 +23,13 @@ import asyncio
 import contextlib
 import logging
 import random
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import orjson
 
 from coordination import keys
-from coordination.clock import Clock, SystemClock, WallClock
+from coordination.clock import Clock, SystemClock, WallClock, wall_ms
 from coordination.errors import CoordinationError
 from coordination.patience import Outage
 from coordination.store import MetadataStore, update_with_retry
@@ -88,7 +87,7 @@ class Progress:
                 "ledgersRepaired": self.ledgers_repaired,
                 "ledgersPending": self.under_replicated,
                 "passes": self.passes,
-                "updatedAtMs": int(time.time() * 1000),
+                "updatedAtMs": wall_ms(),
             }
         )
 

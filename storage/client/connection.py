@@ -24,14 +24,13 @@ import asyncio
 import contextlib
 import logging
 import os
-import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from coordination.clock import Clock, SystemClock
+from coordination.clock import Clock, SystemClock, wall_ms
 from storage import wire, wire_auth
 from storage.errors import ProtocolViolation, Status
 from storage.ports import ASYNCIO_NETWORK, Network
@@ -273,7 +272,7 @@ class NodeConnection:
         self._backoff_ms = self.config.backoff_initial_ms
         self.connects += 1
         if self.config.auth_secret is not None:  # the first bytes: the proof, then frames
-            transport.write(wire_auth.proof(self.config.auth_secret, time.time_ns() // 1_000_000))
+            transport.write(wire_auth.proof(self.config.auth_secret, wall_ms()))
         self._admit_waiting()
 
     def _note_failure(self, why: str) -> None:

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import uvloop
 
-from coordination.clock import SystemClock
+from coordination.clock import SystemClock, follow_clock_steps
 from coordination.etcd_store import EtcdStore, connect
 from coordination.patience import patiently
 from storage.node.checkpoint import CookieMismatch, UnsupportedDataDir, check_cookie
@@ -254,8 +254,11 @@ async def run(args: argparse.Namespace) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     loop.add_signal_handler(signal.SIGUSR1, _dump_tasks)  # debugging a stuck node
+    clock_steps = follow_clock_steps()  # test builds only: the fault run's clock jumps
     print(f"FOLIO-STORAGE READY address={node_id} metrics={metrics_address}", flush=True)
     await stop.wait()
+    if clock_steps is not None:
+        clock_steps.cancel()
 
     log.info("stopping: finishing journal syncs, revoking the lease")
     server.stop_listening()

@@ -38,6 +38,7 @@ from pathlib import Path
 import orjson
 
 from coordination import keys, membership
+from coordination.clock import wall_ms
 from coordination.errors import CoordinationError
 from coordination.patience import Outage
 from coordination.session import LeaseSession
@@ -197,7 +198,7 @@ class Registration:
                 "nodeId": self.node_id,
                 "address": self.node_id,
                 "metricsAddress": self.metrics_address,
-                "registeredMs": int(time.time() * 1000),
+                "registeredMs": wall_ms(),
             }
         )
 

@@ -24,10 +24,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections import deque
 from collections.abc import Callable
 
+from coordination.clock import wall_ms
 from storage import wire, wire_auth
 from storage.errors import ProtocolViolation, Status
 from storage.node.journal_io import Buffer
@@ -114,7 +114,7 @@ class Connection(asyncio.Protocol):
             return None
         head, rest = bytes(buffer[: wire.PROOF_BYTES]), bytes(buffer[wire.PROOF_BYTES :])
         buffer.clear()
-        if not checker.check(head, time.time_ns() // 1_000_000):
+        if not checker.check(head, wall_ms()):
             log.warning("closing connection %s: authentication failed", self._peer())
             self._server.service.metrics.auth_refused.inc()
             self._abort()

@@ -2,7 +2,7 @@
 
 - ``test_fault_run``: etcd, 3 storage nodes, the auditor and 2 gateways as
   processes; WebSocket and REST producers, consumers of all four subscription
-  types, a partitioned topic, dedup on in one namespace; 50 seeded faults of
+  types, a partitioned topic, dedup on in one namespace; 56 seeded faults of
   every kind (power loss included), then heal, cold-restart the gateways, read
   everything back. Prints the checkers' line and the unavailability per kind.
   Each node and gateway runs in its own network namespace, so the faults include
@@ -36,7 +36,7 @@ from folio.faults.run import RunConfig, run
 pytestmark = pytest.mark.component
 
 CI_SEED = 17
-CI_FAULTS = 50
+CI_FAULTS = 56  # every kind at least twice (28 kinds)
 AFTER_HEAL_BOUND_S = 30.0
 
 
