@@ -7,13 +7,15 @@ client; a second request still in flight on that client must see
 ``Unavailable`` - a caller retrying with patience, such as a gateway rejoining
 after a lost lease, then tries again - and never a bare ``CancelledError``,
 which would end the caller's task for good. The next request answers from the
-real etcd.
+real etcd. And a lease granted after such a move is kept alive through the
+endpoint that granted it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import AsyncIterator
 
 import pytest
@@ -21,10 +23,14 @@ from aetcd import rpc
 
 from coordination.errors import Unavailable
 from coordination.etcd_channel import EtcdChannel
+from coordination.etcd_store import EtcdStore
+from coordination.patience import Backoff, patiently
+from coordination.session_thread import lease_session
 
 pytestmark = pytest.mark.component
 
 TIMEOUT_S = 2.0
+LEASE_TTL_S = 2
 EMPTY_SETTINGS = bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])  # an HTTP/2 SETTINGS frame, no parameters
 
 
@@ -85,3 +91,22 @@ async def test_a_cancelled_caller_is_still_cancelled(silent_endpoint: tuple[str,
             await call
     finally:
         await channel.close()
+
+
+async def test_lease_keepalives_go_to_the_endpoint_that_granted_the_lease(
+    silent_endpoint: tuple[str, int], etcd_endpoint: str
+) -> None:
+    """The gateway's lease thread must not start on a silent first member while its
+    store already moved to one that answers: one keepalive left unanswered there
+    lasts until the lease's local deadline, and the lease is lost."""
+    store = EtcdStore([silent_endpoint, parse(etcd_endpoint)], namespace="/lease-failover", timeout_s=1.0)
+    session = lease_session(store, LEASE_TTL_S)
+    try:
+        await patiently("test", session.start, logging.getLogger(__name__), Backoff(0.05, 0.2))
+        assert store.endpoint == etcd_endpoint
+        await asyncio.sleep(LEASE_TTL_S * 1.5)  # several keepalive rounds, past one ttl
+        assert not session.lost.is_set(), session.lost_reason
+        assert session.is_valid()
+    finally:
+        await session.close()
+        await store.close()
