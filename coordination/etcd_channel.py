@@ -5,8 +5,10 @@ key namespace, the translation of gRPC/connection failures into the
 coordination error tree, and the background tasks started on the client's behalf.
 Rule: after an ``Unavailable`` the channel moves to the next endpoint (only with
 several endpoints) and closes the failed client in the background, so the watches
-on it re-subscribe on the new one. Nothing here retries a request: the store's
-caller sees ``Unavailable`` and decides. Once closed, every request raises
+on it re-subscribe on the new one; the other requests in flight on it, which
+gRPC ends with a bare ``CancelledError``, raise ``Unavailable`` instead (a caller
+that retries with patience must not see its own task end). Nothing here retries a
+request: the store's caller sees ``Unavailable`` and decides. Once closed, every request raises
 ``Unavailable``. This is the leaf both the store and the watch depend on; neither
 reaches into the other.
 """
@@ -119,6 +121,14 @@ class EtcdChannel:
             if isinstance(error, Unavailable):
                 self._move_on(client)
             raise error from exc
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if task is None or task.cancelling():
+                raise  # this task was cancelled: not etcd's doing
+            # gRPC ends the calls in flight on a client that is closed (after a move
+            # to the next endpoint, or ``close()``) with a bare CancelledError: for
+            # the caller that is etcd unavailable, never the end of its own task
+            raise Unavailable("etcd unavailable: its connection was closed during the request") from None
 
     def _move_on(self, failed_client: Any) -> None:
         """After an Unavailable, use the next endpoint (only with several endpoints)."""

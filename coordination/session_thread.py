@@ -16,7 +16,10 @@ uses. Rules:
   ``HEARTBEAT_S``; when the stamp is older than ``stall_limit_ms`` the thread
   stops refreshing, and the lease runs out as if the process were gone.
   A paused process (SIGSTOP) stops every thread, so it loses its lease as before;
-- a run of failed keepalives (etcd away) is logged once, at its first failure.
+- a run of failed keepalives (etcd away) is logged once, at its first failure;
+- keepalives start on the endpoint that answered the lease grant (with several
+  etcd members, the first one listed may be cut off from the quorum, and one
+  keepalive left unanswered there lasts until the lease's local deadline).
 """
 
 from __future__ import annotations
@@ -54,6 +57,14 @@ class EtcdRefresher:
         self._index = 0
         self._channel: grpc.Channel | None = None
         self._stub: Any = None
+
+    def prefer(self, endpoint: str) -> None:
+        """Talk to ``endpoint`` ("host:port") first: the one the process's store just
+        reached, rather than a member that may be cut off from the quorum."""
+        for index, (host, port) in enumerate(self._endpoints):
+            if f"{host}:{port}" == endpoint and index != self._index:
+                self.close()
+                self._index = index
 
     def _connect(self) -> Any:
         if self._stub is None:
@@ -121,6 +132,8 @@ class ThreadLeaseSession(LeaseSession):
         sent_at = self.clock.now_ms()
         self._lease_id = await self.store.grant_lease(self.ttl_s)
         self._state = policy_core.started(sent_at)
+        if isinstance(self.store, EtcdStore):  # keepalives go where the grant was answered
+            self.refresher.prefer(self.store.endpoint)
         self._event_loop = asyncio.get_running_loop()
         self._heartbeat()
         self._thread = threading.Thread(
