@@ -13,44 +13,36 @@ More seeds:       FOLIO_SIM_SEEDS=5000 .venv/bin/python -m pytest tests/sim -q
 
 from __future__ import annotations
 
-import os
 from collections import Counter
 
 import pytest
 
 from .scenario import Outcome, make_scenario, run
+from .seeds import report as seed_report
+from .seeds import seeds
 
 pytestmark = pytest.mark.sim
 
 SEEDS_DEFAULT = 1000
+SEED_ENV = "FOLIO_SIM_SEED"
 # found by running the controls over seeds 0..29; each loses a confirmed entry there
 NO_FSYNC_SEED = 1  # nodes ack before their bytes are durable, then lose power
 SKIP_RECOVERY_SEED = 0  # the new owner closes at the LAC it reads, without fencing or recovery
 COVERAGE_SEEDS = tuple(range(40))
 
 
-def seeds() -> list[int]:
-    one = os.environ.get("FOLIO_SIM_SEED")
-    if one:
-        return [int(one)]
-    return list(range(int(os.environ.get("FOLIO_SIM_SEEDS", SEEDS_DEFAULT))))
-
-
 def report(outcome: Outcome, control: str = "") -> str:
-    s = outcome.scenario
-    test = control or "test_invariants_hold_under_faults_and_recovery"
-    return "\n".join(
-        [
-            s.describe(),
-            f"replay: FOLIO_SIM_SEED={s.seed} .venv/bin/python -m pytest "
-            f"tests/sim/test_ledger_sim.py::{test} -q",
-            f"stats: {outcome.stats}",
-            *outcome.violations,
-        ]
+    return seed_report(
+        outcome.scenario.describe(),
+        SEED_ENV,
+        outcome.scenario.seed,
+        f"test_ledger_sim.py::{control or 'test_invariants_hold_under_faults_and_recovery'}",
+        outcome.stats,
+        outcome.violations,
     )
 
 
-@pytest.mark.parametrize("seed", seeds(), ids=lambda seed: f"seed{seed}")
+@pytest.mark.parametrize("seed", seeds(SEED_ENV, SEEDS_DEFAULT), ids=lambda seed: f"seed{seed}")
 def test_invariants_hold_under_faults_and_recovery(seed: int) -> None:
     outcome = run(make_scenario(seed))
     if outcome.violations:

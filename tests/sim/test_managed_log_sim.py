@@ -8,41 +8,33 @@ More seeds:       FOLIO_SIM_LOG_SEEDS=500 .venv/bin/python -m pytest tests/sim/t
 
 from __future__ import annotations
 
-import os
-
 import pytest
 
 from .log_scenario import LogOutcome, make_log_scenario, run_log
+from .seeds import report as seed_report
+from .seeds import seeds
 
 # a killed owner's coroutines are dropped unfinished (kill -9); when they are collected,
 # Python reports the ones whose ``finally`` still wanted to await
 pytestmark = [pytest.mark.sim, pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")]
 
 SEEDS_DEFAULT = 100
+SEED_ENV = "FOLIO_SIM_LOG_SEED"
 SKIP_RECOVERY_SEED = 0  # found over seeds 0..7: the owner that skips recovery loses confirmed appends
 
 
-def seeds() -> list[int]:
-    one = os.environ.get("FOLIO_SIM_LOG_SEED")
-    if one:
-        return [int(one)]
-    return list(range(int(os.environ.get("FOLIO_SIM_LOG_SEEDS", SEEDS_DEFAULT))))
-
-
 def report(outcome: LogOutcome) -> str:
-    seed = outcome.scenario.storage.seed
-    return "\n".join(
-        [
-            outcome.scenario.describe(),
-            f"replay: FOLIO_SIM_LOG_SEED={seed} .venv/bin/python -m pytest "
-            "tests/sim/test_managed_log_sim.py::test_managed_log_keeps_every_confirmed_append -q",
-            f"stats: {outcome.stats}",
-            *outcome.violations,
-        ]
+    return seed_report(
+        outcome.scenario.describe(),
+        SEED_ENV,
+        outcome.scenario.storage.seed,
+        "test_managed_log_sim.py::test_managed_log_keeps_every_confirmed_append",
+        outcome.stats,
+        outcome.violations,
     )
 
 
-@pytest.mark.parametrize("seed", seeds(), ids=lambda seed: f"seed{seed}")
+@pytest.mark.parametrize("seed", seeds(SEED_ENV, SEEDS_DEFAULT), ids=lambda seed: f"seed{seed}")
 def test_managed_log_keeps_every_confirmed_append(seed: int) -> None:
     outcome = run_log(make_log_scenario(seed))
     if outcome.violations:

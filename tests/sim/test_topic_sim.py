@@ -9,10 +9,10 @@ More seeds:       FOLIO_SIM_TOPIC_SEEDS=1000 .venv/bin/python -m pytest tests/si
 
 from __future__ import annotations
 
-import os
-
 import pytest
 
+from .seeds import report as seed_report
+from .seeds import seeds
 from .topic_scenario import TopicOutcome, make_topic_scenario, run_topic
 
 # a killed gateway's coroutines are dropped unfinished (kill -9); when they are collected,
@@ -25,6 +25,7 @@ pytestmark = [
 ]
 
 SEEDS_DEFAULT = 200
+SEED_ENV = "FOLIO_SIM_TOPIC_SEED"
 # found by running each control over seeds 0..7; each is caught there
 SKIP_RECOVERY_SEED = 0  # a new owner that skips ledger recovery loses confirmed publishes
 ACK_AHEAD_SEED = 4  # a subscription that acks past what it delivered: a message never delivered
@@ -32,27 +33,18 @@ DEDUP_OFF_SEED = 1  # the producer's resends after a hand-over are stored twice
 CURSOR_RESET_SEED = 3  # a new owner that starts the subscription over: redeliveries, the cursor back
 
 
-def seeds() -> list[int]:
-    one = os.environ.get("FOLIO_SIM_TOPIC_SEED")
-    if one:
-        return [int(one)]
-    return list(range(int(os.environ.get("FOLIO_SIM_TOPIC_SEEDS", SEEDS_DEFAULT))))
-
-
 def report(outcome: TopicOutcome, test: str = "test_topic_keeps_every_confirmed_publish") -> str:
-    seed = outcome.scenario.storage.seed
-    return "\n".join(
-        [
-            outcome.scenario.describe(),
-            f"replay: FOLIO_SIM_TOPIC_SEED={seed} .venv/bin/python -m pytest "
-            f"tests/sim/test_topic_sim.py::{test} -q",
-            f"stats: {outcome.stats}",
-            *outcome.violations,
-        ]
+    return seed_report(
+        outcome.scenario.describe(),
+        SEED_ENV,
+        outcome.scenario.storage.seed,
+        f"test_topic_sim.py::{test}",
+        outcome.stats,
+        outcome.violations,
     )
 
 
-@pytest.mark.parametrize("seed", seeds(), ids=lambda seed: f"seed{seed}")
+@pytest.mark.parametrize("seed", seeds(SEED_ENV, SEEDS_DEFAULT), ids=lambda seed: f"seed{seed}")
 def test_topic_keeps_every_confirmed_publish(seed: int) -> None:
     outcome = run_topic(make_topic_scenario(seed))
     if outcome.violations:
