@@ -12,7 +12,9 @@ pass through unchanged; the caller's per-role session slot is the owner's
 vanishes without a close frame (1006): the client is then closed with 4503
 ("reconnect"), never left hanging. The relay pings the owner every
 ``RELAY_PING_S``; an owner that does not answer within ``RELAY_PING_TIMEOUT_S``
-(paused, partitioned) counts as vanished, and one that does not answer the relay's
+(paused, partitioned) counts as vanished - time the relay spends waiting on its
+own client does not count, since the owner's pong then waits unread behind the
+frames the client has not taken, and one that does not answer the relay's
 handshake within ``RELAY_OPEN_TIMEOUT_S`` refuses the client 503: a client is never
 held longer than that by a gateway cut from the owner (docs/reliability.md §6). The
 relay reads at most ``RELAY_QUEUE_FRAMES`` frames ahead of its client: a client that
@@ -50,6 +52,7 @@ RELAY_OPEN_TIMEOUT_S = 10.0  # an owner that does not answer the relay's handsha
 RELAY_PING_S = 5.0  # the relay pings the owner gateway this often...
 RELAY_PING_TIMEOUT_S = 5.0  # ...and gives it up (client closed 4503) when no pong comes this soon
 # (an owner delivering 10,000 messages/s to a thousand sessions answers pings late: not shorter)
+RELAY_PING_STEP_S = 0.5  # how often a pending ping looks whether the client holds the relay
 RELAY_CLOSE_S = 2.0  # waiting for the owner's close frame
 # frames read from the owner and not yet written to the client: past one, the relay stops
 # reading the owner's socket (TCP then holds the owner back, whose delivery budget bounds it)
@@ -108,8 +111,7 @@ async def relay(websocket: WebSocket, url: str) -> None:
             max_size=None,
             max_queue=RELAY_QUEUE_FRAMES,
             open_timeout=RELAY_OPEN_TIMEOUT_S,
-            ping_interval=RELAY_PING_S,
-            ping_timeout=RELAY_PING_TIMEOUT_S,
+            ping_interval=None,  # keepalive() below: a slow client must not fail the owner
             close_timeout=RELAY_CLOSE_S,
             additional_headers={"Authorization": credentials} if credentials else None,
         )
@@ -134,10 +136,16 @@ async def relay(websocket: WebSocket, url: str) -> None:
     if release_slot is not None:  # the owner took the role's session slot: one gateway counts it
         release_slot()
 
+    sending = [False]  # the relay is waiting on its client's socket (the owner is not to blame)
+
     async def downstream() -> None:
         try:
             async for frame in upstream:
-                await websocket.send_text(frame if isinstance(frame, str) else frame.decode())
+                sending[0] = True
+                try:
+                    await websocket.send_text(frame if isinstance(frame, str) else frame.decode())
+                finally:
+                    sending[0] = False
         except ConnectionClosed:
             pass
         code = upstream.close_code or 1000
@@ -149,7 +157,28 @@ async def relay(websocket: WebSocket, url: str) -> None:
         with contextlib.suppress(Exception):
             await websocket.close(code if code >= 1000 else 1011, reason)
 
+    async def keepalive() -> None:
+        """Ping the owner; one that stays silent ``RELAY_PING_TIMEOUT_S`` while the relay
+        is free to read its answer has vanished: drop the link (downstream() then
+        closes the client 4503)."""
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(RELAY_PING_S)
+            try:
+                pong = asyncio.ensure_future(await upstream.ping())
+            except ConnectionClosed:
+                return
+            deadline = loop.time() + RELAY_PING_TIMEOUT_S
+            while not pong.done():
+                if sending[0]:
+                    deadline = loop.time() + RELAY_PING_TIMEOUT_S
+                elif loop.time() >= deadline:
+                    upstream.transport.abort()
+                    return
+                await asyncio.wait([pong], timeout=RELAY_PING_STEP_S)
+
     task = asyncio.get_running_loop().create_task(downstream())
+    pinger = asyncio.get_running_loop().create_task(keepalive())
     try:
         while True:
             message = await websocket.receive()
@@ -163,6 +192,7 @@ async def relay(websocket: WebSocket, url: str) -> None:
     except (WebSocketDisconnect, RuntimeError):
         pass
     finally:
+        pinger.cancel()
         await upstream.close()
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError, Exception):
