@@ -24,6 +24,8 @@ import websockets
 from clusters import MessagingCluster
 from failover_clients import owner_of
 
+from gateway.api.ws_session import RELAY_PING_S, RELAY_PING_TIMEOUT_S
+
 pytestmark = pytest.mark.component
 
 TOPIC = "relay-bound"
@@ -92,6 +94,12 @@ async def test_a_relayed_consumer_that_never_reads_is_bounded_on_the_relay(
             f"relay RSS before {before >> 20} MiB, peak {peak >> 20} MiB, "
             f"{MESSAGES} x 1 MiB in {time.monotonic() - started:.1f}s"
         )
+        # the owner is healthy: the relay, paused one frame ahead behind a client that does
+        # not read, must not take the owner's unread pong for a vanished owner
+        await asyncio.sleep(RELAY_PING_S + RELAY_PING_TIMEOUT_S + 2)
+        stats = (await http.get(f"{owner}/admin/v2/persistent/public/default/{TOPIC}/stats")).json()
+        consumers = stats["subscriptions"]["stuck"]["consumers"]
+        assert len(consumers) == 1, "the relay dropped a healthy owner behind a slow client"
         # another client is served through the same relaying gateway
         ws = relay_gw.http_url.replace("http://", "ws://", 1)
         async with websockets.connect(f"{ws}/ws/v2/pingpong", open_timeout=10) as other:
