@@ -111,7 +111,8 @@ def test_gateway_help_says_what_webhooks_may_never_reach(capsys: pytest.CaptureF
     assert "default: any)" not in text
     for words in (
         "loopback in open mode",
-        "the cluster's own ports (etcd, storage nodes' wire and metrics, gateways)",
+        "the cluster's own ports (etcd's client and peer ports, storage nodes' wire and metrics,"
+        " gateways, this gateway's --metrics-address)",
         "link-local addresses such as 169.254.169.254",
         "when a webhook is set (400) and at every connection",
     ):
