@@ -25,6 +25,11 @@ import os
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
+# Imported here, at a shallow stack: Hypothesis imports its shrinker's optimiser lazily,
+# deep inside a failing-example search, and pytest then parses that module for assertion
+# rewriting; CPython 3.11's parser can raise "AST constructor recursion depth mismatch"
+# when called that deep (a full suite run hit it once in tests/unit/test_admin_edges.py)
+import hypothesis.internal.conjecture.optimiser  # noqa: F401
 import pytest
 
 from coordination.etcd_server import EmbeddedEtcd
