@@ -45,6 +45,7 @@ from gateway.protocol.webhook_config import (
     URL_MAX,
     URL_PATTERN,
 )
+from gateway.subscription_type import SubscriptionType
 from storage.formats.message_id import INT32_MAX, INT64_MAX
 from storage.formats.positions import Position
 
@@ -332,7 +333,7 @@ class WebhookSettings(BaseModel):
         pattern=URL_PATTERN,
         description="absolute http:// or https:// URL (host name or IPv4 address), printable ASCII",
     )
-    subscriptionType: Literal["Exclusive", "Shared", "Failover", "Key_Shared"] = "Shared"
+    subscriptionType: SubscriptionType = SubscriptionType.SHARED
     initialPosition: Literal["Latest", "Earliest"] = Field(
         "Latest", description="where a subscription created by this call starts"
     )

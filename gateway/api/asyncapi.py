@@ -28,8 +28,8 @@ from gateway.protocol.params import (
     INITIAL_POSITIONS,
     RECEIVER_QUEUE_MAX,
     SUBSCRIPTION_MODES,
-    SUBSCRIPTION_TYPES,
 )
+from gateway.subscription_type import SubscriptionType
 from storage.formats.message_id import INT32_MAX, INT64_MAX
 
 VERSION = "0.3.0"
@@ -91,7 +91,7 @@ _QUEUE = _int(0, RECEIVER_QUEUE_MAX, 1000, "unacked messages outstanding (0 mean
 CONSUMER_QUERY: Schema = {
     "type": "object",
     "properties": {
-        "subscriptionType": _enum(SUBSCRIPTION_TYPES, "case-sensitive"),
+        "subscriptionType": _enum(tuple(SubscriptionType), "case-sensitive"),
         "subscriptionMode": _enum(SUBSCRIPTION_MODES, "NonDurable: the cursor is not stored"),
         "subscriptionInitialPosition": _enum(INITIAL_POSITIONS, "where a new subscription starts"),
         "receiverQueueSize": _QUEUE,

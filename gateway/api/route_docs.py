@@ -24,6 +24,7 @@ from gateway.api.errors import responses
 from gateway.api.http_consume import FETCH_MAX
 from gateway.api.paging import LIMIT_MAX, OFFSET_MAX, SEARCH_MAX, PageParams
 from gateway.protocol.params import NAME_CHARS_MAX
+from gateway.subscription_type import SubscriptionType
 
 JSON = "application/json"
 
@@ -68,7 +69,7 @@ MarkDuplicates = Annotated[
     ),
 ]
 SubscriptionTypeQuery = Annotated[
-    Literal["Exclusive", "Shared", "Failover", "Key_Shared"],
+    SubscriptionType,
     Query(description="type of the subscription (HTTP consumers default to Shared)"),
 ]
 InitialPositionQuery = Annotated[
@@ -213,7 +214,7 @@ NACK: dict[str, Any] = {
 
 
 def consumer_query(
-    subscriptionType: SubscriptionTypeQuery = "Shared",
+    subscriptionType: SubscriptionTypeQuery = SubscriptionType.SHARED,
     subscriptionInitialPosition: InitialPositionQuery = "Latest",
     consumerName: ConsumerNameQuery = None,
     negativeAckRedeliveryDelay: NackDelayQuery = 60_000,

@@ -5,8 +5,7 @@ dispatcher's input from entries read, ``read_messages``, and its ``Deliver``
 effects resolved to messages, ``resolve_deliveries``), the ``ConsumerSink``
 protocol a connected session implements (WebSocket, HTTP consume),
 ``ConsumerRecord`` (a consumer's settings and counters) and
-``make_dispatcher``. Rule: the four subscription types are exactly Pulsar's,
-spelled as Pulsar spells them.
+``DISPATCHERS``, the dispatcher of each subscription type.
 """
 
 from __future__ import annotations
@@ -15,7 +14,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from gateway.broker.broker_errors import NotAllowed
 from gateway.broker.cursor_core import Cursor
 from gateway.broker.decoded_entries import DecodedEntries
 from gateway.broker.dispatch import (
@@ -30,10 +28,9 @@ from gateway.broker.dispatch import (
 )
 from gateway.broker.dispatch.base import Deliver, HashRange, Message
 from gateway.broker.stats import RateMeter
+from gateway.subscription_type import SubscriptionType
 from storage.formats.entry_format import EntryMessage
 from storage.formats.positions import MessagePosition, Position
-
-SUBSCRIPTION_TYPES = ("Exclusive", "Shared", "Failover", "Key_Shared")
 
 READ_BYTES_MAX = 64 * 1024  # bytes of entries one dispatch round takes (fan-out: x consumers)
 
@@ -86,16 +83,12 @@ class ConsumerRecord:
     meter: RateMeter = field(default_factory=RateMeter)  # (msg_out, bytes_out, redelivered, acks)
 
 
-def make_dispatcher(sub_type: str, config: DispatcherConfig) -> Dispatcher:
-    if sub_type == "Exclusive":
-        return ExclusiveDispatcher(config)
-    if sub_type == "Failover":
-        return FailoverDispatcher(config)
-    if sub_type == "Shared":
-        return SharedDispatcher(config)
-    if sub_type == "Key_Shared":
-        return KeySharedDispatcher(config)
-    raise NotAllowed(f"unknown subscription type {sub_type!r}")
+DISPATCHERS: dict[SubscriptionType, Callable[[DispatcherConfig], Dispatcher]] = {
+    SubscriptionType.EXCLUSIVE: ExclusiveDispatcher,
+    SubscriptionType.FAILOVER: FailoverDispatcher,
+    SubscriptionType.SHARED: SharedDispatcher,
+    SubscriptionType.KEY_SHARED: KeySharedDispatcher,
+}
 
 
 def resolve_deliveries(

@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gateway.protocol.timefmt import format_iso
+from gateway.subscription_type import SubscriptionType
 
 RATE_WINDOW_MS = 10_000
 MIN_SPAN_MS = 500
@@ -183,7 +184,7 @@ def subscription_stats(
         "blockedSubscriptionOnUnackedMsgs": False,
         "msgDelayed": delayed,
         "unackedMessages": sum(int(c["unackedMessages"]) for c in consumers),
-        "type": sub_type or "Exclusive",
+        "type": sub_type or SubscriptionType.EXCLUSIVE,
         "activeConsumerName": active_consumer,
         "msgRateExpired": rates[4],
         "totalMsgExpired": total_expired,

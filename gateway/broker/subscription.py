@@ -37,11 +37,10 @@ from coordination import keys
 from coordination.store import MetadataStore
 from gateway.broker.broker_errors import ConsumerBusy, NotAllowed, SubscriptionTypeMismatch
 from gateway.broker.consumers import (
-    SUBSCRIPTION_TYPES,
+    DISPATCHERS,
     ConsumerRecord,
     ConsumerSink,
     Delivery,
-    make_dispatcher,
     read_messages,
     resolve_deliveries,
 )
@@ -68,6 +67,7 @@ from gateway.broker.dispatch import (
 from gateway.broker.managed_log import ManagedLog
 from gateway.broker.stats import RateMeter
 from gateway.quotas import Quota, refused
+from gateway.subscription_type import SubscriptionType
 from storage.formats.positions import NO_BATCH, MessagePosition, Position
 
 if TYPE_CHECKING:
@@ -105,7 +105,7 @@ class Subscription:
         *,
         durable: bool = True,
         revision: int = 0,
-        sub_type: str | None = None,
+        sub_type: SubscriptionType | None = None,
         config: DispatcherConfig | None = None,
         persist_interval_ms: int = PERSIST_INTERVAL_MS,
     ) -> None:
@@ -192,10 +192,12 @@ class Subscription:
     # ------------------------------------------------------------ consumers
 
     def add_consumer(
-        self, sub_type: str, info: ConsumerInfo, sink: ConsumerSink, dead_letter_topic: str | None = None
+        self,
+        sub_type: SubscriptionType,
+        info: ConsumerInfo,
+        sink: ConsumerSink,
+        dead_letter_topic: str | None = None,
     ) -> int:
-        if sub_type not in SUBSCRIPTION_TYPES:
-            raise NotAllowed(f"unknown subscription type {sub_type!r}")
         if self.consumers and self.sub_type != sub_type:
             raise SubscriptionTypeMismatch(
                 f"subscription {self.name} is {self.sub_type}; cannot subscribe as {sub_type}"
@@ -209,7 +211,7 @@ class Subscription:
             )
         if self._dispatcher is None or self.sub_type != sub_type:
             self.sub_type = sub_type
-            self._dispatcher = make_dispatcher(sub_type, self._config)
+            self._dispatcher = DISPATCHERS[sub_type](self._config)
             self._rewind(self.cursor.mark_delete)
         consumer_id = ConsumerId(next(_consumer_ids))
         record = ConsumerRecord(consumer_id, info, sink, self._now(), dead_letter_topic)
@@ -263,7 +265,7 @@ class Subscription:
         return len(acked)
 
     def ack_cumulative(self, consumer_id: int, position: MessagePosition) -> bool:
-        if self.sub_type not in ("Exclusive", "Failover"):
+        if self.sub_type is None or not self.sub_type.single_active:
             raise NotAllowed(f"cumulative ack is not allowed on a {self.sub_type} subscription")
         if not self._valid(position):
             return False
@@ -313,7 +315,7 @@ class Subscription:
         """After a seek/skip: start delivery over from the new mark-delete."""
         if self._dispatcher is not None:
             infos = [(r.consumer_id, r.info) for r in self.consumers.values()]
-            self._dispatcher = make_dispatcher(self.sub_type or "Exclusive", self._config)
+            self._dispatcher = DISPATCHERS[self.sub_type or SubscriptionType.EXCLUSIVE](self._config)
             now = self._now()
             for consumer_id, info in infos:
                 self._apply_now(self._dispatcher.add_consumer(consumer_id, info, now))

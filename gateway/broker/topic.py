@@ -101,6 +101,7 @@ from gateway.errors import GatewayError
 from gateway.names import NamespaceName, TopicName
 from gateway.protocol.ws_frames import PublishRequest
 from gateway.quotas import Quota, refused
+from gateway.subscription_type import SubscriptionType
 from storage.formats.entry_format import EntryMessage, encode_message, join_entry
 from storage.formats.message_id import entry_ids_base64
 from storage.formats.positions import EARLIEST, NO_BATCH, Position
@@ -227,7 +228,13 @@ class Topic:
                     "topic %s: cursor %s unreadable (%s); starting it at the log's end", name, sub_name, exc
                 )
                 cursor = Cursor(managed_log.last_confirmed)
-            sub = Subscription(topic, sub_name, cursor, revision=item.mod_revision, sub_type=data.get("type"))
+            sub = Subscription(
+                topic,
+                sub_name,
+                cursor,
+                revision=item.mod_revision,
+                sub_type=SubscriptionType.stored(data.get("type")),
+            )
             topic.subscriptions[sub_name] = sub
         if topic.policies.dedup:
             await topic._restore_dedup()
@@ -612,7 +619,7 @@ class Topic:
     async def subscribe(
         self,
         name: str,
-        sub_type: str,
+        sub_type: SubscriptionType,
         info: ConsumerInfo,
         sink: ConsumerSink,
         *,
@@ -665,7 +672,7 @@ class Topic:
         sub = Subscription(self, reader_name, Cursor(EARLIEST), durable=False)
         sub.cursor.seek(start, self.log.layout, inclusive=inclusive)
         self.readers[reader_name] = sub
-        return sub, sub.add_consumer("Exclusive", info, sink)
+        return sub, sub.add_consumer(SubscriptionType.EXCLUSIVE, info, sink)
 
     async def remove_reader(self, sub: Subscription) -> None:
         if self.readers.get(sub.name) is sub:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from coordination import keys
 from gateway.broker import stats
 from gateway.broker.stats import iso_ms
+from gateway.subscription_type import SubscriptionType
 from storage.errors import StorageError
 from storage.types import LedgerState
 
@@ -63,7 +64,7 @@ def subscription_stats(topic: Topic, sub: Subscription, now_ms: int) -> dict[str
     total_messages = topic.log.counts.view(topic.log.layout).total()
     dispatcher = sub.dispatcher
     key_shared = None
-    if sub.sub_type == "Key_Shared" and sub.consumers:
+    if sub.sub_type is SubscriptionType.KEY_SHARED and sub.consumers:
         first = next(iter(sub.consumers.values()))
         key_shared = first.info.key_shared_mode.name
     return stats.subscription_stats(

@@ -36,6 +36,7 @@ from gateway.broker.dispatch.base import HASH_SLOTS, ConsumerInfo, HashRange, Ke
 from gateway.names import InvalidName, TopicName
 from gateway.protocol.errors import InvalidParams
 from gateway.protocol.json_fields import message_id_forms, message_id_refused
+from gateway.subscription_type import SubscriptionType
 from storage.formats.errors import MessageIdError
 from storage.formats.message_id import EARLIEST_ID, INT32_MAX, INT64_MAX, LATEST_ID, MessageId
 
@@ -46,7 +47,6 @@ STICKY_RANGES_MAX = 1024
 ACK_TIMEOUT_MS_MIN = 1000
 VALUE_CHARS_SHOWN = 64
 
-SubscriptionType = Literal["Exclusive", "Shared", "Failover", "Key_Shared"]
 SubscriptionMode = Literal["Durable", "NonDurable"]
 InitialPosition = Literal["Latest", "Earliest"]
 RoutingMode = Literal["SinglePartition", "RoundRobinPartition"]
@@ -55,7 +55,6 @@ HashingScheme = Literal["JavaStringHash", "Murmur3_32Hash"]
 CryptoFailureAction = Literal["FAIL", "DISCARD", "CONSUME"]
 ReaderStart = MessageId | Literal["earliest", "latest"]
 
-SUBSCRIPTION_TYPES: tuple[SubscriptionType, ...] = ("Exclusive", "Shared", "Failover", "Key_Shared")
 SUBSCRIPTION_MODES: tuple[SubscriptionMode, ...] = ("Durable", "NonDurable")
 INITIAL_POSITIONS: tuple[InitialPosition, ...] = ("Latest", "Earliest")
 COMPRESSION_TYPES: tuple[CompressionType, ...] = ("NONE", "LZ4", "ZLIB", "ZSTD", "SNAPPY")
@@ -89,7 +88,7 @@ class ProducerParams:
 
 @dataclass(frozen=True, slots=True)
 class ConsumerParams:
-    subscription_type: SubscriptionType = "Exclusive"
+    subscription_type: SubscriptionType = SubscriptionType.EXCLUSIVE
     subscription_mode: SubscriptionMode = "Durable"
     initial_position: InitialPosition = "Latest"
     receiver_queue_size: int = RECEIVER_QUEUE_DEFAULT
@@ -177,7 +176,7 @@ def parse_mark_duplicates(query: Mapping[str, str]) -> bool:
 
 
 def parse_consumer_params(query: Mapping[str, str]) -> ConsumerParams:
-    subscription_type = _enum(query, "subscriptionType", SUBSCRIPTION_TYPES)
+    subscription_type = _enum(query, "subscriptionType", tuple(SubscriptionType))
     ack_timeout_ms = _int(query, "ackTimeoutMillis", 0, 0, INT64_MAX)
     if 0 < ack_timeout_ms < ACK_TIMEOUT_MS_MIN:
         raise InvalidParams(
@@ -319,7 +318,7 @@ def _key_shared(
 ) -> tuple[KeySharedMode, tuple[HashRange, ...]]:
     mode_text = query.get("keySharedMode")
     ranges_text = query.get("stickyRanges")
-    if subscription_type != "Key_Shared":
+    if subscription_type is not SubscriptionType.KEY_SHARED:
         if mode_text is not None or ranges_text is not None:  # as the Java client's builder
             raise InvalidParams("keySharedMode and stickyRanges need subscriptionType=Key_Shared")
         return KeySharedMode.AUTO_SPLIT, ()

@@ -16,8 +16,8 @@ from urllib.parse import urlsplit
 
 from gateway.names import PARTITION_SUFFIX, RESERVED_TOPICS, TOPIC_MAX
 from gateway.protocol.errors import BadRequest
+from gateway.subscription_type import SubscriptionType
 
-SUBSCRIPTION_TYPES = ("Exclusive", "Shared", "Failover", "Key_Shared")
 INITIAL_POSITIONS = ("Latest", "Earliest")
 URL_MAX = 2048
 HEADERS_MAX = 16
@@ -55,7 +55,7 @@ BOUNDS: dict[str, tuple[int, int, int]] = {  # field: (default, min, max)
 @dataclass(frozen=True, slots=True)
 class WebhookConfig:
     url: str
-    subscriptionType: str = "Shared"  # the JSON field names, as users write them
+    subscriptionType: SubscriptionType = SubscriptionType.SHARED  # the JSON field names, as users write them
     initialPosition: str = "Latest"
     maxMessages: int = 100
     maxInFlight: int = 1
@@ -138,9 +138,9 @@ def parse_webhook(value: Any, allowed_hosts: tuple[str, ...] = ()) -> WebhookCon
         if isinstance(number, bool) or not isinstance(number, int) or not low <= number <= high:
             raise BadRequest(f"{name}: must be a whole number from {low} to {high}")
         numbers[name] = number
-    sub_type = value.get("subscriptionType", "Shared")
-    if sub_type not in SUBSCRIPTION_TYPES:
-        raise BadRequest(f"subscriptionType: one of {', '.join(SUBSCRIPTION_TYPES)}")
+    sub_type = SubscriptionType.stored(value.get("subscriptionType", SubscriptionType.SHARED))
+    if sub_type is None:
+        raise BadRequest(f"subscriptionType: one of {', '.join(SubscriptionType)}")
     initial = value.get("initialPosition", "Latest")
     if initial not in INITIAL_POSITIONS:
         raise BadRequest(f"initialPosition: one of {', '.join(INITIAL_POSITIONS)}")

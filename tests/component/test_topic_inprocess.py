@@ -25,6 +25,7 @@ from gateway.broker.service import BrokerService, NamespaceView
 from gateway.broker.topic import Topic
 from gateway.broker.topic_policies import TopicPolicies
 from gateway.names import NamespaceName, TopicName
+from gateway.subscription_type import SubscriptionType
 from storage.client.api import LedgerClient
 from storage.formats.entry_format import EntryMessage
 
@@ -107,7 +108,7 @@ async def test_publish_deliver_ack_and_resume(services: Factory) -> None:
     topic = await service.topic(TOPIC)
     sink = Sink()
     sub, cid = await topic.subscribe(
-        "s", "Exclusive", ConsumerInfo("c", receiver_queue_size=100), sink, initial="Earliest"
+        "s", SubscriptionType.EXCLUSIVE, ConsumerInfo("c", receiver_queue_size=100), sink, initial="Earliest"
     )
     results = await asyncio.gather(*(topic.publish(message(i)) for i in range(50)))
     assert len({r.message_id for r in results}) == 50
@@ -118,7 +119,7 @@ async def test_publish_deliver_ack_and_resume(services: Factory) -> None:
     await service.unload(TOPIC)
     topic2 = await service.topic(TOPIC)
     sink2 = Sink()
-    await topic2.subscribe("s", "Exclusive", ConsumerInfo("c"), sink2)
+    await topic2.subscribe("s", SubscriptionType.EXCLUSIVE, ConsumerInfo("c"), sink2)
     got2 = await sink2.wait_for(20)
     assert [d.message.payload for d in got2] == [f"m{i}".encode() for i in range(30, 50)]
 
@@ -147,7 +148,7 @@ async def test_takeover_fences_old_owner(services: Factory) -> None:
     await asyncio.sleep(0.1)
     assert topic_old.closed
     sink = Sink()
-    await topic_new.subscribe("s", "Exclusive", ConsumerInfo("c"), sink, initial="Earliest")
+    await topic_new.subscribe("s", SubscriptionType.EXCLUSIVE, ConsumerInfo("c"), sink, initial="Earliest")
     got = await sink.wait_for(10)
     assert {(d.position.ledger_id, d.position.entry_id) for d in got} >= {
         (m.ledger_id, m.entry_id) for m in acked
@@ -160,7 +161,9 @@ async def test_rollover_and_trim(services: Factory) -> None:
     )
     topic = await service.topic(TOPIC)
     sink = Sink()
-    sub, cid = await topic.subscribe("s", "Shared", ConsumerInfo("c"), sink, initial="Earliest")
+    sub, cid = await topic.subscribe(
+        "s", SubscriptionType.SHARED, ConsumerInfo("c"), sink, initial="Earliest"
+    )
     for i in range(23):
         await topic.publish(message(i))
     await asyncio.sleep(0.2)
@@ -247,7 +250,9 @@ async def test_message_counts_of_a_dead_owners_ledger_are_recounted(services: Fa
     in the ledger list, so a third owner knows it at once."""
     old = await services()
     topic_old = await old.topic(TOPIC)
-    sub, _ = await topic_old.subscribe("s", "Shared", ConsumerInfo("c"), Sink(), initial="Earliest")
+    sub, _ = await topic_old.subscribe(
+        "s", SubscriptionType.SHARED, ConsumerInfo("c"), Sink(), initial="Earliest"
+    )
     await sub.persist()  # a durable cursor at the start keeps the ledgers (retention 0)
     stored = await asyncio.gather(*(topic_old.publish(message(i)) for i in range(300)))
     entries = len({(r.message_id.ledger_id, r.message_id.entry_id) for r in stored})
@@ -284,7 +289,9 @@ async def test_recounts_after_a_takeover_are_bounded_and_paced(
     old = await services()
     for name in names:
         topic = await old.topic(name)
-        sub, _ = await topic.subscribe("s", "Shared", ConsumerInfo("c"), Sink(), initial="Earliest")
+        sub, _ = await topic.subscribe(
+            "s", SubscriptionType.SHARED, ConsumerInfo("c"), Sink(), initial="Earliest"
+        )
         await sub.persist()  # keeps the ledger (retention 0)
         await asyncio.gather(*(topic.publish(message(i)) for i in range(60)))
 
@@ -314,12 +321,12 @@ async def test_redeliveries_whose_entries_must_be_read_back_are_not_overtaken(se
     topic = await service.topic(TOPIC)
     first, second = Sink(), Sink()
     sub, leaving = await topic.subscribe(
-        "s", "Shared", ConsumerInfo("a", receiver_queue_size=100), first, initial="Earliest"
+        "s", SubscriptionType.SHARED, ConsumerInfo("a", receiver_queue_size=100), first, initial="Earliest"
     )
     for i in range(10):  # one entry each
         await topic.publish(message(i))
     await first.wait_for(10)
-    await topic.subscribe("s", "Shared", ConsumerInfo("b", receiver_queue_size=100), second)
+    await topic.subscribe("s", SubscriptionType.SHARED, ConsumerInfo("b", receiver_queue_size=100), second)
     evicted = topic.decoded.shrink(1 << 40) + topic.log.cache.shrink(1 << 40)  # as the cache budget would
     assert evicted > 0
     sub.remove_consumer(leaving)  # its 10 unacked messages go to the other consumer

@@ -81,6 +81,7 @@ from gateway.ownership.bundles import NamespaceBundle
 from gateway.ownership.held_bundles import LossReason
 from gateway.ownership.owner import OwnershipManager
 from gateway.ownership.registry import GatewayRegistry
+from gateway.subscription_type import SubscriptionType
 from storage.formats.entry_format import EntryMessage, decode_entry
 from storage.formats.log_record import decode_state
 from storage.formats.positions import EARLIEST, NO_BATCH, MessagePosition, Position
@@ -482,7 +483,7 @@ class TopicRun:
             run.restored.append(restored)
             run._subs[index] = None
             sub, consumer_id = await topic.subscribe(
-                SUBSCRIPTION, "Exclusive", ConsumerInfo(name="c"), Sink(), initial="Earliest"
+                SUBSCRIPTION, SubscriptionType.EXCLUSIVE, ConsumerInfo(name="c"), Sink(), initial="Earliest"
             )
             if run.s.ack_ahead:
                 _ack_ahead(sub, topic)
