@@ -1,7 +1,9 @@
 """Seeded simulation of the gateway's topics and their ownership hand-over
-(gateway/broker/service.py, topic.py, subscription.py, cursor_store.py; the bundle
-ownership of gateway/ownership/owner.py) over the real managed log, ledger client and
-storage nodes in the simulated world (docs/testing.md §8).
+(gateway/broker/service.py, topic.py, subscription.py, cursor_store.py, the dispatcher
+of each subscription type in gateway/broker/dispatch/; the bundle ownership of
+gateway/ownership/owner.py) over the real managed log, ledger client and storage
+nodes in the simulated world (docs/testing.md §8). Each seed draws its subscription
+type: one consumer for Exclusive, two for Failover, Shared and Key_Shared.
 
 Replay one seed:  FOLIO_SIM_TOPIC_SEED=<n> .venv/bin/python -m pytest tests/sim/test_topic_sim.py -q
 More seeds:       FOLIO_SIM_TOPIC_SEEDS=1000 .venv/bin/python -m pytest tests/sim/test_topic_sim.py -q
@@ -10,6 +12,8 @@ More seeds:       FOLIO_SIM_TOPIC_SEEDS=1000 .venv/bin/python -m pytest tests/si
 from __future__ import annotations
 
 import pytest
+
+from gateway.subscription_type import SubscriptionType
 
 from .seeds import report as seed_report
 from .seeds import seeds
@@ -25,12 +29,14 @@ pytestmark = [
 ]
 
 SEEDS_DEFAULT = 200
+EXCLUSIVE = SubscriptionType.EXCLUSIVE  # the controls' seeds were found with one consumer
 SEED_ENV = "FOLIO_SIM_TOPIC_SEED"
 # found by running each control over seeds 0..7; each is caught there
 SKIP_RECOVERY_SEED = 0  # a new owner that skips ledger recovery loses confirmed publishes
 ACK_AHEAD_SEED = 4  # a subscription that acks past what it delivered: a message never delivered
 DEDUP_OFF_SEED = 1  # the producer's resends after a hand-over are stored twice
 CURSOR_RESET_SEED = 3  # a new owner that starts the subscription over: redeliveries, the cursor back
+KEY_SPREAD_SEED = 1  # Key_Shared served like Shared: one key's messages held by two consumers at once
 
 
 def report(outcome: TopicOutcome, test: str = "test_topic_keeps_every_confirmed_publish") -> str:
@@ -52,14 +58,14 @@ def test_topic_keeps_every_confirmed_publish(seed: int) -> None:
 
 
 def test_control_a_new_owner_that_skips_recovery_loses_confirmed_publishes() -> None:
-    outcome = run_topic(make_topic_scenario(SKIP_RECOVERY_SEED, skip_recovery=True))
+    outcome = run_topic(make_topic_scenario(SKIP_RECOVERY_SEED, skip_recovery=True, sub_type=EXCLUSIVE))
     assert any(v.startswith("LOSS") for v in outcome.violations), report(
         outcome, "test_control_a_new_owner_that_skips_recovery_loses_confirmed_publishes"
     )
 
 
 def test_control_a_subscription_that_acks_past_delivery_is_caught() -> None:
-    outcome = run_topic(make_topic_scenario(ACK_AHEAD_SEED, ack_ahead=True))
+    outcome = run_topic(make_topic_scenario(ACK_AHEAD_SEED, ack_ahead=True, sub_type=EXCLUSIVE))
     assert any(v.startswith("CURSOR") for v in outcome.violations), report(
         outcome, "test_control_a_subscription_that_acks_past_delivery_is_caught"
     )
@@ -69,16 +75,25 @@ def test_control_a_subscription_that_acks_past_delivery_is_caught() -> None:
 
 
 def test_control_a_new_owner_that_throws_the_cursor_away_redelivers_and_moves_it_back() -> None:
-    outcome = run_topic(make_topic_scenario(CURSOR_RESET_SEED, cursor_reset=True))
+    outcome = run_topic(make_topic_scenario(CURSOR_RESET_SEED, cursor_reset=True, sub_type=EXCLUSIVE))
     name = "test_control_a_new_owner_that_throws_the_cursor_away_redelivers_and_moves_it_back"
     assert any(v.startswith("TWICE") for v in outcome.violations), report(outcome, name)
     assert any("is below" in v for v in outcome.violations), report(outcome, name)
 
 
 def test_control_dedup_off_stores_resent_publishes_twice() -> None:
-    outcome = run_topic(make_topic_scenario(DEDUP_OFF_SEED, dedup=False))
+    outcome = run_topic(make_topic_scenario(DEDUP_OFF_SEED, dedup=False, sub_type=EXCLUSIVE))
     assert any(v.startswith("DUPLICATE") for v in outcome.violations), report(
         outcome, "test_control_dedup_off_stores_resent_publishes_twice"
+    )
+
+
+def test_control_key_shared_served_like_shared_gives_one_key_to_two_consumers() -> None:
+    outcome = run_topic(
+        make_topic_scenario(KEY_SPREAD_SEED, sub_type=SubscriptionType.KEY_SHARED, key_spread=True)
+    )
+    assert any(v.startswith("KEY_ORDER") for v in outcome.violations), report(
+        outcome, "test_control_key_shared_served_like_shared_gives_one_key_to_two_consumers"
     )
 
 
@@ -88,6 +103,7 @@ def test_same_topic_seed_replays_exactly() -> None:
     assert first.stats["confirmed"] > 0 and first.stats["delivered"] > 0, report(first)
 
 
-def test_the_seeds_cover_every_hand_over_kind() -> None:
-    kinds = {kind for seed in range(20) for kind in make_topic_scenario(seed).kinds}
-    assert kinds == {"kill", "unload", "cut"}
+def test_the_seeds_cover_every_hand_over_kind_and_subscription_type() -> None:
+    scenarios = [make_topic_scenario(seed) for seed in range(20)]
+    assert {kind for s in scenarios for kind in s.kinds} == {"kill", "unload", "cut"}
+    assert {s.sub_type for s in scenarios} == set(SubscriptionType)

@@ -6,14 +6,15 @@ nodes.
 Owns: one topic served by a succession of owners on two simulated gateways (``gA``,
 ``gB``: processes of the world, each with its own ``LedgerClient``, lease session,
 gateway registration and bundle ownership on its own handle of the ``MemoryStore``),
-a producer and an Exclusive consumer that follow the topic from owner to owner,
-and the checks. What runs is production code: a gateway acquires the topic's
+a producer and the subscription's consumers (one for Exclusive, two for Failover,
+Shared and Key_Shared: each seed draws the type) that follow the topic from owner
+to owner, and the checks. What runs is production code: a gateway acquires the topic's
 bundle by its lookup (create-if-absent of the ownership key under its lease; the
 key's revision is the ownership epoch ``BrokerService`` loads under); loading the
 topic opens its managed log under that epoch (fencing and recovering the previous
 owner's ledgers) and restores its cursors and its dedup state (snapshot and log
 tail); publishing goes through the batcher, dedup and the managed log; delivery
-through the subscription's read loop and the Exclusive dispatcher; acks through
+through the subscription's read loop and the type's dispatcher; acks through
 the cursor, persisted to etcd by compare-and-swap (``cursor_store``); a lost
 bundle drops the topics, an unload request closes them gracefully first.
 Simulated around it (docs/testing.md §8): the clients' requests, which reach a
@@ -37,8 +38,10 @@ a consumer drains the subscription there.
 Checks: every confirmed publish is in the log at the id it was confirmed with (a
 duplicate answer: in the log), stored once per (producer, sequence id) with dedup
 on, and a producer's messages in the log in sequence order; every confirmed
-publish is delivered; within one consumer session deliveries come in log order,
-and none of them was covered by the cursor the session's owner restored (acked and
+publish is delivered; within one consumer session deliveries come in log order
+(Exclusive, Failover; per key for Key_Shared, none promised for Shared); with
+Key_Shared no consumer receives a message while another live consumer of the same
+owner holds an earlier message of its key unacknowledged; none of them was covered by the cursor the session's owner restored (acked and
 persisted before: exactly once per the dedup rules and the persisted acks); the
 persisted cursor never moves back and never covers a message the consumer did not
 ack.
@@ -48,7 +51,8 @@ at the LAC the nodes report before loading the topic), ``ack_ahead`` (the
 subscription acks the whole log whenever the consumer acks one message),
 ``cursor_reset`` (a new owner throws the restored cursor away and starts the
 subscription over from the earliest message), ``dedup`` off (the producer's
-resends store messages twice).
+resends store messages twice), ``key_spread`` (a Key_Shared subscription served by
+the Shared dispatcher).
 """
 
 from __future__ import annotations
@@ -114,6 +118,14 @@ class TopicScenario:
     skip_recovery: bool = False
     ack_ahead: bool = False
     cursor_reset: bool = False
+    sub_type: SubscriptionType = SubscriptionType.EXCLUSIVE
+    keys: int = 3  # each message's key is k<sequence id % keys>
+    key_spread: bool = False
+
+    @property
+    def consumers(self) -> int:
+        """Consumers kept on the owner: one for Exclusive, two for the others."""
+        return 1 if self.sub_type is SubscriptionType.EXCLUSIVE else 2
 
     def describe(self) -> str:
         return (
@@ -121,7 +133,8 @@ class TopicScenario:
             f"entries_per_ledger={self.entries_per_ledger} handover_ms={list(self.handover_ms)} "
             f"kinds={list(self.kinds)} ack_delay_ms={self.ack_delay_ms} "
             f"dedup={self.dedup} skip_recovery={self.skip_recovery} ack_ahead={self.ack_ahead} "
-            f"cursor_reset={self.cursor_reset} | " + self.storage.describe()
+            f"cursor_reset={self.cursor_reset} sub_type={self.sub_type} keys={self.keys} "
+            f"key_spread={self.key_spread} | " + self.storage.describe()
         )
 
 
@@ -132,8 +145,13 @@ def make_topic_scenario(
     skip_recovery: bool = False,
     ack_ahead: bool = False,
     cursor_reset: bool = False,
+    sub_type: SubscriptionType | None = None,
+    key_spread: bool = False,
 ) -> TopicScenario:
+    """``sub_type`` None: drawn from the seed (its own stream, so the other draws of a
+    seed stay what they were)."""
     rng = seeded(seed, "topic-scenario")
+    types = seeded(seed, "topic-subscription")
     storage = make_scenario(seed)
     storage = replace(storage, ensemble=3, nodes=max(storage.nodes, 3), writer_closes=False)
     handovers = rng.randint(1, 3)
@@ -149,6 +167,9 @@ def make_topic_scenario(
         skip_recovery=skip_recovery,
         ack_ahead=ack_ahead,
         cursor_reset=cursor_reset,
+        sub_type=sub_type or types.choice(tuple(SubscriptionType)),
+        keys=types.randint(1, 4),
+        key_spread=key_spread,
     )
 
 
@@ -254,6 +275,8 @@ class TopicRun:
         self.session_at: dict[int, tuple[SimGateway, int]] = {}  # session -> gateway incarnation
         self.closed_sessions: set[int] = set()
         self.delivered_msgs: dict[MessagePosition, EntryMessage] = {}
+        self.unacked: dict[int, dict[MessagePosition, bytes | None]] = {}  # session -> its held keys
+        self.key_order: list[str] = []  # Key_Shared: a key held by two consumers at once
         # persisted cursors, in etcd revision order
         self.cursor_writes: list[tuple[int, Cursor]] = []
         self.read_back: list[tuple[MessagePosition, EntryMessage]] = []
@@ -408,7 +431,9 @@ class TopicRun:
         self.producing_done = True
 
     async def _publish(self, owner: SimGateway, topic: Topic, seq: int) -> bool:
-        message = EntryMessage(f"{PRODUCER}/{seq}".encode(), self.world.clock.now_ms(), PRODUCER, seq)
+        message = EntryMessage(
+            f"{PRODUCER}/{seq}".encode(), self.world.clock.now_ms(), PRODUCER, seq, key=_key(self.s, seq)
+        )
 
         async def publish(_service: BrokerService) -> PublishResult:
             return await topic.publish(message)
@@ -429,18 +454,18 @@ class TopicRun:
     # ------------------------------------------------------------ consumer
 
     async def consume(self, until: Callable[[], bool]) -> None:
-        """Keep one consumer session on the owner of the moment until ``until()``."""
+        """Keep the scenario's consumer sessions on the owner of the moment until ``until()``."""
         while not until():
             owner = self.owner
-            if owner is not None and not self._live_session(owner):
+            if owner is not None and len(self._live_sessions(owner)) < self.s.consumers:
                 await self._subscribe(owner)
             await asyncio.sleep(0.01)
 
-    def _live_session(self, owner: SimGateway) -> bool:
+    def _live_sessions(self, owner: SimGateway) -> list[int]:
         at = (owner, owner.process.incarnation)
-        return owner.process.up and any(
-            where == at and index not in self.closed_sessions for index, where in self.session_at.items()
-        )
+        if not owner.process.up:
+            return []
+        return [i for i, where in self.session_at.items() if where == at and i not in self.closed_sessions]
 
     async def _subscribe(self, owner: SimGateway) -> None:
         run = self
@@ -451,12 +476,11 @@ class TopicRun:
             def deliver(self, deliveries: list[Delivery]) -> None:
                 sub = run._subs.get(index)
                 for d in deliveries:
-                    run.sessions[index].append(d.position)
-                    run.delivered_msgs[d.position] = d.message
+                    run.on_delivery(index, d.position, d.message)
                     low, high = run.s.ack_delay_ms
                     delay = run.rng.randint(low, high) / 1000
                     if sub is not None:
-                        run.loop.call_later(delay, run._ack, sub[0], sub[1], d.position)
+                        run.loop.call_later(delay, run._ack, sub[0], sub[1], d.position, index)
 
             def active_changed(self, active: bool) -> None:
                 pass
@@ -481,22 +505,49 @@ class TopicRun:
                 existing.seek(EARLIEST)  # the control's broken rule: the restored cursor thrown away
             run.sessions.append([])
             run.restored.append(restored)
+            run.unacked[index] = {}
             run._subs[index] = None
+            run.session_at[index] = (owner, owner.process.incarnation)
+            sub_type = run.s.sub_type
+            if run.s.key_spread and sub_type is SubscriptionType.KEY_SHARED:
+                sub_type = SubscriptionType.SHARED  # the control's broken rule: keys spread over consumers
+            name = f"c{len(run._live_sessions(owner)) - 1}"
             sub, consumer_id = await topic.subscribe(
-                SUBSCRIPTION, SubscriptionType.EXCLUSIVE, ConsumerInfo(name="c"), Sink(), initial="Earliest"
+                SUBSCRIPTION, sub_type, ConsumerInfo(name=name), Sink(), initial="Earliest"
             )
             if run.s.ack_ahead:
                 _ack_ahead(sub, topic)
             run._subs[index] = (sub, consumer_id)
-            run.session_at[index] = (owner, owner.process.incarnation)
 
         try:
             await self.call(owner, subscribe)
         except (RequestFailed, TimeoutError):
+            if index >= 0:
+                self.closed_sessions.add(index)  # it may have subscribed before the answer was lost
             await asyncio.sleep(0.03)
 
-    def _ack(self, sub: Subscription, consumer_id: int, position: MessagePosition) -> None:
+    def on_delivery(self, index: int, position: MessagePosition, message: EntryMessage) -> None:
+        """Record a delivery; for Key_Shared, check that no other live consumer of the same
+        owner still holds an earlier message of its key unacknowledged."""
+        self.sessions[index].append(position)
+        self.delivered_msgs[position] = message
+        self.unacked[index][position] = message.key
+        if self.s.sub_type is not SubscriptionType.KEY_SHARED or len(self.key_order) >= 5:
+            return
+        owner, _ = where = self.session_at[index]
+        for other in self._live_sessions(owner) if owner.process.up else ():
+            if other == index or self.session_at[other] != where:
+                continue
+            held = [p for p, key in self.unacked[other].items() if key == message.key and p < position]
+            if held:
+                self.key_order.append(
+                    f"KEY_ORDER: {position} (key {message.key!r}) went to session {index} while session"
+                    f" {other} still held {min(held)} of the same key unacknowledged"
+                )
+
+    def _ack(self, sub: Subscription, consumer_id: int, position: MessagePosition, index: int) -> None:
         self.consumer_acked.add(position)
+        self.unacked[index].pop(position, None)
         sub.ack(consumer_id, [position])
 
     # ------------------------------------------------------------ cursor writes
@@ -506,6 +557,10 @@ class TopicRun:
         if kv is None or (self.cursor_writes and self.cursor_writes[-1][0] >= kv.mod_revision):
             return
         self.cursor_writes.append((kv.mod_revision, Cursor.restore(orjson.loads(kv.value)["cursor"])))
+
+
+def _key(s: TopicScenario, seq: int) -> bytes:
+    return f"k{seq % s.keys}".encode()
 
 
 def _failed(why: str) -> asyncio.Future[Any]:
@@ -687,18 +742,32 @@ def check(run: TopicRun) -> list[str]:
         elif confirmed_at is not None and found != confirmed_at:
             problems.append(f"sequence id {seq} confirmed at {confirmed_at} but stored at {found}")
     delivered: set[MessagePosition] = set()
+    sub_type = run.s.sub_type
+
+    def order_group(message: EntryMessage) -> bytes | None:
+        """Deliveries to one session come in log order within a group: the whole log for
+        Exclusive and Failover, each key for Key_Shared; Shared promises no order."""
+        if sub_type is SubscriptionType.KEY_SHARED:
+            return message.key
+        return None if sub_type.single_active else message.payload
+
     for index, session in enumerate(run.sessions):
         restored = run.restored[index]
         twice = 0
-        for i, position in enumerate(session):
-            if i and position <= session[i - 1]:
-                problems.append(f"session {index}: {position} delivered after {session[i - 1]}")
+        last_of: dict[bytes | None, MessagePosition] = {}  # the session's last delivery, per order group
+        for position in session:
+            group = order_group(run.delivered_msgs[position])
+            before = last_of.get(group)
+            if before is not None and position <= before:
+                problems.append(f"session {index}: {position} delivered after {before}")
+            last_of[group] = position
             if restored.is_acked(position) and twice < 5:  # a few per session: room for the rest
                 twice += 1
                 problems.append(
                     f"TWICE: session {index} got {position}, acked and persisted before it started"
                 )
         delivered.update(session)
+    problems += run.key_order
     in_log = {p for p, _ in run.read_back}
     for seq in sorted(run.confirmed):
         at = stored.get(seq)
