@@ -3,8 +3,8 @@
 Owns: ``AdminRoute`` (typed errors and request-validation errors become
 ``ErrorBody`` responses inside the route, so the routers also work without the
 app's handlers), ``on_owner`` (serve a topic-scoped call on the topic's owner:
-here, or forwarded once), path-to-name helpers, JSON answers, the JSON body
-reader of every admin route (``read_json``), the topic and the subscription a route's
+here, or forwarded once; or on every partition's owner), path-to-name helpers, JSON
+answers, the JSON body reader of every admin route (``read_json``), the topic and the subscription a route's
 path names (``TopicPath`` for ``{tenant}/{namespace}/{topic}``, ``SubscriptionPath`` for
 ``…/subscription/{subscription}``: one dependency each) and the URL convertors of path
 segments that must not swallow a literal route (``{topic:topic}``,
@@ -170,10 +170,16 @@ async def on_owner(
     body: Any = None,
     create: bool = False,
     subscription: str | None = None,
+    each_partition: bool = False,
 ) -> Response:
     """Run ``serve`` with the loaded topic on its owner, or forward the request
     there (with ``body`` re-encoded as JSON). ``subscription``, when given, must
-    name an existing subscription (404 otherwise)."""
+    name an existing subscription (404 otherwise). With ``each_partition``, a
+    partitioned topic's call is ``on_partitions`` (every partition does it)."""
+    if each_partition:
+        count = await partition_count(gateway, name)
+        if count:
+            return await on_partitions(gateway, request, name, count, body)
     if subscription is not None:
         check_subscription(subscription)
     authoritative = parse_authoritative(request.query_params)
@@ -184,23 +190,6 @@ async def on_owner(
     if subscription is not None and subscription not in where.subscriptions:
         return reason_response(404, f"Subscription {subscription} not found on {name}", "not_found")
     return await serve(where)
-
-
-async def on_owner_or_partitions(
-    gateway: Gateway,
-    request: Request,
-    name: TopicName,
-    serve: Serve,
-    *,
-    body: Any = None,
-    create: bool = False,
-    subscription: str | None = None,
-) -> Response:
-    """``on_partitions`` for a partitioned topic (every partition does it), else ``on_owner``."""
-    count = await partition_count(gateway, name)
-    if count:
-        return await on_partitions(gateway, request, name, count, body)
-    return await on_owner(gateway, request, name, serve, body=body, create=create, subscription=subscription)
 
 
 async def on_partitions(

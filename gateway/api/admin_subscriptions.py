@@ -32,7 +32,7 @@ from gateway.api.admin_common import (
     TopicPath,
     json_response,
     no_content,
-    on_owner_or_partitions,
+    on_owner,
     partition_count,
     read_json,
 )
@@ -97,7 +97,9 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
             await sub.persist()
             return no_content()
 
-        return await on_owner_or_partitions(gateway, request, name, serve, body=body, subscription=ref.name)
+        return await on_owner(
+            gateway, request, name, serve, body=body, subscription=ref.name, each_partition=True
+        )
 
     @router.get(
         f"{PREFIX}/{{topic}}/subscriptions",
@@ -132,7 +134,7 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
             return no_content()
 
         # as a consumer's subscribe would: the topic is created if the namespace allows it
-        return await on_owner_or_partitions(gateway, request, name, serve, body=value, create=True)
+        return await on_owner(gateway, request, name, serve, body=value, create=True, each_partition=True)
 
     @router.delete(
         S,
@@ -152,7 +154,7 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
             await topic_admin.delete_subscription(t, ref.name, force)
             return no_content()
 
-        return await on_owner_or_partitions(gateway, request, name, serve, subscription=ref.name)
+        return await on_owner(gateway, request, name, serve, subscription=ref.name, each_partition=True)
 
     @router.post(
         f"{S}/skip/{{count}}",
@@ -234,7 +236,7 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
                 await sub.persist()
             return no_content()
 
-        return await on_owner_or_partitions(gateway, request, name, serve)
+        return await on_owner(gateway, request, name, serve, each_partition=True)
 
     @router.post(
         f"{S}/resetcursor/{{timestamp}}",

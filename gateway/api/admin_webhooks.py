@@ -37,7 +37,6 @@ from gateway.api.admin_common import (
     json_response,
     no_content,
     on_owner,
-    on_owner_or_partitions,
     on_partitions,
     partition_count,
     read_json,
@@ -194,6 +193,6 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
             await gateway.webhooks.apply(t, subscription, None)
             return no_content()
 
-        return await on_owner_or_partitions(gateway, request, name, serve)
+        return await on_owner(gateway, request, name, serve, each_partition=True)
 
     return router
