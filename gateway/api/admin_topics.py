@@ -141,8 +141,8 @@ def make_metadata_router(get_store: Callable[[], NamespaceStore]) -> APIRouter:
     return router
 
 
-async def _local(gateway: Gateway, name: TopicName, kind: str) -> Any:
-    topic = await gateway.service.topic(name, create=False)
+async def _figures(topic: Topic, kind: str) -> Any:
+    """``kind`` (stats, internalStats, stats/history) of a topic loaded here."""
     if kind == "stats":
         return topic_stats(topic)
     if kind == "internalStats":
@@ -157,7 +157,7 @@ async def fan_out(gateway: Gateway, name: TopicName, count: int, kind: str) -> d
         part = name.partition(index)
         peer = await gateway.router.peer(part)
         if peer is None:
-            return str(part), await _local(gateway, part, kind)
+            return str(part), await _figures(await gateway.service.topic(part, create=False), kind)
         status, body = await gateway.forwarder.get_json(peer, f"/admin/v2/{part.path}/{kind}")
         if status != 200:
             reason = body.get("reason") if isinstance(body, dict) else body
@@ -182,6 +182,14 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
     router.include_router(admin_webhooks.make_router(get_gateway))
     router.include_router(admin_messages.make_router(get_gateway))
 
+    async def figures_on_owner(request: Request, name: TopicName, kind: str) -> Response:
+        """``kind`` (as ``_figures``) of topic ``name``, from its owner (forwarded once)."""
+
+        async def serve(t: Topic) -> Response:
+            return json_response(await _figures(t, kind))
+
+        return await on_owner(get_gateway(), request, name, serve)
+
     # ------------------------------------------------------------ stats
 
     @router.get(
@@ -191,10 +199,7 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
         response_model=models.TopicStats,
     )
     async def get_topic_stats(name: TopicPath, request: Request) -> Response:
-        async def serve(t: Topic) -> Response:
-            return json_response(topic_stats(t))
-
-        return await on_owner(get_gateway(), request, name, serve)
+        return await figures_on_owner(request, name, "stats")
 
     @router.get(
         f"{T}/partitioned-stats",
@@ -214,10 +219,7 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
         response_model=models.PersistentTopicInternalStats,
     )
     async def get_internal_stats(name: TopicPath, request: Request) -> Response:
-        async def serve(t: Topic) -> Response:
-            return json_response(await internal_stats(t))
-
-        return await on_owner(get_gateway(), request, name, serve)
+        return await figures_on_owner(request, name, "internalStats")
 
     @router.get(
         f"{T}/partitioned-internalStats",
@@ -243,11 +245,7 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
         if count:
             parts = await fan_out(gateway, name, count, "stats/history")
             return json_response(stats_history.merge(list(parts.values())))
-
-        async def serve(t: Topic) -> Response:
-            return json_response(t.history.to_json())
-
-        return await on_owner(gateway, request, name, serve)
+        return await figures_on_owner(request, name, "stats/history")
 
     # ------------------------------------------------------------ lifecycle
 
