@@ -5,7 +5,8 @@ Owns: ``AdminRoute`` (typed errors and request-validation errors become
 app's handlers), ``on_owner`` (serve a topic-scoped call on the topic's owner:
 here, or forwarded once; or on every partition's owner), path-to-name helpers, JSON
 answers, the JSON body reader of every admin route (``read_json``), the topic and the subscription a route's
-path names (``TopicPath`` for ``{tenant}/{namespace}/{topic}``, ``SubscriptionPath`` for
+path names (``NamespacePath`` for ``{tenant}/{namespace}``, ``TopicPath`` for
+``{tenant}/{namespace}/{topic}``, ``SubscriptionPath`` for
 ``…/subscription/{subscription}``: one dependency each) and the URL convertors of path
 segments that must not swallow a literal route (``{topic:topic}``,
 ``{bundle:bundle}``). Rules (docs/architecture.md §6-7): statuses come from
@@ -34,7 +35,7 @@ from gateway.api.route_docs import Namespace, Tenant, TopicPart
 from gateway.api.route_docs import Subscription as SubscriptionName
 from gateway.broker.topic import Topic
 from gateway.meta.errors import InvalidArgument
-from gateway.names import TopicName, check_subscription
+from gateway.names import NamespaceName, TopicName, check_subscription
 from gateway.protocol.json_fields import as_int
 from gateway.protocol.params import parse_authoritative
 from gateway.routing import Peer
@@ -82,6 +83,16 @@ def paged(response: Response, paging: PageParams, items: list[str]) -> list[str]
     selected, total = paging.apply(items)
     response.headers[TOTAL_HEADER] = str(total)
     return selected
+
+
+async def namespace_path(tenant: Tenant, namespace: Namespace) -> NamespaceName:
+    """The namespace a route's ``{tenant}/{namespace}`` names (412 if malformed). A route
+    whose other parameters can fail validation checks the name itself, so that their
+    400 still comes before this 412."""
+    return NamespaceName.of(tenant, namespace)
+
+
+NamespacePath = Annotated[NamespaceName, Depends(namespace_path)]
 
 
 def topic_name(tenant: str, namespace: str, topic: str) -> TopicName:
