@@ -64,6 +64,8 @@ register_url_convertor("bundle", BundleConvertor())
 
 PREFIX = "/admin/v2/persistent/{tenant}/{namespace}"
 TOPIC_ROOT = f"{PREFIX}/{{topic:topic}}"  # the topic itself (beside PREFIX/partitioned)
+TOPIC = f"{PREFIX}/{{topic}}"  # the routes below a topic (…/stats, …/subscriptions)
+SUBSCRIPTION = f"{TOPIC}/subscription/{{subscription}}"
 
 
 AdminRoute = ErrorMappingRoute  # typed and validation errors -> ErrorBody, inside the route

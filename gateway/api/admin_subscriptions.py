@@ -25,7 +25,8 @@ from coordination import keys
 from gateway.api import errors
 from gateway.api.admin_bodies import CursorTarget, parse_target
 from gateway.api.admin_common import (
-    PREFIX,
+    SUBSCRIPTION,
+    TOPIC,
     AdminRoute,
     SubscriptionPath,
     SubscriptionRef,
@@ -49,7 +50,6 @@ if TYPE_CHECKING:
     from gateway.process import Gateway
 
 TAGS: list[str | Any] = ["admin-subscriptions"]
-S = f"{PREFIX}/{{topic}}/subscription/{{subscription}}"
 TARGET_EXAMPLE = {"ledgerId": 12, "entryId": 3, "partitionIndex": -1, "batchIndex": -1, "isExcluded": False}
 
 
@@ -102,7 +102,7 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
         )
 
     @router.get(
-        f"{PREFIX}/{{topic}}/subscriptions",
+        f"{TOPIC}/subscriptions",
         summary="Durable subscriptions of a topic",
         responses=errors.responses(404, 412),
     )
@@ -112,7 +112,7 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
         return json_response(items, total=total)
 
     @router.put(
-        S,
+        SUBSCRIPTION,
         status_code=204,
         summary="Create a durable subscription (body: optional MessageId to start at; default latest)",
         responses=errors.responses(400, 404, 409, 412),
@@ -137,7 +137,7 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
         return await on_owner(gateway, request, name, serve, body=value, create=True, each_partition=True)
 
     @router.delete(
-        S,
+        SUBSCRIPTION,
         status_code=204,
         summary="Delete a subscription (412 while consumers are connected, unless force)",
         responses=errors.responses(404, 412),
@@ -157,7 +157,7 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
         return await on_owner(gateway, request, name, serve, subscription=ref.name, each_partition=True)
 
     @router.post(
-        f"{S}/skip/{{count}}",
+        f"{SUBSCRIPTION}/skip/{{count}}",
         status_code=204,
         summary="Acknowledge the next `count` unacknowledged messages",
         responses=errors.responses(404, 412),
@@ -172,7 +172,7 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
         return await on_sub(request, ref, lambda _t, s: s.skip(count))
 
     @router.post(
-        f"{S}/skip_all",
+        f"{SUBSCRIPTION}/skip_all",
         status_code=204,
         summary="Acknowledge everything: clear the backlog",
         responses=errors.responses(404, 412),
@@ -181,7 +181,7 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
         return await on_sub(request, ref, lambda _t, s: s.seek(LATEST))
 
     @router.post(
-        f"{S}/expireMessages/{{seconds}}",
+        f"{SUBSCRIPTION}/expireMessages/{{seconds}}",
         status_code=204,
         summary="Expire (acknowledge) messages published more than `seconds` ago",
         responses=errors.responses(404, 412),
@@ -194,7 +194,7 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
         return await on_sub(request, ref, lambda t, s: t.expire(seconds, [s]))
 
     @router.post(
-        f"{S}/expireMessages",
+        f"{SUBSCRIPTION}/expireMessages",
         status_code=204,
         summary="Expire (acknowledge) messages up to a position (ResetCursorData)",
         responses=errors.responses(400, 404, 412),
@@ -220,7 +220,7 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
         return await on_sub(request, ref, act, value)
 
     @router.post(
-        f"{PREFIX}/{{topic}}/all_subscription/expireMessages/{{seconds}}",
+        f"{TOPIC}/all_subscription/expireMessages/{{seconds}}",
         status_code=204,
         summary="Expire messages older than `seconds` on every subscription",
         responses=errors.responses(404, 412),
@@ -239,7 +239,7 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
         return await on_owner(gateway, request, name, serve, each_partition=True)
 
     @router.post(
-        f"{S}/resetcursor/{{timestamp}}",
+        f"{SUBSCRIPTION}/resetcursor/{{timestamp}}",
         status_code=204,
         summary="Move the cursor to the first message published at or after `timestamp` (epoch ms)",
         responses=errors.responses(404, 412),
@@ -260,7 +260,7 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
         return await on_sub(request, ref, act)
 
     @router.post(
-        f"{S}/resetcursor",
+        f"{SUBSCRIPTION}/resetcursor",
         status_code=204,
         summary='Move the cursor to a position (ResetCursorData, or "earliest"/"latest")',
         responses=errors.responses(400, 404, 412),

@@ -35,6 +35,7 @@ from gateway.api import stats_models as models
 from gateway.api.admin_bodies import message_id_json
 from gateway.api.admin_common import (
     PREFIX,
+    TOPIC,
     TOPIC_ROOT,
     AdminRoute,
     TopicPath,
@@ -62,7 +63,6 @@ if TYPE_CHECKING:
 
 TAGS: list[str | Any] = ["admin-topics"]
 Force = Annotated[bool, Query(description="also when clients are connected (they are disconnected)")]
-T = f"{PREFIX}/{{topic}}"
 
 
 def make_metadata_router(get_store: Callable[[], NamespaceStore]) -> APIRouter:
@@ -109,7 +109,7 @@ def make_metadata_router(get_store: Callable[[], NamespaceStore]) -> APIRouter:
             return no_content()
 
         router.add_api_route(
-            f"{T}/partitions",
+            f"{TOPIC}/partitions",
             set_partitions,
             methods=[method],
             status_code=204,
@@ -133,7 +133,9 @@ def make_metadata_router(get_store: Callable[[], NamespaceStore]) -> APIRouter:
     )
 
     @router.get(
-        f"{T}/partitions", summary="Partition count (0 = not partitioned)", responses=errors.responses(412)
+        f"{TOPIC}/partitions",
+        summary="Partition count (0 = not partitioned)",
+        responses=errors.responses(412),
     )
     async def get_partitioned_metadata(name: TopicPath) -> dict[str, int]:
         return {"partitions": await get_store().get_partitions(name)}
@@ -193,7 +195,7 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
     # ------------------------------------------------------------ stats
 
     @router.get(
-        f"{T}/stats",
+        f"{TOPIC}/stats",
         summary="Topic stats (Pulsar's TopicStats)",
         responses=errors.responses(404, 412),
         response_model=models.TopicStats,
@@ -202,7 +204,7 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
         return await figures_on_owner(request, name, "stats")
 
     @router.get(
-        f"{T}/partitioned-stats",
+        f"{TOPIC}/partitioned-stats",
         summary="Stats of a partitioned topic: aggregated, plus each partition's",
         responses=errors.responses(404, 412),
         response_model=models.PartitionedTopicStats,
@@ -213,7 +215,7 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
         return json_response(stats.aggregate(parts, per_partition=perPartition))
 
     @router.get(
-        f"{T}/internalStats",
+        f"{TOPIC}/internalStats",
         summary="Managed-log internals: ledgers (with ensembles) and cursors",
         responses=errors.responses(404, 412),
         response_model=models.PersistentTopicInternalStats,
@@ -222,7 +224,7 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
         return await figures_on_owner(request, name, "internalStats")
 
     @router.get(
-        f"{T}/partitioned-internalStats",
+        f"{TOPIC}/partitioned-internalStats",
         summary="Internal stats of each partition",
         responses=errors.responses(404, 412),
         response_model=models.PartitionedTopicInternalStats,
@@ -234,7 +236,7 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
         return json_response({"metadata": {"partitions": count}, "partitions": parts})
 
     @router.get(
-        f"{T}/stats/history",
+        f"{TOPIC}/stats/history",
         summary="Rates and backlog over the last 15 minutes (one sample every 5 s; Folio)",
         responses=errors.responses(404, 412),
         response_model=models.StatsHistory,
@@ -250,7 +252,7 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
     # ------------------------------------------------------------ lifecycle
 
     @router.post(
-        f"{T}/terminate",
+        f"{TOPIC}/terminate",
         summary="Seal the topic: no more publishes; answers the last message id",
         responses=errors.responses(404, 412),
     )
@@ -262,7 +264,7 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
         return await on_owner(get_gateway(), request, name, serve)
 
     @router.put(
-        f"{T}/unload",
+        f"{TOPIC}/unload",
         status_code=204,
         summary="Close the topic gracefully; it is loaded again on next use",
         responses=errors.responses(404, 412),
@@ -306,7 +308,7 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
         return await delete_one(get_gateway(), name, force, request)
 
     @router.delete(
-        f"{T}/partitions",
+        f"{TOPIC}/partitions",
         status_code=204,
         summary="Delete a partitioned topic and all its partitions",
         responses=errors.responses(404, 412),

@@ -30,7 +30,8 @@ from coordination import keys
 from coordination.store import KeyValue
 from gateway.api import errors
 from gateway.api.admin_common import (
-    PREFIX,
+    SUBSCRIPTION,
+    TOPIC,
     AdminRoute,
     SubscriptionPath,
     TopicPath,
@@ -56,7 +57,7 @@ if TYPE_CHECKING:
     from gateway.process import Gateway
 
 TAGS: list[str | Any] = ["admin-subscriptions"]
-W = f"{PREFIX}/{{topic}}/subscription/{{subscription}}/webhook"
+W = f"{SUBSCRIPTION}/webhook"
 EXAMPLE = {"url": "http://127.0.0.1:9000/hook", "maxMessages": 100, "headers": {"Authorization": "Bearer …"}}
 
 
@@ -160,7 +161,7 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
         return await on_owner(gateway, request, name, serve)
 
     @router.get(
-        f"{PREFIX}/{{topic}}/webhooks",
+        f"{TOPIC}/webhooks",
         summary="The webhooks of a topic's subscriptions, by subscription",
         responses=errors.responses(404, 412),
     )
