@@ -59,6 +59,14 @@ def _long(integer: Schema, description: str) -> Schema:
     return {"description": f"{description}; a decimal string too", "anyOf": [integer, text]}
 
 
+MESSAGE_IDS: Schema = {
+    "type": "array",
+    "items": ref("MessageIdRef"),
+    "minItems": 1,
+    "maxItems": ACK_BATCH_MAX,
+}
+
+
 def _sent(kind: str, description: str, required: list[str], **properties: Schema) -> Schema:
     """A frame the gateway sends, ``"type": kind``: ``type`` and ``required`` always
     there, no property but these."""
@@ -79,12 +87,7 @@ def _ids_command(kind: str, description: str) -> Schema:
         "properties": {
             "type": {"const": kind},
             "messageId": ref("MessageIdRef"),
-            "messageIds": {
-                "type": "array",
-                "items": ref("MessageIdRef"),
-                "minItems": 1,
-                "maxItems": ACK_BATCH_MAX,
-            },
+            "messageIds": MESSAGE_IDS,
         },
         "required": ["type"],
         "oneOf": [{"required": ["messageId"]}, {"required": ["messageIds"]}],
@@ -268,12 +271,7 @@ FRAME_SCHEMAS: dict[str, Schema] = {
         "properties": {
             "type": {"type": "string", "not": {"enum": [*KNOWN_TYPES, "reconsumeLater"]}},
             "messageId": ref("MessageIdRef"),
-            "messageIds": {
-                "type": "array",
-                "items": ref("MessageIdRef"),
-                "minItems": 1,
-                "maxItems": ACK_BATCH_MAX,
-            },
+            "messageIds": MESSAGE_IDS,
             "ackType": {"enum": ["individual", "cumulative"]},
         },
         "oneOf": [
