@@ -34,6 +34,7 @@ from coordination.errors import CoordinationError
 from coordination.etcd_store import EtcdMember
 from gateway.api import cluster_health as health
 from gateway.api import errors
+from gateway.api.admin_common import paged
 from gateway.api.admin_models import NodeIdPath
 from gateway.api.cluster_models import (
     BrokerTopicStats,
@@ -44,7 +45,7 @@ from gateway.api.cluster_models import (
     StorageNodeView,
     UnderReplicatedLedger,
 )
-from gateway.api.paging import TOTAL_HEADER, PageParams
+from gateway.api.paging import PageParams
 from gateway.api.rollups import FIGURES_STORED
 from gateway.api.route_docs import Cluster, Paging
 from gateway.api.stored_figures import live
@@ -68,11 +69,10 @@ class _MemberSource(Protocol):
     async def cluster_members(self) -> list[EtcdMember]: ...
 
 
-def _page(items: list[T], paging: PageParams, text: Callable[[T], str]) -> tuple[list[T], int]:
-    """``paging`` applied to ``items`` through each item's search text (unique per item)."""
+def _paged(response: Response, paging: PageParams, items: list[T], text: Callable[[T], str]) -> list[T]:
+    """``admin_common.paged`` through each item's search text (unique per item)."""
     by_text = {text(item): item for item in items}
-    chosen, total = paging.apply(list(by_text))
-    return [by_text[t] for t in chosen], total
+    return [by_text[t] for t in paged(response, paging, list(by_text))]
 
 
 class ClusterViews:
@@ -348,9 +348,7 @@ def make_router(get_gateway: Callable[[], Gateway], stored: StoredFigures) -> AP
         response_model=list[GatewayView],
     )
     async def list_gateways(response: Response, paging: Paging) -> list[dict[str, Any]]:
-        items, total = _page(await views().gateways(), paging, _gateway_text)
-        response.headers[TOTAL_HEADER] = str(total)
-        return items
+        return _paged(response, paging, await views().gateways(), _gateway_text)
 
     @router.get(
         "/storage/nodes",
@@ -359,9 +357,7 @@ def make_router(get_gateway: Callable[[], Gateway], stored: StoredFigures) -> AP
         response_model=list[StorageNodeView],
     )
     async def list_storage_nodes(response: Response, paging: Paging) -> list[dict[str, Any]]:
-        items, total = _page(await views().storage_nodes(), paging, _node_text)
-        response.headers[TOTAL_HEADER] = str(total)
-        return [n.to_json() for n in items]
+        return [n.to_json() for n in _paged(response, paging, await views().storage_nodes(), _node_text)]
 
     @router.delete(
         "/storage/nodes/{node_id}",

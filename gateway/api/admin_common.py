@@ -3,9 +3,10 @@
 Owns: ``AdminRoute`` (typed errors and request-validation errors become
 ``ErrorBody`` responses inside the route, so the routers also work without the
 app's handlers), ``on_owner`` (serve a topic-scoped call on the topic's owner:
-here, or forwarded once), path-to-name helpers, JSON answers, the JSON body
-reader of every admin route (``read_json``), the topic and the subscription a route's
-path names (``TopicPath`` for ``{tenant}/{namespace}/{topic}``, ``SubscriptionPath`` for
+here, or forwarded once; or on every partition's owner), path-to-name helpers, JSON
+answers, the JSON body reader of every admin route (``read_json``), the topic and the subscription a route's
+path names (``NamespacePath`` for ``{tenant}/{namespace}``, ``TopicPath`` for
+``{tenant}/{namespace}/{topic}``, ``SubscriptionPath`` for
 ``…/subscription/{subscription}``: one dependency each) and the URL convertors of path
 segments that must not swallow a literal route (``{topic:topic}``,
 ``{bundle:bundle}``). Rules (docs/architecture.md §6-7): statuses come from
@@ -34,7 +35,7 @@ from gateway.api.route_docs import Namespace, Tenant, TopicPart
 from gateway.api.route_docs import Subscription as SubscriptionName
 from gateway.broker.topic import Topic
 from gateway.meta.errors import InvalidArgument
-from gateway.names import TopicName, check_subscription
+from gateway.names import NamespaceName, TopicName, check_subscription
 from gateway.protocol.json_fields import as_int
 from gateway.protocol.params import parse_authoritative
 from gateway.routing import Peer
@@ -63,6 +64,8 @@ register_url_convertor("bundle", BundleConvertor())
 
 PREFIX = "/admin/v2/persistent/{tenant}/{namespace}"
 TOPIC_ROOT = f"{PREFIX}/{{topic:topic}}"  # the topic itself (beside PREFIX/partitioned)
+TOPIC = f"{PREFIX}/{{topic}}"  # the routes below a topic (…/stats, …/subscriptions)
+SUBSCRIPTION = f"{TOPIC}/subscription/{{subscription}}"
 
 
 AdminRoute = ErrorMappingRoute  # typed and validation errors -> ErrorBody, inside the route
@@ -82,6 +85,16 @@ def paged(response: Response, paging: PageParams, items: list[str]) -> list[str]
     selected, total = paging.apply(items)
     response.headers[TOTAL_HEADER] = str(total)
     return selected
+
+
+async def namespace_path(tenant: Tenant, namespace: Namespace) -> NamespaceName:
+    """The namespace a route's ``{tenant}/{namespace}`` names (412 if malformed). A route
+    whose other parameters can fail validation checks the name itself, so that their
+    400 still comes before this 412."""
+    return NamespaceName.of(tenant, namespace)
+
+
+NamespacePath = Annotated[NamespaceName, Depends(namespace_path)]
 
 
 def topic_name(tenant: str, namespace: str, topic: str) -> TopicName:
@@ -170,10 +183,16 @@ async def on_owner(
     body: Any = None,
     create: bool = False,
     subscription: str | None = None,
+    each_partition: bool = False,
 ) -> Response:
     """Run ``serve`` with the loaded topic on its owner, or forward the request
     there (with ``body`` re-encoded as JSON). ``subscription``, when given, must
-    name an existing subscription (404 otherwise)."""
+    name an existing subscription (404 otherwise). With ``each_partition``, a
+    partitioned topic's call is ``on_partitions`` (every partition does it)."""
+    if each_partition:
+        count = await partition_count(gateway, name)
+        if count:
+            return await on_partitions(gateway, request, name, count, body)
     if subscription is not None:
         check_subscription(subscription)
     authoritative = parse_authoritative(request.query_params)
@@ -184,23 +203,6 @@ async def on_owner(
     if subscription is not None and subscription not in where.subscriptions:
         return reason_response(404, f"Subscription {subscription} not found on {name}", "not_found")
     return await serve(where)
-
-
-async def on_owner_or_partitions(
-    gateway: Gateway,
-    request: Request,
-    name: TopicName,
-    serve: Serve,
-    *,
-    body: Any = None,
-    create: bool = False,
-    subscription: str | None = None,
-) -> Response:
-    """``on_partitions`` for a partitioned topic (every partition does it), else ``on_owner``."""
-    count = await partition_count(gateway, name)
-    if count:
-        return await on_partitions(gateway, request, name, count, body)
-    return await on_owner(gateway, request, name, serve, body=body, create=create, subscription=subscription)
 
 
 async def on_partitions(

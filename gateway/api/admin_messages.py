@@ -23,7 +23,15 @@ from starlette.responses import Response
 
 from gateway.api import errors
 from gateway.api.admin_bodies import browse_item, message_headers, message_id_json
-from gateway.api.admin_common import PREFIX, AdminRoute, SubscriptionPath, TopicPath, json_response, on_owner
+from gateway.api.admin_common import (
+    SUBSCRIPTION,
+    TOPIC,
+    AdminRoute,
+    SubscriptionPath,
+    TopicPath,
+    json_response,
+    on_owner,
+)
 from gateway.api.admin_models import (
     BatchIndexQuery,
     EntryPath,
@@ -41,8 +49,6 @@ from storage.formats.positions import NO_BATCH, MessagePosition
 if TYPE_CHECKING:
     from gateway.process import Gateway
 
-T = f"{PREFIX}/{{topic}}"
-S = f"{T}/subscription/{{subscription}}"
 BROWSE_MAX = 100
 RAW: dict[int | str, dict[str, Any]] = {
     200: {
@@ -86,7 +92,7 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
     router = APIRouter(route_class=AdminRoute)
 
     @router.get(
-        f"{S}/position/{{n}}",
+        f"{SUBSCRIPTION}/position/{{n}}",
         tags=["admin-subscriptions"],
         summary="Peek the n-th (1-based) unacknowledged message after the mark-delete position",
         response_class=Response,
@@ -109,7 +115,7 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
         return await on_owner(get_gateway(), request, ref.topic, serve, subscription=ref.name)
 
     @router.get(
-        f"{T}/ledger/{{ledger}}/entry/{{entry}}",
+        f"{TOPIC}/ledger/{{ledger}}/entry/{{entry}}",
         tags=["admin-topics"],
         summary="Get a message by id (optional batchIndex for a message sharing its entry)",
         response_class=Response,
@@ -128,7 +134,7 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
         return await on_owner(get_gateway(), request, name, serve)
 
     @router.get(
-        f"{T}/examinemessage",
+        f"{TOPIC}/examinemessage",
         tags=["admin-topics"],
         summary="The n-th message from the start (earliest) or the end (latest) of the topic",
         response_class=Response,
@@ -150,7 +156,7 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
         return await on_owner(get_gateway(), request, name, serve)
 
     @router.get(
-        f"{T}/lastMessageId",
+        f"{TOPIC}/lastMessageId",
         tags=["admin-topics"],
         summary="The id of the last message",
         responses=errors.responses(404, 412),
@@ -168,7 +174,7 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
         return await on_owner(get_gateway(), request, name, serve)
 
     @router.get(
-        f"{T}/messageid/{{timestamp}}",
+        f"{TOPIC}/messageid/{{timestamp}}",
         tags=["admin-topics"],
         summary="The id of the first message published at or after `timestamp` (epoch ms)",
         responses=errors.responses(404, 412),
@@ -183,7 +189,7 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
         return await on_owner(get_gateway(), request, name, serve)
 
     @router.get(
-        f"{S}/messages",
+        f"{SUBSCRIPTION}/messages",
         tags=["admin-subscriptions"],
         summary="Browse the subscription's unacknowledged messages as JSON pages (Folio)",
         responses=errors.responses(400, 404, 412),
@@ -205,7 +211,7 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
         return await on_owner(get_gateway(), request, ref.topic, serve, subscription=ref.name)
 
     @router.get(
-        f"{T}/messages",
+        f"{TOPIC}/messages",
         tags=["admin-topics"],
         summary="Browse the topic's messages as JSON pages, oldest or newest first (Folio)",
         responses=errors.responses(400, 404, 412),

@@ -19,7 +19,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Request, Response
 
 from gateway.api import admin_models
-from gateway.api.admin_common import no_content, read_json
+from gateway.api.admin_common import NamespacePath, no_content, read_json
 from gateway.api.admin_models import QuotaTypeQuery, request_body
 from gateway.api.admin_tenants import READ, WRITE
 from gateway.api.route_docs import Namespace, Tenant
@@ -221,8 +221,8 @@ def add_routes(router: APIRouter, get_store: Callable[[], NamespaceStore]) -> No
         tags=NAMESPACES,
         responses=READ,
     )
-    async def get_backlog_quotas(store: Store, tenant: Tenant, namespace: Namespace) -> dict[str, Any]:
-        policies = await store.get_policies(NamespaceName.of(tenant, namespace))
+    async def get_backlog_quotas(store: Store, ns: NamespacePath) -> dict[str, Any]:
+        policies = await store.get_policies(ns)
         return {kind: quota.to_json() for kind, quota in sorted(policies.backlog_quotas.items())}
 
     @router.post(
@@ -281,18 +281,17 @@ def _add_policy_routes(
     Store = Annotated[NamespaceStore, Depends(get_store)]
     route = f"/namespaces/{{tenant}}/{{namespace}}/{spec.path}"
 
-    async def get(store: Store, tenant: Tenant, namespace: Namespace) -> Any:
-        return spec.read(await store.get_policies(NamespaceName.of(tenant, namespace)))
+    async def get(store: Store, ns: NamespacePath) -> Any:
+        return spec.read(await store.get_policies(ns))
 
-    async def post(store: Store, tenant: Tenant, namespace: Namespace, request: Request) -> Response:
-        ns = NamespaceName.of(tenant, namespace)
+    async def post(store: Store, ns: NamespacePath, request: Request) -> Response:
         value = await read_json(request)
         spec.write(Policies(), value)  # validate before touching etcd
         await store.update_policies(ns, lambda p: spec.write(p, value))
         return no_content()
 
-    async def delete(store: Store, tenant: Tenant, namespace: Namespace) -> Response:
-        await store.update_policies(NamespaceName.of(tenant, namespace), spec.remove)
+    async def delete(store: Store, ns: NamespacePath) -> Response:
+        await store.update_policies(ns, spec.remove)
         return no_content()
 
     writes: dict[str, Any] = {"status_code": 204, "responses": WRITE, "tags": tags}

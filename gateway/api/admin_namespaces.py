@@ -18,7 +18,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Request, Response
 
 from gateway.api import admin_models, admin_namespace_policies, admin_tenants
-from gateway.api.admin_common import no_content, paged, read_json
+from gateway.api.admin_common import NamespacePath, no_content, paged, read_json
 from gateway.api.admin_models import BundlePath, RolePath, request_body
 from gateway.api.admin_tenants import READ, WRITE, Force
 from gateway.api.errors import ErrorMappingRoute
@@ -78,12 +78,9 @@ def _add_namespace_routes(
             required=False,
         ),
     )
-    async def create_namespace(
-        store: Store, tenant: Tenant, namespace: Namespace, request: Request
-    ) -> Response:
-        ns = NamespaceName.of(tenant, namespace)
+    async def create_namespace(store: Store, ns: NamespacePath, request: Request) -> Response:
         payload = await read_json(request, required=False)
-        await store.get_tenant(tenant)  # 404 first, as Pulsar: the policies' 412 is a real precondition
+        await store.get_tenant(ns.tenant)  # 404 first, as Pulsar: the policies' 412 is a real precondition
         await store.create_namespace(ns, None if payload is None else Policies.from_json(payload))
         return no_content()
 
@@ -93,8 +90,8 @@ def _add_namespace_routes(
         tags=NAMESPACES,
         responses=READ,
     )
-    async def get_policies(store: Store, tenant: Tenant, namespace: Namespace) -> dict[str, Any]:
-        return (await store.get_policies(NamespaceName.of(tenant, namespace))).to_json()
+    async def get_policies(store: Store, ns: NamespacePath) -> dict[str, Any]:
+        return (await store.get_policies(ns)).to_json()
 
     @router.delete(
         "/namespaces/{tenant}/{namespace}",
@@ -115,8 +112,8 @@ def _add_namespace_routes(
         tags=NAMESPACES,
         responses=READ,
     )
-    async def get_bundles(store: Store, tenant: Tenant, namespace: Namespace) -> dict[str, Any]:
-        return (await store.get_policies(NamespaceName.of(tenant, namespace))).bundles.to_json()
+    async def get_bundles(store: Store, ns: NamespacePath) -> dict[str, Any]:
+        return (await store.get_policies(ns)).bundles.to_json()
 
     @router.get(
         "/namespaces/{tenant}/{namespace}/topics",
@@ -138,8 +135,8 @@ def _add_namespace_routes(
         tags=NAMESPACES,
         responses=READ,
     )
-    async def get_permissions(store: Store, tenant: Tenant, namespace: Namespace) -> dict[str, list[str]]:
-        policies = await store.get_policies(NamespaceName.of(tenant, namespace))
+    async def get_permissions(store: Store, ns: NamespacePath) -> dict[str, list[str]]:
+        policies = await store.get_policies(ns)
         return {role: list(actions) for role, actions in sorted(policies.permissions.items())}
 
     @router.post(
@@ -182,8 +179,7 @@ def _add_namespace_routes(
         tags=NAMESPACES,
         responses=WRITE,
     )
-    async def unload_namespace(store: Store, tenant: Tenant, namespace: Namespace) -> Response:
-        ns = NamespaceName.of(tenant, namespace)
+    async def unload_namespace(store: Store, ns: NamespacePath) -> Response:
         await store.get_policies(ns)  # 404 for an unknown namespace
         await unload(ns, None)
         return no_content()

@@ -31,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import httpx
@@ -75,36 +76,42 @@ Limit = Annotated[int | None, Query(ge=0, le=paging.LIMIT_MAX, description="most
 SORT_DOC = "field to sort by"
 
 
-def group_query(
-    sort: Annotated[rollups.GroupSort, Query(description=SORT_DOC)] = rollups.GroupSort.MSG_BACKLOG,
+def row_page(
     order: Order = "desc",
     search: Search = None,
     offset: Offset = 0,
     limit: Limit = None,
 ) -> rollups.RowQuery:
-    return rollups.RowQuery(sort.value, order == "desc", search, offset, limit)
+    """The order, filter and page of a row view; its ``sort`` is the view's own parameter."""
+    return rollups.RowQuery(descending=order == "desc", search=search, offset=offset, limit=limit)
+
+
+# FastAPI documents a dependency's own parameters before its dependencies': ``sort``
+# comes first, then ``order``, ``search``, ``offset`` and ``limit``.
+RowPage = Annotated[rollups.RowQuery, Depends(row_page)]
+
+
+def group_query(
+    page: RowPage,
+    sort: Annotated[rollups.GroupSort, Query(description=SORT_DOC)] = rollups.GroupSort.MSG_BACKLOG,
+) -> rollups.RowQuery:
+    return replace(page, sort=sort.value)
 
 
 def topic_query(
+    page: RowPage,
     sort: Annotated[rollups.TopicSort, Query(description=SORT_DOC)] = rollups.TopicSort.MSG_BACKLOG,
-    order: Order = "desc",
-    search: Search = None,
-    offset: Offset = 0,
-    limit: Limit = None,
 ) -> rollups.RowQuery:
-    return rollups.RowQuery(sort.value, order == "desc", search, offset, limit)
+    return replace(page, sort=sort.value)
 
 
 def subscription_query(
+    page: RowPage,
     sort: Annotated[
         rollups.SubscriptionSort, Query(description=SORT_DOC)
     ] = rollups.SubscriptionSort.MSG_BACKLOG,
-    order: Order = "desc",
-    search: Search = None,
-    offset: Offset = 0,
-    limit: Limit = None,
 ) -> rollups.RowQuery:
-    return rollups.RowQuery(sort.value, order == "desc", search, offset, limit)
+    return replace(page, sort=sort.value)
 
 
 GroupRows = Annotated[rollups.RowQuery, Depends(group_query)]

@@ -24,7 +24,7 @@ from fastapi import APIRouter, Query, Request
 from starlette.responses import Response
 
 from gateway.api import errors
-from gateway.api.admin_common import PREFIX, AdminRoute, json_response, on_owner, partition_count, topic_name
+from gateway.api.admin_common import TOPIC, AdminRoute, json_response, on_owner, partition_count, topic_name
 from gateway.api.message_search import (
     FILTER_TEXT_MAX,
     JSON_PATTERN,
@@ -152,7 +152,7 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
     router = APIRouter(prefix="", tags=["admin-topics"], route_class=AdminRoute)
 
     @router.get(
-        f"{PREFIX}/{{topic}}/search",
+        f"{TOPIC}/search",
         summary="Search messages by key, property, payload text, JSON field and publish time (Folio)",
         responses=errors.responses(400, 404, 412),
     )

@@ -25,14 +25,15 @@ from coordination import keys
 from gateway.api import errors
 from gateway.api.admin_bodies import CursorTarget, parse_target
 from gateway.api.admin_common import (
-    PREFIX,
+    SUBSCRIPTION,
+    TOPIC,
     AdminRoute,
     SubscriptionPath,
     SubscriptionRef,
     TopicPath,
     json_response,
     no_content,
-    on_owner_or_partitions,
+    on_owner,
     partition_count,
     read_json,
 )
@@ -49,7 +50,6 @@ if TYPE_CHECKING:
     from gateway.process import Gateway
 
 TAGS: list[str | Any] = ["admin-subscriptions"]
-S = f"{PREFIX}/{{topic}}/subscription/{{subscription}}"
 TARGET_EXAMPLE = {"ledgerId": 12, "entryId": 3, "partitionIndex": -1, "batchIndex": -1, "isExcluded": False}
 
 
@@ -97,10 +97,12 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
             await sub.persist()
             return no_content()
 
-        return await on_owner_or_partitions(gateway, request, name, serve, body=body, subscription=ref.name)
+        return await on_owner(
+            gateway, request, name, serve, body=body, subscription=ref.name, each_partition=True
+        )
 
     @router.get(
-        f"{PREFIX}/{{topic}}/subscriptions",
+        f"{TOPIC}/subscriptions",
         summary="Durable subscriptions of a topic",
         responses=errors.responses(404, 412),
     )
@@ -110,7 +112,7 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
         return json_response(items, total=total)
 
     @router.put(
-        S,
+        SUBSCRIPTION,
         status_code=204,
         summary="Create a durable subscription (body: optional MessageId to start at; default latest)",
         responses=errors.responses(400, 404, 409, 412),
@@ -132,10 +134,10 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
             return no_content()
 
         # as a consumer's subscribe would: the topic is created if the namespace allows it
-        return await on_owner_or_partitions(gateway, request, name, serve, body=value, create=True)
+        return await on_owner(gateway, request, name, serve, body=value, create=True, each_partition=True)
 
     @router.delete(
-        S,
+        SUBSCRIPTION,
         status_code=204,
         summary="Delete a subscription (412 while consumers are connected, unless force)",
         responses=errors.responses(404, 412),
@@ -152,10 +154,10 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
             await topic_admin.delete_subscription(t, ref.name, force)
             return no_content()
 
-        return await on_owner_or_partitions(gateway, request, name, serve, subscription=ref.name)
+        return await on_owner(gateway, request, name, serve, subscription=ref.name, each_partition=True)
 
     @router.post(
-        f"{S}/skip/{{count}}",
+        f"{SUBSCRIPTION}/skip/{{count}}",
         status_code=204,
         summary="Acknowledge the next `count` unacknowledged messages",
         responses=errors.responses(404, 412),
@@ -170,7 +172,7 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
         return await on_sub(request, ref, lambda _t, s: s.skip(count))
 
     @router.post(
-        f"{S}/skip_all",
+        f"{SUBSCRIPTION}/skip_all",
         status_code=204,
         summary="Acknowledge everything: clear the backlog",
         responses=errors.responses(404, 412),
@@ -179,7 +181,7 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
         return await on_sub(request, ref, lambda _t, s: s.seek(LATEST))
 
     @router.post(
-        f"{S}/expireMessages/{{seconds}}",
+        f"{SUBSCRIPTION}/expireMessages/{{seconds}}",
         status_code=204,
         summary="Expire (acknowledge) messages published more than `seconds` ago",
         responses=errors.responses(404, 412),
@@ -192,7 +194,7 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
         return await on_sub(request, ref, lambda t, s: t.expire(seconds, [s]))
 
     @router.post(
-        f"{S}/expireMessages",
+        f"{SUBSCRIPTION}/expireMessages",
         status_code=204,
         summary="Expire (acknowledge) messages up to a position (ResetCursorData)",
         responses=errors.responses(400, 404, 412),
@@ -218,7 +220,7 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
         return await on_sub(request, ref, act, value)
 
     @router.post(
-        f"{PREFIX}/{{topic}}/all_subscription/expireMessages/{{seconds}}",
+        f"{TOPIC}/all_subscription/expireMessages/{{seconds}}",
         status_code=204,
         summary="Expire messages older than `seconds` on every subscription",
         responses=errors.responses(404, 412),
@@ -234,10 +236,10 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
                 await sub.persist()
             return no_content()
 
-        return await on_owner_or_partitions(gateway, request, name, serve)
+        return await on_owner(gateway, request, name, serve, each_partition=True)
 
     @router.post(
-        f"{S}/resetcursor/{{timestamp}}",
+        f"{SUBSCRIPTION}/resetcursor/{{timestamp}}",
         status_code=204,
         summary="Move the cursor to the first message published at or after `timestamp` (epoch ms)",
         responses=errors.responses(404, 412),
@@ -258,7 +260,7 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
         return await on_sub(request, ref, act)
 
     @router.post(
-        f"{S}/resetcursor",
+        f"{SUBSCRIPTION}/resetcursor",
         status_code=204,
         summary='Move the cursor to a position (ResetCursorData, or "earliest"/"latest")',
         responses=errors.responses(400, 404, 412),

@@ -35,6 +35,7 @@ from gateway.api import stats_models as models
 from gateway.api.admin_bodies import message_id_json
 from gateway.api.admin_common import (
     PREFIX,
+    TOPIC,
     TOPIC_ROOT,
     AdminRoute,
     TopicPath,
@@ -62,7 +63,6 @@ if TYPE_CHECKING:
 
 TAGS: list[str | Any] = ["admin-topics"]
 Force = Annotated[bool, Query(description="also when clients are connected (they are disconnected)")]
-T = f"{PREFIX}/{{topic}}"
 
 
 def make_metadata_router(get_store: Callable[[], NamespaceStore]) -> APIRouter:
@@ -109,7 +109,7 @@ def make_metadata_router(get_store: Callable[[], NamespaceStore]) -> APIRouter:
             return no_content()
 
         router.add_api_route(
-            f"{T}/partitions",
+            f"{TOPIC}/partitions",
             set_partitions,
             methods=[method],
             status_code=204,
@@ -133,7 +133,9 @@ def make_metadata_router(get_store: Callable[[], NamespaceStore]) -> APIRouter:
     )
 
     @router.get(
-        f"{T}/partitions", summary="Partition count (0 = not partitioned)", responses=errors.responses(412)
+        f"{TOPIC}/partitions",
+        summary="Partition count (0 = not partitioned)",
+        responses=errors.responses(412),
     )
     async def get_partitioned_metadata(name: TopicPath) -> dict[str, int]:
         return {"partitions": await get_store().get_partitions(name)}
@@ -141,8 +143,8 @@ def make_metadata_router(get_store: Callable[[], NamespaceStore]) -> APIRouter:
     return router
 
 
-async def _local(gateway: Gateway, name: TopicName, kind: str) -> Any:
-    topic = await gateway.service.topic(name, create=False)
+async def _figures(topic: Topic, kind: str) -> Any:
+    """``kind`` (stats, internalStats, stats/history) of a topic loaded here."""
     if kind == "stats":
         return topic_stats(topic)
     if kind == "internalStats":
@@ -157,7 +159,7 @@ async def fan_out(gateway: Gateway, name: TopicName, count: int, kind: str) -> d
         part = name.partition(index)
         peer = await gateway.router.peer(part)
         if peer is None:
-            return str(part), await _local(gateway, part, kind)
+            return str(part), await _figures(await gateway.service.topic(part, create=False), kind)
         status, body = await gateway.forwarder.get_json(peer, f"/admin/v2/{part.path}/{kind}")
         if status != 200:
             reason = body.get("reason") if isinstance(body, dict) else body
@@ -182,22 +184,27 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
     router.include_router(admin_webhooks.make_router(get_gateway))
     router.include_router(admin_messages.make_router(get_gateway))
 
+    async def figures_on_owner(request: Request, name: TopicName, kind: str) -> Response:
+        """``kind`` (as ``_figures``) of topic ``name``, from its owner (forwarded once)."""
+
+        async def serve(t: Topic) -> Response:
+            return json_response(await _figures(t, kind))
+
+        return await on_owner(get_gateway(), request, name, serve)
+
     # ------------------------------------------------------------ stats
 
     @router.get(
-        f"{T}/stats",
+        f"{TOPIC}/stats",
         summary="Topic stats (Pulsar's TopicStats)",
         responses=errors.responses(404, 412),
         response_model=models.TopicStats,
     )
     async def get_topic_stats(name: TopicPath, request: Request) -> Response:
-        async def serve(t: Topic) -> Response:
-            return json_response(topic_stats(t))
-
-        return await on_owner(get_gateway(), request, name, serve)
+        return await figures_on_owner(request, name, "stats")
 
     @router.get(
-        f"{T}/partitioned-stats",
+        f"{TOPIC}/partitioned-stats",
         summary="Stats of a partitioned topic: aggregated, plus each partition's",
         responses=errors.responses(404, 412),
         response_model=models.PartitionedTopicStats,
@@ -208,19 +215,16 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
         return json_response(stats.aggregate(parts, per_partition=perPartition))
 
     @router.get(
-        f"{T}/internalStats",
+        f"{TOPIC}/internalStats",
         summary="Managed-log internals: ledgers (with ensembles) and cursors",
         responses=errors.responses(404, 412),
         response_model=models.PersistentTopicInternalStats,
     )
     async def get_internal_stats(name: TopicPath, request: Request) -> Response:
-        async def serve(t: Topic) -> Response:
-            return json_response(await internal_stats(t))
-
-        return await on_owner(get_gateway(), request, name, serve)
+        return await figures_on_owner(request, name, "internalStats")
 
     @router.get(
-        f"{T}/partitioned-internalStats",
+        f"{TOPIC}/partitioned-internalStats",
         summary="Internal stats of each partition",
         responses=errors.responses(404, 412),
         response_model=models.PartitionedTopicInternalStats,
@@ -232,7 +236,7 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
         return json_response({"metadata": {"partitions": count}, "partitions": parts})
 
     @router.get(
-        f"{T}/stats/history",
+        f"{TOPIC}/stats/history",
         summary="Rates and backlog over the last 15 minutes (one sample every 5 s; Folio)",
         responses=errors.responses(404, 412),
         response_model=models.StatsHistory,
@@ -243,16 +247,12 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
         if count:
             parts = await fan_out(gateway, name, count, "stats/history")
             return json_response(stats_history.merge(list(parts.values())))
-
-        async def serve(t: Topic) -> Response:
-            return json_response(t.history.to_json())
-
-        return await on_owner(gateway, request, name, serve)
+        return await figures_on_owner(request, name, "stats/history")
 
     # ------------------------------------------------------------ lifecycle
 
     @router.post(
-        f"{T}/terminate",
+        f"{TOPIC}/terminate",
         summary="Seal the topic: no more publishes; answers the last message id",
         responses=errors.responses(404, 412),
     )
@@ -264,7 +264,7 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
         return await on_owner(get_gateway(), request, name, serve)
 
     @router.put(
-        f"{T}/unload",
+        f"{TOPIC}/unload",
         status_code=204,
         summary="Close the topic gracefully; it is loaded again on next use",
         responses=errors.responses(404, 412),
@@ -308,7 +308,7 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
         return await delete_one(get_gateway(), name, force, request)
 
     @router.delete(
-        f"{T}/partitions",
+        f"{TOPIC}/partitions",
         status_code=204,
         summary="Delete a partitioned topic and all its partitions",
         responses=errors.responses(404, 412),

@@ -30,14 +30,14 @@ from coordination import keys
 from coordination.store import KeyValue
 from gateway.api import errors
 from gateway.api.admin_common import (
-    PREFIX,
+    SUBSCRIPTION,
+    TOPIC,
     AdminRoute,
     SubscriptionPath,
     TopicPath,
     json_response,
     no_content,
     on_owner,
-    on_owner_or_partitions,
     on_partitions,
     partition_count,
     read_json,
@@ -57,7 +57,7 @@ if TYPE_CHECKING:
     from gateway.process import Gateway
 
 TAGS: list[str | Any] = ["admin-subscriptions"]
-W = f"{PREFIX}/{{topic}}/subscription/{{subscription}}/webhook"
+W = f"{SUBSCRIPTION}/webhook"
 EXAMPLE = {"url": "http://127.0.0.1:9000/hook", "maxMessages": 100, "headers": {"Authorization": "Bearer …"}}
 
 
@@ -161,7 +161,7 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
         return await on_owner(gateway, request, name, serve)
 
     @router.get(
-        f"{PREFIX}/{{topic}}/webhooks",
+        f"{TOPIC}/webhooks",
         summary="The webhooks of a topic's subscriptions, by subscription",
         responses=errors.responses(404, 412),
     )
@@ -194,6 +194,6 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
             await gateway.webhooks.apply(t, subscription, None)
             return no_content()
 
-        return await on_owner_or_partitions(gateway, request, name, serve)
+        return await on_owner(gateway, request, name, serve, each_partition=True)
 
     return router

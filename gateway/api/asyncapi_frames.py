@@ -59,6 +59,26 @@ def _long(integer: Schema, description: str) -> Schema:
     return {"description": f"{description}; a decimal string too", "anyOf": [integer, text]}
 
 
+MESSAGE_IDS: Schema = {
+    "type": "array",
+    "items": ref("MessageIdRef"),
+    "minItems": 1,
+    "maxItems": ACK_BATCH_MAX,
+}
+
+
+def _sent(kind: str, description: str, required: list[str], **properties: Schema) -> Schema:
+    """A frame the gateway sends, ``"type": kind``: ``type`` and ``required`` always
+    there, no property but these."""
+    return {
+        "type": "object",
+        "description": description,
+        "properties": {"type": {"const": kind}, **properties},
+        "required": ["type", *required],
+        "additionalProperties": False,
+    }
+
+
 def _ids_command(kind: str, description: str) -> Schema:
     """A command naming one id (``messageId``) or several (``messageIds``), not both."""
     return {
@@ -67,12 +87,7 @@ def _ids_command(kind: str, description: str) -> Schema:
         "properties": {
             "type": {"const": kind},
             "messageId": ref("MessageIdRef"),
-            "messageIds": {
-                "type": "array",
-                "items": ref("MessageIdRef"),
-                "minItems": 1,
-                "maxItems": ACK_BATCH_MAX,
-            },
+            "messageIds": MESSAGE_IDS,
         },
         "required": ["type"],
         "oneOf": [{"required": ["messageId"]}, {"required": ["messageIds"]}],
@@ -183,17 +198,13 @@ FRAME_SCHEMAS: dict[str, Schema] = {
         "required": ["result", "errorMsg", "errorCode", "schemaVersion"],
         "additionalProperties": False,
     },
-    "PublishBatchReply": {
-        "type": "object",
-        "description": "Folio: the reply to a `PublishBatch`, one result per message in order.",
-        "properties": {
-            "type": {"const": "batch"},
-            "context": {"type": "string"},
-            "results": {"type": "array", "items": ref("PublishReply"), "minItems": 1},
-        },
-        "required": ["type", "results"],
-        "additionalProperties": False,
-    },
+    "PublishBatchReply": _sent(
+        "batch",
+        "Folio: the reply to a `PublishBatch`, one result per message in order.",
+        ["results"],
+        context={"type": "string"},
+        results={"type": "array", "items": ref("PublishReply"), "minItems": 1},
+    ),
     # ---------------------------------------------------------------- consumer/reader, gateway -> client
     "ConsumerMessage": {
         "type": "object",
@@ -210,16 +221,12 @@ FRAME_SCHEMAS: dict[str, Schema] = {
         "required": ["messageId", "payload", "properties", "publishTime", "redeliveryCount"],
         "additionalProperties": False,
     },
-    "MessagesBatch": {
-        "type": "object",
-        "description": "Folio (`batchDelivery=true`): several messages in one frame.",
-        "properties": {
-            "type": {"const": "messages"},
-            "messages": {"type": "array", "items": ref("ConsumerMessage"), "minItems": 1},
-        },
-        "required": ["type", "messages"],
-        "additionalProperties": False,
-    },
+    "MessagesBatch": _sent(
+        "messages",
+        "Folio (`batchDelivery=true`): several messages in one frame.",
+        ["messages"],
+        messages={"type": "array", "items": ref("ConsumerMessage"), "minItems": 1},
+    ),
     "EndOfTopicReply": {
         "type": "object",
         "description": "The answer to `isEndOfTopic`.",
@@ -227,43 +234,34 @@ FRAME_SCHEMAS: dict[str, Schema] = {
         "required": ["endOfTopic"],
         "additionalProperties": False,
     },
-    "ActiveNotice": {
-        "type": "object",
-        "description": "Folio, Failover: this consumer became (or stopped being) the active one.",
-        "properties": {"type": {"const": "active"}, "active": {"type": "boolean"}},
-        "required": ["type", "active"],
-        "additionalProperties": False,
-    },
-    "RangesNotice": {
-        "type": "object",
-        "description": "Folio, Key_Shared: the inclusive hash ranges this consumer now owns.",
-        "properties": {
-            "type": {"const": "ranges"},
-            "ranges": {
+    "ActiveNotice": _sent(
+        "active",
+        "Folio, Failover: this consumer became (or stopped being) the active one.",
+        ["active"],
+        active={"type": "boolean"},
+    ),
+    "RangesNotice": _sent(
+        "ranges",
+        "Folio, Key_Shared: the inclusive hash ranges this consumer now owns.",
+        ["ranges"],
+        ranges={
+            "type": "array",
+            "items": {
                 "type": "array",
-                "items": {
-                    "type": "array",
-                    "items": {"type": "integer", "minimum": 0, "maximum": HASH_SLOTS - 1},
-                    "minItems": 2,
-                    "maxItems": 2,
-                },
+                "items": {"type": "integer", "minimum": 0, "maximum": HASH_SLOTS - 1},
+                "minItems": 2,
+                "maxItems": 2,
             },
         },
-        "required": ["type", "ranges"],
-        "additionalProperties": False,
-    },
-    "ErrorNotice": {
-        "type": "object",
-        "description": "Folio: a command that could not be applied, e.g. `ackCumulative` on a Shared "
+    ),
+    "ErrorNotice": _sent(
+        "error",
+        "Folio: a command that could not be applied, e.g. `ackCumulative` on a Shared "
         "subscription; the session stays open.",
-        "properties": {
-            "type": {"const": "error"},
-            "code": {"type": "string"},
-            "errorMsg": {"type": "string"},
-        },
-        "required": ["type", "code", "errorMsg"],
-        "additionalProperties": False,
-    },
+        ["code", "errorMsg"],
+        code={"type": "string"},
+        errorMsg={"type": "string"},
+    ),
     # ---------------------------------------------------------------- consumer/reader, client -> gateway
     "Ack": {
         "type": "object",
@@ -273,12 +271,7 @@ FRAME_SCHEMAS: dict[str, Schema] = {
         "properties": {
             "type": {"type": "string", "not": {"enum": [*KNOWN_TYPES, "reconsumeLater"]}},
             "messageId": ref("MessageIdRef"),
-            "messageIds": {
-                "type": "array",
-                "items": ref("MessageIdRef"),
-                "minItems": 1,
-                "maxItems": ACK_BATCH_MAX,
-            },
+            "messageIds": MESSAGE_IDS,
             "ackType": {"enum": ["individual", "cumulative"]},
         },
         "oneOf": [

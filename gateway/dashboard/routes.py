@@ -72,29 +72,23 @@ def make_router(gateway_id: str | Callable[[], str]) -> APIRouter:
         }
         return templates.TemplateResponse(request, page.template, context, status_code=status)
 
-    @router.get("/")
-    async def dashboard_overview(request: Request) -> Response:
-        return render(request, pages.overview)
+    def page_route(where: APIRouter, path: str, build: Callable[[], pages.Page], name: str) -> None:
+        """``GET path`` on ``where``: the page ``build`` makes (a page without path parameters)."""
 
-    @ui.get("/sql")
-    async def dashboard_sql(request: Request) -> Response:
-        return render(request, pages.sql)
+        async def page(request: Request) -> Response:
+            return render(request, build)
 
-    @ui.get("/search")
-    async def dashboard_search(request: Request) -> Response:
-        return render(request, pages.search)
+        where.add_api_route(path, page, methods=["GET"], name=name)
 
-    @ui.get("/subscriptions")
-    async def dashboard_subscriptions(request: Request) -> Response:
-        return render(request, pages.subscriptions)
-
-    @ui.get("/grants")
-    async def dashboard_grants(request: Request) -> Response:
-        return render(request, pages.grants)
-
-    @ui.get("/tenants")
-    async def dashboard_tenants(request: Request) -> Response:
-        return render(request, pages.tenants)
+    page_route(router, "/", pages.overview, "dashboard_overview")
+    for path, build in (
+        ("/sql", pages.sql),
+        ("/search", pages.search),
+        ("/subscriptions", pages.subscriptions),
+        ("/grants", pages.grants),
+        ("/tenants", pages.tenants),
+    ):
+        page_route(ui, path, build, f"dashboard_{path[1:]}")
 
     @ui.get("/tenants/{tenant}")
     async def dashboard_namespaces(request: Request, tenant: str) -> Response:
