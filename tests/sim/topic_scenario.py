@@ -41,10 +41,10 @@ on, and a producer's messages in the log in sequence order; every confirmed
 publish is delivered; within one consumer session deliveries come in log order
 (Exclusive, Failover; per key for Key_Shared, none promised for Shared); with
 Key_Shared no consumer receives a message while another live consumer of the same
-owner holds an earlier message of its key unacknowledged; none of them was covered by the cursor the session's owner restored (acked and
-persisted before: exactly once per the dedup rules and the persisted acks); the
-persisted cursor never moves back and never covers a message the consumer did not
-ack.
+owner holds an earlier message of its key unacknowledged; no delivery was
+covered by the cursor the session's owner restored (acked and persisted before:
+exactly once per the dedup rules and the persisted acks); the persisted cursor
+never moves back and never covers a message the consumer did not ack.
 Broken rules for the controls (docs/testing.md §6, here only, no production code
 reads them): ``skip_recovery`` (each new owner marks the log's open ledgers CLOSED
 at the LAC the nodes report before loading the topic), ``ack_ahead`` (the
