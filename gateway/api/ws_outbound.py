@@ -1,6 +1,8 @@
 """The outbound side of one WebSocket session: frames out, in order, without a task.
 
-Owns: ``Outbound``, the only writer of a session's socket. Rules:
+Owns: ``Outbound``, the only writer of a session's socket, and its handle on
+the session's received frames once accepted (``inbox``: ``ws_server.FrameInbox``,
+read by ``ws_session.read_frames``). Rules:
 - ``send`` never blocks its caller (the broker): a frame is handed to the
   ASGI server at once when nothing is waiting - uvicorn's send completes
   without suspending while the transport takes data - so a reply or delivery
@@ -33,6 +35,7 @@ from typing import Any
 from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 
 from gateway.api.errors import close_code
+from gateway.api.ws_server import FrameInbox
 from gateway.api.ws_writer import FrameWriter
 
 log = logging.getLogger(__name__)
@@ -54,14 +57,20 @@ class Outbound:
         self.queued_bytes = 0  # bytes of the frames in ``pending``
         self._open = False  # frames wait until the handshake is accepted (``accept``)
         self._writer: FrameWriter | None = None  # one socket write for many frames (uvicorn)
+        self.inbox: FrameInbox | None = None  # the received frames, once accepted
         self._in_round = False  # a frame went out this loop round: later ones wait for its end
         self._stalled: Coroutine[Any, Any, None] | None = None  # a send waiting for the transport
         self._stopped = asyncio.Event()  # the close frame went out, or the connection failed
 
     async def accept(self) -> None:
-        """Accept the handshake; frames queued before it go out now."""
+        """Accept the handshake and take the session's received frames (below ASGI);
+        frames queued before it go out now."""
         await self.websocket.accept()
-        self._writer = FrameWriter.of(self.websocket)
+        writer = FrameWriter.of(self.websocket)
+        if writer is None:
+            raise RuntimeError("WebSocket sessions are served by the gateway's own protocol (ws_server)")
+        self._writer = writer
+        self.inbox = writer.take_frames()
         self._open = True
         self._pump()
 
@@ -100,8 +109,8 @@ class Outbound:
             self._writer.abort()
 
     def received_waiting(self) -> int:
-        """Frames received and not yet read (0 when the server does not say)."""
-        return self._writer.received_waiting() if self._writer is not None else 0
+        """Frames received and not yet read."""
+        return len(self.inbox.frames) if self.inbox is not None else 0
 
     def flush(self) -> None:
         """Write what waits for the end of this round now (one socket write): a delivery's
