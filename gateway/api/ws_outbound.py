@@ -3,13 +3,13 @@
 Owns: ``Outbound``, the only writer of a session's socket, and its handle on
 the session's received frames once accepted (``inbox``: ``ws_server.FrameInbox``,
 read by ``ws_session.read_frames``). Rules:
-- ``send`` never blocks its caller (the broker): a frame is handed to the
-  ASGI server at once when nothing is waiting - uvicorn's send completes
-  without suspending while the transport takes data - so a reply or delivery
-  costs no task switch and no extra loop round;
-- a burst (several frames in one loop round) is written with one socket write
-  (``ws_writer.FrameWriter``): the round's first frame goes out at once, the
-  rest at the end of the round, in order;
+- ``send`` never blocks its caller (the broker) and costs no task switch: a
+  frame is written by the protocol's own connection object while the
+  transport takes data;
+- the frames of one loop round (e.g. the acks of every entry a storage reply
+  completed) are written at the end of the round with one socket write
+  (``ws_writer.FrameWriter``), in order; a consumer's delivery is written at
+  once as one burst (``flush``);
 - only when a send suspends (the transport paused writing: a slow client) is
   it resumed from its future's callback; later frames queue behind it;
   ``pending_bytes`` (queued + in the transport's buffer) is what a consumer
@@ -77,15 +77,12 @@ class Outbound:
     def send(self, frame: bytes) -> None:
         if self.closed:
             return
-        if self._stalled is not None or self._in_round or not self._open:
-            frame = memoryview(frame).tobytes()  # it waits: orjson's output holds ~8x its length
+        frame = memoryview(frame).tobytes()  # it waits: orjson's output holds ~8x its length (4 KiB for 86)
         self.pending.append(frame)
         self.queued_bytes += len(frame)
-        if self._stalled is None and not self._in_round:
-            self._pump()
-            if self._writer is not None:
-                self._in_round = True
-                asyncio.get_running_loop().call_soon(self._end_round)
+        if self._stalled is None and not self._in_round and self._open:
+            self._in_round = True  # the round's frames go out together at its end (one write)
+            asyncio.get_running_loop().call_soon(self._end_round)
 
     def pending_bytes(self) -> int:
         """Bytes taken and not yet written to the socket: queued here or in the transport."""
