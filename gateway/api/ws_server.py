@@ -35,7 +35,7 @@ import logging
 import time
 from collections import deque
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Protocol
 
 from uvicorn.protocols.utils import ClientDisconnected
 from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
@@ -74,10 +74,18 @@ def log_refusal(client: str, path: str, status: int, now_ms: int) -> None:
     log.info("WebSocket %s refused %d for %s%s", path[:200], status, client, more)
 
 
+class SocketReading(Protocol):
+    """What an inbox needs of its connection: whether reading is paused, and resuming it."""
+
+    read_paused: bool
+
+    def resume_frames(self) -> None: ...
+
+
 class FrameInbox:
     """The text frames one accepted session received and its handler has not read, in order."""
 
-    def __init__(self, protocol: GatewayWebSocketProtocol) -> None:
+    def __init__(self, protocol: SocketReading) -> None:
         self._protocol = protocol
         self.frames: deque[str] = deque()
         self.bytes = 0  # the frames' lengths plus ``FRAME_OVERHEAD`` each
@@ -108,7 +116,7 @@ class FrameInbox:
             return None
         text = self.frames.popleft()
         self.bytes -= len(text) + FRAME_OVERHEAD
-        if self.bytes <= INBOX_BYTES // 2:
+        if self._protocol.read_paused and self.bytes <= INBOX_BYTES // 2:
             self._protocol.resume_frames()
         return text
 
