@@ -35,11 +35,11 @@ from collections import deque
 from typing import TYPE_CHECKING, Any, cast
 
 import orjson
-from starlette.websockets import WebSocket, WebSocketDisconnect
+from starlette.websockets import WebSocket
 
 from gateway.api.errors import close_code, protocol_close_code
 from gateway.api.wire_mapping import delivery_frames, position_of
-from gateway.api.ws_session import Outbound
+from gateway.api.ws_session import Outbound, read_frames
 from gateway.broker import dead_letters, topic_admin
 from gateway.broker.consumers import Delivery
 from gateway.broker.dispatch.base import HashRange
@@ -322,18 +322,8 @@ class ConsumerSession:
             asyncio.get_running_loop().create_task(task)
 
     async def run(self) -> None:
-        ws = self.websocket
         try:
-            while not self.out.closed:
-                message = await ws.receive()
-                if message["type"] == "websocket.disconnect":
-                    break
-                text = message.get("text")
-                if text is None:
-                    text = (message.get("bytes") or b"").decode("utf-8", "replace")
-                self.on_frame(text)
-        except (WebSocketDisconnect, RuntimeError):
-            pass
+            await read_frames(self.out, self.on_frame)
         except Exception:  # a defect: the client must not take it for a normal close
             self.out.close(close_code(500), "internal error")
             raise  # logged by ws_fastpath

@@ -1,13 +1,15 @@
 """The outbound side of one WebSocket session: frames out, in order, without a task.
 
-Owns: ``Outbound``, the only writer of a session's socket. Rules:
-- ``send`` never blocks its caller (the broker): a frame is handed to the
-  ASGI server at once when nothing is waiting - uvicorn's send completes
-  without suspending while the transport takes data - so a reply or delivery
-  costs no task switch and no extra loop round;
-- a burst (several frames in one loop round) is written with one socket write
-  (``ws_writer.FrameWriter``): the round's first frame goes out at once, the
-  rest at the end of the round, in order;
+Owns: ``Outbound``, the only writer of a session's socket, and its handle on
+the session's received frames once accepted (``inbox``: ``ws_server.FrameInbox``,
+read by ``ws_session.read_frames``). Rules:
+- ``send`` never blocks its caller (the broker) and costs no task switch: a
+  frame is written by the protocol's own connection object while the
+  transport takes data;
+- the frames of one loop round (e.g. the acks of every entry a storage reply
+  completed) are written at the end of the round with one socket write
+  (``ws_writer.FrameWriter``), in order; a consumer's delivery is written at
+  once as one burst (``flush``);
 - only when a send suspends (the transport paused writing: a slow client) is
   it resumed from its future's callback; later frames queue behind it;
   ``pending_bytes`` (queued + in the transport's buffer) is what a consumer
@@ -33,6 +35,7 @@ from typing import Any
 from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 
 from gateway.api.errors import close_code
+from gateway.api.ws_server import FrameInbox
 from gateway.api.ws_writer import FrameWriter
 
 log = logging.getLogger(__name__)
@@ -54,29 +57,32 @@ class Outbound:
         self.queued_bytes = 0  # bytes of the frames in ``pending``
         self._open = False  # frames wait until the handshake is accepted (``accept``)
         self._writer: FrameWriter | None = None  # one socket write for many frames (uvicorn)
+        self.inbox: FrameInbox | None = None  # the received frames, once accepted
         self._in_round = False  # a frame went out this loop round: later ones wait for its end
         self._stalled: Coroutine[Any, Any, None] | None = None  # a send waiting for the transport
         self._stopped = asyncio.Event()  # the close frame went out, or the connection failed
 
     async def accept(self) -> None:
-        """Accept the handshake; frames queued before it go out now."""
+        """Accept the handshake and take the session's received frames (below ASGI);
+        frames queued before it go out now."""
         await self.websocket.accept()
-        self._writer = FrameWriter.of(self.websocket)
+        writer = FrameWriter.of(self.websocket)
+        if writer is None:
+            raise RuntimeError("WebSocket sessions are served by the gateway's own protocol (ws_server)")
+        self._writer = writer
+        self.inbox = writer.take_frames()
         self._open = True
         self._pump()
 
     def send(self, frame: bytes) -> None:
         if self.closed:
             return
-        if self._stalled is not None or self._in_round or not self._open:
-            frame = memoryview(frame).tobytes()  # it waits: orjson's output holds ~8x its length
+        frame = memoryview(frame).tobytes()  # it waits: orjson's output holds ~8x its length (4 KiB for 86)
         self.pending.append(frame)
         self.queued_bytes += len(frame)
-        if self._stalled is None and not self._in_round:
-            self._pump()
-            if self._writer is not None:
-                self._in_round = True
-                asyncio.get_running_loop().call_soon(self._end_round)
+        if self._stalled is None and not self._in_round and self._open:
+            self._in_round = True  # the round's frames go out together at its end (one write)
+            asyncio.get_running_loop().call_soon(self._end_round)
 
     def pending_bytes(self) -> int:
         """Bytes taken and not yet written to the socket: queued here or in the transport."""
@@ -100,8 +106,8 @@ class Outbound:
             self._writer.abort()
 
     def received_waiting(self) -> int:
-        """Frames received and not yet read (0 when the server does not say)."""
-        return self._writer.received_waiting() if self._writer is not None else 0
+        """Frames received and not yet read."""
+        return len(self.inbox.frames) if self.inbox is not None else 0
 
     def flush(self) -> None:
         """Write what waits for the end of this round now (one socket write): a delivery's

@@ -27,11 +27,11 @@ from collections.abc import Callable
 from time import perf_counter
 from typing import TYPE_CHECKING, Any
 
-from starlette.websockets import WebSocket, WebSocketDisconnect
+from starlette.websockets import WebSocket
 
 from gateway.api.errors import close_code
 from gateway.api.metrics import publish_latency
-from gateway.api.ws_session import Outbound, accept_and_run, deny
+from gateway.api.ws_session import Outbound, accept_and_run, deny, read_frames
 from gateway.broker.publish_results import Outcome, PublishResult
 from gateway.broker.topic import Topic
 from gateway.meta.schema_registry import SchemaNotFound
@@ -194,23 +194,8 @@ class ProducerSession:
             self.ready.set()
 
     async def run(self) -> None:
-        ws = self.websocket
         try:
-            while not self.out.closed:
-                if not self.ready.is_set():  # a frame waits for its schema version
-                    await self.ready.wait()
-                if not self.room.is_set():
-                    await self.room.wait()
-                message = await ws.receive()
-                if message["type"] == "websocket.disconnect":
-                    break
-                text = message.get("text")
-                if text is None:
-                    raw = message.get("bytes") or b""
-                    text = raw.decode("utf-8", "replace")
-                self.on_frame(text)
-        except (WebSocketDisconnect, RuntimeError):
-            pass
+            await read_frames(self.out, self.on_frame, self.ready, self.room)
         except Exception:  # a defect: the client must not take it for a normal close
             self.out.close(close_code(500), "internal error")
             raise  # logged by ws_fastpath

@@ -14,14 +14,28 @@ what a hostile client must not be able to do to the gateway's log:
   left before the answer, has completed it: no ERROR line (uvicorn logs
   "ASGI callable returned without completing handshake" for both). An
   application that really returns without any answer still logs that ERROR.
-Everything else (frames, keepalive, close, backpressure) is uvicorn's.
+- an accepted session whose handler takes its frames (``take_frames``) gets
+  them below ASGI: each received text frame is one ``str`` appended to its
+  ``FrameInbox`` (no event dict, no ``asyncio.Queue`` round, no pause and
+  resume of the socket per read); a binary frame is its text decoded with
+  replacement, as the handlers always read it. The inbox holds at most
+  ``INBOX_BYTES`` (each frame counted as its length plus ``FRAME_OVERHEAD``)
+  before the socket's reading is paused - one read (up to 256 KiB) may land
+  past it - and reading resumes once the handler took it below half of that:
+  a handler that stops reading leaves the client's frames in TCP. The
+  connection's end (close frame, lost connection, shutdown) ends the inbox
+  after the frames received before it.
+Everything else (handshake, keepalive, close, write backpressure) is uvicorn's.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
-from typing import Any
+from collections import deque
+from collections.abc import Mapping
+from typing import Any, Protocol
 
 from uvicorn.protocols.utils import ClientDisconnected
 from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
@@ -32,6 +46,8 @@ from gateway.api.ws_refusals import RefusalLog
 log = logging.getLogger(__name__)
 
 INVALID_UTF8_REASON = "text frame is not valid UTF-8; send text frames in UTF-8 (or binary frames)"
+INBOX_BYTES = 256 * 1024  # received frames waiting for their handler: past this, reading pauses
+FRAME_OVERHEAD = 64  # a queued frame's cost beside its text (its str object), about
 _refusals = RefusalLog()  # one per gateway process: every connection's protocol shares it
 
 
@@ -58,11 +74,93 @@ def log_refusal(client: str, path: str, status: int, now_ms: int) -> None:
     log.info("WebSocket %s refused %d for %s%s", path[:200], status, client, more)
 
 
+class SocketReading(Protocol):
+    """What an inbox needs of its connection: whether reading is paused, and resuming it."""
+
+    read_paused: bool
+
+    def resume_frames(self) -> None: ...
+
+
+class FrameInbox:
+    """The text frames one accepted session received and its handler has not read, in order."""
+
+    def __init__(self, protocol: SocketReading) -> None:
+        self._protocol = protocol
+        self.frames: deque[str] = deque()
+        self.bytes = 0  # the frames' lengths plus ``FRAME_OVERHEAD`` each
+        self.ended = False  # the connection ended: no frame follows those in ``frames``
+        self._waiter: asyncio.Future[None] | None = None
+
+    def push(self, text: str) -> None:
+        self.frames.append(text)
+        self.bytes += len(text) + FRAME_OVERHEAD
+        self._wake()
+
+    def put_nowait(self, message: Mapping[str, Any]) -> None:
+        """uvicorn's own events once the frames are taken: only the connection's end."""
+        if message["type"] == "websocket.disconnect":
+            self.ended = True
+            self._wake()
+
+    def _wake(self) -> None:
+        waiter = self._waiter
+        if waiter is not None:
+            self._waiter = None
+            if not waiter.done():
+                waiter.set_result(None)
+
+    def pop(self) -> str | None:
+        """The next frame, or None when none waits (``wait`` for one)."""
+        if not self.frames:
+            return None
+        text = self.frames.popleft()
+        self.bytes -= len(text) + FRAME_OVERHEAD
+        if self._protocol.read_paused and self.bytes <= INBOX_BYTES // 2:
+            self._protocol.resume_frames()
+        return text
+
+    async def wait(self) -> bool:
+        """Wait until a frame waits; False once the connection ended and none is left."""
+        while not self.frames:
+            if self.ended:
+                return False
+            self._waiter = waiter = asyncio.get_running_loop().create_future()
+            await waiter
+        return True
+
+
 class GatewayWebSocketProtocol(WebSocketsSansIOProtocol):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.logger = _server_log
         self.conn.logger = _server_log
+        self.inbox: FrameInbox | None = None  # set by ``take_frames``: frames bypass ASGI
+
+    def take_frames(self) -> FrameInbox:
+        """From now on, hand this accepted session's frames to the returned inbox (events
+        received and not yet read through ASGI go first, in order)."""
+        inbox = FrameInbox(self)
+        queued, self.queue = self.queue, inbox  # type: ignore[assignment]  # uvicorn's put_nowait only
+        while not queued.empty():
+            message = queued.get_nowait()
+            if message["type"] == "websocket.receive":
+                text = message.get("text")
+                if text is None:
+                    text = (message.get("bytes") or b"").decode("utf-8", "replace")
+                inbox.push(text)
+            else:
+                inbox.put_nowait(message)
+        self.inbox = inbox
+        if inbox.bytes <= INBOX_BYTES // 2:
+            self.resume_frames()
+        return inbox
+
+    def resume_frames(self) -> None:
+        """Read the socket again (its handler took the inbox below half its bound)."""
+        if self.read_paused and not self.close_sent:
+            self.read_paused = False
+            self.transport.resume_reading()
 
     def _refused(self, status: int) -> None:
         client = self.client[0] if self.client else "?"
@@ -89,6 +187,21 @@ class GatewayWebSocketProtocol(WebSocketsSansIOProtocol):
         data = self.frames[0] if len(self.frames) == 1 else b"".join(self.frames)
         self.frames = []
         if self.close_sent:  # past the close: reads stay on until the peer's close reply
+            return
+        inbox = self.inbox
+        if inbox is not None:
+            if self.curr_msg_data_type != "text":
+                inbox.push(data.decode("utf-8", "replace"))
+            else:
+                try:
+                    inbox.push(data.decode())
+                except UnicodeDecodeError:
+                    self.conn.send_close(1007, INVALID_UTF8_REASON)
+                    self.handle_parser_exception()
+                    return
+            if inbox.bytes > INBOX_BYTES and not self.read_paused:
+                self.read_paused = True
+                self.transport.pause_reading()
             return
         if self.curr_msg_data_type == "text":
             try:

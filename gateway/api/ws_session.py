@@ -45,7 +45,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Outbound", "accept_and_run", "deny", "deny_status", "relay", "relay_url"]
+__all__ = ["Outbound", "accept_and_run", "deny", "deny_status", "read_frames", "relay", "relay_url"]
 
 RELAY_OPEN_TIMEOUT_S = 10.0  # an owner that does not answer the relay's handshake this soon: 503
 # (an owner opening a thousand sessions at once takes seconds: this bounds a cut, not load)
@@ -94,6 +94,25 @@ async def accept_and_run(
         await run()
     finally:
         gateway.sessions -= 1
+
+
+async def read_frames(out: Outbound, on_frame: Callable[[str], None], *gates: asyncio.Event) -> None:
+    """Hand each frame the accepted session receives to ``on_frame``, in order, until the
+    connection ends or ``out`` closes; no frame is read while any of ``gates`` is clear.
+    Frames already received are handed on in a run, without a loop round each."""
+    inbox = out.inbox
+    assert inbox is not None, "read_frames runs once the session is accepted"
+    pop = inbox.pop
+    while not out.closed:
+        for gate in gates:
+            if not gate.is_set():
+                await gate.wait()
+        text = pop()
+        if text is None:
+            if not await inbox.wait():
+                return
+            continue
+        on_frame(text)
 
 
 def relay_url(http_url: str, path: str, query: dict[str, str]) -> str:

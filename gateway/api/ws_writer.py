@@ -1,12 +1,13 @@
-"""Several outbound WebSocket text frames in one socket write (uvicorn websockets-sansio).
+"""Several outbound WebSocket text frames in one socket write, and the received frames' inbox.
 
-Owns: finding the server's sans-I/O protocol object behind a Starlette
-``WebSocket`` and writing a run of text frames with one ``transport.write``.
+Owns: finding the gateway's sans-I/O protocol object (``ws_server``) behind a
+Starlette ``WebSocket``, writing a run of text frames with one
+``transport.write``, and taking the session's received frames below ASGI
+(``take_frames``: ``ws_server.FrameInbox``).
 Rules: the frames are built by the websockets library's own connection object
 (``ServerProtocol.send_text``), so the bytes are exactly what uvicorn's ASGI
 send would write, only joined: one write (one syscall) per burst instead of one
-per frame; and how many received frames wait to be read (so a handler can
-apply a run of acks at once). It is used only while uvicorn itself would write at once (handshake
+per frame. It is used only while uvicorn itself would write at once (handshake
 accepted, nothing closing, transport not paused); otherwise ``ready`` is False
 and the caller goes through the ASGI send, which waits or raises as uvicorn
 decides. Any other ASGI server (or a wrapped ``send``) simply has no writer.
@@ -16,23 +17,20 @@ from __future__ import annotations
 
 from starlette.websockets import WebSocket, WebSocketState
 
-try:
-    from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
-except ImportError:  # pragma: no cover - uvicorn without the sans-I/O implementation
-    WebSocketsSansIOProtocol = None  # type: ignore[assignment,misc]
+from gateway.api.ws_server import FrameInbox, GatewayWebSocketProtocol
 
 
 class FrameWriter:
-    def __init__(self, websocket: WebSocket, protocol: WebSocketsSansIOProtocol) -> None:
+    def __init__(self, websocket: WebSocket, protocol: GatewayWebSocketProtocol) -> None:
         self._websocket = websocket
         self._protocol = protocol
 
     @classmethod
     def of(cls, websocket: WebSocket) -> FrameWriter | None:
         """The writer for an accepted ``websocket``, or None when its server is not
-        uvicorn's websockets-sansio protocol (or ``send`` is wrapped)."""
+        the gateway's protocol (or ``send`` is wrapped)."""
         protocol = getattr(getattr(websocket, "_send", None), "__self__", None)
-        if WebSocketsSansIOProtocol is None or not isinstance(protocol, WebSocketsSansIOProtocol):
+        if not isinstance(protocol, GatewayWebSocketProtocol):
             return None
         return cls(websocket, protocol)
 
@@ -51,9 +49,9 @@ class FrameWriter:
         except AttributeError:  # another uvicorn version's internals: use the ASGI send
             return False
 
-    def received_waiting(self) -> int:
-        """Frames (ASGI receive events) already received and not yet read by the app."""
-        return self._protocol.queue.qsize()
+    def take_frames(self) -> FrameInbox:
+        """The session's received frames from now on, without ASGI receive events."""
+        return self._protocol.take_frames()
 
     def buffered(self) -> int:
         """Bytes written and still in the transport's buffer (not yet taken by the kernel)."""

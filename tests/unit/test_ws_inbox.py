@@ -1,0 +1,119 @@
+"""The gateway's WebSocket protocol hands an accepted session's frames to its inbox, bounded in bytes."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import os
+from typing import Any
+
+from uvicorn.config import Config
+from uvicorn.server import ServerState
+from websockets.frames import Frame, Opcode
+
+from gateway.api.ws_server import FRAME_OVERHEAD, INBOX_BYTES, FrameInbox, GatewayWebSocketProtocol
+
+
+class FakeTransport:
+    def __init__(self) -> None:
+        self.written: list[bytes] = []
+        self.paused = 0
+        self.resumed = 0
+        self.closed = False
+
+    def write(self, data: bytes) -> None:
+        self.written.append(data)
+
+    def pause_reading(self) -> None:
+        self.paused += 1
+
+    def resume_reading(self) -> None:
+        self.resumed += 1
+
+    def is_closing(self) -> bool:
+        return self.closed
+
+    def close(self) -> None:
+        self.closed = True
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return {"peername": ("127.0.0.1", 5555), "sockname": ("127.0.0.1", 8080)}.get(name, default)
+
+
+def client_frame(opcode: Opcode, data: bytes) -> bytes:
+    return Frame(opcode, data).serialize(mask=True, extensions=[])
+
+
+async def accepted_session() -> tuple[GatewayWebSocketProtocol, FakeTransport, FrameInbox]:
+    accepted = asyncio.Event()
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        await receive()  # websocket.connect
+        await send({"type": "websocket.accept"})
+        accepted.set()
+        with contextlib.suppress(asyncio.CancelledError):  # the test's end
+            await asyncio.sleep(3600)  # the session's handler reads the inbox from here on
+
+    config = Config(app=app, lifespan="off", proxy_headers=False, ws_ping_interval=None, log_level="warning")
+    config.load()
+    protocol = GatewayWebSocketProtocol(config, ServerState(), {})
+    transport = FakeTransport()
+    protocol.connection_made(transport)  # type: ignore[arg-type]
+    key = base64.b64encode(os.urandom(16)).decode()
+    protocol.data_received(
+        (
+            "GET /ws/v2/producer/persistent/t/ns/topic HTTP/1.1\r\nHost: localhost\r\n"
+            f"Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: {key}\r\n"
+            "Sec-WebSocket-Version: 13\r\n\r\n"
+        ).encode()
+    )
+    await asyncio.wait_for(accepted.wait(), 5)
+    # a frame received before the handler takes the frames still reaches it, first
+    protocol.data_received(client_frame(Opcode.TEXT, b'{"payload":"first"}'))
+    return protocol, transport, protocol.take_frames()
+
+
+async def test_frames_reach_the_inbox_in_order_and_the_close_ends_it() -> None:
+    protocol, transport, inbox = await accepted_session()
+    protocol.data_received(
+        client_frame(Opcode.TEXT, b'{"payload":"second"}') + client_frame(Opcode.BINARY, b"\xffthird")
+    )
+    assert inbox.pop() == '{"payload":"first"}'
+    assert inbox.pop() == '{"payload":"second"}'
+    assert inbox.pop() == "\ufffdthird"  # a binary frame's text, decoded with replacement
+    assert inbox.pop() is None
+    assert transport.paused == transport.resumed  # a frame does not pause the socket
+    protocol.data_received(client_frame(Opcode.TEXT, b"last") + client_frame(Opcode.CLOSE, b"\x03\xe8"))
+    assert await asyncio.wait_for(inbox.wait(), 1) is True
+    assert inbox.pop() == "last"
+    assert await asyncio.wait_for(inbox.wait(), 1) is False  # ended after the frames before the close
+
+
+async def test_a_text_frame_that_is_not_utf8_closes_1007_and_ends_the_inbox() -> None:
+    protocol, transport, inbox = await accepted_session()
+    protocol.data_received(client_frame(Opcode.TEXT, b"\xff\xfe"))
+    assert inbox.pop() == '{"payload":"first"}'
+    assert inbox.pop() is None
+    assert await asyncio.wait_for(inbox.wait(), 1) is False
+    assert b"\x03\xef" in b"".join(transport.written)  # close code 1007
+    assert protocol.close_sent
+
+
+async def test_reading_pauses_past_the_inbox_bound_and_resumes_below_half() -> None:
+    protocol, transport, inbox = await accepted_session()
+    inbox.pop()
+    paused, resumed = transport.paused, transport.resumed  # uvicorn paused at the frame before the take
+    frame = b"x" * 1000
+    per_frame = len(frame) + FRAME_OVERHEAD
+    over = INBOX_BYTES // per_frame + 1  # the frame that takes the inbox past its bound
+    protocol.data_received(b"".join(client_frame(Opcode.TEXT, frame) for _ in range(over - 1)))
+    assert transport.paused == paused and inbox.bytes <= INBOX_BYTES
+    protocol.data_received(client_frame(Opcode.TEXT, frame) * 3)  # one read may land past the bound
+    assert transport.paused == paused + 1 and protocol.read_paused
+    assert inbox.bytes == (over + 2) * per_frame
+    while inbox.bytes - per_frame > INBOX_BYTES // 2:
+        assert inbox.pop() is not None
+        assert transport.resumed == resumed  # still above half the bound: the socket stays paused
+    assert inbox.pop() is not None
+    assert transport.resumed == resumed + 1 and not protocol.read_paused
