@@ -70,6 +70,7 @@ IDENTITY = "folio.identity"
 MAY_RETRY = "folio.may_retry"  # a consumer's caller may produce to its retry topic
 SESSION_SLOT = "folio.session_slot"  # gives the session's per-role slot back (a relayed session)
 EXPIRED_CLOSE = 4401
+CLOSE_GRACE_S = 10.0  # a closed session's handler has this long to return
 REVOKED_CLOSE = 4403
 RECHECK_S = 5.0  # a long-lived session's right is checked again this often
 CORS_MAX_AGE_S = 600
@@ -230,7 +231,7 @@ class SecurityMiddleware:
         if not watch.active:
             await self.app(scope, receive, send)
         elif scope["type"] == "websocket":
-            await self.app(scope, self._watched_receive(receive, send, watch), send)
+            await self._session_watched(scope, receive, send, watch)
         else:
             await self._respond_watched(scope, receive, send, watch)
 
@@ -310,30 +311,28 @@ class SecurityMiddleware:
 
         return wrapped
 
-    def _watched_receive(self, receive: Receive, send: Send, watch: Watch) -> Receive:
-        """A WebSocket's ``receive`` that, once the token expires (4401) or the role lost
-        its right (4403), closes the socket and reports a disconnect (every handler
-        reads its socket in a loop)."""
-        pending: asyncio.Future[Message] | None = None
-        ended: int | None = None
-
-        async def wrapped() -> Message:
-            nonlocal pending, ended
-            while ended is None:
-                if pending is None:
-                    pending = asyncio.ensure_future(receive())
-                done, _ = await asyncio.wait({pending}, timeout=watch.wait_s())
-                if done:
-                    message, pending = pending.result(), None
-                    return message
-                end = await watch.check()
-                if end is not None:
-                    ended = end[0]
-                    with contextlib.suppress(Exception):
-                        await send({"type": "websocket.close", "code": end[0], "reason": end[1]})
-            return {"type": "websocket.disconnect", "code": ended}
-
-        return wrapped
+    async def _session_watched(self, scope: Scope, receive: Receive, send: Send, watch: Watch) -> None:
+        """Run a WebSocket session; once the token expires (4401) or the role lost its right
+        (4403), close the socket. The handler then sees its connection end, whether it
+        reads through ``receive`` or, once accepted, from the frame inbox below ASGI
+        (``api/ws_server.py``), and returns; one that does not within ``CLOSE_GRACE_S``
+        is cancelled."""
+        task = asyncio.ensure_future(self.app(scope, receive, send))
+        while True:
+            done, _ = await asyncio.wait({task}, timeout=watch.wait_s())
+            if done:
+                task.result()
+                return
+            end = await watch.check()
+            if end is not None:
+                break
+        with contextlib.suppress(Exception):
+            await send({"type": "websocket.close", "code": end[0], "reason": end[1]})
+        done, _ = await asyncio.wait({task}, timeout=CLOSE_GRACE_S)
+        if not done:
+            task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await task
 
     async def _respond_watched(self, scope: Scope, receive: Receive, send: Send, watch: Watch) -> None:
         """Run an HTTP request, cut off when the token expires or the role loses its
