@@ -194,6 +194,8 @@ class Gateway:
         self.forwarder = Forwarder(self.http, self.router)
         self.service.is_local = self.ownership.is_owner
         self.service.ownership_epoch = self.ownership.epoch_of
+        self.service.held_generation = self.ownership.held_generation
+        self.service.lease_valid = self.ownership.lease_valid
         self.service.remote_publish = self.forwarder.publish_entry
         self.webhooks = Webhooks(
             store,

@@ -101,11 +101,16 @@ class BrokerService:
         # loads that may not auto-create (weak: a finished load is forgotten with its task)
         self._loading_without_create: weakref.WeakSet[asyncio.Task[Topic]] = weakref.WeakSet()
         self._namespaces: dict[NamespaceName, NamespaceView] = {}
+        self.policies_generation = 0  # moves on with every change of ``_namespaces``
         self._refresh_task: asyncio.Task[None] | None = None
         self.upkeep = UpkeepSchedule(self.topics.values, clock)
         self.remote_publish: RemotePublish | None = None  # set by the API layer (forwarding)
         self.is_local: Callable[[TopicName], bool] = lambda _name: True
         self.ownership_epoch: Callable[[TopicName], int | None] = lambda _name: 0
+        # with both set, ``serves`` looks a topic's epoch up again only when the held
+        # bundles changed (``held_generation`` moved) and checks the lease every time
+        self.held_generation: Callable[[], int] | None = None
+        self.lease_valid: Callable[[], bool] = lambda: True
         self._doomed: set[asyncio.Task[Topic]] = set()  # loads to discard when they end
         self.closed = False
         self._deleting: set[TopicName] = set()
@@ -123,6 +128,7 @@ class BrokerService:
             view = await self._policy_source(ns)
             if view.exists:
                 self._namespaces[ns] = view
+                self.policies_generation += 1
         return view
 
     async def _refresh_policies(self) -> None:
@@ -131,6 +137,7 @@ class BrokerService:
             for ns in list(self._namespaces):
                 with contextlib.suppress(Exception):
                     self._namespaces[ns] = await self._policy_source(ns)
+                    self.policies_generation += 1
 
     def start(self) -> None:
         if self._refresh_task is None:
@@ -216,8 +223,18 @@ class BrokerService:
 
     def serves(self, topic: Topic) -> bool:
         """Whether ``topic`` may still serve: this gateway owns its bundle under the
-        epoch the topic was loaded in (every write path entry asks)."""
-        return self.ownership_epoch(topic.name) == topic.epoch
+        epoch the topic was loaded in and its lease is before its local deadline (every
+        write path entry asks: every publish and every stored entry). The bundle lookup
+        is remembered on the topic until the held bundles change; the lease is checked
+        against the clock every time."""
+        generation = self.held_generation() if self.held_generation is not None else None
+        if generation is not None and topic.served_generation == generation:
+            return self.lease_valid()
+        if self.ownership_epoch(topic.name) != topic.epoch:
+            return False
+        if generation is not None:
+            topic.served_generation = generation
+        return True
 
     async def _load(self, name: TopicName, create: bool) -> Topic:
         epoch = self.ownership_epoch(name)

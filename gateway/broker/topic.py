@@ -116,6 +116,7 @@ class TopicHost(Protocol):
 
     store: MetadataStore
     clock: Clock
+    policies_generation: int  # moves on whenever any namespace's policies may have changed
 
     def namespace_policies(self, ns: NamespaceName) -> TopicPolicies: ...
 
@@ -186,7 +187,13 @@ class Topic:
     def __init__(self, name: TopicName, managed_log: ManagedLog, host: TopicHost, epoch: int = 0) -> None:
         self.name = name
         self.epoch = epoch  # the ownership epoch it was loaded under (service.BrokerService)
+        # the held-bundles generation under which ``epoch`` was last found current (the
+        # host's ``serves`` keeps it; -1: never)
+        self.served_generation = -1
+        self._partition = name.partition_index  # fixed by the name: not parsed per entry
         self._namespace = name.namespace_name
+        self._policies = host.namespace_policies(self._namespace)
+        self._policies_generation = host.policies_generation
         self.log = managed_log
         self.host = host
         self.store = host.store
@@ -316,12 +323,17 @@ class Topic:
 
     @property
     def policies(self) -> TopicPolicies:
-        """The namespace's policies as they are now (cached by the gateway)."""
-        return self.host.namespace_policies(self._namespace)
+        """The namespace's policies as they are now (cached by the gateway; looked up
+        again once the host's ``policies_generation`` moved, not on every call)."""
+        generation = self.host.policies_generation
+        if generation != self._policies_generation:
+            self._policies = self.host.namespace_policies(self._namespace)
+            self._policies_generation = generation
+        return self._policies
 
     @property
     def partition(self) -> int:
-        return self.name.partition_index
+        return self._partition
 
     def publish(self, message: EntryMessage) -> asyncio.Future[PublishResult]:
         """Queue one message; the future resolves once it is stored (or refused)."""
@@ -541,7 +553,7 @@ class Topic:
         position = entry_future.result()
         ledger_id, entry_id = position.ledger_id, position.entry_id
         count = len(tokens)
-        partition = self.partition
+        partition = self._partition
         ids = entry_ids_base64(ledger_id, entry_id, partition, count)
         batched = count > 1
         for index, (token, b64) in enumerate(zip(tokens, ids, strict=True)):

@@ -1,7 +1,9 @@
 """The bundles one gateway holds, and when it has lost one (pure).
 
 Owns: ``HeldBundles``, the local table namespace -> range -> ``mod_revision``
-of this gateway's ownership key, ``LossReason`` and ``lost_bundles``.
+of this gateway's ownership key (and ``generation``, which every change of it
+moves on, so a topic's epoch found once holds until it moves), ``LossReason``
+and ``lost_bundles``.
 Rules (docs/architecture.md §6):
 - a held bundle's ownership epoch is the ``mod_revision`` of our key for it;
   etcd revisions only grow, so a later owner's epoch is always higher;
@@ -33,6 +35,7 @@ class LossReason(enum.Enum):
 class HeldBundles:
     def __init__(self) -> None:
         self._held: dict[NamespaceName, dict[BundleRange, int]] = {}
+        self.generation = 0  # moves on with every change of the table
 
     def all(self) -> list[NamespaceBundle]:
         """Every held bundle, sorted."""
@@ -59,9 +62,13 @@ class HeldBundles:
 
     def add(self, nb: NamespaceBundle, revision: int) -> None:
         self._held.setdefault(nb.namespace, {})[nb.range] = revision
+        self.generation += 1
 
     def add_if_absent(self, nb: NamespaceBundle, revision: int) -> None:
-        self._held.setdefault(nb.namespace, {}).setdefault(nb.range, revision)
+        ranges = self._held.setdefault(nb.namespace, {})
+        if nb.range not in ranges:
+            ranges[nb.range] = revision
+            self.generation += 1
 
     def remove(self, nb: NamespaceBundle, revision: int | None) -> bool:
         """Drop ``nb`` if held (under ``revision``, unless None); True if it was dropped."""
@@ -71,6 +78,7 @@ class HeldBundles:
         del ranges[nb.range]
         if not ranges:
             self._held.pop(nb.namespace, None)
+        self.generation += 1
         return True
 
 

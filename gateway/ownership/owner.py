@@ -198,6 +198,15 @@ class OwnershipManager:
         found = self._mine.of_topic(topic)
         return found[1] if found and self.session.is_valid() else None
 
+    def held_generation(self) -> int:
+        """Moves on with every change of the bundles held: an epoch ``epoch_of`` gave
+        holds, lease aside, until it moves (``lease_valid`` is the rest)."""
+        return self._mine.generation
+
+    def lease_valid(self) -> bool:
+        """Whether this gateway's lease is valid now (before its local deadline)."""
+        return self.session.is_valid()
+
     def owns(self, bundle: NamespaceBundle) -> bool:
         return self.session.is_valid() and self._mine.holds(bundle)
 

@@ -242,8 +242,10 @@ def _skip_field(data: bytes, pos: int, wire: int) -> int:
 def entry_ids_base64(ledger_id: int, entry_id: int, partition: int, count: int) -> list[str]:
     """Base64 ids of the ``count`` messages of one entry, byte-identical to
     ``MessageId(...).to_base64()`` (the publish path answers every message of a batch
-    entry with its id)."""
-    prefix = entry_prefix(ledger_id, entry_id, partition)
+    entry with its id). The entry's own field is encoded afresh, the ledger's and the
+    partition's come from caches: with many topics an entry often holds one message,
+    and a cache of whole entry prefixes would miss every time."""
+    prefix = ledger_field(ledger_id) + entry_field(entry_id) + partition_field(partition)
     if count == 1:
         return [b64encode_as_string(prefix + NO_BATCH_TAIL)]
     return [b64encode_as_string(prefix + batch_tail(index, count)) for index in range(count)]
@@ -254,12 +256,34 @@ def entry_prefix(ledger_id: int, entry_id: int, partition: int) -> bytes:
     """The encoded fields every message id of one entry starts with; an id is this
     plus ``NO_BATCH_TAIL`` or ``batch_tail(...)``, base64-encoded (no validation: for
     ids the gateway itself made)."""
-    prefix = bytearray()
-    _put_field(prefix, _FIELD_LEDGER, ledger_id)
-    _put_field(prefix, _FIELD_ENTRY, entry_id)
-    if partition >= 0:
-        _put_field(prefix, _FIELD_PARTITION, partition)
-    return bytes(prefix)
+    return ledger_field(ledger_id) + entry_field(entry_id) + partition_field(partition)
+
+
+@functools.lru_cache(maxsize=4096)  # one per ledger a topic writes or is read from
+def ledger_field(ledger_id: int) -> bytes:
+    """The encoded ledgerId field (1) of an id."""
+    out = bytearray()
+    _put_field(out, _FIELD_LEDGER, ledger_id)
+    return bytes(out)
+
+
+def entry_field(entry_id: int) -> bytes:
+    """The encoded entryId field (2) of an id."""
+    if 0 <= entry_id < 0x80:  # one varint byte: a ledger's first 128 entries
+        return bytes((_FIELD_ENTRY << 3, entry_id))
+    out = bytearray()
+    _put_field(out, _FIELD_ENTRY, entry_id)
+    return bytes(out)
+
+
+@functools.lru_cache(maxsize=1024)
+def partition_field(partition: int) -> bytes:
+    """The encoded partition field (3) of an id; empty for a non-partitioned topic (-1)."""
+    if partition < 0:
+        return b""
+    out = bytearray()
+    _put_field(out, _FIELD_PARTITION, partition)
+    return bytes(out)
 
 
 NO_BATCH_TAIL = b"\x30\x00"  # batch_index 0 (proto3 default written out, as Pulsar does)

@@ -229,6 +229,8 @@ class SimGateway:
         await ownership.start()
         service.is_local = ownership.is_owner
         service.ownership_epoch = ownership.epoch_of
+        service.held_generation = ownership.held_generation
+        service.lease_valid = ownership.lease_valid
         service.start()
         self.ownership = ownership
         self.service = service

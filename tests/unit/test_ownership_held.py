@@ -38,3 +38,23 @@ def test_a_bundle_is_lost_once_the_cache_has_seen_our_key_and_no_longer_holds_it
     assert lost_bundles(held, [LOW, HIGH], ours, 20) == [(HIGH, 20)]
     newer = {owner_key(LOW): Entry(b"gw2", 30, 30)}  # someone else's key now
     assert lost_bundles(held, [LOW], newer, 30) == [(LOW, 10)]
+
+
+def test_the_generation_moves_with_every_change_of_the_table_and_only_then() -> None:
+    held = HeldBundles()
+    seen = [held.generation]
+
+    def moved() -> bool:
+        seen.append(held.generation)
+        return seen[-1] != seen[-2]
+
+    held.add(LOW, 7)
+    assert moved()
+    held.add_if_absent(LOW, 9)  # held already: nothing changes
+    assert not moved()
+    held.add_if_absent(HIGH, 9)
+    assert moved()
+    assert not held.remove(LOW, 5) and not moved()  # an older key's loss: kept
+    assert held.remove(LOW, 7) and moved()
+    held.add(LOW, 11)  # held again, under a new epoch
+    assert moved()

@@ -57,6 +57,7 @@ def topic(queue_messages_max: int = 50_000, dedup: bool = False) -> tuple[Topic,
         store=None,
         clock=ManualClock(1_000),
         namespace_policies=lambda _ns: TopicPolicies(dedup=dedup),
+        policies_generation=0,
         serves=lambda _topic: True,
     )
     t = Topic(TopicName.parse("persistent://public/default/t"), log, host)  # type: ignore[arg-type]
@@ -195,3 +196,34 @@ async def test_a_connected_producer_under_dedup_starts_after_the_last_id_the_top
     await asyncio.sleep(0)  # a lone message is cut a loop round later
     assert sequences(log) == [100]
     assert t.add_producer("other", initial_sequence_id=10).next_sequence == 11
+
+
+async def test_the_policies_are_looked_up_again_only_when_the_hosts_generation_moves() -> None:
+    t, _ = topic()
+    host: Any = t.host
+    lookups: list[object] = []
+
+    def policies(ns: object) -> TopicPolicies:
+        lookups.append(ns)
+        return TopicPolicies(dedup=True)
+
+    host.namespace_policies = policies
+    assert not t.policies.dedup and lookups == []  # the generation did not move: as loaded
+    host.policies_generation += 1  # a policy change reached the host
+    assert t.policies.dedup and t.policies.dedup and len(lookups) == 1
+
+
+async def test_an_entry_stored_after_the_ownership_ended_is_not_acknowledged() -> None:
+    t, log = topic()
+    t.add_producer("p")
+    serving = [True]
+    host: Any = t.host
+    host.serves = lambda _topic: serving[0]
+    future = t.publish_many([message(0)])
+    await asyncio.sleep(0)
+    await asyncio.sleep(0)  # a lone message is cut a loop round later
+    assert len(log.appends) == 1
+    serving[0] = False  # e.g. the lease passed its local deadline while the add ran
+    log.complete(0, entry_id=0)
+    [outcome] = await future
+    assert isinstance(outcome, TopicUnavailable) and "ownership ended" in str(outcome)
