@@ -22,6 +22,7 @@ from gateway.api.ws_subscribe import serve_consumer, serve_reader
 from gateway.broker.topic import Topic
 from gateway.names import TopicName, check_subscription
 from gateway.protocol.params import (
+    ConsumerParams,
     parse_authoritative,
     parse_consumer_params,
     parse_producer_params,
@@ -40,14 +41,17 @@ def add_ws_routes(router: APIRouter, gateway: Gateway) -> dict[str, WsHandler]:
 
     async def _ws_session(
         websocket: WebSocket,
-        make: Callable[[], tuple[TopicName, Any]],
+        path: tuple[str, str, str, str],
+        parse: Callable[[dict[str, str]], Any],
         partitioned: Callable[[TopicName, int], Awaitable[None]],
         local: Callable[[Topic, Any], Awaitable[None]],
     ) -> None:
-        """Validate, then serve a WebSocket session here, on the partitions' owners, or relay it."""
+        """Validate (the topic name of ``path``, then the query by ``parse``), then serve a
+        WebSocket session here, on the partitions' owners, or relay it."""
         query = dict(websocket.query_params)
         try:
-            name, params = make()
+            name = TopicName.of(*path)
+            params = parse(query)
             where = await gateway.router.locate(name, authoritative=parse_authoritative(query))
         except Exception as exc:
             await deny(websocket, exc)
@@ -63,10 +67,8 @@ def add_ws_routes(router: APIRouter, gateway: Gateway) -> dict[str, WsHandler]:
     async def ws_producer(websocket: WebSocket, domain: str, tenant: str, namespace: str, topic: str) -> None:
         await _ws_session(
             websocket,
-            lambda: (
-                TopicName.of(domain, tenant, namespace, topic),
-                parse_producer_params(dict(websocket.query_params)),
-            ),
+            (domain, tenant, namespace, topic),
+            parse_producer_params,
             lambda name, n: serve_partitioned_producer(gateway, websocket, name, n),
             lambda local, params: serve_producer(gateway, websocket, local, params),
         )
@@ -75,14 +77,14 @@ def add_ws_routes(router: APIRouter, gateway: Gateway) -> dict[str, WsHandler]:
     async def ws_consumer(
         websocket: WebSocket, domain: str, tenant: str, namespace: str, topic: str, subscription: str
     ) -> None:
-        def make() -> tuple[TopicName, Any]:
-            name = TopicName.of(domain, tenant, namespace, topic)
+        def parse(query: dict[str, str]) -> ConsumerParams:
             check_subscription(subscription)
-            return name, parse_consumer_params(dict(websocket.query_params))
+            return parse_consumer_params(query)
 
         await _ws_session(
             websocket,
-            make,
+            (domain, tenant, namespace, topic),
+            parse,
             lambda name, n: serve_partitioned_consumer(gateway, websocket, name, n, subscription),
             lambda local, params: serve_consumer(gateway, websocket, local, subscription, params),
         )
@@ -91,10 +93,8 @@ def add_ws_routes(router: APIRouter, gateway: Gateway) -> dict[str, WsHandler]:
     async def ws_reader(websocket: WebSocket, domain: str, tenant: str, namespace: str, topic: str) -> None:
         await _ws_session(
             websocket,
-            lambda: (
-                TopicName.of(domain, tenant, namespace, topic),
-                parse_reader_params(dict(websocket.query_params)),
-            ),
+            (domain, tenant, namespace, topic),
+            parse_reader_params,
             lambda name, n: serve_partitioned_consumer(gateway, websocket, name, n, None),
             lambda local, params: serve_reader(gateway, websocket, local, params),
         )

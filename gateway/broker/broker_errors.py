@@ -10,46 +10,32 @@ from __future__ import annotations
 from gateway.errors import GatewayError
 
 
-class ProducerBusy(GatewayError):
+class ProducerBusy(GatewayError, code="producer_busy"):
     """A producer with this name is already connected to the topic (409)."""
 
-    code = "producer_busy"
 
-
-class ConsumerBusy(GatewayError):
+class ConsumerBusy(GatewayError, code="consumer_busy"):
     """Exclusive subscription taken, or consumer limit reached (409)."""
 
-    code = "consumer_busy"
 
-
-class SubscriptionTypeMismatch(GatewayError):
+class SubscriptionTypeMismatch(GatewayError, code="subscription_type_mismatch"):
     """The subscription has consumers of another type (409)."""
 
-    code = "subscription_type_mismatch"
+
+class SubscriptionNotFound(GatewayError, code="not_found"):
+    """The topic has no subscription of that name."""
 
 
-class SubscriptionNotFound(GatewayError):
-    code = "not_found"
-
-
-class NotAllowed(GatewayError):
+class NotAllowed(GatewayError, code="not_allowed"):
     """The operation does not apply (e.g. cumulative ack on Shared) (400/405)."""
 
-    code = "not_allowed"
 
-
-class TooManyRequests(GatewayError):
+class TooManyRequests(GatewayError, code="too_many_requests", retriable=True):
     """A bounded queue is full; retry later (429)."""
 
-    code = "too_many_requests"
-    retriable = True
 
-
-class TopicUnavailable(GatewayError):
+class TopicUnavailable(GatewayError, code="topic_unavailable", retriable=True):
     """The topic is closing or moved to another gateway; reconnect (503)."""
-
-    code = "topic_unavailable"
-    retriable = True
 
 
 class OwnershipMovedWhileLoading(TopicUnavailable):
@@ -60,43 +46,30 @@ class OwnershipMovedWhileLoading(TopicUnavailable):
     retry_after_s = 1
 
 
-class DuplicateUndetermined(GatewayError):
+class DuplicateUndetermined(GatewayError, code="duplicate_undetermined", retriable=True):
     """Dedup: an earlier send with this sequence id is still in flight (retry)."""
 
-    code = "duplicate_undetermined"
-    retriable = True
 
-
-class SequenceGap(GatewayError):
+class SequenceGap(GatewayError, code="sequence_gap", retriable=True):
     """Dedup: an earlier sequence id of this producer failed; send it again first."""
 
-    code = "sequence_gap"
-    retriable = True
 
-
-class SequenceAbandoned(GatewayError):
+class SequenceAbandoned(GatewayError, code="sequence_abandoned"):
     """Dedup: this sequence id failed and later ids were stored after it; it is
     not stored now (it would be out of order) - send it under a new id."""
 
-    code = "sequence_abandoned"
+
+class BacklogQuotaExceeded(GatewayError, code="backlog_quota_exceeded", retriable=True):
+    """A publish is refused: the topic's backlog is above its quota; retry once consumers catch up."""
 
 
-class BacklogQuotaExceeded(GatewayError):
-    code = "backlog_quota_exceeded"
-    retriable = True
-
-
-class TopicTerminated(GatewayError):
+class TopicTerminated(GatewayError, code="topic_terminated"):
     """The topic was terminated (sealed): it takes no more messages or producers."""
 
-    code = "topic_terminated"
+
+class SubscriptionExists(GatewayError, code="already_exists"):
+    """A subscription of that name exists already on the topic."""
 
 
-class SubscriptionExists(GatewayError):
-    code = "already_exists"
-
-
-class SubscriptionBusy(GatewayError):
+class SubscriptionBusy(GatewayError, code="precondition_failed"):
     """Admin: the subscription or topic has connected clients (412 unless forced)."""
-
-    code = "precondition_failed"

@@ -24,25 +24,20 @@ from storage.formats.positions import Position
 CACHE_BYTES_MAX = 64 * 1024 * 1024  # recent entries kept per log
 
 
-class LogError(GatewayError):
-    code = "log_error"
-    retriable = True
+class LogError(GatewayError, code="log_error", retriable=True):
+    """Base of the managed log's errors: the same request may succeed after a new lookup."""
 
 
-class LogFenced(LogError):
+class LogFenced(LogError, code="topic_fenced"):
     """Another gateway took this topic over (its ledger is fenced or the list moved)."""
 
-    code = "topic_fenced"
 
-
-class LogClosed(LogError):
+class LogClosed(LogError, code="topic_unavailable"):
     """The log is closed (unloading) or terminated: it takes no appends."""
 
-    code = "topic_unavailable"
 
-
-class TopicNotFound(GatewayError):
-    code = "not_found"
+class TopicNotFound(GatewayError, code="not_found"):
+    """The topic has no log yet (see ``topic_missing``)."""
 
 
 def topic_missing(name: str, path: str, namespace: str, *, auto_create: bool) -> TopicNotFound:

@@ -9,34 +9,25 @@ a duplicate carries the id Pulsar answers it with
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from gateway.errors import GatewayError
 from storage.formats.message_id import MessageId, duplicate_id
 from storage.formats.positions import NO_BATCH
 
 
+@dataclass(slots=True, eq=False)
 class PublishResult:
     """Where a published message was stored (or that it was a duplicate); the
     base64 id is computed for the whole entry at once (``entry_ids_base64``)."""
 
-    __slots__ = ("b64", "batch_index", "batch_size", "duplicate", "entry_id", "ledger_id", "partition")
-
-    def __init__(
-        self,
-        ledger_id: int,
-        entry_id: int,
-        partition: int,
-        batch_index: int,
-        batch_size: int,
-        b64: str,
-        duplicate: bool = False,
-    ) -> None:
-        self.ledger_id = ledger_id
-        self.entry_id = entry_id
-        self.partition = partition
-        self.batch_index = batch_index
-        self.batch_size = batch_size
-        self.b64 = b64
-        self.duplicate = duplicate
+    ledger_id: int
+    entry_id: int
+    partition: int
+    batch_index: int
+    batch_size: int
+    b64: str
+    duplicate: bool = False
 
     @property
     def message_id(self) -> MessageId:

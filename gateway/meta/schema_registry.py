@@ -33,16 +33,16 @@ HISTORY_BYTES_MAX = 1024 * 1024  # all versions of one topic (etcd keeps values 
 CAS_ATTEMPTS = 32
 
 
-class SchemaNotFound(GatewayError):
-    code = "schema_not_found"
+class SchemaNotFound(GatewayError, code="schema_not_found"):
+    """The topic has no schema, or not the version asked for."""
 
 
-class IncompatibleSchema(GatewayError):
-    code = "incompatible_schema"
+class IncompatibleSchema(GatewayError, code="incompatible_schema"):
+    """A new schema is not compatible with the topic's live versions under its strategy."""
 
 
-class SchemaHistoryFull(GatewayError):
-    code = "schema_history_full"
+class SchemaHistoryFull(GatewayError, code="schema_history_full"):
+    """The topic's schema versions would pass ``HISTORY_BYTES_MAX``."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -70,14 +70,12 @@ _INTEGERS: dict[SchemaType, tuple[str, int]] = {
 _FLOATS: dict[SchemaType, str] = {SchemaType.FLOAT: ">f", SchemaType.DOUBLE: ">d"}
 
 
-class InvalidSchema(GatewayError):
-    code = "invalid_schema"
+class InvalidSchema(GatewayError, code="invalid_schema"):
+    """A schema whose type or definition cannot be read."""
 
 
-class SchemaMismatch(GatewayError):
+class SchemaMismatch(GatewayError, code="schema_mismatch"):
     """A payload that its schema cannot encode or read."""
-
-    code = "schema_mismatch"
 
 
 @dataclass(frozen=True, slots=True)

@@ -33,6 +33,7 @@ import binascii
 import difflib
 import re
 from collections.abc import Mapping
+from typing import TypeVar
 
 import orjson
 import pybase64
@@ -52,6 +53,7 @@ WHOLE_FLOAT_MAX = 2**53  # beyond this a float does not spell its integer exactl
 _DECIMAL = re.compile(r"[+-]?[0-9]{1,19}")  # Long.parseLong's text (range checked after)
 
 JsonObject = dict[str, object]
+_T = TypeVar("_T")
 
 
 def load_object(data: str | bytes) -> JsonObject:
@@ -78,14 +80,8 @@ def is_text(value: str) -> bool:
 
 def get_str(obj: Mapping[str, object], name: str, context: str | None = None) -> str | None:
     """Field ``name`` as a string, ``None`` when absent or null."""
-    value = obj.get(name)
-    if value is None:
-        return None
-    if not isinstance(value, str):
-        raise FrameError(
-            WS_FAILED_TO_DESERIALIZE, f"{name} must be a string, got {_json_type(value)}", context
-        )
-    if not is_text(value):
+    value = _typed(obj, name, str, "a string", context)
+    if value is not None and not is_text(value):
         raise FrameError(WS_FAILED_TO_DESERIALIZE, f"{name} is not valid Unicode", context)
     return value
 
@@ -113,12 +109,8 @@ def get_int(
         return None
     value = as_int(raw)
     if value is None:
-        raise FrameError(
-            WS_FAILED_TO_DESERIALIZE, f"{name} must be an integer, got {_json_type(raw)}", context
-        )
-    if not low <= value <= high:
-        raise FrameError(WS_FAILED_TO_DESERIALIZE, f"{name} {value} is outside [{low}, {high}]", context)
-    return value
+        raise _wrong_type(name, "an integer", raw, context)
+    return _in_range(name, value, low, high, context)
 
 
 def get_long(
@@ -138,20 +130,33 @@ def get_long(
         raise FrameError(
             WS_FAILED_TO_DESERIALIZE, f"{name} must be an integer, got the string {shown!r}", context
         )
-    value = int(raw)
-    if not low <= value <= high:
-        raise FrameError(WS_FAILED_TO_DESERIALIZE, f"{name} {value} is outside [{low}, {high}]", context)
-    return value
+    return _in_range(name, int(raw), low, high, context)
 
 
 def get_bool(obj: Mapping[str, object], name: str, context: str | None = None) -> bool | None:
+    """Field ``name`` as a boolean, ``None`` when absent or null."""
+    return _typed(obj, name, bool, "a boolean", context)
+
+
+def _typed(obj: Mapping[str, object], name: str, kind: type[_T], what: str, context: str | None) -> _T | None:
+    """Field ``name`` when it is a ``kind`` (``what`` names one in the error), ``None`` when
+    absent or null; ``FrameError(3)`` for another JSON type."""
     value = obj.get(name)
     if value is None:
         return None
-    if not isinstance(value, bool):
-        raise FrameError(
-            WS_FAILED_TO_DESERIALIZE, f"{name} must be a boolean, got {_json_type(value)}", context
-        )
+    if not isinstance(value, kind):
+        raise _wrong_type(name, what, value, context)
+    return value
+
+
+def _wrong_type(name: str, what: str, value: object, context: str | None) -> FrameError:
+    return FrameError(WS_FAILED_TO_DESERIALIZE, f"{name} must be {what}, got {_json_type(value)}", context)
+
+
+def _in_range(name: str, value: int, low: int, high: int, context: str | None) -> int:
+    """``value`` when within ``[low, high]``, else ``FrameError(3)``."""
+    if not low <= value <= high:
+        raise FrameError(WS_FAILED_TO_DESERIALIZE, f"{name} {value} is outside [{low}, {high}]", context)
     return value
 
 
