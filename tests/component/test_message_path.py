@@ -217,6 +217,7 @@ DELIVERY_GATEWAY_FILES = frozenset(
         "storage/client/writer.py",
         "storage/formats/entry_format.py",
         "storage/formats/key_hash.py",
+        "storage/formats/message_id.py",
         "storage/formats/positions.py",
         "storage/types.py",
         "storage/wire.py",
