@@ -7,7 +7,9 @@ ranges of the text and payload fields in one joined buffer) and its decoder
 as ``entry_format`` writes it - this module reads it with that module's own
 head struct, flags and bounds, and walks "message k of every entry" in one
 numpy step, so its cost grows with the largest message count of an entry, not
-with the number of messages. Structure is checked as strictly as
+with the number of messages; an entry of equal-sized plain messages (no
+optional field, no property) needs no walk: its message starts are
+arithmetic, checked on every head at once. Structure is checked as strictly as
 ``decode_entry`` (version, count, flags, every length against the end of its
 entry, repeated property names, trailing bytes); any defect is re-decoded by
 ``decode_entry`` so the same ``CorruptEntry`` is raised. Text fields are
@@ -17,6 +19,7 @@ and calls ``raise_corrupt`` when one is not.
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -49,8 +52,7 @@ _HEAD = np.dtype(
     [(name, _NUMPY_CODES[code]) for name, code in zip(_HEAD_NAMES, _MESSAGE_HEAD.format[1:], strict=True)]
 )
 assert _HEAD.itemsize == _MESSAGE_HEAD.size
-_HEAD_RANGE = np.arange(_HEAD.itemsize)
-_FLAGS_AND_PROPERTIES = _HEAD.fields["publish"][1]  # a head's bytes before the publish time
+_FLAGS_AND_PROPERTIES = struct.calcsize(_MESSAGE_HEAD.format[:3])  # a head's flags and property count
 _PROPERTY_NAME_LEN, _PROPERTY_VALUE_LEN = (_NUMPY_CODES[code] for code in _PROPERTY_HEAD.format[1:])
 _PADDED_NAME_MAX = 64  # repeated property names are found on padded rows up to this length
 
@@ -128,15 +130,17 @@ def _decode(payloads: Sequence[bytes]) -> EntryColumns:
         raise _Defect("bad entry header")
     first_row = np.cumsum(counts) - counts
     total = int(counts.sum())
-    # walk message k of every entry at once; entries by count, longest first, so
-    # the entries that still have a message k are a prefix
-    order = np.argsort(-counts, kind="stable")
+    message_start = np.empty(total, np.int64)
+    uniform = _uniform_entries(heads, starts, sizes, counts, first_row, message_start)
+    # the other entries: walk message k of every entry at once; entries by count,
+    # longest first, so the entries that still have a message k are a prefix
+    walked = np.flatnonzero(~uniform)
+    order = walked[np.argsort(-counts[walked], kind="stable")]
     sorted_counts = counts[order]
     limit, rows = ends[order], first_row[order]
     position = starts[order] + ENTRY_HEADER_BYTES
-    message_start = np.empty(total, np.int64)
-    final = np.empty(len(payloads), np.int64)
-    steps = int(sorted_counts[0]) if len(payloads) else 0
+    final = np.empty(len(order), np.int64)
+    steps = int(sorted_counts[0]) if len(order) else 0
     alive_at = np.searchsorted(-sorted_counts, -np.arange(steps + 1), side="left").tolist()
     for k in range(steps):
         alive, done = alive_at[k], alive_at[k + 1]  # entries with a message k; with no message k + 1
@@ -217,6 +221,42 @@ def _read(buf: npt.NDArray[np.uint8], at: Ints, limit: Ints, code: str) -> Ints:
     return raw.view(code).reshape(len(at)).astype(np.int64)
 
 
+def _uniform_entries(
+    heads: npt.NDArray[np.uint8],
+    starts: Ints,
+    sizes: Ints,
+    counts: Ints,
+    first_row: Ints,
+    message_start: Ints,
+) -> Flags:
+    """Entries whose messages all have the size of their first one and neither an
+    optional field nor a property (a producer of fixed-size messages): their
+    message starts are arithmetic, checked on every head at once, and written to
+    ``message_start``. The others are walked."""
+    first = starts + ENTRY_HEADER_BYTES
+    head0 = heads[np.minimum(first, len(heads) - 1)]
+    fields0 = head0.view(_HEAD)[:, 0]
+    stride = fields0["name_len"] + fields0["payload_len"] + np.int64(_HEAD.itemsize)
+    uniform = ~head0[:, :_FLAGS_AND_PROPERTIES].any(axis=1) & (counts * stride + ENTRY_HEADER_BYTES == sizes)
+    chosen = np.flatnonzero(uniform)
+    if not len(chosen):
+        return uniform
+    n = counts[chosen]
+    offsets = np.cumsum(n) - n
+    within = np.arange(int(n.sum())) - np.repeat(offsets, n)
+    at = np.repeat(first[chosen], n) + within * np.repeat(stride[chosen], n)
+    raw = heads[at]
+    fields = raw.view(_HEAD)[:, 0]
+    same = (
+        ~raw[:, :_FLAGS_AND_PROPERTIES].any(axis=1)
+        & (fields["name_len"] == np.repeat(fields0["name_len"][chosen], n))
+        & (fields["payload_len"] == np.repeat(fields0["payload_len"][chosen], n))
+    )
+    message_start[np.repeat(first_row[chosen], n) + within] = at
+    uniform[chosen] = np.logical_and.reduceat(same, offsets)
+    return uniform
+
+
 def _next(heads: npt.NDArray[np.uint8], buf: npt.NDArray[np.uint8], at: Ints, limit: Ints) -> Ints:
     """Where the messages starting at ``at`` end: the usual message (no optional
     field, no property) in a few numpy steps. Reads are clipped to ``buf``, not
@@ -234,7 +274,7 @@ def _fields(buf: npt.NDArray[np.uint8], at: Ints, limit: Ints) -> _Fields:
     n = len(at)
     if (at + _HEAD.itemsize > limit).any():
         raise _Defect("message head runs past the end of its entry")
-    head = buf[at[:, None] + _HEAD_RANGE].view(_HEAD).reshape(n)
+    head = np.lib.stride_tricks.sliding_window_view(buf, _HEAD.itemsize)[at].view(_HEAD)[:, 0]
     flags = head["flags"].astype(np.int64)
     cursor = at + _HEAD.itemsize
     zeros = np.zeros(n, np.int64)
