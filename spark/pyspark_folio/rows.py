@@ -2,7 +2,9 @@
 
 Owns: ``SCHEMA`` (the columns every Folio read returns), ``ARROW_SCHEMA`` (the
 exact Arrow form Spark expects of it) and ``RowsBuilder``, which decodes entries
-(storage.formats.entry_format) into columns and cuts them into RecordBatches.
+into Arrow columns (storage.formats.entry_columns: numpy over all the entries of
+a batch, no Python object per message but for ``decoded``) and cuts them into
+RecordBatches.
 Rules: ``message_id`` is the base64 id a WebSocket consumer gets for the same
 message (storage.formats.message_id); ``batch_index`` is the message's index in
 its entry; times are UTC timestamps; ``schema_version`` is the topic schema
@@ -10,8 +12,9 @@ version the message was written with, read from the entry itself
 (docs/decisions/0010-schema-registry.md), as Pulsar's 8 big-endian bytes of a
 long, null for a message written without a schema; with decode=true a
 ``decoded`` struct column follows (decode.py); a task keeps only the messages its ``ReadRange`` bounds and
-``RowFilter`` select. A batch is cut at ``rows_max`` rows or ``bytes_max`` payload
-bytes, whichever comes first, so a task's memory is bounded whatever the ledger.
+``RowFilter`` select. A batch is cut at the entry that brings it to ``rows_max``
+messages or ``bytes_max`` entry bytes, whichever comes first, so a task's memory
+is bounded whatever the ledger.
 """
 
 from __future__ import annotations
