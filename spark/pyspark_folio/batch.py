@@ -26,7 +26,7 @@ from pyspark_folio.options import Connection, ReadOptions
 from pyspark_folio.plan import ReadRange, RowFilter, plan_ranges, resolve_end, resolve_start
 from pyspark_folio.positions import spec_for
 from pyspark_folio.pushdown import Pushed, push_filters
-from pyspark_folio.rows import RowsBuilder
+from pyspark_folio.rows import RowsBuilder, batches
 from pyspark_folio.schemas import read_topic_schema
 from storage.errors import NoSuchEntry, NoSuchLedger
 
@@ -100,22 +100,21 @@ def read_range(
             decoder = PayloadDecoder(decode, topic_schema)
         builder = RowsBuilder(read, decoder=decoder)
         chunks = read_entries(client, read.ledger_id, read.first_entry, read.last_entry)
-        while True:
-            try:
-                chunk = loop.run_until_complete(anext(chunks))
-            except StopAsyncIteration:
-                break
-            except (NoSuchLedger, NoSuchEntry) as exc:
-                if fail_on_data_loss:
-                    raise
-                log.warning("%s ledger %d: data lost (%s); skipped", read.log.name, read.ledger_id, exc)
-                break
-            for entry_id, payload in chunk:
-                builder.add_entry(entry_id, payload)
-                if builder.full:
-                    yield builder.take()
-        if len(builder):
-            yield builder.take()
+
+        def entries() -> Iterator[tuple[int, bytes]]:
+            while True:
+                try:
+                    chunk = loop.run_until_complete(anext(chunks))
+                except StopAsyncIteration:
+                    return
+                except (NoSuchLedger, NoSuchEntry) as exc:
+                    if fail_on_data_loss:
+                        raise
+                    log.warning("%s ledger %d: data lost (%s); skipped", read.log.name, read.ledger_id, exc)
+                    return
+                yield from chunk
+
+        yield from batches(read, entries(), builder)
     finally:
         loop.run_until_complete(context.__aexit__(None, None, None))
         loop.close()

@@ -2,7 +2,9 @@
 
 Owns: ``SCHEMA`` (the columns every Folio read returns), ``ARROW_SCHEMA`` (the
 exact Arrow form Spark expects of it) and ``RowsBuilder``, which decodes entries
-(storage.formats.entry_format) into columns and cuts them into RecordBatches.
+into Arrow columns (storage.formats.entry_columns: numpy over all the entries of
+a batch, no Python object per message but for ``decoded``) and cuts them into
+RecordBatches.
 Rules: ``message_id`` is the base64 id a WebSocket consumer gets for the same
 message (storage.formats.message_id); ``batch_index`` is the message's index in
 its entry; times are UTC timestamps; ``schema_version`` is the topic schema
@@ -10,16 +12,19 @@ version the message was written with, read from the entry itself
 (docs/decisions/0010-schema-registry.md), as Pulsar's 8 big-endian bytes of a
 long, null for a message written without a schema; with decode=true a
 ``decoded`` struct column follows (decode.py); a task keeps only the messages its ``ReadRange`` bounds and
-``RowFilter`` select. A batch is cut at ``rows_max`` rows or ``bytes_max`` payload
-bytes, whichever comes first, so a task's memory is bounded whatever the ledger.
+``RowFilter`` select. A batch is cut at the entry that brings it to ``rows_max``
+messages or ``bytes_max`` entry bytes, whichever comes first, so a task's memory
+is bounded whatever the ledger.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator, Sequence
 
+import numpy as np
 import pyarrow as pa
-from pybase64 import b64encode_as_string
+import pyarrow.compute as pc
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import (
     BinaryType,
@@ -34,7 +39,8 @@ from pyspark.sql.types import (
 
 from pyspark_folio.decode import DECODED, DecodeSpec, PayloadDecoder
 from pyspark_folio.plan import ReadRange
-from storage.formats.entry_format import decode_entry
+from storage.formats.entry_columns import EntryColumns, Flags, Ints, decode_entries, raise_corrupt
+from storage.formats.entry_format import entry_message_count
 from storage.formats.message_id import NO_BATCH_TAIL, batch_tail, entry_prefix
 
 SCHEMA = StructType(
@@ -69,7 +75,13 @@ def schema_for(decode: DecodeSpec | None) -> StructType:
 
 
 class RowsBuilder:
-    """Columns of the messages of one range, handed out as RecordBatches."""
+    """Entries of one range, decoded into Arrow columns a batch at a time.
+
+    Entries are kept as they arrive (``add_entry`` reads only their header) and
+    ``take`` decodes them all at once (storage.formats.entry_columns): every
+    column but ``decoded`` is built from numpy arrays and byte ranges, without a
+    Python object per message. ``decoded`` is the one column made per message
+    (fastavro / orjson decode a payload at a time)."""
 
     def __init__(
         self,
@@ -89,103 +101,211 @@ class RowsBuilder:
         self._reset()
 
     def _reset(self) -> None:
-        self._ids: list[str] = []
-        self._entries: list[int] = []
-        self._indexes: list[int] = []
-        self._keys: list[str | None] = []
-        self._values: list[bytes] = []
-        self._props: list[list[tuple[str, str]]] = []
-        self._publish: list[int] = []
-        self._event: list[int | None] = []
-        self._producers: list[str] = []
-        self._sequences: list[int] = []
-        self._schemas: list[bytes | None] = []
-        self._decoded: list[dict[str, object] | None] = []
+        self._entry_ids: list[int] = []
+        self._payloads: list[bytes] = []
+        self._messages = 0
         self._bytes = 0
 
     def __len__(self) -> int:
-        return len(self._ids)
+        """Messages held (before the range's bounds and filters select among them)."""
+        return self._messages
 
     @property
     def full(self) -> bool:
-        return len(self._ids) >= self._rows_max or self._bytes >= self._bytes_max
+        return self._messages >= self._rows_max or self._bytes >= self._bytes_max
 
     def add_entry(self, entry_id: int, payload: bytes) -> None:
-        """The entry's selected messages, added column by column (a list operation per
-        column and entry, not a dozen appends per message: this runs for every message
-        a read returns)."""
+        """Hold the entry until ``take`` (its header is checked now)."""
+        self._messages += entry_message_count(payload)
+        self._bytes += len(payload)
+        self._entry_ids.append(entry_id)
+        self._payloads.append(payload)
+
+    def take(self) -> pa.RecordBatch:
+        """The selected messages of the entries held as one RecordBatch (and start afresh)."""
+        payloads = self._payloads
+        entry_ids = np.array(self._entry_ids, np.int64)
+        self._reset()
+        cols = decode_entries(payloads)
+        data = pa.py_buffer(cols.data)
+        entry_id = entry_ids[cols.entry]
+        keys = _text_or_replaced(_slices(data, cols.key_start, cols.key_len, pa.binary(), cols.has_key))
+        chosen = self._select(cols, entry_id, keys)
+        everything = len(chosen) == len(cols.entry)
+        n = len(chosen)
         read = self._read
-        messages = decode_entry(payload)
-        count = len(messages)
-        low = read.first_batch if entry_id == read.first_entry else 0
-        high = read.stop_batch if entry_id == read.last_entry and read.stop_batch is not None else count
-        indexes = list(range(low, min(high, count)))
-        chosen = messages[low : low + len(indexes)]
-        rows = read.rows
-        if rows.publish_min_ms is not None or rows.publish_max_ms is not None:
-            least = rows.publish_min_ms if rows.publish_min_ms is not None else -(2**63)
-            most = rows.publish_max_ms if rows.publish_max_ms is not None else 2**63
-            kept = [j for j, m in enumerate(chosen) if least <= m.publish_time_ms <= most]
-            indexes, chosen = [indexes[j] for j in kept], [chosen[j] for j in kept]
-        keys = [None if m.key is None else m.key.decode("utf-8", "replace") for m in chosen]
-        if rows.keys is not None:
-            wanted = rows.keys
-            kept = [j for j, key in enumerate(keys) if key in wanted]
-            indexes, chosen, keys = (
-                [indexes[j] for j in kept],
-                [chosen[j] for j in kept],
-                [keys[j] for j in kept],
-            )
-        if not chosen:
-            return
-        prefix = entry_prefix(read.ledger_id, entry_id, self._partition_for_id)
-        if count > 1:
-            self._ids += [b64encode_as_string(prefix + batch_tail(i, count)) for i in indexes]
-        else:
-            self._ids.append(b64encode_as_string(prefix + NO_BATCH_TAIL))
-        self._entries += [entry_id] * len(chosen)
-        self._indexes += indexes
-        self._keys += keys
-        values = [m.payload for m in chosen]
-        self._values += values
-        self._props += [list(m.properties.items()) if m.properties else [] for m in chosen]
-        self._publish += [m.publish_time_ms * _MS_TO_US for m in chosen]
-        self._event += [None if m.event_time_ms is None else m.event_time_ms * _MS_TO_US for m in chosen]
-        self._producers += [m.producer_name for m in chosen]
-        self._sequences += [m.sequence_id for m in chosen]
-        self._schemas += [
-            None if m.schema_version is None else m.schema_version.to_bytes(8, "big", signed=True)
-            for m in chosen
+
+        def pick(array: pa.Array) -> pa.Array:
+            return array if everything else array.take(pa.array(chosen))
+
+        producers = _strings(payloads, data, cols.name_start, cols.name_len)
+        publish = cols.publish_time_ms[chosen] * _MS_TO_US
+        event = cols.event_time_ms[chosen] * _MS_TO_US
+        columns: list[pa.Array] = [
+            pa.repeat(pa.scalar(read.log.topic, pa.string()), n),
+            pa.repeat(pa.scalar(read.log.partition, pa.int32()), n),
+            self._message_ids(entry_id[chosen], cols.batch_index[chosen], cols.count[cols.entry[chosen]]),
+            pa.repeat(pa.scalar(read.ledger_id, pa.int64()), n),
+            pa.array(entry_id[chosen], pa.int64()),
+            pa.array(cols.batch_index[chosen], pa.int32()),
+            pick(keys),
+            _slices(data, cols.payload_start[chosen], cols.payload_len[chosen], pa.binary()),
+            _properties(payloads, data, cols, chosen),
+            pa.array(publish, ARROW_SCHEMA.field("publish_time").type),
+            pa.array(event, ARROW_SCHEMA.field("event_time").type, mask=~cols.has_event_time[chosen]),
+            pick(producers),
+            pa.array(cols.sequence_id[chosen], pa.int64()),
+            _versions(cols.schema_version[chosen], cols.has_schema_version[chosen]),
         ]
         if self._decoder is not None:
             decode = self._decoder.decode
-            self._decoded += [decode(m.schema_version, m.payload) for m in chosen]
-        self._bytes += sum(map(len, values))
+            versions = cols.schema_version[chosen].tolist()
+            present = cols.has_schema_version[chosen].tolist()
+            values = columns[7].to_pylist()
+            decoded = [
+                decode(v if has else None, p) for v, has, p in zip(versions, present, values, strict=True)
+            ]
+            columns.append(pa.array(decoded, self._arrow.field(DECODED).type))
+        return pa.RecordBatch.from_arrays(columns, schema=self._arrow)
 
-    def take(self) -> pa.RecordBatch:
-        """The rows gathered so far as one RecordBatch (and start afresh)."""
-        n = len(self._ids)
-        read = self._read
-        columns: Sequence[pa.Array] = [
-            pa.array([read.log.topic] * n, pa.string()),
-            pa.array([read.log.partition] * n, pa.int32()),
-            pa.array(self._ids, pa.string()),
-            pa.array([read.ledger_id] * n, pa.int64()),
-            pa.array(self._entries, pa.int64()),
-            pa.array(self._indexes, pa.int32()),
-            pa.array(self._keys, pa.string()),
-            pa.array(self._values, pa.binary()),
-            pa.array(self._props, ARROW_SCHEMA.field("properties").type),
-            pa.array(self._publish, ARROW_SCHEMA.field("publish_time").type),
-            pa.array(self._event, ARROW_SCHEMA.field("event_time").type),
-            pa.array(self._producers, pa.string()),
-            pa.array(self._sequences, pa.int64()),
-            pa.array(self._schemas, pa.binary()),
-        ]
-        if self._decoder is not None:
-            columns = [*columns, pa.array(self._decoded, self._arrow.field(DECODED).type)]
-        self._reset()
-        return pa.RecordBatch.from_arrays(list(columns), schema=self._arrow)
+    def _select(self, cols: EntryColumns, entry_id: Ints, keys: pa.Array) -> Ints:
+        """The messages the range's bounds and the pushed row filters keep."""
+        read, rows = self._read, self._read.rows
+        index = cols.batch_index
+        keep = ~((entry_id == read.first_entry) & (index < read.first_batch))
+        if read.stop_batch is not None:
+            keep &= ~((entry_id == read.last_entry) & (index >= read.stop_batch))
+        if rows.publish_min_ms is not None:
+            keep &= cols.publish_time_ms >= rows.publish_min_ms
+        if rows.publish_max_ms is not None:
+            keep &= cols.publish_time_ms <= rows.publish_max_ms
+        if rows.keys is not None:
+            wanted = pc.is_in(keys, value_set=pa.array(sorted(rows.keys), pa.string()))
+            keep &= pc.fill_null(wanted, False).to_numpy(zero_copy_only=False)
+        return np.flatnonzero(keep)
+
+    def _message_ids(self, entry_id: Ints, batch_index: Ints, batch_size: Ints) -> pa.Array:
+        """The base64 ids, as ``MessageId.to_base64``: an entry's prefix (one per entry)
+        and the tail of (index, size) (one per size), joined and encoded in numpy."""
+        n = len(entry_id)
+        if n == 0:
+            return pa.array([], pa.string())
+        entries, of_entry = np.unique(entry_id, return_inverse=True)
+        ledger, partition = self._read.ledger_id, self._partition_for_id
+        prefixes = [entry_prefix(ledger, e, partition) for e in entries.tolist()]
+        sizes, of_size = np.unique(batch_size, return_inverse=True)
+        tables = [_tails(size) for size in sizes.tolist()]
+        pieces = [*prefixes, *(table for table, _ in tables)]
+        source = np.frombuffer(b"".join(pieces), np.uint8)
+        prefix_len = np.fromiter(map(len, prefixes), np.int64, len(prefixes))
+        prefix_at = np.cumsum(prefix_len) - prefix_len
+        table_at = int(prefix_len.sum()) + np.cumsum([0] + [len(t) for t, _ in tables[:-1]])
+        tail_offsets = [offsets for _, offsets in tables]
+        tail_start = np.empty(n, np.int64)
+        tail_len = np.empty(n, np.int64)
+        for s, offsets in enumerate(tail_offsets):
+            mine = of_size == s
+            at = batch_index[mine]
+            tail_start[mine] = table_at[s] + offsets[at]
+            tail_len[mine] = offsets[at + 1] - offsets[at]
+        head_len = prefix_len[of_entry]
+        head_start = prefix_at[of_entry]
+        length = head_len + tail_len
+        width = -(-int(length.max()) // 3) * 3
+        column = np.arange(width)
+        in_head = column < head_len[:, None]
+        inside = column < length[:, None]
+        where = np.where(
+            in_head, head_start[:, None] + column, tail_start[:, None] + column - head_len[:, None]
+        )
+        raw = np.where(inside, source[np.where(inside, where, 0)], 0).astype(np.uint32)
+        groups = raw.reshape(n, width // 3, 3)
+        word = groups[:, :, 0] << 16 | groups[:, :, 1] << 8 | groups[:, :, 2]
+        sextets = np.stack([word >> 18, word >> 12, word >> 6, word], axis=2) & 0x3F
+        chars = _B64[sextets].reshape(n, width // 3 * 4)
+        out_len = -(-length // 3) * 4
+        rest = length % 3
+        rows = np.arange(n)
+        chars[rows[rest == 1], out_len[rest == 1] - 2] = ord("=")
+        chars[rows[rest != 0], out_len[rest != 0] - 1] = ord("=")
+        text = chars[np.arange(chars.shape[1]) < out_len[:, None]]
+        offsets = np.concatenate([[0], np.cumsum(out_len)]).astype(np.int32)
+        return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(text)])
+
+
+_B64 = np.frombuffer(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/", np.uint8)
+
+
+@functools.lru_cache(maxsize=64)
+def _tails(size: int) -> tuple[bytes, Ints]:
+    """The id tails of every message of an entry of ``size`` messages, joined, and
+    their offsets (a one-message entry has a plain id)."""
+    tails = [NO_BATCH_TAIL] if size == 1 else [batch_tail(i, size) for i in range(size)]
+    lengths = np.fromiter(map(len, tails), np.int64, len(tails))
+    return b"".join(tails), np.concatenate([[0], np.cumsum(lengths)])
+
+
+def _slices(
+    data: pa.Buffer, start: Ints, length: Ints, kind: pa.DataType, present: Flags | None = None
+) -> pa.Array:
+    """The byte ranges of ``data`` as one Arrow array (null where not ``present``):
+    the ranges and the gaps between them are consecutive elements of a view of
+    ``data`` (ranges are in buffer order), and a take of every other one copies them."""
+    n = len(start)
+    if n == 0:
+        return pa.array([], kind)
+    bounds = np.empty(2 * n, np.int64)
+    bounds[0::2] = start
+    bounds[1::2] = start + length
+    view = pa.Array.from_buffers(kind, 2 * n - 1, [None, pa.py_buffer(bounds.astype(np.int32)), data])
+    every_other = np.arange(0, 2 * n, 2)
+    return view.take(pa.array(every_other, mask=None if present is None else ~present))
+
+
+def _strings(payloads: Sequence[bytes], data: pa.Buffer, start: Ints, length: Ints) -> pa.Array:
+    """UTF-8 text of the byte ranges; text that is not UTF-8 is a corrupt entry."""
+    binary = _slices(data, start, length, pa.binary())
+    try:
+        return binary.cast(pa.string())
+    except pa.ArrowInvalid:
+        raise_corrupt(payloads, "text is not UTF-8")
+        raise
+
+
+def _text_or_replaced(keys: pa.Array) -> pa.Array:
+    """Keys as text; a key that is not UTF-8 gets U+FFFD for its bad bytes (the
+    one column built per message, and only when some key is not UTF-8)."""
+    try:
+        return keys.cast(pa.string())
+    except pa.ArrowInvalid:
+        return pa.array(
+            [None if k is None else k.decode("utf-8", "replace") for k in keys.to_pylist()], pa.string()
+        )
+
+
+def _properties(payloads: Sequence[bytes], data: pa.Buffer, cols: EntryColumns, chosen: Ints) -> pa.Array:
+    kind = ARROW_SCHEMA.field("properties").type
+    count = cols.property_count[chosen]
+    offsets = np.concatenate([[0], np.cumsum(count)]).astype(np.int32)
+    if not count.any():
+        empty = pa.array([], pa.string())
+        return pa.MapArray.from_arrays(pa.array(offsets), empty, empty, type=kind)
+    first = cols.property_first[chosen]
+    slots = np.repeat(first - (offsets[:-1]), count) + np.arange(int(count.sum()))
+    names = _strings(payloads, data, cols.property_name_start[slots], cols.property_name_len[slots])
+    values = _strings(payloads, data, cols.property_value_start[slots], cols.property_value_len[slots])
+    return pa.MapArray.from_arrays(pa.array(offsets), names, values, type=kind)
+
+
+def _versions(version: Ints, present: Flags) -> pa.Array:
+    """Schema versions as Pulsar's 8 big-endian bytes of a long (null where absent)."""
+    n = len(version)
+    offsets = (np.arange(n + 1) * 8).astype(np.int32)
+    validity = pa.py_buffer(np.packbits(present, bitorder="little"))
+    raw = pa.py_buffer(version.astype(">i8").tobytes())
+    return pa.Array.from_buffers(
+        pa.binary(), n, [validity, pa.py_buffer(offsets), raw], null_count=int(n - present.sum())
+    )
 
 
 def batches(
@@ -195,6 +315,12 @@ def batches(
     for entry_id, payload in entries:
         builder.add_entry(entry_id, payload)
         if builder.full:
-            yield builder.take()
+            yield from _rows_of(builder.take())
     if len(builder):
-        yield builder.take()
+        yield from _rows_of(builder.take())
+
+
+def _rows_of(batch: pa.RecordBatch) -> Iterator[pa.RecordBatch]:
+    """``batch`` unless the filters left it empty."""
+    if batch.num_rows:
+        yield batch
