@@ -52,8 +52,9 @@ WRITE_OPTIONS: dict[str, tuple[str, str]] = {
     **CONNECTION_OPTIONS,
     "topic": ("-", "the topic written to; without it, every row names its topic in a `topic` column"),
     "gateways": ("the live gateways in etcd", "gateway HTTP base URLs, comma-separated"),
-    "batchMessages": ("1000", "messages a publish request carries at most (1..1000)"),
-    "batchBytes": ("1048576", "payload bytes a publish request carries at most"),
+    "batchMessages": ("1000", "messages a publish frame carries at most (1..1000)"),
+    "batchBytes": ("1048576", "payload bytes a publish frame carries at most"),
+    "bytesInFlight": ("16777216", "bytes of unacknowledged publish frames a write task holds at most"),
     "producerName": (
         "a fresh name (batch), the query id (stream)",
         "the producer name rows are deduplicated under",
@@ -188,6 +189,7 @@ class WriteOptions:
     gateways: tuple[str, ...] = ()  # HTTP base URLs; empty: the live gateways in etcd
     batch_messages: int = 1000
     batch_bytes: int = 1024 * 1024
+    bytes_in_flight: int = 16 * 1024 * 1024  # a task's unacknowledged frames, all partitions together
     producer_name: str | None = None  # the stable name a streaming query's producers derive from
 
     @classmethod
@@ -203,11 +205,15 @@ class WriteOptions:
         batch_bytes = _int(options, "batchBytes", 1024 * 1024) or 1024 * 1024
         if not 1 <= batch_messages <= 1000 or batch_bytes < 1:
             raise ValueError("option batchMessages must be 1..1000 and batchBytes >= 1")
+        in_flight = _int(options, "bytesInFlight", 16 * 1024 * 1024) or 16 * 1024 * 1024
+        if in_flight < 1:
+            raise ValueError("option bytesInFlight must be >= 1")
         return cls(
             Connection.parse(options),
             topic,
             gateways,
             batch_messages,
             batch_bytes,
+            in_flight,
             _get(options, "producerName"),
         )

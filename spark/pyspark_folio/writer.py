@@ -1,24 +1,34 @@
 """The writers: ``df.write.format("folio")`` and ``writeStream.format("folio")``.
 
-Owns: ``FolioBatchWriter``, ``FolioStreamWriter`` and ``publish_rows``, the task
-side both share. Rules:
-- rows are published through the gateways' REST batch publish
-  (``POST /topics/<topic>``, up to ``batchMessages`` messages a request), each
-  task on one gateway (task index modulo the live gateways); a task sends one
-  request at a time per partition it writes to (the partitions in parallel), so
-  sequence ids reach each partition in order and the usual acks hold: a row
-  counts only once its gateway answered it stored;
+Owns: ``FolioBatchWriter``, ``FolioStreamWriter`` and ``publish_batches``, the
+task side both share. Rules:
+- Spark hands a task its rows as Arrow batches; the task publishes them through
+  the gateways' WebSocket producer with Folio batch frames (docs/publishing.md
+  §4, up to ``batchMessages`` messages / ``batchBytes`` payload bytes a frame),
+  one producer session per partition it writes to, on that partition's owner
+  (looked up on any live gateway, starting with task index modulo the
+  gateways), the sessions in one asyncio loop;
+- each session keeps many frames in flight; replies come in order and are
+  matched to frames by number (``write_window``); a row counts only once its
+  gateway answered it stored (fsynced on an ack quorum);
+- the task's unacknowledged frames are bounded by ``bytesInFlight`` (all its
+  partitions together): past it the task reads no more rows until replies
+  free room;
 - each task is one producer per partition it writes to: the producer name is
   the writer's name plus the task's partition id; the sequence id of a row is
   its position in the task (plus, for a stream, the batch id << 32); a row goes
   to the partition its key hashes to (storage.formats.key_routing, as the
-  gateways route keys), a row without key to ``position mod partitions``. A task
-  that Spark retries, or a streaming batch replayed after a failure, sends the
-  same rows with the same producer, partition and sequence ids, so a namespace
-  with dedup on stores each row once. With dedup off such a retry stores the
-  rows it had already sent again (at-least-once);
-- a message answered retriable, or a request that failed in transit, is sent
-  again (the whole request if its outcome is unknown) with the same ids.
+  gateways route keys), a row without key to ``position mod partitions``;
+- a session that ends (connection lost, gateway gone, topic moved or unloaded:
+  4503, a retriable failure) is opened again - to the owner looked up anew, on
+  another gateway if one does not answer - and every unacknowledged frame is
+  sent again in order with the same producer name and sequence ids. A task that
+  Spark retries, or a streaming batch replayed after a failure, sends the same
+  rows with the same producer, partition and sequence ids. So a namespace with
+  dedup on stores each row once; with dedup off a resend stores again what had
+  been stored but not yet answered (at-least-once);
+- a task fails when a gateway refuses a message for good, or when a partition
+  makes no progress for ``STALL_S`` while sessions keep failing.
 """
 
 from __future__ import annotations
@@ -27,29 +37,36 @@ import asyncio
 import time
 import uuid
 from collections.abc import Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
+from urllib.parse import urlencode
 
 import httpx
 import orjson
+import pyarrow as pa
+import pyarrow.compute as pc
+from pybase64 import b64encode_as_string
 from pyspark import TaskContext
-from pyspark.sql import Row
-from pyspark.sql.datasource import DataSourceStreamWriter, DataSourceWriter, WriterCommitMessage
+from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
+from websockets.asyncio.client import ClientConnection
+from websockets.asyncio.client import connect as ws_connect
+from websockets.exceptions import InvalidStatus, WebSocketException
 
 from coordination import keys
 from coordination.etcd_store import connect
 from pyspark_folio.names import PARTITION_SUFFIX, path_of
 from pyspark_folio.options import Connection, WriteOptions
-from storage.formats import producer_messages
+from pyspark_folio.write_window import Budget, ReplyError, Verdict, Window
 from storage.formats.key_routing import partition_of_key
 
 SEQUENCE_BATCH_SHIFT = 32  # a streaming row's sequence id: batch id << 32 | position in the task
-ATTEMPTS_MAX = 20
-RETRY_DELAY_S = 0.25
-LANE_QUEUED = 2  # requests of one target waiting or in flight (bounds a task's memory)
+STALL_S = 120.0  # a partition without an acknowledged frame this long, sessions failing: the task fails
+RETRY_FIRST_S = 0.1  # first pause before a session is opened again (doubling up to RETRY_MAX_S)
+RETRY_MAX_S = 2.0
+CONNECT_S = 30.0
+REPLY_MAX = 16 * 1024 * 1024  # a reply frame larger than this ends the session (1,000 results fit easily)
+RETRY_STATUS = {409, 429}  # a handshake refused with these (or 5xx) is tried again: producer busy, overload
 
 
 @dataclass
@@ -60,7 +77,7 @@ class PublishedCount(WriterCommitMessage):
 
 
 class PublishFailed(Exception):
-    """A gateway refused rows for good, or none answered after every attempt."""
+    """A gateway refused rows for good, or a partition made no progress for ``STALL_S``."""
 
 
 def _gateways(connection: Connection, given: tuple[str, ...]) -> tuple[str, ...]:
@@ -81,159 +98,255 @@ def _gateways(connection: Connection, given: tuple[str, ...]) -> tuple[str, ...]
     return found
 
 
-def _partition_counts(connection: Connection, topics: set[str]) -> dict[str, int]:
-    async def read() -> dict[str, int]:
-        store = await connect(connection.etcd, namespace=connection.etcd_namespace)
-        try:
-            counts = {}
-            for topic in topics:
-                kv = await store.get(keys.partitioned(path_of(topic)))
-                counts[topic] = int(orjson.loads(kv.value)["partitions"]) if kv is not None else 0
-            return counts
-        finally:
-            await store.close()
-
-    return asyncio.run(read())
+async def _partition_count(connection: Connection, topic: str) -> int:
+    """The topic's partitions (0: not partitioned), from etcd."""
+    store = await connect(connection.etcd, namespace=connection.etcd_namespace)
+    try:
+        kv = await store.get(keys.partitioned(path_of(topic)))
+    finally:
+        await store.close()
+    return int(orjson.loads(kv.value)["partitions"]) if kv is not None else 0
 
 
-class _Sender:
-    """One task's publishing: buffers per target log; each target's requests go out
-    one at a time in order (its own thread), the targets in parallel."""
+class _Lane:
+    """One partition's producer session, opened again whenever it ends (module rules)."""
 
-    def __init__(self, options: WriteOptions, gateway: str, producer: str) -> None:
-        self._options = options
-        self._gateway = gateway
-        self._producer = producer
-        self._http = httpx.Client(timeout=60.0)
-        self._buffers: dict[str, list[dict[str, Any]]] = {}
-        self._bytes: dict[str, int] = {}
-        self._lanes: dict[str, ThreadPoolExecutor] = {}
-        self._pending: dict[str, list[Future[tuple[int, int]]]] = {}
-        self.rows = 0
-        self.duplicates = 0
+    def __init__(
+        self, target: str, producer: str, gateways: tuple[str, ...], first: int, task: _Task
+    ) -> None:
+        self.target = target
+        self.path = path_of(target)
+        self.producer = producer
+        self.gateways = gateways
+        self.gateway = first  # index of the gateway asked for the owner
+        self.task = task
+        self.window = Window()
+        self.wake = asyncio.Event()
+        self.closing = False
+        self.sessions = 0
+        self.runner = asyncio.get_running_loop().create_task(self._run())
 
-    def add(self, target: str, message: dict[str, Any], size: int) -> None:
-        buffer = self._buffers.setdefault(target, [])
-        buffer.append(message)
-        self._bytes[target] = self._bytes.get(target, 0) + size
-        if len(buffer) >= self._options.batch_messages or self._bytes[target] >= self._options.batch_bytes:
-            self.flush(target)
-
-    def flush(self, target: str) -> None:
-        """Hand the target's buffer to its lane; at most LANE_QUEUED requests wait."""
-        messages = self._buffers.pop(target, [])
-        self._bytes.pop(target, None)
-        if not messages:
-            return
-        lane = self._lanes.get(target)
-        if lane is None:
-            lane = self._lanes[target] = ThreadPoolExecutor(max_workers=1)
-        pending = self._pending.setdefault(target, [])
-        while len(pending) >= LANE_QUEUED:
-            self._count(pending.pop(0).result())
-        pending.append(lane.submit(self._send, target, messages))
-
-    def _count(self, done: tuple[int, int]) -> None:
-        self.rows += done[0]
-        self.duplicates += done[1]
-
-    def _send(self, target: str, messages: list[dict[str, Any]]) -> tuple[int, int]:
-        url = f"{self._gateway}/topics/{path_of(target)}?markDuplicates=true"  # counts duplicates
-        stored = duplicates = 0
-        for attempt in range(ATTEMPTS_MAX):
-            if not messages:
-                return stored, duplicates
-            if attempt:
-                time.sleep(RETRY_DELAY_S)
-            try:
-                reply = self._http.post(
-                    url,
-                    content=orjson.dumps(producer_messages.body(self._producer, messages)),
-                    headers={"content-type": "application/json"},
-                )
-            except httpx.TransportError:
-                continue  # outcome unknown: send all again with the same ids
-            if reply.status_code >= 500 or reply.status_code == 429:
-                continue
-            if reply.status_code != 200:
-                raise PublishFailed(f"{url}: HTTP {reply.status_code}: {reply.text[:300]}")
-            results = orjson.loads(reply.content)["messagePublishResults"]
-            again = []
-            for message, result in zip(messages, results, strict=True):
-                code = result.get("errorCode", 0)
-                if code == 0:
-                    stored += 1
-                    duplicates += 1 if result.get("duplicate") else 0
-                elif code == 1:
-                    again.append(message)
-                else:
-                    raise PublishFailed(f"{url}: {result.get('errorMsg')}")
-            messages = again
-        if messages:
-            raise PublishFailed(f"{url}: {len(messages)} messages not stored after {ATTEMPTS_MAX} attempts")
-        return stored, duplicates
+    def push(self, messages: list[dict[str, Any]]) -> None:
+        frame = self.window.add(messages)
+        self.task.budget.take(frame.size)
+        self.wake.set()
 
     def finish(self) -> None:
-        """Publish what is buffered and wait for every answer (the first failure is raised)."""
-        for target in list(self._buffers):
-            self.flush(target)
-        for pending in self._pending.values():
-            while pending:
-                self._count(pending.pop(0).result())
+        self.closing = True
+        self.wake.set()
 
-    def close(self) -> None:
-        for lane in self._lanes.values():
-            lane.shutdown(wait=True, cancel_futures=True)
-        self._http.close()
+    async def _owner(self, http: httpx.AsyncClient) -> str:
+        base = self.gateways[self.gateway % len(self.gateways)]
+        reply = await http.get(f"{base}/lookup/v2/topic/{self.path}")
+        reply.raise_for_status()
+        ws_base = str(reply.json()["brokerUrl"]).rstrip("/")
+        query = urlencode({"producerName": self.producer, "markDuplicates": "true"})
+        return f"{ws_base}/ws/v2/producer/{self.path}?{query}"
+
+    async def _run(self) -> None:
+        progress_at = time.monotonic()
+        pause = RETRY_FIRST_S
+        last = "no session opened"
+        async with httpx.AsyncClient(timeout=CONNECT_S) as http:
+            while not (self.closing and not self.window.frames):
+                stored = self.window.stored
+                try:
+                    await self._session(await self._owner(http))
+                except InvalidStatus as exc:
+                    status = exc.response.status_code
+                    if status < 500 and status not in RETRY_STATUS:
+                        body = exc.response.body.decode(errors="replace")[:300] if exc.response.body else ""
+                        refused = f"{self.target}: producer refused, HTTP {status}: {body}"
+                        raise PublishFailed(refused) from exc
+                    last = f"HTTP {status}"
+                except (OSError, TimeoutError, WebSocketException, httpx.HTTPError) as exc:
+                    last = f"{type(exc).__name__}: {exc}"
+                    self.gateway += 1  # ask another gateway for the owner next time
+                except ReplyError as exc:
+                    raise PublishFailed(f"{self.target}: {exc}") from exc
+                if self.window.stored > stored:
+                    progress_at = time.monotonic()
+                    pause = RETRY_FIRST_S
+                if self.closing and not self.window.frames:
+                    return
+                if time.monotonic() - progress_at > STALL_S:
+                    raise PublishFailed(f"{self.target}: nothing stored for {STALL_S:.0f} s; last: {last}")
+                await asyncio.sleep(pause)
+                pause = min(pause * 2, RETRY_MAX_S)
+
+    async def _session(self, url: str) -> None:
+        """One session: send every frame in the window, then new ones as they come;
+        take replies until the window is empty and the task is done, or the session ends."""
+        async with ws_connect(
+            url, open_timeout=CONNECT_S, max_size=REPLY_MAX, compression=None, close_timeout=2.0
+        ) as ws:
+            self.sessions += 1
+            self.window.session_ended()
+            sender = asyncio.get_running_loop().create_task(self._send(ws))
+            try:
+                if self.closing and not self.window.frames:
+                    return
+                async for raw in ws:
+                    verdict, freed = self.window.reply(orjson.loads(raw))
+                    if freed:
+                        self.task.freed(freed)
+                    if verdict is Verdict.RESEND:
+                        return  # the gateway ends the session too; the window goes out again
+                    if self.closing and not self.window.frames:
+                        return
+            finally:  # a failed send ends the session too: the receive side sees it
+                sender.cancel()
+                await asyncio.gather(sender, return_exceptions=True)
+
+    async def _send(self, ws: ClientConnection) -> None:
+        while True:
+            self.wake.clear()
+            frames = self.window.unsent()
+            for frame in frames:
+                await ws.send(frame.data, text=True)
+            if not frames:
+                if self.closing:
+                    return
+                await self.wake.wait()
 
 
-def _ms(value: Any) -> int:
-    if isinstance(value, datetime):
-        return int(value.timestamp() * 1000)
-    return int(value)
+class _Task:
+    """One task's lanes and byte budget."""
+
+    def __init__(self, options: WriteOptions, gateways: tuple[str, ...], producer: str, first: int) -> None:
+        self.options = options
+        self.gateways = gateways
+        self.producer = producer
+        self.first = first
+        self.budget = Budget(options.bytes_in_flight)
+        self.room = asyncio.Event()
+        self.lanes: dict[str, _Lane] = {}
+
+    def freed(self, size: int) -> None:
+        self.budget.give(size)
+        if not self.budget.over:
+            self.room.set()
+
+    def _failure(self) -> BaseException | None:
+        for lane in self.lanes.values():
+            if lane.runner.done() and not lane.runner.cancelled():
+                exc = lane.runner.exception()
+                if exc is not None:
+                    return exc
+        return None
+
+    async def send(self, target: str, messages: list[dict[str, Any]]) -> None:
+        """Queue one frame for ``target``; wait while the task holds more than its budget."""
+        lane = self.lanes.get(target)
+        if lane is None:
+            lane = self.lanes[target] = _Lane(target, self.producer, self.gateways, self.first, self)
+        lane.push(messages)
+        while self.budget.over:
+            failure = self._failure()
+            if failure is not None:
+                raise failure
+            self.room.clear()
+            try:
+                await asyncio.wait_for(self.room.wait(), 1.0)  # wakes up to look at failures
+            except TimeoutError:
+                pass
+
+    async def finish(self) -> tuple[int, int]:
+        """Wait until every frame is acknowledged; (rows stored, of which duplicates)."""
+        for lane in self.lanes.values():
+            lane.finish()
+        try:
+            await asyncio.gather(*(lane.runner for lane in self.lanes.values()))
+        finally:
+            for lane in self.lanes.values():
+                lane.runner.cancel()
+        windows = [lane.window for lane in self.lanes.values()]
+        return sum(w.stored for w in windows), sum(w.duplicates for w in windows)
 
 
-def publish_rows(
-    options: WriteOptions,
-    gateways: tuple[str, ...],
-    producer_prefix: str,
-    sequence_base: int,
-    rows: Iterator[Row],
-) -> PublishedCount:
-    """Publish one task's rows (see the module rules)."""
-    context = TaskContext.get()
-    partition_id = context.partitionId() if context is not None else 0
-    sender = _Sender(options, gateways[partition_id % len(gateways)], f"{producer_prefix}-{partition_id}")
+def _column(batch: pa.RecordBatch, name: str) -> list[Any] | None:
+    index = batch.schema.get_field_index(name)
+    if index < 0:
+        return None
+    column = batch.column(index)
+    if pa.types.is_timestamp(column.type):  # event_time: epoch ms
+        column = pc.cast(column, pa.timestamp("ms", column.type.tz), safe=False).cast(pa.int64())
+    return column.to_pylist()
+
+
+async def _publish(
+    task: _Task, options: WriteOptions, sequence_base: int, batches: Iterator[pa.RecordBatch]
+) -> int:
+    """Route every row of ``batches`` into frames per partition; returns the rows read."""
     counts: dict[str, int] = {}
-    try:
-        for position, row in enumerate(rows):
-            fields = row.asDict()
-            topic = options.topic or fields.get("topic")
+    buffers: dict[str, list[dict[str, Any]]] = {}
+    buffered: dict[str, int] = {}
+    limit_messages, limit_bytes = options.batch_messages, options.batch_bytes
+    position = 0
+    for batch in batches:
+        values = _column(batch, "value") or []
+        keys_ = _column(batch, "key")
+        properties = _column(batch, "properties")
+        event_times = _column(batch, "event_time")
+        topics = _column(batch, "topic") if options.topic is None else None
+        for row, value in enumerate(values):
+            topic = options.topic or (topics[row] if topics else None)
             if not topic:
                 raise PublishFailed("a row has no topic (give the option topic or a topic column)")
             if topic not in counts:
-                counts.update(_partition_counts(options.connection, {topic}))
-            value = fields.get("value")
-            payload = value.encode() if isinstance(value, str) else bytes(value or b"")
-            key = fields.get("key")
-            event_time = fields.get("event_time")
-            message = producer_messages.message(
-                payload,
-                key=key,
-                properties=fields.get("properties"),
-                sequence_id=sequence_base + position,
-                event_time_ms=_ms(event_time) if event_time is not None else None,
-            )
+                counts[topic] = await _partition_count(options.connection, topic)
+            payload = value.encode() if isinstance(value, str) else (value or b"")
+            message: dict[str, Any] = {
+                "payload": b64encode_as_string(payload),
+                "sequenceId": sequence_base + position,
+            }
+            key = keys_[row] if keys_ is not None else None
+            if key is not None:
+                message["key"] = key
+            if properties is not None and properties[row]:
+                message["properties"] = dict(properties[row])
+            if event_times is not None and event_times[row]:
+                message["eventTime"] = event_times[row]
             target = topic
             partitions = counts[topic]
             if partitions:
                 index = partition_of_key(key, partitions) if key is not None else position % partitions
                 target = f"{topic}{PARTITION_SUFFIX}{index}"
-            sender.add(target, message, len(payload))
-        sender.finish()
-    finally:
-        sender.close()
-    return PublishedCount(partition_id, sender.rows, sender.duplicates)
+            position += 1
+            buffer = buffers.setdefault(target, [])
+            buffer.append(message)
+            size = buffered[target] = buffered.get(target, 0) + len(payload)
+            if len(buffer) >= limit_messages or size >= limit_bytes:
+                del buffers[target], buffered[target]
+                await task.send(target, buffer)
+        await asyncio.sleep(0)  # replies that came meanwhile
+    for target, buffer in buffers.items():
+        await task.send(target, buffer)
+    return position
+
+
+def publish_batches(
+    options: WriteOptions,
+    gateways: tuple[str, ...],
+    producer_prefix: str,
+    sequence_base: int,
+    batches: Iterator[pa.RecordBatch],
+) -> PublishedCount:
+    """Publish one task's rows (see the module rules)."""
+    context = TaskContext.get()
+    partition_id = context.partitionId() if context is not None else 0
+
+    async def run() -> PublishedCount:
+        task = _Task(options, gateways, f"{producer_prefix}-{partition_id}", partition_id)
+        try:
+            await _publish(task, options, sequence_base, batches)
+            stored, duplicates = await task.finish()
+        finally:
+            for lane in task.lanes.values():
+                lane.runner.cancel()
+        return PublishedCount(partition_id, stored, duplicates)
+
+    return asyncio.run(run())
 
 
 def _check_schema(schema: StructType, options: WriteOptions) -> None:
@@ -244,7 +357,7 @@ def _check_schema(schema: StructType, options: WriteOptions) -> None:
         raise ValueError("give the option topic or a topic column")
 
 
-class FolioBatchWriter(DataSourceWriter):
+class FolioBatchWriter(DataSourceArrowWriter):
     """``df.write``: one producer name per job (a fresh id), so every job's rows are new."""
 
     def __init__(self, options: WriteOptions, schema: StructType, overwrite: bool) -> None:
@@ -255,11 +368,11 @@ class FolioBatchWriter(DataSourceWriter):
         self._gateways = _gateways(options.connection, options.gateways)
         self._producer = options.producer_name or f"spark-{uuid.uuid4().hex[:12]}"
 
-    def write(self, iterator: Iterator[Row]) -> PublishedCount:
-        return publish_rows(self._options, self._gateways, self._producer, 0, iterator)
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> PublishedCount:
+        return publish_batches(self._options, self._gateways, self._producer, 0, iterator)
 
 
-class FolioStreamWriter(DataSourceStreamWriter):
+class FolioStreamWriter(DataSourceStreamArrowWriter):
     """``writeStream``: the producer name must outlive a query restart to make replays
     duplicates: the option producerName, else the query's id (kept in its checkpoint)."""
 
@@ -268,11 +381,11 @@ class FolioStreamWriter(DataSourceStreamWriter):
         self._options = options
         self._gateways = _gateways(options.connection, options.gateways)
 
-    def write(self, iterator: Iterator[Row]) -> PublishedCount:
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> PublishedCount:
         context = TaskContext.get()
         assert context is not None
         batch_id = int(context.getLocalProperty("streaming.sql.batchId") or 0)
         producer = self._options.producer_name or f"spark-{context.getLocalProperty('sql.streaming.queryId')}"
-        return publish_rows(
+        return publish_batches(
             self._options, self._gateways, producer, batch_id << SEQUENCE_BATCH_SHIFT, iterator
         )

@@ -1,0 +1,129 @@
+"""A write task's unacknowledged publish frames to one partition, and the task's byte budget (pure).
+
+Owns: ``Window`` (one producer session's frames: sent or waiting, in order) and
+``Budget`` (the bytes a task holds: rows buffered into frames plus frames not yet
+acknowledged, all partitions together). Rules (docs/spark.md, Write to a topic):
+- frames are answered in the order they were sent, one reply per frame carrying
+  its number as ``context``; a reply for any other frame is a protocol error;
+- a frame stays in the window until its reply says every message in it was
+  stored; a reply with a retriable failure keeps the failed message and every
+  one after it (the gateway ends the session there and publishes nothing it
+  read later), the stored ones are dropped;
+- after a session ends, every frame still in the window is sent again, in order,
+  with the same messages (same producer name and sequence ids), so dedup stores
+  each once;
+- a task's unacknowledged frames count their encoded bytes against
+  ``Budget.limit``; a task takes no more rows while it holds more than the
+  limit, so it holds at most the limit plus one frame (and a frame larger than
+  the limit cannot stall it).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+import orjson
+
+
+class ReplyError(Exception):
+    """A reply the window cannot take: out of order, or a refusal that retrying cannot fix."""
+
+
+class Verdict(Enum):
+    """What a reply means for the session it came on."""
+
+    STORED = "stored"  # the frame is done
+    RESEND = "resend"  # part of it failed retriably: end the session, reconnect, resend
+
+
+def encode_frame(number: int, messages: list[dict[str, Any]]) -> bytes:
+    """A Folio batch publish frame (docs/publishing.md §4): ``messages`` are publish
+    objects, ``context`` the frame's number."""
+    return orjson.dumps({"type": "batch", "context": str(number), "messages": messages})
+
+
+@dataclass
+class Frame:
+    """One batch frame as sent: its number (the ``context`` its reply carries), its
+    bytes, how many messages it holds, and the bytes it was counted as (``size``)."""
+
+    number: int
+    data: bytes
+    count: int
+    size: int
+
+
+@dataclass
+class Budget:
+    """Bytes of unacknowledged frames a task holds."""
+
+    limit: int
+    used: int = 0
+
+    @property
+    def over(self) -> bool:
+        return self.used > self.limit
+
+    def take(self, size: int) -> None:
+        self.used += size
+
+    def give(self, size: int) -> None:
+        self.used -= size
+
+
+@dataclass
+class Window:
+    """One partition's frames not yet acknowledged, oldest first; ``sent`` of them went
+    out on the current session."""
+
+    frames: deque[Frame] = field(default_factory=deque)
+    sent: int = 0
+    next_number: int = 0
+    stored: int = 0
+    duplicates: int = 0
+
+    def add(self, messages: list[dict[str, Any]]) -> Frame:
+        frame = Frame(self.next_number, b"", len(messages), 0)
+        frame.data = encode_frame(frame.number, messages)
+        frame.size = len(frame.data)
+        self.next_number += 1
+        self.frames.append(frame)
+        return frame
+
+    def unsent(self) -> list[Frame]:
+        """The frames to send now (marked sent)."""
+        out = list(self.frames)[self.sent :]
+        self.sent = len(self.frames)
+        return out
+
+    def session_ended(self) -> None:
+        """Every frame in the window goes out again on the next session."""
+        self.sent = 0
+
+    def reply(self, body: dict[str, Any]) -> tuple[Verdict, int]:
+        """Take the reply to the oldest frame sent; returns the verdict and the bytes freed."""
+        if not self.sent:
+            raise ReplyError(f"a reply came with no frame outstanding: {str(body)[:200]}")
+        frame = self.frames[0]
+        results = body.get("results")
+        if body.get("type") != "batch" or not isinstance(results, list):
+            raise ReplyError(f"the gateway refused a whole frame: {body.get('errorMsg') or str(body)[:300]}")
+        if body.get("context") != str(frame.number) or len(results) != frame.count:
+            raise ReplyError(f"reply to frame {body.get('context')!r}, expected {frame.number}")
+        for index, result in enumerate(results):
+            code = result.get("errorCode", 0)
+            if code == 0:
+                self.stored += 1
+                self.duplicates += 1 if result.get("duplicate") else 0
+            elif code == 1:  # retriable: keep it and what follows; the session ends
+                rest = orjson.loads(frame.data)["messages"][index:]
+                frame.data, frame.count = encode_frame(frame.number, rest), len(rest)
+                return Verdict.RESEND, 0
+            else:
+                raise ReplyError(f"a message was refused: {result.get('errorMsg')}")
+        self.frames.popleft()
+        self.sent -= 1
+        return Verdict.STORED, frame.size
