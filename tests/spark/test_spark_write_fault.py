@@ -2,7 +2,9 @@
 producer sessions again on the new owner and resends every unacknowledged frame
 with the same producer names and sequence ids, so with dedup on every row is
 stored exactly once; the control (dedup off) stores some rows twice, which shows
-the resend happened."""
+the resend happened. The namespace keeps everything (retention unlimited): with no
+subscription, the ledger the new owner closes would be trimmed, as Pulsar trims
+what neither a subscription nor a retention policy holds."""
 
 from __future__ import annotations
 
@@ -29,16 +31,17 @@ def _stored(url: str, namespace: str) -> int:
     return int(reply.json()["msgInCounter"]) if reply.status_code == 200 else 0
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open defect: after the owner gateway is killed -9 mid-write, the partition's ledger "
-    "list no longer holds the ledger the killed owner had acknowledged rows in (they are missing "
-    "with dedup on and off; the writer's resent frames after the kill are all there)",
-)
 @pytest.mark.parametrize("dedup", [True, False], ids=["dedup", "control-no-dedup"])
 def test_write_survives_the_owner_gateway_killed(folio, spark, source_options, dedup):
     namespace = "public/spark-wkill-dedup" if dedup else "public/spark-wkill-plain"
     create_namespace(folio.urls[0], namespace, dedup)
+    # kept with no subscription: the ledger the new owner closes would otherwise be trimmed,
+    # as Pulsar trims what no subscription and no retention policy holds
+    retention = {"retentionTimeInMinutes": -1, "retentionSizeInMB": -1}
+    reply = httpx.post(
+        f"{folio.urls[0]}/admin/v2/namespaces/{namespace}/retention", json=retention, timeout=30
+    )
+    assert reply.status_code == 204, reply.text
     topic = f"persistent://{namespace}/written"
     create_partitioned(folio.urls[0], topic, 2)
     time.sleep(1.0)  # the owners see the namespace policy
