@@ -318,14 +318,9 @@ class SecurityMiddleware:
         (``api/ws_server.py``), and returns; one that does not within ``CLOSE_GRACE_S``
         is cancelled."""
         task = asyncio.ensure_future(self.app(scope, receive, send))
-        while True:
-            done, _ = await asyncio.wait({task}, timeout=watch.wait_s())
-            if done:
-                task.result()
-                return
-            end = await watch.check()
-            if end is not None:
-                break
+        end = await watch.outlived(task)
+        if end is None:
+            return
         with contextlib.suppress(Exception):
             await send({"type": "websocket.close", "code": end[0], "reason": end[1]})
         done, _ = await asyncio.wait({task}, timeout=CLOSE_GRACE_S)
@@ -347,14 +342,9 @@ class SecurityMiddleware:
             await send(message)
 
         task = asyncio.ensure_future(self.app(scope, receive, tracked))
-        while True:
-            done, _ = await asyncio.wait({task}, timeout=watch.wait_s())
-            if done:
-                task.result()
-                return
-            end = await watch.check()
-            if end is not None:
-                break
+        end = await watch.outlived(task)
+        if end is None:
+            return
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
@@ -387,6 +377,19 @@ class Watch:
         if self._expires is not None:
             wake = min(wake, self._expires)
         return max(0.0, wake - self._guard.now_s())
+
+    async def outlived(self, task: asyncio.Future[None]) -> tuple[int, str] | None:
+        """Wait for ``task`` (a request or session) until this watch ends it: None when
+        the task finished first (its exception, if any, raised here), else the close
+        code and reason it must end with."""
+        while True:
+            done, _ = await asyncio.wait({task}, timeout=self.wait_s())
+            if done:
+                task.result()
+                return None
+            end = await self.check()
+            if end is not None:
+                return end
 
     async def check(self) -> tuple[int, str] | None:
         now = self._guard.now_s()
