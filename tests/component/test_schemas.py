@@ -137,6 +137,14 @@ async def stored_count(http: httpx.AsyncClient, url: str, name: str) -> int:
     return int(stats.json()["msgInCounter"])
 
 
+async def hold(http: httpx.AsyncClient, url: str, name: str) -> None:
+    """A durable subscription holds the topic's messages. Without one, and without a
+    retention policy, the ledger a new owner closes may be trimmed before a test reads it
+    back, as Pulsar trims what nothing holds."""
+    held = await http.put(f"{url}/admin/v2/persistent/{NS}/{name}/subscription/held")
+    assert held.status_code == 204, held.text
+
+
 async def peek(http: httpx.AsyncClient, url: str, name: str, position: int) -> httpx.Response:
     response = await http.get(
         f"{url}/admin/v2/persistent/{NS}/{name}/examinemessage",
@@ -242,6 +250,7 @@ async def test_versions_and_stamped_messages_survive_an_ownership_move(
     back and takes new ones by the registered version. The kill -9 test below is the
     move to another gateway."""
     name = topic()
+    await hold(http, cluster.urls[0], name)
     url = f"{cluster.urls[0]}/topics/persistent/{NS}/{name}"
     body = {"valueSchema": value_schema("JSON", USER), "messages": [{"payload": '{"name":"a","age":1}'}]}
     assert (await http.post(url, json=body)).status_code == 200
@@ -268,6 +277,7 @@ async def test_versions_and_stamped_messages_survive_the_owner_being_killed(
 ) -> None:
     """Runs last in the module: it kills a gateway and starts it again afterwards."""
     name = topic()
+    await hold(http, cluster.urls[0], name)
     owner = cluster.urls.index(await owner_of(cluster.urls[0], name))
     survivor = cluster.urls[1 - owner]
     base = f"{survivor}/admin/v2/schemas/{NS}/{name}"
