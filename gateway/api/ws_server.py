@@ -25,6 +25,13 @@ what a hostile client must not be able to do to the gateway's log:
   a handler that stops reading leaves the client's frames in TCP. The
   connection's end (close frame, lost connection, shutdown) ends the inbox
   after the frames received before it.
+- once the frames are taken, a lone data frame (masked, FIN, text or binary)
+  is read by ``protocol.ws_wire`` instead of the websockets library's parser;
+  every other frame (ping, pong, close, a fragment) is handed to the library
+  whole, so it always stands at a frame boundary, and a header it must judge
+  (bad bits, too long) hands it the rest of the connection: its close codes
+  are unchanged. Bytes of a frame not complete yet wait here (at most one
+  frame, up to the library's ``max_size``, as the library would buffer them).
 Everything else (handshake, keepalive, close, write backpressure) is uvicorn's.
 """
 
@@ -32,6 +39,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sys
 import time
 from collections import deque
 from collections.abc import Mapping
@@ -40,8 +48,10 @@ from typing import Any, Protocol
 from uvicorn.protocols.utils import ClientDisconnected
 from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
 from websockets.http11 import Request
+from websockets.protocol import State
 
 from gateway.api.ws_refusals import RefusalLog
+from gateway.protocol.ws_wire import OP_TEXT, Stop, read_data_frames
 
 log = logging.getLogger(__name__)
 
@@ -136,6 +146,9 @@ class GatewayWebSocketProtocol(WebSocketsSansIOProtocol):
         self.logger = _server_log
         self.conn.logger = _server_log
         self.inbox: FrameInbox | None = None  # set by ``take_frames``: frames bypass ASGI
+        self._lean = False  # lone data frames are read by ``ws_wire`` (see the module's rules)
+        self._held = bytearray()  # the start of a frame not complete yet (``_lean`` only)
+        self._held_need = 0  # bytes ``_held`` must reach before it is worth reading again
 
     def take_frames(self) -> FrameInbox:
         """From now on, hand this accepted session's frames to the returned inbox (events
@@ -152,6 +165,7 @@ class GatewayWebSocketProtocol(WebSocketsSansIOProtocol):
             else:
                 inbox.put_nowait(message)
         self.inbox = inbox
+        self._lean = self._at_frame_boundary()
         if inbox.bytes <= INBOX_BYTES // 2:
             self.resume_frames()
         return inbox
@@ -161,6 +175,81 @@ class GatewayWebSocketProtocol(WebSocketsSansIOProtocol):
         if self.read_paused and not self.close_sent:
             self.read_paused = False
             self.transport.resume_reading()
+
+    def _at_frame_boundary(self) -> bool:
+        """Whether the library's parser holds no part of a frame (it waits for the next
+        header, its buffer empty) on an open, plain session: frames can be read here."""
+        conn = self.conn
+        try:
+            if self.close_sent or conn.state is not State.OPEN or conn.extensions or conn.reader.buffer:
+                return False
+            if conn.max_fragment_size is not None:
+                return False
+            waiting: Any = conn.parser  # the generator chain down to the read it waits in
+            while waiting.gi_yieldfrom is not None:
+                waiting = waiting.gi_yieldfrom
+            return bool(waiting.__name__ == "at_eof")
+        except AttributeError:  # another websockets version's internals: its parser reads all
+            return False
+
+    def data_received(self, data: bytes) -> None:
+        """Read the lone data frames here, hand every other frame to the library whole."""
+        if not self._lean:
+            super().data_received(data)
+            if self.inbox is not None and self._at_frame_boundary():
+                self._lean = True  # frames taken while the library held part of one
+            return
+        held = self._held
+        if held:
+            held += data
+            if len(held) < self._held_need:
+                return
+            data = bytes(held)
+            held.clear()
+        conn = self.conn
+        max_size = conn.max_message_size if conn.max_message_size is not None else sys.maxsize
+        pos = 0
+        while self._lean:
+            if self.close_sent or conn.state is not State.OPEN:
+                self._lean = False
+                break
+            scan = read_data_frames(data, pos, max_size, conn.current_size is None)
+            if scan.frames and not self._push(scan.frames):
+                return
+            pos = scan.end
+            if scan.stop is Stop.MORE:
+                if pos < len(data):
+                    held += data[pos:]
+                    self._held_need = scan.frame_end
+                return
+            if scan.stop is Stop.INVALID:
+                self._lean = False
+                break
+            super().data_received(data[pos : scan.frame_end])
+            pos = scan.frame_end
+        if pos < len(data):
+            super().data_received(data[pos:])
+
+    def _push(self, frames: list[tuple[int, bytes]]) -> bool:
+        """Put read frames in the inbox; False if one was not UTF-8 (the session closes 1007)."""
+        inbox = self.inbox
+        assert inbox is not None
+        push = inbox.push
+        for opcode, payload in frames:
+            if opcode == OP_TEXT:
+                try:
+                    push(payload.decode())
+                except UnicodeDecodeError:
+                    self._lean = False
+                    self.conn.send_close(1007, INVALID_UTF8_REASON)
+                    self.handle_parser_exception()
+                    return False
+            else:
+                push(payload.decode("utf-8", "replace"))
+        if inbox.bytes > INBOX_BYTES and not self.read_paused:
+            self.read_paused = True
+            self.transport.pause_reading()
+        return True
 
     def _refused(self, status: int) -> None:
         client = self.client[0] if self.client else "?"

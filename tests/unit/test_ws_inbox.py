@@ -41,8 +41,8 @@ class FakeTransport:
         return {"peername": ("127.0.0.1", 5555), "sockname": ("127.0.0.1", 8080)}.get(name, default)
 
 
-def client_frame(opcode: Opcode, data: bytes) -> bytes:
-    return Frame(opcode, data).serialize(mask=True, extensions=[])
+def client_frame(opcode: Opcode, data: bytes, fin: bool = True) -> bytes:
+    return Frame(opcode, data, fin).serialize(mask=True, extensions=[])
 
 
 async def accepted_session() -> tuple[GatewayWebSocketProtocol, FakeTransport, FrameInbox]:
@@ -117,3 +117,55 @@ async def test_reading_pauses_past_the_inbox_bound_and_resumes_below_half() -> N
         assert transport.resumed == resumed  # still above half the bound: the socket stays paused
     assert inbox.pop() is not None
     assert transport.resumed == resumed + 1 and not protocol.read_paused
+
+
+async def test_frames_split_across_reads_and_control_frames_between_them() -> None:
+    protocol, transport, inbox = await accepted_session()
+    assert protocol._lean  # the frames are read below the library from here on
+    wire = (
+        client_frame(Opcode.TEXT, b"a" * 130)
+        + client_frame(Opcode.PING, b"hi")
+        + client_frame(Opcode.TEXT, b"frag", fin=False)
+        + client_frame(Opcode.PING, b"in")  # a control frame inside a fragmented message
+        + client_frame(Opcode.CONT, b"mented")
+        + client_frame(Opcode.BINARY, b"b" * 70000)
+        + client_frame(Opcode.TEXT, b"end")
+    )
+    written = len(transport.written)
+    for at in range(0, len(wire), 7):  # every frame cut somewhere, most headers too
+        protocol.data_received(wire[at : at + 7])
+    texts = []
+    while (text := inbox.pop()) is not None:
+        texts.append(text)
+    assert texts == ['{"payload":"first"}', "a" * 130, "fragmented", "b" * 70000, "end"]
+    pongs = b"".join(transport.written[written:])
+    assert pongs == Frame(Opcode.PONG, b"hi").serialize(mask=False, extensions=[]) + Frame(
+        Opcode.PONG, b"in"
+    ).serialize(mask=False, extensions=[])
+    assert protocol._lean and not transport.closed
+
+
+async def test_a_session_taken_mid_frame_is_read_by_the_library_until_its_end() -> None:
+    protocol, _transport, inbox = await accepted_session()
+    protocol._lean = False
+    wire = client_frame(Opcode.TEXT, b"whole")
+    protocol.data_received(wire[:6])  # header and mask: the library waits for the payload
+    assert not protocol._at_frame_boundary()
+    protocol.data_received(wire[6:] + client_frame(Opcode.TEXT, b"next"))
+    assert protocol._lean  # back at a frame boundary: lean again
+    protocol.data_received(client_frame(Opcode.TEXT, b"lean"))
+    assert [inbox.pop() for _ in range(4)] == ['{"payload":"first"}', "whole", "next", "lean"]
+
+
+async def test_bad_frames_get_the_librarys_close_codes() -> None:
+    cases = [
+        (Frame(Opcode.TEXT, b"x").serialize(mask=False, extensions=[]), 1002),  # not masked
+        (client_frame(Opcode.TEXT, b"x", fin=False) + client_frame(Opcode.TEXT, b"y"), 1002),
+        (bytes((0x81, 0xFF)) + (17 << 20).to_bytes(8, "big") + b"\0\0\0\0", 1009),  # past ws_max_size
+    ]
+    for wire, code in cases:
+        protocol, transport, inbox = await accepted_session()
+        protocol.data_received(client_frame(Opcode.TEXT, b"before") + wire)
+        assert inbox.pop() == '{"payload":"first"}' and inbox.pop() == "before" and inbox.pop() is None
+        assert code.to_bytes(2, "big") in b"".join(transport.written), code
+        assert transport.closed and not protocol._lean
