@@ -4,11 +4,13 @@ Owns: finding the gateway's sans-I/O protocol object (``ws_server``) behind a
 Starlette ``WebSocket``, writing a run of text frames with one
 ``transport.write``, and taking the session's received frames below ASGI
 (``take_frames``: ``ws_server.FrameInbox``).
-Rules: the frames are built by the websockets library's own connection object
-(``ServerProtocol.send_text``), so the bytes are exactly what uvicorn's ASGI
-send would write, only joined: one write (one syscall) per burst instead of one
-per frame. It is used only while uvicorn itself would write at once (handshake
-accepted, nothing closing, transport not paused); otherwise ``ready`` is False
+Rules: the frames are exactly what uvicorn's ASGI send would write (the
+websockets library's ``ServerProtocol.send_text``), only joined: one write (one
+syscall) per burst instead of one per frame. On a plain open session (no
+extension) they are built by ``protocol.ws_wire.text_frames``, the same bytes
+without a library frame object each; else by the library itself. It is used
+only while uvicorn itself would write at once (handshake accepted, nothing
+closing, transport not paused); otherwise ``ready`` is False
 and the caller goes through the ASGI send, which waits or raises as uvicorn
 decides. Any other ASGI server (or a wrapped ``send``) simply has no writer.
 """
@@ -16,8 +18,11 @@ decides. Any other ASGI server (or a wrapped ``send``) simply has no writer.
 from __future__ import annotations
 
 from starlette.websockets import WebSocket, WebSocketState
+from websockets.exceptions import InvalidState
+from websockets.protocol import State
 
 from gateway.api.ws_server import FrameInbox, GatewayWebSocketProtocol
+from gateway.protocol.ws_wire import text_frames
 
 
 class FrameWriter:
@@ -69,6 +74,13 @@ class FrameWriter:
         library's ``InvalidState`` if the connection is closing."""
         p = self._protocol
         conn = p.conn
-        for frame in frames:
-            conn.send_text(frame)
-        p.transport.write(b"".join(conn.data_to_send()))
+        if conn.extensions or conn.expect_continuation_frame:
+            for frame in frames:
+                conn.send_text(frame)
+            p.transport.write(b"".join(conn.data_to_send()))
+            return
+        if conn.state is not State.OPEN:
+            raise InvalidState(f"connection is {conn.state.name.lower()}")
+        earlier = conn.data_to_send()  # the library's own frames go first (none, normally)
+        data = text_frames(frames)
+        p.transport.write(b"".join([*earlier, data]) if earlier else data)

@@ -1,20 +1,22 @@
 """WebSocket framing (RFC 6455 §5.2) of the data frames of an open session (pure).
 
 Owns: reading a client's complete, unfragmented data frames out of the bytes a
-session received (``read_data_frames``) - the per-frame hot path below the
-websockets library.
+session received (``read_data_frames``), and the bytes of the server's text
+frames (``text_frames``) - the per-frame hot path below the websockets library.
 Rules: only what needs no judgement is read here: a masked text or binary
 frame with FIN set, no RSV bit and a length up to ``max_size``. Any other
 frame (a control frame, a fragment) is left whole for the websockets library
 (``Stop.OTHER`` with its end), and a header it must judge (an RSV bit, no
 mask, an unknown opcode, a length past ``max_size``) ends the reading here
 (``Stop.INVALID``): the library then fails the connection with its own close
-code, exactly as when it read every frame.
+code, exactly as when it read every frame. A server frame is what the library
+writes (FIN, opcode 1, no mask, the shortest length form), byte for byte.
 """
 
 from __future__ import annotations
 
 import enum
+import struct
 from typing import NamedTuple
 
 from websockets.frames import apply_mask
@@ -23,6 +25,9 @@ OP_TEXT = 0x1
 OP_BINARY = 0x2
 _FIN_TEXT = 0x81
 _FIN_BINARY = 0x82
+_SHORT_HEADERS = [bytes((_FIN_TEXT, n)) for n in range(126)]  # a server text frame under 126 bytes
+_MEDIUM = struct.Struct("!BBH")
+_LONG = struct.Struct("!BBQ")
 
 
 class Stop(enum.Enum):
@@ -75,3 +80,19 @@ def read_data_frames(data: bytes | bytearray, pos: int, max_size: int, data_ok: 
             return Scan(frames, pos, Stop.OTHER, end)
         frames.append((opcode, apply_mask(view[start:end], data[start - 4 : start])))
         pos = end
+
+
+def text_frames(payloads: list[bytes]) -> bytes:
+    """The bytes of one server text frame per payload (UTF-8), in order (pure)."""
+    parts: list[bytes] = []
+    append = parts.append
+    for payload in payloads:
+        n = len(payload)
+        if n < 126:
+            append(_SHORT_HEADERS[n])
+        elif n < 65536:
+            append(_MEDIUM.pack(_FIN_TEXT, 126, n))
+        else:
+            append(_LONG.pack(_FIN_TEXT, 127, n))
+        append(payload)
+    return b"".join(parts)

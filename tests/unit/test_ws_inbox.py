@@ -8,11 +8,14 @@ import contextlib
 import os
 from typing import Any
 
+import pytest
 from uvicorn.config import Config
 from uvicorn.server import ServerState
+from websockets.exceptions import InvalidState
 from websockets.frames import Frame, Opcode
 
 from gateway.api.ws_server import FRAME_OVERHEAD, INBOX_BYTES, FrameInbox, GatewayWebSocketProtocol
+from gateway.api.ws_writer import FrameWriter
 
 
 class FakeTransport:
@@ -169,3 +172,17 @@ async def test_bad_frames_get_the_librarys_close_codes() -> None:
         assert inbox.pop() == '{"payload":"first"}' and inbox.pop() == "before" and inbox.pop() is None
         assert code.to_bytes(2, "big") in b"".join(transport.written), code
         assert transport.closed and not protocol._lean
+
+
+async def test_the_frame_writer_writes_the_librarys_bytes_in_one_write_and_refuses_when_closing() -> None:
+    protocol, transport, _inbox = await accepted_session()
+    writer = FrameWriter(None, protocol)  # type: ignore[arg-type]  # write() needs only the protocol
+    frames = [b"x" * n for n in (0, 125, 126, 65536)]
+    before = len(transport.written)
+    writer.write(frames)
+    assert len(transport.written) == before + 1
+    expected = b"".join(Frame(Opcode.TEXT, f).serialize(mask=False, extensions=[]) for f in frames)
+    assert transport.written[-1] == expected
+    protocol.conn.send_close(1000, "bye")
+    with pytest.raises(InvalidState):
+        writer.write([b"late"])

@@ -6,8 +6,9 @@ import os
 
 import pytest
 from websockets.frames import Frame, Opcode
+from websockets.server import ServerProtocol
 
-from gateway.protocol.ws_wire import OP_BINARY, OP_TEXT, Stop, read_data_frames
+from gateway.protocol.ws_wire import OP_BINARY, OP_TEXT, Stop, read_data_frames, text_frames
 
 SIZES = [0, 1, 125, 126, 127, 65535, 65536, 70000]
 
@@ -62,3 +63,12 @@ def test_headers_the_library_must_judge_stop_the_reading() -> None:
     ):
         scan = read_data_frames(client_frame(Opcode.TEXT, b"ok") + bad, 0, 100)
         assert scan.frames == [(OP_TEXT, b"ok")] and scan.stop is Stop.INVALID and scan.end == 8
+
+
+def test_server_text_frames_are_the_librarys_bytes() -> None:
+    conn = ServerProtocol()
+    conn.state = conn.state.OPEN
+    payloads = [b"x" * n for n in SIZES]
+    for payload in payloads:
+        conn.send_text(payload)
+    assert text_frames(payloads) == b"".join(conn.data_to_send())
