@@ -117,7 +117,7 @@ class ProducerSession:
             reply(outcomes)
             self._check_sent(outcomes)
 
-        self.topic.publish_requests(self.record, requests, self.gateway.clock.now_ms(), settled)
+        self.topic.publish_requests_then(self.record, requests, self.gateway.clock.now_ms(), settled)
 
     def _reply(self, outcome: Outcome, request: PublishRequest) -> dict[str, Any]:
         return publish_reply(outcome, request, self.params.mark_duplicates)

@@ -145,10 +145,10 @@ class ProducerRecord:
 
 @dataclass(slots=True)
 class PublishGroup:
-    """The messages of one publish call; its future resolves when all are settled
-    (and ``on_done`` is called with the outcomes right then, without a loop round)."""
+    """The messages of one publish call; its future (if it has one) resolves when all are
+    settled (and ``on_done`` is called with the outcomes right then, without a loop round)."""
 
-    future: asyncio.Future[list[Outcome]]
+    future: asyncio.Future[list[Outcome]] | None
     outcomes: list[Outcome | None]
     remaining: int
     on_done: Callable[[list[Outcome]], None] | None = None
@@ -354,13 +354,30 @@ class Topic:
         producer: str | ProducerRecord,
         requests: Sequence[PublishRequest],
         now_ms: int,
-        on_done: Callable[[list[Outcome]], None] | None = None,
     ) -> asyncio.Future[list[Outcome]]:
         """Publish parsed requests as ``publish_many`` does, numbering the ones that
         carry no sequence id: a connected producer's (``ProducerRecord``) continue its
         own count, which an id it gives moves on; a one-off publish's (a producer
         name: REST) get, under dedup, the ids after the producer's last, so retries
         without ids stay apart; else 0."""
+        return self.publish_many(self._entry_messages(producer, requests, now_ms))
+
+    def publish_requests_then(
+        self,
+        producer: ProducerRecord,
+        requests: Sequence[PublishRequest],
+        now_ms: int,
+        on_done: Callable[[list[Outcome]], None],
+    ) -> None:
+        """``publish_requests`` for a connected producer that only needs ``on_done``: no
+        future per call (the WebSocket producer's path, one call per frame)."""
+        messages = self._entry_messages(producer, requests, now_ms)
+        self._queue_group(messages, PublishGroup(None, [None] * len(messages), len(messages), on_done))
+
+    def _entry_messages(
+        self, producer: str | ProducerRecord, requests: Sequence[PublishRequest], now_ms: int
+    ) -> list[EntryMessage]:
+        """The messages to store for ``requests``, numbered (see ``publish_requests``)."""
         messages: list[EntryMessage] = []
         if isinstance(producer, ProducerRecord):
             name = producer.name
@@ -381,7 +398,7 @@ class Topic:
                 if given is None:
                     given = first + index if first is not None else 0
                 messages.append(entry_message(request, producer, given, now_ms))
-        return self.publish_many(messages, on_done)
+        return messages
 
     def publish_many(
         self, messages: list[EntryMessage], on_done: Callable[[list[Outcome]], None] | None = None
@@ -390,7 +407,11 @@ class Topic:
         result, or the error that refused it) once every one is settled; ``on_done``
         gets the same list synchronously at that moment (possibly before this returns)."""
         future: asyncio.Future[list[Outcome]] = asyncio.get_running_loop().create_future()
-        group = PublishGroup(future, [None] * len(messages), len(messages), on_done)
+        self._queue_group(messages, PublishGroup(future, [None] * len(messages), len(messages), on_done))
+        return future
+
+    def _queue_group(self, messages: list[EntryMessage], group: PublishGroup) -> None:
+        """Queue the messages of ``group`` in order (or settle the ones refused)."""
         policies = self.policies
         refusal: GatewayError | None = None
         if self.closed or self.log.fenced or not self.host.serves(self):
@@ -414,7 +435,6 @@ class Topic:
             self._pump_soon = True
             loop = asyncio.get_running_loop()
             loop.call_soon(loop.call_soon, self._pump)
-        return future
 
     def _offer_all(self, messages: list[EntryMessage], group: PublishGroup) -> bool:
         """Queue every message in one step (no dedup, no refusal); False if they do
@@ -500,10 +520,13 @@ class Topic:
 
     @staticmethod
     def _finish(group: PublishGroup) -> None:
-        """Every message of ``group`` is settled: resolve it, answer ``on_done``."""
-        if not group.future.done():
+        """Every message of ``group`` is settled: resolve it, answer ``on_done`` (not when
+        its future was cancelled: nobody waits for the answer)."""
+        future = group.future
+        if future is None or not future.done():
             outcomes = [o for o in group.outcomes if o is not None]  # all set by now
-            group.future.set_result(outcomes)
+            if future is not None:
+                future.set_result(outcomes)
             if group.on_done is not None:
                 try:
                     group.on_done(outcomes)

@@ -227,3 +227,29 @@ async def test_an_entry_stored_after_the_ownership_ended_is_not_acknowledged() -
     log.complete(0, entry_id=0)
     [outcome] = await future
     assert isinstance(outcome, TopicUnavailable) and "ownership ended" in str(outcome)
+
+
+async def test_a_producer_answered_by_callback_gets_every_outcome_once_without_a_future() -> None:
+    t, log = topic()
+    record = t.add_producer("ws")
+    answers: list[list[Any]] = []
+    created: list[object] = []
+    loop = asyncio.get_running_loop()
+    make = loop.create_future
+    loop.create_future = lambda: created.append(1) or make()  # type: ignore[method-assign]
+    try:
+        t.publish_requests_then(record, [request(0)], 1_000, answers.append)
+        t.publish_requests_then(record, [request(1), request(2)], 1_000, answers.append)
+    finally:
+        del loop.create_future  # type: ignore[method-assign]
+    assert created == []  # no future per call
+    await asyncio.sleep(0)
+    await asyncio.sleep(0)
+    assert sequences(log) == [0, 1, 2]
+    assert answers == []  # nothing answered before its entry is stored
+    for index in range(len(log.appends)):
+        log.complete(index, entry_id=index)
+    assert [[type(o) for o in a] for a in answers] == [[PublishResult], [PublishResult, PublishResult]]
+    t.closed = True  # a refusal is answered through the callback too
+    t.publish_requests_then(record, [request(3)], 1_000, answers.append)
+    assert isinstance(answers[-1][0], TopicUnavailable)
