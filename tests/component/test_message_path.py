@@ -209,6 +209,7 @@ DELIVERY_GATEWAY_FILES = frozenset(
         "gateway/protocol/json_fields.py",
         "gateway/protocol/timefmt.py",
         "gateway/protocol/ws_commands.py",
+        "gateway/protocol/ws_wire.py",
         "gateway/security/middleware.py",
         "storage/client/connection.py",
         "storage/client/pool.py",
