@@ -101,8 +101,8 @@ class ProducerSession:
         already closed publishes nothing: its replies could not reach the client."""
         if self.out.closed:
             return
-        size = sum(len(r.payload) for r in requests)
         count = len(requests)
+        size = len(requests[0].payload) if count == 1 else sum(len(r.payload) for r in requests)
         self.pending += count
         self.pending_bytes += size
         limit_bytes = self.gateway.config.pending_bytes_per_session
@@ -129,21 +129,21 @@ class ProducerSession:
         except ProtocolError as exc:
             self.out.send(publish_error(exc.ws_code, exc.message, exc.context))
             return
-        requests = [parsed] if isinstance(parsed, PublishRequest) else parsed
-        context = parsed.context  # a batch frame's own context for a whole-frame error
-        named = any(r.schema_version is not None for r in requests)
-        if named and not self._schemas_fit(data, requests, context):
-            return
-        if isinstance(parsed, PublishRequest):
+        if isinstance(parsed, PublishRequest):  # one message per frame (Pulsar's clients)
             request = parsed
+            if request.schema_version is not None and not self._schemas_fit(data, [request], request.context):
+                return
 
             def reply_one(outcomes: list[Outcome]) -> None:
                 self.out.send(encode_frame(self._reply(outcomes[0], request)))
                 self.latency.observe(perf_counter() - started)
 
-            self._publish([parsed], reply_one)
+            self._publish([request], reply_one)
             return
         batch = parsed
+        named = any(r.schema_version is not None for r in batch)
+        if named and not self._schemas_fit(data, batch, batch.context):  # the frame's own context
+            return
 
         def reply_batch(outcomes: list[Outcome]) -> None:
             results = [self._reply(o, r) for o, r in zip(outcomes, batch, strict=True)]

@@ -439,6 +439,20 @@ class Topic:
     def _offer_all(self, messages: list[EntryMessage], group: PublishGroup) -> bool:
         """Queue every message in one step (no dedup, no refusal); False if they do
         not all fit the queue (nothing queued then)."""
+        if len(messages) == 1:  # one message per frame or request: no lists, no generators
+            message = messages[0]
+            producer = message.producer_name
+            token = PendingMessage(group, 0, producer, message.sequence_id)
+            if not self._batcher.offer(encode_message(message), token):
+                return False
+            size = len(message.payload)
+            self.msg_in += 1
+            self.bytes_in += size
+            record = self.producers.get(producer)
+            if record is not None:
+                record.msg_in += 1
+                record.bytes_in += size
+            return True
         encoded = [encode_message(message) for message in messages]
         tokens = [
             PendingMessage(group, index, message.producer_name, message.sequence_id)
