@@ -150,10 +150,10 @@ class ConsumerSession:
             )
         if self.batch_delivery:
             self.out.send(messages_frame(frames))
+            self.out.flush()
         else:
-            for frame in frames:
-                self.out.send(orjson.dumps(frame))
-        self.out.flush()
+            dumps = orjson.dumps
+            self.out.send_burst([dumps(frame) for frame in frames])
 
     # Throttled (the gateway's delivery budget) ------------------------------
 

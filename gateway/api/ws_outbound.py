@@ -9,7 +9,8 @@ read by ``ws_session.read_frames``). Rules:
 - the frames of one loop round (e.g. the acks of every entry a storage reply
   completed) are written at the end of the round with one socket write
   (``ws_writer.FrameWriter``), in order; a consumer's delivery is written at
-  once as one burst (``flush``);
+  once as one burst (``flush``, or ``send_burst``: straight to the socket when
+  nothing waits, without queueing each frame);
 - only when a send suspends (the transport paused writing: a slow client) is
   it resumed from its future's callback; later frames queue behind it;
   ``pending_bytes`` (queued + in the transport's buffer) is what a consumer
@@ -83,6 +84,30 @@ class Outbound:
         if self._stalled is None and not self._in_round and self._open:
             self._in_round = True  # the round's frames go out together at its end (one write)
             asyncio.get_running_loop().call_soon(self._end_round)
+
+    def send_burst(self, frames: list[bytes]) -> None:
+        """Send ``frames`` now, in order behind whatever waits: one socket write when nothing
+        waits and the socket takes data (the frames are not copied: they do not wait),
+        else queued as ``send`` does and flushed."""
+        if self.closed:
+            return
+        writer = self._writer
+        if (
+            writer is not None
+            and not self.pending
+            and self._stalled is None
+            and self._open
+            and not self._stopped.is_set()
+            and writer.ready()
+        ):
+            try:
+                writer.write(frames)
+            except Exception:  # InvalidState: the connection is closing
+                self._fail()
+            return
+        for frame in frames:
+            self.send(frame)
+        self.flush()
 
     def pending_bytes(self) -> int:
         """Bytes taken and not yet written to the socket: queued here or in the transport."""
