@@ -184,8 +184,13 @@ def parse_publish(data: str | bytes, now_ms: int, max_payload: int) -> PublishRe
 def parse_publish_object(obj: JsonObject, now_ms: int, max_payload: int) -> PublishRequest:
     """One publish object (§1.5.1) already decoded from JSON."""
     payload_text = obj.get("payload")
-    if len(obj) == 1 and type(payload_text) is str:  # a payload alone (the usual batch item)
-        return PublishRequest(decode_base64_payload(payload_text, max_payload))
+    if type(payload_text) is str:
+        if len(obj) == 1:  # a payload alone (the usual batch item)
+            return PublishRequest(decode_base64_payload(payload_text, max_payload))
+        if len(obj) == 2:  # payload and a text context (the usual one-message frame)
+            context = obj.get("context")
+            if type(context) is str and is_text(context):
+                return PublishRequest(decode_base64_payload(payload_text, max_payload, context), {}, context)
     context = _context(obj)
     if payload_text is None:
         raise FrameError(WS_PAYLOAD_ENCODING_ERROR, "Missing payload: a base64 string is required", context)

@@ -370,3 +370,37 @@ def test_batch_reply() -> None:
 def test_error_codes_are_checked() -> None:
     with pytest.raises(AssertionError):
         publish_error(9, "x")
+
+
+@pytest.mark.parametrize(
+    ("payload", "context"),
+    [
+        (b64(b"hello"), "c1"),
+        (b64(b""), ""),
+        (b64(b"x" * 10), "caf\u00e9 \u2603"),
+        ("aGk", "unpadded"),  # padding optional: the slower decode, same answer
+    ],
+)
+def test_a_payload_with_a_text_context_reads_as_with_any_other_field(payload: str, context: str) -> None:
+    """The usual one-message frame (payload and context only) takes a shorter way: same request."""
+    short = single(frame(payload=payload, context=context))
+    full = single(frame(payload=payload, context=context, key=None))  # a third field: the general way
+    assert short == full and short.context == context and short.properties == {}
+
+
+@pytest.mark.parametrize(
+    ("data", "code", "context"),
+    [
+        ('{"payload":"!!!!","context":"c"}', 7, "c"),  # bad base64: the context is echoed
+        ('{"payload":"' + "A" * 4000 + '","context":"c"}', 8, "c"),  # past the payload limit
+        ('{"payload":"","context":"\\ud800"}', 3, None),  # a lone surrogate is no text
+        ('{"payload":"","context":["c"]}', 3, None),
+    ],
+)
+def test_a_payload_and_context_frame_fails_as_before(data: str, code: int, context: str | None) -> None:
+    exc = error(data)
+    assert (exc.ws_code, exc.context) == (code, context)
+
+
+def test_a_number_context_comes_back_as_its_json_text_on_the_short_way_too() -> None:
+    assert single(frame(payload="", context=5)).context == "5"
