@@ -4,7 +4,9 @@ Owns: the gateway's ``/metrics`` collector and its one histogram, the publish
 latency (request received -> acknowledgement sent). Rules: nothing on the
 publish or delivery path updates a metric except that histogram, observed
 once per publish request (a WebSocket frame, batch frames included, or a REST
-call), never per message; every other number is the broker's own plain
+call), never per message, into plain counts (``LatencyCounts``: a bucket
+count and a sum, no lock, no metric object), exposed as a Prometheus histogram
+when scraped; every other number is the broker's own plain
 counters and sizes, read when Prometheus scrapes (so metrics cost nothing
 between scrapes). Per-topic series carry a ``topic`` label and exist only for
 the topics this gateway owns. Every metric is listed in docs/metrics.md.
@@ -12,13 +14,16 @@ the topics this gateway owns. Every metric is listed in docs/metrics.md.
 
 from __future__ import annotations
 
+import time
+from bisect import bisect_left
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 from weakref import WeakKeyDictionary
 
-from prometheus_client import CollectorRegistry, Histogram
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client import CollectorRegistry
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
+from prometheus_client.utils import floatToGoString
 
 from gateway.api.http_consume import HttpConsumer
 
@@ -44,19 +49,45 @@ PUBLISH_SECONDS_BUCKETS = (
 )
 
 
-class PublishLatency:
-    """The publish-latency histogram of one gateway, by API (``websocket`` / ``rest``)."""
+_BUCKET_NAMES = [*map(floatToGoString, PUBLISH_SECONDS_BUCKETS), "+Inf"]
+
+
+class LatencyCounts:
+    """One API's observed latencies: a count per bucket (the last one past every bound)
+    and their sum, plain numbers (an observation is a bisect and two additions)."""
+
+    __slots__ = ("counts", "created", "sum")
 
     def __init__(self) -> None:
-        self.histogram = Histogram(
-            "folio_gateway_publish_latency_seconds",
-            "Publish request received -> acknowledgement sent (per request or frame, not per message)",
-            ["api"],
-            registry=None,
-            buckets=PUBLISH_SECONDS_BUCKETS,
-        )
-        self.websocket = self.histogram.labels("websocket")
-        self.rest = self.histogram.labels("rest")
+        self.counts = [0] * (len(PUBLISH_SECONDS_BUCKETS) + 1)
+        self.sum = 0.0
+        self.created = time.time()
+
+    def observe(self, seconds: float) -> None:
+        self.counts[bisect_left(PUBLISH_SECONDS_BUCKETS, seconds)] += 1  # le: the bound includes it
+        self.sum += seconds
+
+
+class PublishLatency(Collector):
+    """The publish-latency histogram of one gateway, by API (``websocket`` / ``rest``)."""
+
+    NAME = "folio_gateway_publish_latency_seconds"
+    HELP = "Publish request received -> acknowledgement sent (per request or frame, not per message)"
+
+    def __init__(self) -> None:
+        self.websocket = LatencyCounts()
+        self.rest = LatencyCounts()
+
+    def collect(self) -> Iterator[HistogramMetricFamily]:
+        family = HistogramMetricFamily(self.NAME, self.HELP, labels=["api"])
+        for api, counts in (("websocket", self.websocket), ("rest", self.rest)):
+            cumulative, buckets = 0, []
+            for name, count in zip(_BUCKET_NAMES, counts.counts, strict=True):
+                cumulative += count
+                buckets.append((name, float(cumulative)))
+            family.add_metric([api], buckets, counts.sum)
+            family.add_sample(f"{self.NAME}_created", {"api": api}, counts.created)
+        yield family
 
 
 _LATENCY: WeakKeyDictionary[Gateway, PublishLatency] = WeakKeyDictionary()
@@ -232,5 +263,5 @@ class GatewayCollector(Collector):
 def registry_for(gateway: Gateway) -> CollectorRegistry:
     registry = CollectorRegistry()
     registry.register(GatewayCollector(gateway))
-    registry.register(publish_latency(gateway).histogram)
+    registry.register(publish_latency(gateway))
     return registry
