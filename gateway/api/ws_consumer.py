@@ -47,7 +47,7 @@ from gateway.broker.subscription import Subscription
 from gateway.broker.topic import Topic
 from gateway.errors import GatewayError
 from gateway.protocol.errors import WS_FAILED_TO_DESERIALIZE, ProtocolError
-from gateway.protocol.ws_frames import (
+from gateway.protocol.ws_commands import (
     Ack,
     AckCumulative,
     IsEndOfTopic,
@@ -56,10 +56,12 @@ from gateway.protocol.ws_frames import (
     ReconsumeLater,
     Seek,
     Unsubscribe,
+    parse_command,
+)
+from gateway.protocol.ws_frames import (
     active_notice,
     end_of_topic_reply,
     messages_frame,
-    parse_command,
     ranges_notice,
 )
 from storage.formats.positions import EARLIEST, LATEST, NO_BATCH, MessagePosition, Position

@@ -45,14 +45,16 @@ from gateway.api.ws_session import (
 from gateway.names import TopicName
 from gateway.protocol.errors import WS_FAILED_TO_DESERIALIZE, ProtocolError
 from gateway.protocol.json_fields import load_object
-from gateway.protocol.ws_frames import (
+from gateway.protocol.ws_commands import (
     Ack,
     AckCumulative,
     IsEndOfTopic,
     Nack,
+    parse_command,
+)
+from gateway.protocol.ws_frames import (
     context_text,
     end_of_topic_reply,
-    parse_command,
     publish_error,
 )
 from storage.formats.key_routing import partition_of_key

@@ -21,12 +21,12 @@ I/O. Rules (``Topic`` does the upkeep, under the rules of ``topic_upkeep.py``):
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 from coordination.clock import Clock
+from coordination.tasks import BackgroundTask
 
 if TYPE_CHECKING:
     from gateway.broker.topic import Topic
@@ -43,18 +43,13 @@ class UpkeepSchedule:
         self._topics = topics
         self._clock = clock
         self._interval_ms = interval_ms
-        self._task: asyncio.Task[None] | None = None
+        self._loop = BackgroundTask("topic-upkeep")
 
     def start(self) -> None:
-        if self._task is None:
-            self._task = asyncio.get_running_loop().create_task(self._run(), name="topic-upkeep")
+        self._loop.start(self._run)
 
     async def close(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await self._loop.close()
 
     async def _run(self) -> None:
         while True:

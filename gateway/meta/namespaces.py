@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from dataclasses import replace
+from typing import TypeVar
 
 from coordination import keys
 from coordination.clock import wall_ms as system_wall_ms
@@ -41,18 +43,23 @@ DEFAULT_TENANT = "public"
 DEFAULT_NAMESPACE = NamespaceName(DEFAULT_TENANT, "default")
 
 
-def _decode_tenant(key: str, value: bytes) -> TenantInfo:
+_Stored = TypeVar("_Stored", TenantInfo, Policies)  # the values a delete marks
+
+
+def _decode(kind: type[_Stored], key: str, value: bytes) -> _Stored:
+    """The value stored at ``key``; ``CorruptMetadata`` naming the key if it does not decode."""
     try:
-        return TenantInfo.decode(value)
+        return kind.decode(value)
     except InvalidPolicy as exc:
         raise CorruptMetadata(f"{key}: {exc}") from exc
+
+
+def _decode_tenant(key: str, value: bytes) -> TenantInfo:
+    return _decode(TenantInfo, key, value)
 
 
 def _decode_policies(key: str, value: bytes) -> Policies:
-    try:
-        return Policies.decode(value)
-    except InvalidPolicy as exc:
-        raise CorruptMetadata(f"{key}: {exc}") from exc
+    return _decode(Policies, key, value)
 
 
 class NamespaceStore(TopicMetadata):
@@ -166,19 +173,23 @@ class NamespaceStore(TopicMetadata):
         return None if info.deleted else info
 
     async def _mark_tenant(self, tenant: str, *, deleted: bool) -> None:
-        key = keys.tenant(tenant)
+        await self._mark(TenantInfo, keys.tenant(tenant), f"Tenant {tenant}", deleted=deleted)
+
+    async def _mark(
+        self, kind: type[_Stored], key: str, what: str, *, deleted: bool
+    ) -> tuple[bytes | None, int]:
+        """Set the ``deleted`` mark of the ``kind`` value at ``key`` (``what`` names it in
+        ``NotFound`` when a mark is set on nothing); no write when it already says so."""
 
         def modify(old: bytes | None) -> bytes | None:
             if old is None:
                 if deleted:
-                    raise NotFound(f"Tenant {tenant} does not exist")
+                    raise NotFound(f"{what} does not exist")
                 return None
-            info = _decode_tenant(key, old)
-            if info.deleted == deleted:
-                return None
-            return TenantInfo(info.admin_roles, info.allowed_clusters, deleted=deleted).encode()
+            current = _decode(kind, key, old)
+            return None if current.deleted == deleted else replace(current, deleted=deleted).encode()
 
-        await update_with_retry(self._store, key, modify)
+        return await update_with_retry(self._store, key, modify)
 
     # ------------------------------------------------------------ namespaces
 
@@ -315,15 +326,6 @@ class NamespaceStore(TopicMetadata):
 
     async def _mark_namespace(self, ns: NamespaceName, *, deleted: bool) -> None:
         key = keys.namespace(ns.tenant, ns.namespace)
-
-        def modify(old: bytes | None) -> bytes | None:
-            if old is None:
-                if deleted:
-                    raise NotFound(f"Namespace {ns} does not exist")
-                return None
-            current = _decode_policies(key, old)
-            return None if current.deleted == deleted else current.replace(deleted=deleted).encode()
-
-        value, revision = await update_with_retry(self._store, key, modify)
+        value, revision = await self._mark(Policies, key, f"Namespace {ns}", deleted=deleted)
         if value is not None:
             self._cache.note(key, value, revision)

@@ -34,6 +34,7 @@ from gateway.meta.policy_fields import (
     kind_of,
     optional_int,
     or_default,
+    stored_json,
 )
 from gateway.meta.schema_compat import Strategy
 from gateway.names import PARTITIONS_MAX
@@ -355,10 +356,7 @@ class Policies:
 
     @classmethod
     def decode(cls, data: bytes) -> Policies:
-        try:
-            return cls.from_json(orjson.loads(data))
-        except orjson.JSONDecodeError as exc:
-            raise InvalidPolicy(f"stored policies are not JSON: {exc}") from exc
+        return cls.from_json(stored_json(data, "stored policies record"))
 
 
 def _maybe(value: Any, parse: Any, default: Any) -> Any:

@@ -2,7 +2,8 @@
 
 Owns: the small validators the policy parsers (``gateway.meta.policies``,
 ``gateway.meta.persistence``) share: objects, bounded integers, booleans,
-choices, and the short description of an offending value.
+choices, the JSON of a stored record, and the short description of an offending
+value.
 Rule: a field with a wrong type or an out-of-range value is an
 ``InvalidPolicy`` (400) whose message names the field and shows the value
 (cut to 60 characters); ``null`` is handled by the callers (it means
@@ -14,6 +15,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import orjson
+
 from gateway.meta.errors import InvalidPolicy
 
 INT64_MAX = 2**63 - 1
@@ -24,6 +27,14 @@ def json_object(value: Any, what: str) -> Mapping[str, Any]:
     if not isinstance(value, Mapping):
         raise InvalidPolicy(f"{what} must be a JSON object, got {kind_of(value)}")
     return value
+
+
+def stored_json(data: bytes, what: str) -> Any:
+    """The JSON value of a record read back from etcd; ``what`` names it in the error."""
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        raise InvalidPolicy(f"{what} is not JSON: {exc}") from exc
 
 
 def int_field(value: Any, what: str, low: int, high: int = INT64_MAX) -> int:

@@ -14,7 +14,7 @@ from typing import Any
 import orjson
 
 from gateway.meta.errors import InvalidPolicy
-from gateway.meta.policy_fields import json_object, kind_of
+from gateway.meta.policy_fields import json_object, kind_of, stored_json
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,10 +50,7 @@ class TenantInfo:
 
     @classmethod
     def decode(cls, data: bytes) -> TenantInfo:
-        try:
-            return cls.from_json(orjson.loads(data))
-        except orjson.JSONDecodeError as exc:
-            raise InvalidPolicy(f"stored tenant info is not JSON: {exc}") from exc
+        return cls.from_json(stored_json(data, "stored tenant info"))
 
 
 def _strings(value: Any, what: str) -> tuple[str, ...]:

@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping
 from coordination.errors import Compacted, CoordinationError, WatchOverflow
 from coordination.prefix_view import Entry, PrefixView, list_with_revision
 from coordination.store import MetadataStore
-from coordination.tasks import cancel_and_wait
+from coordination.tasks import BackgroundTask
 from coordination.watch_stream import close_watch
 
 log = logging.getLogger(__name__)
@@ -44,7 +44,7 @@ class WatchedPrefix:
         self.retry_s = retry_s
         self.ready = asyncio.Event()
         self._view = PrefixView(prefix, [], 0)
-        self._task: asyncio.Task[None] | None = None
+        self._loop = BackgroundTask(f"watch {prefix}")
 
     @property
     def entries(self) -> Mapping[str, Entry]:
@@ -55,13 +55,11 @@ class WatchedPrefix:
         return self._view.revision
 
     async def start(self) -> None:
-        if self._task is None:
-            self._task = asyncio.get_running_loop().create_task(self._run(), name=f"watch {self.prefix}")
+        self._loop.start(self._run)
         await self.ready.wait()
 
     async def close(self) -> None:
-        task, self._task = self._task, None
-        await cancel_and_wait(task)
+        await self._loop.close()
 
     def _changed(self, key: str | None) -> None:
         if self.on_change is not None:

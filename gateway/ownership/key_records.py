@@ -13,15 +13,17 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 
 from coordination import keys
 from gateway.names import InvalidName
 from gateway.ownership.bundles import NamespaceBundle
+
+_Record = TypeVar("_Record")
 
 BUNDLE_RATES_MAX = 10_000  # entries of ``bundleRates`` read from one report; the rest are ignored
 BUNDLE_PATH_MAX = 512  # a bundle path is at most 2 names (128) + a range (21) and two '/'
@@ -100,6 +102,15 @@ def _bundle_rates(raw: object) -> tuple[tuple[str, float], ...]:
     return tuple(sorted(out.items()))
 
 
+def _decoded(value: bytes, build: Callable[[Any], _Record]) -> _Record | None:
+    """``build`` applied to the JSON stored in ``value``; None for a malformed record (not
+    JSON, not an object, a field missing or of the wrong type), which readers skip."""
+    try:
+        return build(orjson.loads(value))
+    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError):
+        return None
+
+
 @dataclass(frozen=True, slots=True)
 class GatewayInfo:
     """The registration of a live gateway at ``keys.gateway(gateway_id)``."""
@@ -126,18 +137,17 @@ class GatewayInfo:
 
     @classmethod
     def decode(cls, value: bytes) -> GatewayInfo | None:
-        try:
-            data = orjson.loads(value)
-            return cls(
+        return _decoded(
+            value,
+            lambda data: cls(
                 gateway_id=str(data["id"]),
                 http_url=str(data.get("httpUrl", "")),
                 load=LoadReport.from_json(data.get("load") or {}),
                 started_ms=int(data.get("startedMs", 0)),
                 version=str(data.get("version", "")),
                 storage_ok=data.get("storageOk", True) is not False,
-            )
-        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError):
-            return None
+            ),
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,11 +162,7 @@ class Assignment:
 
     @classmethod
     def decode(cls, value: bytes) -> Assignment | None:
-        try:
-            data = orjson.loads(value)
-            return cls(str(data["gateway"]), int(data.get("atMs", 0)))
-        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
-            return None
+        return _decoded(value, lambda data: cls(str(data["gateway"]), int(data.get("atMs", 0))))
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,17 +186,15 @@ class UnloadRequest:
 
     @classmethod
     def decode(cls, value: bytes) -> UnloadRequest | None:
-        try:
-            data = orjson.loads(value)
-            to = data.get("to")
-            return cls(
+        return _decoded(
+            value,
+            lambda data: cls(
                 str(data["from"]),
                 int(data["ownerRevision"]),
-                None if to is None else str(to),
+                None if data.get("to") is None else str(data["to"]),
                 int(data["atMs"]),
-            )
-        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
-            return None
+            ),
+        )
 
 
 # ---------------------------------------------------------------- keys

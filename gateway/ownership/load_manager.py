@@ -47,7 +47,7 @@ from coordination.election import Election
 from coordination.errors import CoordinationError, LeaseLost
 from coordination.session import LeaseSession
 from coordination.store import MetadataStore
-from coordination.tasks import cancel_and_wait
+from coordination.tasks import BackgroundTask
 from gateway.ownership.assign_core import (
     Assign,
     BalancePolicy,
@@ -106,7 +106,7 @@ class LoadManager:
         self._last_moved: dict[NamespaceBundle, int] = {}
         self._last_shed_ms: int | None = None  # when shedding was last weighed while leading
         self._wake = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
+        self._loop = BackgroundTask("load-manager")
         if registry is not None:
             registry.add_listener(self._on_gateways_changed)
 
@@ -115,13 +115,11 @@ class LoadManager:
         return self.election.is_leader
 
     async def start(self) -> LoadManager:
-        if self._task is None:
-            self._task = asyncio.get_running_loop().create_task(self._run(), name="load-manager")
+        self._loop.start(self._run)
         return self
 
     async def close(self) -> None:
-        task, self._task = self._task, None
-        await cancel_and_wait(task)
+        await self._loop.close()
         if not self.session.lost.is_set():
             with contextlib.suppress(CoordinationError):
                 await self.election.resign()

@@ -20,7 +20,7 @@ from typing import Protocol
 
 from coordination.clock import Clock, SystemClock
 from coordination.errors import CoordinationError
-from coordination.tasks import cancel_and_wait
+from coordination.tasks import BackgroundTask
 from gateway.ownership.storage_reach import (
     ReachDecision,
     ReachPolicy,
@@ -84,15 +84,13 @@ class StorageWatch:
         self.decision = ReachDecision.SERVE
         self.handed_over = 0  # bundles unloaded for lack of storage, since start
         self._published = True
-        self._task: asyncio.Task[None] | None = None
+        self._loop = BackgroundTask("storage-watch")
 
     def start(self) -> None:
-        if self._task is None:
-            self._task = asyncio.get_running_loop().create_task(self._run(), name="storage-watch")
+        self._loop.start(self._run)
 
     async def close(self) -> None:
-        task, self._task = self._task, None
-        await cancel_and_wait(task)
+        await self._loop.close()
 
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()

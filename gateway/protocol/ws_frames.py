@@ -5,7 +5,7 @@ replies (``publish_ok``, ``publish_error``, ``publish_batch_reply``), the
 message frames pushed to consumers and readers (``message_frame``,
 ``messages_frame``), the small server frames (``end_of_topic_reply``,
 ``active_notice``, ``ranges_notice``) and ``encode_frame``. Consumer commands
-live in ``ws_commands`` and are re-exported here.
+live in ``ws_commands`` (their one home: import them from there).
 
 Rules (docs/compatibility.md §1.5.1, §1.5.2, §1.6.1): field names and reply shapes
 byte for byte as upstream - replies carry ``errorCode`` (0 on success; on a
@@ -75,45 +75,21 @@ from gateway.protocol.json_fields import (
     load_object,
 )
 from gateway.protocol.timefmt import EPOCH_MS_MAX, EPOCH_MS_MIN, format_iso, parse_iso
-from gateway.protocol.ws_commands import (
-    ACK_BATCH_MAX,
-    Ack,
-    AckCumulative,
-    Command,
-    IsEndOfTopic,
-    Nack,
-    Permit,
-    ReconsumeLater,
-    Seek,
-    Unsubscribe,
-    parse_command,
-)
 from storage.formats.message_id import INT64_MAX
 
 PUBLISH_BATCH_MAX = 1000
 DELIVER_AFTER_MAX_MS = 100 * 365 * 24 * 3600 * 1000  # a fixed bound (100 years) documents exactly
 
 __all__ = [
-    "ACK_BATCH_MAX",
     "PUBLISH_BATCH_MAX",
-    "Ack",
-    "AckCumulative",
-    "Command",
-    "IsEndOfTopic",
-    "Nack",
-    "Permit",
     "PublishBatch",
     "PublishRequest",
-    "ReconsumeLater",
-    "Seek",
-    "Unsubscribe",
     "active_notice",
     "context_text",
     "encode_frame",
     "end_of_topic_reply",
     "message_frame",
     "messages_frame",
-    "parse_command",
     "parse_publish",
     "parse_publish_object",
     "publish_batch_reply",

@@ -19,13 +19,15 @@ from gateway.api.asyncapi import MESSAGES, document, frame_schema, render
 from gateway.api.asyncapi_frames import FRAME_SCHEMAS
 from gateway.broker.dispatch.base import HashRange
 from gateway.protocol.errors import FrameError, ProtocolError
+from gateway.protocol.ws_commands import (
+    parse_command,
+)
 from gateway.protocol.ws_frames import (
     DELIVER_AFTER_MAX_MS,
     active_notice,
     end_of_topic_reply,
     message_frame,
     messages_frame,
-    parse_command,
     parse_publish,
     publish_batch_reply,
     publish_error,

@@ -110,6 +110,7 @@ def test_records_round_trip_and_tolerate_garbage() -> None:
     request = UnloadRequest("a", 42, None, 9)
     assert UnloadRequest.decode(request.encode()) == request
     assert UnloadRequest.decode(b'{"from":"a"}') is None
+    assert UnloadRequest.decode(b"[]") is None and Assignment.decode(b'{"gateway":"g","atMs":"x"}') is None
 
 
 def test_explicit_boundaries_as_in_namespace_policies() -> None:

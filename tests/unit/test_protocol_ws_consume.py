@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from gateway.broker.dispatch.base import HashRange
 from gateway.protocol.errors import FrameError
-from gateway.protocol.ws_frames import (
+from gateway.protocol.ws_commands import (
     ACK_BATCH_MAX,
     Ack,
     AckCumulative,
@@ -20,12 +20,14 @@ from gateway.protocol.ws_frames import (
     Permit,
     Seek,
     Unsubscribe,
+    parse_command,
+)
+from gateway.protocol.ws_frames import (
     active_notice,
     encode_frame,
     end_of_topic_reply,
     message_frame,
     messages_frame,
-    parse_command,
     ranges_notice,
 )
 from storage.formats.message_id import EARLIEST_ID, LATEST_ID, MessageId
