@@ -129,7 +129,7 @@ def w1_row(mode: str, size: int, res: LoadResult, cpu: dict[str, float], seconds
         notes.append(f"first error: {res.first_error}")
     el = max(res.seconds, 1e-9)
     return Row("folio", "W1", mode, size, res.ok, res.seconds, res.ok / el, res.ok * size / el / 1e6,
-               p50, p99, cpu, res.errors, "; ".join(notes))  # fmt: skip
+               p50, p99, cpu, res.errors, "; ".join(notes), res.error_kinds)  # fmt: skip
 
 
 def w3_row(mode: str, backlog: int, res: LoadResult, cpu: dict[str, float], stored: bool = False) -> Row:
@@ -156,7 +156,7 @@ def w2_rows(mode: str, rate: float, res: W2Result, cpu: dict[str, float]) -> lis
         note += f"; first error: {res.first_error}"
     p50, p99 = latency_columns(res.e2e_ms)
     e2e = Row("folio", "W2 e2e", mode, 100, res.received, res.send_seconds, sent_rate, sent_rate * 100 / 1e6,
-              p50, p99, cpu, res.errors, note)  # fmt: skip
+              p50, p99, cpu, res.errors, note, res.error_kinds)  # fmt: skip
     a50, a99 = latency_columns(res.ack_ms)
     ack = Row("folio", "W2 ack", mode, 100, len(res.ack_ms), res.send_seconds, sent_rate,
               sent_rate * 100 / 1e6, a50, a99, cpu, 0, "pub-ack latency")  # fmt: skip
@@ -264,7 +264,7 @@ def topic_row(
         note += f"; first error: {res.first_error}"
     el = max(res.seconds, 1e-9)
     return Row("folio", TOPIC_WORKLOAD, "ws", 100, res.ok, res.seconds, res.ok / el, res.ok * 100 / el / 1e6,
-               p50, p99, cpu, res.errors, note, topics=topics)  # fmt: skip
+               p50, p99, cpu, res.errors, note, res.error_kinds, topics=topics)  # fmt: skip
 
 
 async def topic_curve(
@@ -304,7 +304,9 @@ async def topic_curve(
 
 def failed_rows(workloads: Sequence[str], mode: str, size: int, exc: BaseException) -> list[Row]:
     note = f"FAILED: {type(exc).__name__}: {exc}"[:300]
-    return [Row("folio", w, mode, size, 0, 0.0, 0.0, 0.0, errors=1, note=note) for w in workloads]
+    kinds = {note: 1}
+    return [Row("folio", w, mode, size, 0, 0.0, 0.0, 0.0, errors=1, note=note, error_kinds=kinds)
+            for w in workloads]  # fmt: skip
 
 
 async def run_workloads(

@@ -15,7 +15,9 @@ compression is off (as the peers' WebSocket clients). When the gateway closes
 a session because the topic moved (4503, e.g. the load manager shed its
 bundle) the client looks the owner up and connects again, as a Pulsar client
 does; what was in flight counts as errors (fate unknown, never retried) and
-the row says how many reconnects happened. Gateway quirk handled here: a batch
+the row says how many reconnects happened. Every error is counted under its
+kind (the close code and reason, the error reply's text, a timeout, or the
+bench client's own failure) so a row with errors says what went wrong. Gateway quirk handled here: a batch
 reply does not echo the frame's ``context``, so the first message of each
 batch frame carries the frame number as its context.
 """
@@ -33,7 +35,7 @@ import httpx
 import orjson
 import websockets
 
-from folio.bench_ws_client import FrameSession, open_session
+from folio.bench_ws_client import FrameSession, OnFrame, open_session
 
 TOPIC_PATH = "persistent/public/default"
 DRAIN_S = 15.0  # after the deadline: how long to wait for replies still in flight
@@ -48,7 +50,8 @@ CONSUME_MODES = ("ws", "ws-batch")
 
 
 class SessionClosed(Exception):
-    """A picows session ended other than by the topic moving (or after too many moves)."""
+    """A picows session ended other than by the topic moving (or after too many moves), or the
+    bench client's own frame callback failed."""
 
 
 class Tally(Protocol):
@@ -61,7 +64,8 @@ class Tally(Protocol):
 
 @dataclass
 class LoadResult:
-    """One measured run; ``latencies_ms`` has one sample per acked message."""
+    """One measured run; ``latencies_ms`` has one sample per acked message; ``error_kinds``:
+    each error's kind (what the gateway or the client said) -> messages it cost."""
 
     ok: int = 0
     errors: int = 0
@@ -71,11 +75,19 @@ class LoadResult:
     first_error: str = ""
     capped_by_time: bool = False
     reconnects: int = 0
+    error_kinds: dict[str, int] = field(default_factory=dict)
 
     def error(self, message: str, count: int = 1) -> None:
         self.errors += count
+        count_kind(self.error_kinds, message, count)
         if not self.first_error:
             self.first_error = message[:200]
+
+
+def count_kind(kinds: dict[str, int], message: str, count: int) -> None:
+    """Add ``count`` errors of kind ``message`` (its first 200 characters) to ``kinds``."""
+    kind = message[:200]
+    kinds[kind] = kinds.get(kind, 0) + count
 
 
 async def lookup(http_base: str, topic: str) -> tuple[str, str]:
@@ -120,17 +132,19 @@ class Link:
         ws_base, _ = await lookup(self.http_base, self.topic)
         return await ws_connect(self.url(ws_base))
 
-    async def open(self, on_frame: Callable[[bytes], None]) -> FrameSession:
+    async def open(self, on_frame: OnFrame) -> FrameSession:
         """A picows session to whichever gateway owns the topic now."""
         ws_base, _ = await lookup(self.http_base, self.topic)
         return await open_session(self.url(ws_base), on_frame)
 
     async def reopen(
-        self, session: FrameSession, on_frame: Callable[[bytes], None], result: Tally, lost: int
+        self, session: FrameSession, on_frame: OnFrame, result: Tally, lost: int
     ) -> FrameSession:
         """After ``session`` ended: if the topic moved (4503), count what was in flight as errors
         (fate unknown; not retried) and open a new session; else raise ``SessionClosed``."""
         code = session.closed.result()
+        if session.failure:
+            raise SessionClosed(f"the bench client failed on a frame (it closed 1011): {session.failure}")
         if code != TOPIC_MOVED_CODE or self.reconnects >= RECONNECTS_MAX:
             raise SessionClosed(f"the gateway closed the session: {code} {session.close_reason}")
         self.reconnects += 1
@@ -204,7 +218,7 @@ async def publish_ws(link: Link, payload: bytes, n: int, seconds: float, window:
         if inflight == 0 and not finished.done():
             finished.set_result(None)
 
-    def handle(raw: bytes) -> None:
+    def handle(_session: FrameSession, raw: bytes) -> None:
         nonlocal inflight
         reply = orjson.loads(raw)
         inflight -= 1
@@ -379,7 +393,8 @@ async def consume(
 ) -> LoadResult:
     """Drain ``backlog`` messages with a Shared subscription from Earliest, acking each one
     (``ws``: one ack frame per message; ``ws-batch``: batched delivery, one ack frame per delivery),
-    on the picows client: each delivery is acked in its frame callback.
+    on the picows client: each delivery is acked in its frame callback, on the session it came
+    by (the first may come with the handshake's answer, before ``open`` has returned).
     If the topic moves, connect again: unacked messages come again and count as duplicates."""
     if mode not in CONSUME_MODES:
         raise ValueError(f"unknown consume mode {mode!r} (one of {', '.join(CONSUME_MODES)})")
@@ -392,14 +407,14 @@ async def consume(
     if backlog <= 0:
         finished.set_result(None)
 
-    def handle(raw: bytes) -> None:
+    def handle(session: FrameSession, raw: bytes) -> None:
         frame = orjson.loads(raw)
         if batched and frame.get("type") == "messages":
             ids = [m["messageId"] for m in frame["messages"]]
-            current[0].send(orjson.dumps({"type": "ack", "messageIds": ids}))
+            session.send(orjson.dumps({"type": "ack", "messageIds": ids}))
         elif "messageId" in frame and "payload" in frame:
             ids = [frame["messageId"]]
-            current[0].send(orjson.dumps({"messageId": ids[0]}))
+            session.send(orjson.dumps({"messageId": ids[0]}))
         else:
             return  # notices
         for message_id in ids:

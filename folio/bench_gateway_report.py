@@ -40,6 +40,7 @@ class Row:
     cpu: Mapping[str, float] = field(default_factory=dict)
     errors: int = 0
     note: str = ""
+    error_kinds: Mapping[str, int] = field(default_factory=dict)  # what each error was -> how many
     reps: int = 1
     topics: int = 1  # the load spread over this many topics (``--topics``)
 
@@ -80,7 +81,8 @@ def _median(values: Iterable[float | None]) -> float | None:
 
 
 def merge_reps(rows: Sequence[Row]) -> list[Row]:
-    """One row per (system, workload, mode, size): medians over repetitions, errors summed,
+    """One row per (system, workload, mode, size): medians over repetitions, errors (and their
+    kinds) summed,
     each part of the notes once (with how many reps had it, if not all). Order of first
     appearance is kept."""
     groups: dict[tuple[str, str, str, int, int], list[Row]] = {}
@@ -109,6 +111,7 @@ def merge_reps(rows: Sequence[Row]) -> list[Row]:
                 p99_ms=_median(r.p99_ms for r in same),
                 cpu={k: statistics.median(r.cpu.get(k, 0.0) for r in same) for k in sorted(cpu_keys)},
                 errors=sum(r.errors for r in same),
+                error_kinds=dict(sum((Counter(r.error_kinds) for r in same), Counter())),
                 note="; ".join(notes),
                 reps=len(same),
             )

@@ -34,7 +34,7 @@ import orjson
 import uvloop
 import websockets
 
-from folio.bench_gateway_load import DRAIN_S, Link, LoadResult, consumer_url, producer_url
+from folio.bench_gateway_load import DRAIN_S, Link, LoadResult, consumer_url, count_kind, producer_url
 
 READY = "FOLIO-W2 READY"
 PAYLOAD_BYTES = 100
@@ -78,9 +78,11 @@ class W2Result:
     received: int = 0
     duplicates: int = 0
     reconnects: int = 0  # producer and consumer sessions opened again after the topic moved
+    error_kinds: dict[str, int] = field(default_factory=dict)  # what each error was -> how many
 
     def error(self, message: str, count: int = 1) -> None:
         self.errors += count
+        count_kind(self.error_kinds, message, count)
         if not self.first_error:
             self.first_error = message[:200]
 

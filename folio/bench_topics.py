@@ -155,7 +155,7 @@ async def open_spread(http_base: str, names: Sequence[str], window: int, seconds
 
     def opener(index: int) -> Callable[[], Awaitable[FrameSession]]:
         url = producer_url(owners[index][0], names[index])
-        return lambda: retrying(lambda: open_session(url, lambda raw: spread.reply(index, raw)))
+        return lambda: retrying(lambda: open_session(url, lambda _session, raw: spread.reply(index, raw)))
 
     spread.sessions = await bounded_gather([opener(i) for i in range(len(names))], CONNECT_PARALLEL)
     for index, session in enumerate(spread.sessions):

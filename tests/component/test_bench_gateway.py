@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import re
@@ -9,14 +10,26 @@ import subprocess
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
 from websockets.asyncio.server import ServerConnection, serve
+from websockets.frames import Frame, Opcode
 from websockets.http11 import Request, Response
+from websockets.server import ServerProtocol
 
-from folio.bench_gateway_load import Link, producer_url, publish
+from folio.bench_gateway_load import (
+    Link,
+    LoadResult,
+    SessionClosed,
+    consume,
+    consumer_url,
+    producer_url,
+    publish,
+)
 from folio.bench_gateway_w2 import W2Pace, W2Result, produce_paced
+from folio.bench_ws_client import FrameSession
 
 pytestmark = pytest.mark.component
 
@@ -178,3 +191,77 @@ def test_topic_curve_rows_and_plots(tmp_path: Path) -> None:
         assert f"plot: plots/{name}" in done.stdout
     saved = [orjson.loads(x) for x in (plots / "rows.jsonl").read_text().splitlines()]
     assert {(r["workload"], r["topics"]) for r in saved} == {("W1", 1), ("W1 topics", 1), ("W1 topics", 3)}
+
+
+class EagerConsumerGateway:
+    """Lookup + a consumer endpoint that writes its first delivery in the same TCP write as the
+    handshake's 101 answer, as a gateway pushing a backlog at once may: the client's frame callback
+    then runs before its ``connect`` call has returned the session. Records the acks it reads."""
+
+    def __init__(self, batched: bool) -> None:
+        self.batched = batched
+        self.acks: list[dict[str, Any]] = []
+
+    def delivery(self) -> str:
+        messages = [{"messageId": f"m{i}", "payload": "cA==", "publishTime": "x"} for i in range(3)]
+        if self.batched:
+            return orjson.dumps({"type": "messages", "messages": messages}).decode()
+        return orjson.dumps(messages[0]).decode()
+
+    async def serve_one(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        protocol = ServerProtocol()
+        port = writer.get_extra_info("sockname")[1]
+        try:
+            while data := await reader.read(65536):
+                protocol.receive_data(data)
+                for event in protocol.events_received():
+                    if isinstance(event, Request) and event.path.startswith("/lookup/"):
+                        base = f"127.0.0.1:{port}"
+                        body = {"brokerUrl": f"ws://{base}", "httpUrl": f"http://{base}"}
+                        protocol.send_response(protocol.reject(200, orjson.dumps(body).decode()))
+                    elif isinstance(event, Request):
+                        protocol.send_response(protocol.accept(event))
+                        protocol.send_text(self.delivery().encode())  # one write with the 101
+                    elif isinstance(event, Frame) and event.opcode == Opcode.TEXT:
+                        self.acks.append(orjson.loads(event.data))
+                writer.write(b"".join(protocol.data_to_send()))
+                if protocol.close_expected():
+                    break
+        finally:
+            writer.close()
+
+    @contextlib.asynccontextmanager
+    async def serving(self) -> AsyncIterator[str]:
+        server = await asyncio.start_server(self.serve_one, "127.0.0.1", 0)
+        async with server:
+            yield f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+
+
+@pytest.mark.parametrize("mode", ["ws", "ws-batch"])
+async def test_consumer_acks_a_delivery_that_arrives_with_the_handshake(mode: str) -> None:
+    """A delivery in the same read as the 101 answer is acked on the session it came by: the
+    frame callback must not need the session its caller has not yet been handed."""
+    fake = EagerConsumerGateway(batched=mode == "ws-batch")
+    async with fake.serving() as base:
+        result = await consume(mode, base, "t", "s", 3 if mode == "ws-batch" else 1, 5.0, 16)
+    assert result.ok == (3 if mode == "ws-batch" else 1) and not result.errors, result
+    assert not result.capped_by_time and not result.error_kinds, result
+    ids = [["m0", "m1", "m2"]] if mode == "ws-batch" else [["m0"]]
+    assert [a.get("messageIds") or [a["messageId"]] for a in fake.acks] == ids, fake.acks
+
+
+async def test_a_failing_frame_callback_is_reported_as_the_clients_own() -> None:
+    """The client's own defect ends its session 1011 and says so; it is not blamed on the gateway."""
+    fake = EagerConsumerGateway(batched=True)
+
+    def broken(_session: FrameSession, raw: bytes) -> None:
+        raise ValueError("cannot read " + orjson.loads(raw)["type"])
+
+    async with fake.serving() as base:
+        link = Link(base, "t", lambda ws_base: consumer_url(ws_base, "t", "s", 16, True))
+        session = await link.open(broken)
+        await asyncio.wait_for(session.closed, 5.0)
+        assert session.failure == "ValueError: cannot read messages", session.failure
+        with pytest.raises(SessionClosed, match=r"bench client failed on a frame .*cannot read messages"):
+            await link.reopen(session, broken, LoadResult(), 0)
+    assert fake.acks == []

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict, replace
+
 import pytest
 
 from folio.bench_cpu import cpu_percentages
@@ -33,6 +35,19 @@ def test_merge_reps_takes_medians_sums_errors_and_keeps_order() -> None:
     assert first.msgs_per_s == 200 and first.p99_ms == 2.0 and first.cpu == {"gw": 2.0}
     assert first.errors == 2 and first.reps == 3 and first.note == "a (2 of 3 reps); b (1 of 3 reps)"
     assert merged[1] is other
+
+
+def test_merge_reps_sums_each_error_kind() -> None:
+    """A row with errors says what they were; over reps each kind's count is summed."""
+    closed = "session closed (4503 topic unloaded; reconnect); 128 in flight, fate unknown"
+    rows = [
+        replace(_row(100, errors=129), error_kinds={closed: 128, "ledger fenced": 1}),
+        _row(100),
+        replace(_row(100, errors=2), error_kinds={"ledger fenced": 2}),
+    ]
+    merged = merge_reps(rows)[0]
+    assert merged.errors == 131 and merged.error_kinds == {closed: 128, "ledger fenced": 3}
+    assert "error_kinds" in asdict(merged)  # the JSON row carries them
 
 
 def test_merge_reps_names_a_note_part_once() -> None:
