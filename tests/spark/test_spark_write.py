@@ -84,9 +84,9 @@ def test_retried_write_task_stores_each_row_once_with_dedup(folio, spark, source
 
 def test_write_round_trips_columns(folio, spark, source_options):
     topic = "persistent://public/default/spark-write-columns"
-    rows = [("k1", "text", {"a": "1"}), (None, "more", {})]
-    df = spark.createDataFrame(rows, "key string, value string, properties map<string,string>")
-    df.write.format("folio").options(**source_options, topic=topic).mode("append").save()
+    rows = [("k1", "text", {"a": "1"}, topic), (None, "more", {}, topic)]
+    df = spark.createDataFrame(rows, "key string, value string, properties map<string,string>, topic string")
+    df.write.format("folio").options(**source_options).mode("append").save()  # the topic column
     got = sorted(
         (r.key or "", r.value, dict(r.properties)) for r in _read(spark, source_options, topic).collect()
     )
