@@ -39,10 +39,11 @@ class Verdict(Enum):
     RESEND = "resend"  # part of it failed retriably: end the session, reconnect, resend
 
 
-def encode_frame(number: int, messages: list[dict[str, Any]]) -> bytes:
-    """A Folio batch publish frame (docs/publishing.md §4): ``messages`` are publish
-    objects, ``context`` the frame's number."""
-    return orjson.dumps({"type": "batch", "context": str(number), "messages": messages})
+def encode_frame(number: int, body: bytes) -> bytes:
+    """A Folio batch publish frame (docs/publishing.md §4): ``body`` is the JSON array of
+    its publish objects, ``context`` the frame's number; the bytes orjson gives for
+    ``{"type":"batch","context":"<number>","messages":[...]}``."""
+    return b'{"type":"batch","context":"%d","messages":%b}' % (number, body)
 
 
 @dataclass
@@ -85,9 +86,10 @@ class Window:
     stored: int = 0
     duplicates: int = 0
 
-    def add(self, messages: list[dict[str, Any]]) -> Frame:
-        frame = Frame(self.next_number, b"", len(messages), 0)
-        frame.data = encode_frame(frame.number, messages)
+    def add(self, body: bytes, count: int) -> Frame:
+        """Queue a frame of ``count`` messages, ``body`` their JSON array."""
+        frame = Frame(self.next_number, b"", count, 0)
+        frame.data = encode_frame(frame.number, body)
         frame.size = len(frame.data)
         self.next_number += 1
         self.frames.append(frame)
@@ -102,6 +104,24 @@ class Window:
     def session_ended(self) -> None:
         """Every frame in the window goes out again on the next session."""
         self.sent = 0
+
+    def take(self, raw: bytes | str) -> tuple[Verdict, int]:
+        """Take a reply as received: when its bytes show a reply to the oldest frame sent
+        whose every result is stored (``"errorCode":0`` once per message and no other
+        code), it is counted on the bytes, without a Python object per result; anything
+        else is parsed and judged by ``reply``."""
+        data = raw.encode() if isinstance(raw, str) else raw
+        if self.sent:
+            frame = self.frames[0]
+            head = b'{"type":"batch","context":"%d","results":[' % frame.number
+            codes = data.count(b'"errorCode":')
+            if data.startswith(head) and codes == frame.count == data.count(b'"errorCode":0'):
+                self.stored += codes
+                self.duplicates += data.count(b'"duplicate":true')
+                self.frames.popleft()
+                self.sent -= 1
+                return Verdict.STORED, frame.size
+        return self.reply(orjson.loads(data))
 
     def reply(self, body: dict[str, Any]) -> tuple[Verdict, int]:
         """Take the reply to the oldest frame sent; returns the verdict and the bytes freed."""
@@ -120,7 +140,7 @@ class Window:
                 self.duplicates += 1 if result.get("duplicate") else 0
             elif code == 1:  # retriable: keep it and what follows; the session ends
                 rest = orjson.loads(frame.data)["messages"][index:]
-                frame.data, frame.count = encode_frame(frame.number, rest), len(rest)
+                frame.data, frame.count = encode_frame(frame.number, orjson.dumps(rest)), len(rest)
                 return Verdict.RESEND, 0
             else:
                 raise ReplyError(f"a message was refused: {result.get('errorMsg')}")

@@ -2,12 +2,15 @@
 
 Owns: ``FolioBatchWriter``, ``FolioStreamWriter`` and ``publish_batches``, the
 task side both share. Rules:
-- Spark hands a task its rows as Arrow batches; the task publishes them through
+- Spark hands a task its rows as Arrow batches; ``write_frames`` turns them into
+  frame bodies a column at a time; the task publishes them through
   the gateways' WebSocket producer with Folio batch frames (docs/publishing.md
   §4, up to ``batchMessages`` messages / ``batchBytes`` payload bytes a frame),
   one producer session per partition it writes to, on that partition's owner
   (looked up on any live gateway, starting with task index modulo the
   gateways), the sessions in one asyncio loop;
+- the task pulls its rows from Spark in a thread, so frames go out and replies
+  come in while Spark computes the next rows;
 - each session keeps many frames in flight; replies come in order and are
   matched to frames by number (``write_window``); a row counts only once its
   gateway answered it stored (fsynced on an ack quorum);
@@ -38,14 +41,13 @@ import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
 from urllib.parse import urlencode
 
 import httpx
+import numpy as np
 import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
-from pybase64 import b64encode_as_string
 from pyspark import TaskContext
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
@@ -57,8 +59,8 @@ from coordination import keys
 from coordination.etcd_store import connect
 from pyspark_folio.names import PARTITION_SUFFIX, path_of
 from pyspark_folio.options import Connection, WriteOptions
+from pyspark_folio.write_frames import Pending, encode_messages, route
 from pyspark_folio.write_window import Budget, ReplyError, Verdict, Window
-from storage.formats.key_routing import partition_of_key
 
 SEQUENCE_BATCH_SHIFT = 32  # a streaming row's sequence id: batch id << 32 | position in the task
 STALL_S = 120.0  # a partition without an acknowledged frame this long, sessions failing: the task fails
@@ -126,8 +128,8 @@ class _Lane:
         self.sessions = 0
         self.runner = asyncio.get_running_loop().create_task(self._run())
 
-    def push(self, messages: list[dict[str, Any]]) -> None:
-        frame = self.window.add(messages)
+    def push(self, body: bytes, count: int) -> None:
+        frame = self.window.add(body, count)
         self.task.budget.take(frame.size)
         self.wake.set()
 
@@ -187,7 +189,7 @@ class _Lane:
                 if self.closing and not self.window.frames:
                     return
                 async for raw in ws:
-                    verdict, freed = self.window.reply(orjson.loads(raw))
+                    verdict, freed = self.window.take(raw)
                     if freed:
                         self.task.freed(freed)
                     if verdict is Verdict.RESEND:
@@ -235,12 +237,12 @@ class _Task:
                     return exc
         return None
 
-    async def send(self, target: str, messages: list[dict[str, Any]]) -> None:
+    async def send(self, target: str, body: bytes, count: int) -> None:
         """Queue one frame for ``target``; wait while the task holds more than its budget."""
         lane = self.lanes.get(target)
         if lane is None:
             lane = self.lanes[target] = _Lane(target, self.producer, self.gateways, self.first, self)
-        lane.push(messages)
+        lane.push(body, count)
         while self.budget.over:
             failure = self._failure()
             if failure is not None:
@@ -264,65 +266,69 @@ class _Task:
         return sum(w.stored for w in windows), sum(w.duplicates for w in windows)
 
 
-def _column(batch: pa.RecordBatch, name: str) -> list[Any] | None:
-    index = batch.schema.get_field_index(name)
-    if index < 0:
-        return None
-    column = batch.column(index)
-    if pa.types.is_timestamp(column.type):  # event_time: epoch ms
-        column = pc.cast(column, pa.timestamp("ms", column.type.tz), safe=False).cast(pa.int64())
-    return column.to_pylist()
-
-
 async def _publish(
     task: _Task, options: WriteOptions, sequence_base: int, batches: Iterator[pa.RecordBatch]
 ) -> int:
-    """Route every row of ``batches`` into frames per partition; returns the rows read."""
+    """Route every row of ``batches`` into frames per partition (write_frames); returns the rows read."""
     counts: dict[str, int] = {}
-    buffers: dict[str, list[dict[str, Any]]] = {}
-    buffered: dict[str, int] = {}
-    limit_messages, limit_bytes = options.batch_messages, options.batch_bytes
+    pending: dict[str, Pending] = {}
+    limits = options.batch_messages, options.batch_bytes
     position = 0
-    for batch in batches:
-        values = _column(batch, "value") or []
-        keys_ = _column(batch, "key")
-        properties = _column(batch, "properties")
-        event_times = _column(batch, "event_time")
-        topics = _column(batch, "topic") if options.topic is None else None
-        for row, value in enumerate(values):
-            topic = options.topic or (topics[row] if topics else None)
-            if not topic:
-                raise PublishFailed("a row has no topic (give the option topic or a topic column)")
+    rows_in = iter(batches)
+    while True:
+        # Spark computes the rows while they are pulled: pulled in a thread, the loop keeps
+        # sending frames and taking replies meanwhile
+        batch = await asyncio.to_thread(next, rows_in, None)
+        if batch is None:
+            break
+        if not len(batch):
+            continue
+        messages, lengths = encode_messages(batch, sequence_base + position)
+        index = batch.schema.get_field_index("key")
+        keys_ = batch.column(index) if index >= 0 else None
+        for topic, rows in _by_topic(batch, options.topic):
             if topic not in counts:
                 counts[topic] = await _partition_count(options.connection, topic)
-            payload = value.encode() if isinstance(value, str) else (value or b"")
-            message: dict[str, Any] = {
-                "payload": b64encode_as_string(payload),
-                "sequenceId": sequence_base + position,
-            }
-            key = keys_[row] if keys_ is not None else None
-            if key is not None:
-                message["key"] = key
-            if properties is not None and properties[row]:
-                message["properties"] = dict(properties[row])
-            if event_times is not None and event_times[row]:
-                message["eventTime"] = event_times[row]
-            target = topic
             partitions = counts[topic]
-            if partitions:
-                index = partition_of_key(key, partitions) if key is not None else position % partitions
-                target = f"{topic}{PARTITION_SUFFIX}{index}"
-            position += 1
-            buffer = buffers.setdefault(target, [])
-            buffer.append(message)
-            size = buffered[target] = buffered.get(target, 0) + len(payload)
-            if len(buffer) >= limit_messages or size >= limit_bytes:
-                del buffers[target], buffered[target]
-                await task.send(target, buffer)
-        await asyncio.sleep(0)  # replies that came meanwhile
-    for target, buffer in buffers.items():
-        await task.send(target, buffer)
+            if not partitions:
+                _queue(pending, topic, messages, lengths, rows)
+                continue
+            chosen = route(None if keys_ is None else keys_.take(rows), position + rows, partitions)
+            order = np.argsort(chosen, kind="stable")
+            sorted_ = chosen[order]
+            cuts = np.flatnonzero(np.diff(sorted_)) + 1
+            for part in np.split(order, cuts):
+                target = f"{topic}{PARTITION_SUFFIX}{int(chosen[part[0]])}"
+                _queue(pending, target, messages, lengths, rows[part])
+        position += len(batch)
+        for target, rows_ in pending.items():
+            for body, count in rows_.frames(*limits, final=False):
+                await task.send(target, body, count)
+    for target, rows_ in pending.items():
+        for body, count in rows_.frames(*limits, final=True):
+            await task.send(target, body, count)
     return position
+
+
+def _by_topic(batch: pa.RecordBatch, topic: str | None) -> list[tuple[str, np.ndarray]]:
+    """The rows (indices) of ``batch`` per topic: all of them for the option topic."""
+    if topic is not None:
+        return [(topic, np.arange(len(batch), dtype=np.int64))]
+    topics = batch.column(batch.schema.get_field_index("topic"))
+    if topics.null_count or not pc.all(pc.greater(pc.utf8_length(topics), 0)).as_py():
+        raise PublishFailed("a row has no topic (give the option topic or a topic column)")
+    encoded = topics.dictionary_encode()
+    indices = encoded.indices.to_numpy(zero_copy_only=False)
+    return [(name, np.flatnonzero(indices == i)) for i, name in enumerate(encoded.dictionary.to_pylist())]
+
+
+def _queue(
+    pending: dict[str, Pending], target: str, messages: pa.Array, lengths: np.ndarray, rows: np.ndarray
+) -> None:
+    whole = len(rows) == len(messages)
+    pending.setdefault(target, Pending()).add(
+        messages if whole else messages.take(rows), lengths if whole else lengths[rows]
+    )
 
 
 def publish_batches(

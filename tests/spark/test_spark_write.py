@@ -9,6 +9,7 @@ import time
 from functools import partial
 
 import httpx
+import pyarrow as pa
 import pytest
 from publish import Sent, create_namespace, create_partitioned, publish
 from pyspark import TaskContext
@@ -16,28 +17,35 @@ from pyspark.sql.types import BinaryType, StringType, StructField, StructType
 
 pytestmark = pytest.mark.component
 
-ROWS_PER_TASK = 25_000
-FAIL_AT = 24_000  # rows reach the writer in batches (10,000): some have by then
-STORED_BEFORE_FAILURE = 5_000  # the failing attempt fails once the topic holds this many
+ROWS_PER_TASK = 4_000
+ARROW_BATCH = 500  # rows Spark hands the writer at a time in this test (spark.sql.execution.arrow...)
+FAIL_AT = 3_000  # the first attempt fails before yielding this row, once the topic holds
+STORED_BEFORE_FAILURE = 1_000  # this many of the rows before it
 SCHEMA = StructType([StructField("key", StringType()), StructField("value", BinaryType())])
+PAD = b"x" * 1000  # rows of ~1 KiB: the batches before the failure fill Spark's 64 KiB stream buffers
+ARROW = pa.schema([("key", pa.string()), ("value", pa.binary())])
 
 
 def _stored(stats_url: str) -> int:
     return int(httpx.get(stats_url, timeout=30).json()["msgInCounter"])
 
 
-def _rows_failing_once(stats_url: str, index: int, _rows):
-    """The rows of the one write task; its first attempt fails after FAIL_AT rows,
-    once the topic holds STORED_BEFORE_FAILURE of them (the writer publishes as
-    rows arrive)."""
+def _rows_failing_once(stats_url: str, batches):
+    """The rows of the one write task as Arrow batches; its first attempt fails at FAIL_AT,
+    once the topic holds STORED_BEFORE_FAILURE rows (the writer publishes the rows before
+    while this waits: it pulls rows in a thread)."""
     context = TaskContext.get()
-    for i in range(ROWS_PER_TASK):
-        if i == FAIL_AT and context.attemptNumber() == 0:
-            deadline = time.monotonic() + 120
+    for batch in batches:
+        ids = batch.column(0).to_pylist()
+        if FAIL_AT in ids and context.attemptNumber() == 0:
+            deadline = time.monotonic() + 60
             while _stored(stats_url) < STORED_BEFORE_FAILURE and time.monotonic() < deadline:
                 time.sleep(0.2)
             raise RuntimeError("injected failure (first attempt)")
-        yield (f"k{i % 100}", f"{index}-{i}".encode())
+        yield pa.RecordBatch.from_pydict(
+            {"key": [f"k{i % 100}" for i in ids], "value": [f"0-{i}-".encode() + PAD for i in ids]},
+            schema=ARROW,
+        )
 
 
 def _read(spark, options, topic):
@@ -52,11 +60,15 @@ def test_retried_write_task_stores_each_row_once_with_dedup(folio, spark, source
     create_partitioned(folio.urls[0], topic, 2)
     time.sleep(1.0)  # the owners see the namespace policy
     stats_url = f"{folio.urls[0]}/admin/v2/persistent/{namespace}/written/partitioned-stats"
-    rows = spark.sparkContext.parallelize(range(1), 1).mapPartitionsWithIndex(
-        partial(_rows_failing_once, stats_url)
-    )
-    df = spark.createDataFrame(rows, SCHEMA)
-    df.write.format("folio").options(**source_options, topic=topic).mode("append").save()
+    source = spark.range(ROWS_PER_TASK, numPartitions=1)
+    rows = source.mapInArrow(partial(_rows_failing_once, stats_url), SCHEMA)
+    spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", str(ARROW_BATCH))
+    try:
+        rows.write.format("folio").options(**source_options, topic=topic, batchMessages="100").mode(
+            "append"
+        ).save()
+    finally:
+        spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
     read = _read(spark, source_options, topic)
     total = read.count()
     distinct = read.select("value").distinct().count()
@@ -72,9 +84,9 @@ def test_retried_write_task_stores_each_row_once_with_dedup(folio, spark, source
 
 def test_write_round_trips_columns(folio, spark, source_options):
     topic = "persistent://public/default/spark-write-columns"
-    rows = [("k1", "text", {"a": "1"}), (None, "more", {})]
-    df = spark.createDataFrame(rows, "key string, value string, properties map<string,string>")
-    df.write.format("folio").options(**source_options, topic=topic).mode("append").save()
+    rows = [("k1", "text", {"a": "1"}, topic), (None, "more", {}, topic)]
+    df = spark.createDataFrame(rows, "key string, value string, properties map<string,string>, topic string")
+    df.write.format("folio").options(**source_options).mode("append").save()  # the topic column
     got = sorted(
         (r.key or "", r.value, dict(r.properties)) for r in _read(spark, source_options, topic).collect()
     )
