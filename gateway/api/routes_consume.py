@@ -11,6 +11,7 @@ ack is a 409); ids that match nothing pending are answered as ``unmatched``.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated
 
@@ -133,22 +134,20 @@ def add_consume_routes(router: APIRouter, gateway: Gateway, consumers: HttpConsu
             {"nacked" if nack else "acked": len(texts) - len(unmatched), "unmatched": unmatched}
         )
 
-    @router.post("/consume/{domain}/{tenant}/{namespace}/{topic}/{subscription}/ack", **docs.ACK)
-    async def ack(
-        at: ConsumePath,
-        request: Request,
-        consumerName: ConsumerNameQuery = None,
-        authoritative: Authoritative = False,
-    ) -> Response:
-        return await _settle(at, request, False)
+    def settle_route(nack: bool) -> Callable[..., Awaitable[Response]]:
+        async def endpoint(
+            at: ConsumePath,
+            request: Request,
+            consumerName: ConsumerNameQuery = None,
+            authoritative: Authoritative = False,
+        ) -> Response:
+            return await _settle(at, request, nack)
 
-    @router.post("/consume/{domain}/{tenant}/{namespace}/{topic}/{subscription}/nack", **docs.NACK)
-    async def nack(
-        at: ConsumePath,
-        request: Request,
-        consumerName: ConsumerNameQuery = None,
-        authoritative: Authoritative = False,
-    ) -> Response:
-        return await _settle(at, request, True)
+        return endpoint
+
+    # .../{subscription}/ack and .../nack: one route each, named (and so given an operationId) by its verb
+    for verb, nack, verb_docs in (("ack", False, docs.ACK), ("nack", True, docs.NACK)):
+        path = f"/consume/{{domain}}/{{tenant}}/{{namespace}}/{{topic}}/{{subscription}}/{verb}"
+        router.post(path, name=verb, **verb_docs)(settle_route(nack))
 
     add_stream_route(router, consumers, _serve)  # .../{subscription}/stream: server-sent events
