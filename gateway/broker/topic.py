@@ -445,13 +445,7 @@ class Topic:
             token = PendingMessage(group, 0, producer, message.sequence_id)
             if not self._batcher.offer(encode_message(message), token):
                 return False
-            size = len(message.payload)
-            self.msg_in += 1
-            self.bytes_in += size
-            record = self.producers.get(producer)
-            if record is not None:
-                record.msg_in += 1
-                record.bytes_in += size
+            self._count_in(producer, len(message.payload))
             return True
         encoded = [encode_message(message) for message in messages]
         tokens = [
@@ -517,13 +511,16 @@ class Topic:
                 continue
             if dedup:
                 self.dedup.on_pushed(producer, sequence)
-            size = len(message.payload)
-            self.msg_in += 1
-            self.bytes_in += size
-            record = self.producers.get(producer)
-            if record is not None:
-                record.msg_in += 1
-                record.bytes_in += size
+            self._count_in(producer, len(message.payload))
+
+    def _count_in(self, producer: str, size: int) -> None:
+        """Count one queued message of ``size`` bytes for the topic and its producer."""
+        self.msg_in += 1
+        self.bytes_in += size
+        record = self.producers.get(producer)
+        if record is not None:
+            record.msg_in += 1
+            record.bytes_in += size
 
     @staticmethod
     def _settle(group: PublishGroup, index: int, outcome: Outcome) -> None:
