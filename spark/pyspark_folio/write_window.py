@@ -132,6 +132,8 @@ class Window:
         if body.get("type") != "batch" or not isinstance(results, list):
             raise ReplyError(f"the gateway refused a whole frame: {body.get('errorMsg') or str(body)[:300]}")
         if body.get("context") != str(frame.number) or len(results) != frame.count:
+            if self._later_frame_failed_retriably(body.get("context"), results):
+                return Verdict.RESEND, 0
             raise ReplyError(f"reply to frame {body.get('context')!r}, expected {frame.number}")
         for index, result in enumerate(results):
             code = result.get("errorCode", 0)
@@ -147,3 +149,12 @@ class Window:
         self.frames.popleft()
         self.sent -= 1
         return Verdict.STORED, frame.size
+
+    def _later_frame_failed_retriably(self, context: object, results: list[Any]) -> bool:
+        """Whether the reply answers a later frame sent on this session, with a retriable
+        failure and no refusal: the gateway answers a message it refuses at once (a full
+        queue), ahead of the earlier frames still being stored, and ends the session. The
+        whole window then goes out again; producer dedup answers what was stored."""
+        numbers = {str(f.number) for f in list(self.frames)[1 : self.sent]}
+        codes = [r.get("errorCode", 0) if isinstance(r, dict) else None for r in results]
+        return context in numbers and 1 in codes and all(code in (0, 1) for code in codes)

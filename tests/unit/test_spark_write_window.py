@@ -104,3 +104,19 @@ def test_the_budget_is_over_past_its_bytes_and_one_frame_always_goes():
     assert big.over
     big.give(500)
     assert big.used == 0 and not big.over
+
+
+def test_a_later_frame_refused_at_once_resends_the_window_and_anything_else_out_of_order_fails():
+    window = Window()
+    frames = [window.add(*_messages(i * 2, 2)) for i in range(3)]
+    window.unsent()
+    retry = {"errorCode": 1, "errorMsg": "publish queue full, retry later"}
+    early = {"type": "batch", "context": "2", "results": [{"result": "ok", "errorCode": 0}, retry]}
+    assert window.reply(early) == (Verdict.RESEND, 0)  # frame 2 answered before frames 0 and 1
+    window.session_ended()
+    assert window.unsent() == frames  # every frame goes out again, unchanged
+    refused = {"type": "batch", "context": "1", "results": [{"errorCode": 2}, retry]}
+    with pytest.raises(ReplyError):  # a refusal out of order is not retried
+        window.reply(refused)
+    with pytest.raises(ReplyError):  # a frame never sent on this session
+        window.reply({"type": "batch", "context": "7", "results": [retry, retry]})
