@@ -19,7 +19,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 READY_PREFIX = "FOLIO-STORAGE READY "
-START_TIMEOUT_S = 30.0
+# a process's READY line: seconds on a quiet box, but a gateway on a box at load 10+ has
+# been seen to need more than 30 s to import and start; a wait only ends sooner on failure
+START_TIMEOUT_S = 60.0
 
 
 class NodeProcess:
