@@ -222,13 +222,13 @@ def durable_prefix(
     about to be, and kept by any recovery). Nodes learn the LAC only from the next
     add, so on a quiet topic the last acknowledged entries lie just past the LAC
     the nodes report; each node's ``last`` (highest entry it made durable, in
-    the current segment) shows them. Never below ``lac``."""
-    bound = lac
+    the current segment) shows them. Never below ``lac``, nor below the entry before
+    the current segment: a writer starts a new segment at its LAC + 1, so every
+    entry before it was confirmed (even if no node has heard that LAC yet)."""
+    bound = max(lac, segment_first - 1)
     top = max(last_by_node.values(), default=-1)
     while bound < top:
         entry = bound + 1
-        if entry < segment_first:
-            break
         holders = sum(1 for node in write_set(entry) if last_by_node.get(node, -1) >= entry)
         if holders < ack_quorum:
             break

@@ -90,6 +90,10 @@ def test_durable_prefix_passes_the_lac_only_over_entries_on_an_ack_quorum():
     assert durable_prefix(4, 0, every, 2, {}) == 4
     striped = lambda entry: [nodes[entry % 3], nodes[(entry + 1) % 3]]  # noqa: E731 - E 3, Qw 2
     assert durable_prefix(-1, 0, striped, 2, {"a": 3, "b": 1, "c": 2}) == 2  # entry 3 is on a only
+    # a segment from entry 1 (an ensemble change on a quiet ledger): entry 0 was confirmed
+    # though no node heard its LAC, and the walk goes on from there
+    assert durable_prefix(-1, 1, every, 2, {"a": 0, "b": 0, "c": 0}) == 0
+    assert durable_prefix(-1, 1, every, 2, {"a": 2, "b": 1, "c": 0}) == 1
 
 
 def test_pushdown_keeps_what_it_applies_and_hands_back_the_rest():
