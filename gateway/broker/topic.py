@@ -400,14 +400,12 @@ class Topic:
                 messages.append(entry_message(request, producer, given, now_ms))
         return messages
 
-    def publish_many(
-        self, messages: list[EntryMessage], on_done: Callable[[list[Outcome]], None] | None = None
-    ) -> asyncio.Future[list[Outcome]]:
+    def publish_many(self, messages: list[EntryMessage]) -> asyncio.Future[list[Outcome]]:
         """Queue messages in order; the future gives one outcome per message (a
-        result, or the error that refused it) once every one is settled; ``on_done``
-        gets the same list synchronously at that moment (possibly before this returns)."""
+        result, or the error that refused it) once every one is settled (a caller that
+        needs the outcomes without a future uses ``publish_requests_then``)."""
         future: asyncio.Future[list[Outcome]] = asyncio.get_running_loop().create_future()
-        self._queue_group(messages, PublishGroup(future, [None] * len(messages), len(messages), on_done))
+        self._queue_group(messages, PublishGroup(future, [None] * len(messages), len(messages)))
         return future
 
     def _queue_group(self, messages: list[EntryMessage], group: PublishGroup) -> None:

@@ -72,13 +72,11 @@ def message(i: int, producer: str = "p") -> EntryMessage:
 async def test_a_batch_goes_into_one_entry_and_every_message_gets_its_id() -> None:
     t, log = topic()
     t.add_producer("p")
-    outcomes: list[Any] = []
-    future = t.publish_many([message(i) for i in range(5)], outcomes.extend)
+    future = t.publish_many([message(i) for i in range(5)])
     assert len(log.appends) == 1 and log.appends[0][1] == 5
     assert [m.sequence_id for m in decode_entry(log.appends[0][0])] == list(range(5))
     log.complete(0, entry_id=9)
     results = await future
-    assert results == outcomes
     assert all(isinstance(r, PublishResult) for r in results)
     ids = [(r.entry_id, r.batch_index, r.batch_size) for r in results if isinstance(r, PublishResult)]
     assert ids == [(9, i, 5) for i in range(5)]
