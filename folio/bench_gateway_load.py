@@ -403,7 +403,6 @@ async def consume(
     result = LoadResult()
     seen: set[str] = set()
     finished: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-    current: list[FrameSession] = []
     if backlog <= 0:
         finished.set_result(None)
 
@@ -425,19 +424,19 @@ async def consume(
         if len(seen) >= backlog and not finished.done():
             finished.set_result(None)
 
-    current.append(await link.open(handle))
+    session = await link.open(handle)
     start = time.perf_counter()
     try:
         async with asyncio.timeout(seconds):
             while not finished.done():
-                waits: list[asyncio.Future[Any]] = [finished, current[0].closed]
+                waits: list[asyncio.Future[Any]] = [finished, session.closed]
                 await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
                 if not finished.done():
-                    current[0] = await link.reopen(current[0], handle, result, 0)
+                    session = await link.reopen(session, handle, result, 0)
     except TimeoutError:
         result.capped_by_time = True
     finally:
         result.seconds = time.perf_counter() - start
-        await current[0].close()
+        await session.close()
     result.ok = len(seen)
     return result
