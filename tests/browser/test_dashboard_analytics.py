@@ -70,13 +70,19 @@ def test_run_now_fills_the_topic_statistics_with_a_moving_progress_bar(
     seen: list[tuple[str | None, float]] = []  # (run id, or None while queued; bar width %)
     deadline = time.monotonic() + 180
     body = page.locator('[data-testid="stats-body"]')
-    status = page.locator('[data-testid="run-status"]')
+    # the status text and the bar's width in one evaluation: one consistent state of the page
+    # (two round trips could read "run 1 writing" and then the width of the finished run's bar)
+    snapshot = """() => {
+        const bar = document.querySelector('[data-testid="run-progress-bar"]');
+        if (!bar || bar.offsetParent === null) return null;
+        return [document.querySelector('[data-testid="run-status"]').innerText, bar.style.width];
+    }"""
     while not body.is_visible():
         assert time.monotonic() < deadline, seen
-        bar = page.locator('[data-testid="run-progress-bar"]')
-        if bar.is_visible():
-            running = re.match(r"run (\d+) ", status.inner_text())
-            width = float(bar.evaluate("el => el.style.width").rstrip("%"))
+        shown = page.evaluate(snapshot)
+        if shown is not None:
+            running = re.match(r"run (\d+) ", shown[0])
+            width = float(shown[1].rstrip("%"))
             reading = (running.group(1) if running else None, width)
             if not seen or seen[-1] != reading:
                 seen.append(reading)
