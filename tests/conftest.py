@@ -13,6 +13,9 @@ marks each file itself; a collected test with no tier marker stops the run.
 - ``etcd_store`` (function): an ``EtcdStore`` on that etcd whose keys live under a
   unique namespace, so tests never see each other's keys; the namespace is
   deleted afterwards.
+- ``run_report`` (function): a test's lines for the run's closing summary, printed
+  after the results even when the test passes (pytest shows a passing test's own
+  output nowhere): the fault run's checker line (lost=0 ...) and its controls'.
 
 Tests that need their own etcd (to kill or restart it) should start an
 ``EmbeddedEtcd`` themselves instead of using ``etcd_endpoint``.
@@ -22,7 +25,7 @@ from __future__ import annotations
 
 import itertools
 import os
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
 # Imported here, at a shallow stack: Hypothesis imports its shrinker's optimiser lazily,
@@ -36,6 +39,7 @@ from coordination.etcd_server import EmbeddedEtcd
 from coordination.etcd_store import EtcdStore, connect
 
 _namespaces = itertools.count(1)
+_REPORT = pytest.StashKey[list[str]]()
 
 TESTS = Path(__file__).resolve().parent
 TIERS = ("unit", "sim", "contract", "component")
@@ -67,6 +71,20 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             f"tests without a tier marker ({', '.join(TIERS)}): add their folder to FOLDER_MARKERS "
             "in tests/conftest.py or mark them: " + ", ".join(unmarked)
         )
+
+
+@pytest.fixture
+def run_report(request: pytest.FixtureRequest) -> Callable[[str], None]:
+    lines = request.config.stash.setdefault(_REPORT, [])
+    return lines.append
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
+    lines = config.stash.get(_REPORT, [])
+    if lines:
+        terminalreporter.section("fault runs and their controls")
+        for line in lines:
+            terminalreporter.write_line(line)
 
 
 @pytest.fixture(scope="session")

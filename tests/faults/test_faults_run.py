@@ -23,6 +23,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -44,17 +45,22 @@ AFTER_HEAL_BOUND_S = 30.0
 CI_SYNC_LAG_MS = 50
 
 
-def show(name: str, result: Result) -> None:
-    print(f"\n[{name}] {result.line()}")
-    print(f"[{name}] {result.unavailability_line()}")
-    print(f"[{name}] {result.unavailability_own_line()}")
+Report = Callable[[str], None]
+
+
+def show(report: Report, name: str, result: Result) -> None:
+    """The checkers' lines in the run's closing summary (tests/conftest.py ``run_report``)."""
+    report(f"[{name}] {result.line()}")
+    if result.faults:  # the fencing scenarios inject none: no unavailability to speak of
+        report(f"[{name}] {result.unavailability_line()}")
+        report(f"[{name}] {result.unavailability_own_line()}")
     details = result.details()
     if details:
         print(details)
 
 
 @pytest.mark.timeout(900)  # about 5 min on a quiet box; a loaded one stretches every restart
-async def test_fault_run(tmp_path: Path) -> None:
+async def test_fault_run(tmp_path: Path, run_report: Report) -> None:
     config = RunConfig(
         root=tmp_path / "run",
         seed=CI_SEED,
@@ -65,7 +71,7 @@ async def test_fault_run(tmp_path: Path) -> None:
         sync_lag_ms=CI_SYNC_LAG_MS,
     )
     result = await run(config)
-    show(f"fault run seed={CI_SEED}", result)
+    show(run_report, f"fault run seed={CI_SEED}", result)
     assert sum(result.faults.values()) >= 50
     assert set(result.faults) == {str(k) for k in FaultKind}, result.faults
     assert min(result.faults.values()) >= 2, result.faults  # partitions and gray failures included
@@ -80,7 +86,9 @@ async def test_fault_run(tmp_path: Path) -> None:
 
 
 @pytest.mark.timeout(300)
-async def test_control_power_loss_with_fsync_off_loses_acked_messages(tmp_path: Path) -> None:
+async def test_control_power_loss_with_fsync_off_loses_acked_messages(
+    tmp_path: Path, run_report: Report
+) -> None:
     config = RunConfig(
         root=tmp_path / "run",
         seed=5,
@@ -93,28 +101,32 @@ async def test_control_power_loss_with_fsync_off_loses_acked_messages(tmp_path: 
         read_limit_s=20.0,
     )
     result = await run(config)
-    show("control: fsync off + power loss", result)
+    show(run_report, "control: fsync off + power loss", result)
     assert result.lost, "power loss with fsync off lost nothing: the suite cannot see a missing fsync"
 
 
 @pytest.mark.timeout(120)
-async def test_fenced_ledger_refuses_the_old_writer(tmp_path: Path) -> None:
+async def test_fenced_ledger_refuses_the_old_writer(tmp_path: Path, run_report: Report) -> None:
     result = check(await fencing_scenario(tmp_path, "zombie"))
-    show("zombie writer, fencing on", result)
+    show(run_report, "zombie writer, fencing on", result)
     assert result.acked == 5 and not result.lost
 
 
 @pytest.mark.timeout(120)
-async def test_control_fencing_off_acks_a_zombie_writer(tmp_path: Path) -> None:
+async def test_control_fencing_off_acks_a_zombie_writer(tmp_path: Path, run_report: Report) -> None:
     result = check(await fencing_scenario(tmp_path, "zombie", ("--unsafe-no-fencing",)))
-    show("control: fencing off", result)
+    show(run_report, "control: fencing off", result)
     assert len(result.lost) == 5, "a zombie writer was not acked with fencing off: the control proves nothing"
 
 
 @pytest.mark.timeout(180)
-async def test_an_owner_cut_from_etcd_never_acks_alongside_its_successor(tmp_path: Path) -> None:
+async def test_an_owner_cut_from_etcd_never_acks_alongside_its_successor(
+    tmp_path: Path, run_report: Report
+) -> None:
     result = check(await zombie_owner_scenario(tmp_path, unsafe=False))
-    print(f"\n[owner cut from etcd, lease honoured] acked={result.acked} dual_acks={len(result.dual_acks)}")
+    run_report(
+        f"[owner cut from etcd, lease honoured] acked={result.acked} dual_acks={len(result.dual_acks)}"
+    )
     acked = {
         op["process"]
         for op in load(tmp_path / "history.jsonl")
@@ -125,12 +137,16 @@ async def test_an_owner_cut_from_etcd_never_acks_alongside_its_successor(tmp_pat
 
 
 @pytest.mark.timeout(180)
-async def test_control_a_gateway_keeping_its_lost_lease_acks_twice(tmp_path: Path) -> None:
+async def test_control_a_gateway_keeping_its_lost_lease_acks_twice(
+    tmp_path: Path, run_report: Report
+) -> None:
     """The owner is cut from etcd while its clients still reach it, and it ignores the
     loss of its lease (and the nodes do not fence): it keeps acknowledging into its
     ledger while the gateway that took its topic acknowledges into a new one."""
     result = check(await zombie_owner_scenario(tmp_path, unsafe=True))  # no final read: only dual acks count
-    print(f"\n[control: a zombie owner cut from etcd] acked={result.acked} dual_acks={result.dual_acks[:5]}")
+    run_report(
+        f"[control: a zombie owner cut from etcd] acked={result.acked} dual_acks={result.dual_acks[:5]}"
+    )
     assert result.dual_acks, (
         "a gateway acking without its lease was not seen: the dual-ack checker proves nothing"
     )
@@ -166,14 +182,16 @@ def test_unsafe_switches_are_refused_outside_the_controls(tmp_path: Path, switch
 
 
 @pytest.mark.timeout(120)
-async def test_deleted_ledger_refuses_its_recovered_writer(tmp_path: Path) -> None:
+async def test_deleted_ledger_refuses_its_recovered_writer(tmp_path: Path, run_report: Report) -> None:
     result = check(await fencing_scenario(tmp_path, "deleted"))
-    show("deleted ledger, tombstones on", result)
+    show(run_report, "deleted ledger, tombstones on", result)
     assert result.acked == 0 and not result.lost
 
 
 @pytest.mark.timeout(120)
-async def test_control_forgetting_the_fence_on_delete_acks_into_nothing(tmp_path: Path) -> None:
+async def test_control_forgetting_the_fence_on_delete_acks_into_nothing(
+    tmp_path: Path, run_report: Report
+) -> None:
     result = check(await fencing_scenario(tmp_path, "deleted", ("--unsafe-forget-fence-on-delete",)))
-    show("control: deletion forgets the fence", result)
+    show(run_report, "control: deletion forgets the fence", result)
     assert len(result.lost) == 5, "an add to a deleted ledger was refused anyway: the control proves nothing"
