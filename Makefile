@@ -49,7 +49,7 @@ lint: setup
 	$(VENV)/bin/lint-imports --no-cache
 
 test: lint chromium npm java
-	$(PY) -m pytest -q --durations=30
+	$(PY) -m pytest -q --durations=30 --junitxml=.folio/test-results.xml
 
 unit: setup
 	$(PY) -m pytest -q -m "unit or sim"
