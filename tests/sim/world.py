@@ -219,6 +219,18 @@ class SimLoop(asyncio.BaseEventLoop):
             return  # it killed its process: nobody is left to retrieve it
         self.errors.append(f"{message}: {exc!r}")
 
+    def close(self) -> None:
+        """Close the coroutines of the tasks still pending (a killed process's, the
+        world's own at the end) while the loop can still take the callbacks their
+        clean-up schedules, which never run; closed later, by the garbage collector,
+        they would schedule them on a closed loop and raise there."""
+        for task in asyncio.all_tasks(self):
+            try:
+                task.get_coro().close()
+            except RuntimeError:  # a coroutine that awaits in its clean-up: nothing left to run it
+                pass
+        super().close()
+
     def run_until(self, done: Callable[[], bool], until_s: float) -> bool:
         """Run until ``done()``; False if virtual time ``until_s`` came first."""
         asyncio.events._set_running_loop(self)
