@@ -29,13 +29,9 @@ REFUSED = Counter(
     "folio_gateway_quota_refused",
     "Creates and connections refused by a quota, by quota",
     ["quota"],
-    registry=CollectorRegistry(),  # shown in each gateway's registry (``register``)
+    registry=CollectorRegistry(),  # shown in each gateway's registry (``gateway.api.app``)
 )
 
 
 def refused(quota: Quota) -> None:
     REFUSED.labels(quota.value).inc()
-
-
-def register(registry: CollectorRegistry) -> None:
-    registry.register(REFUSED)

@@ -153,8 +153,8 @@ def create_app(gateway: Gateway, *, manage_lifecycle: bool = True) -> FastAPI:
 
     registry = registry_for(gateway)
     http_limits.register(registry)
-    middleware.register(registry)
-    quotas.register(registry)
+    for refusals in (middleware.REFUSED, quotas.REFUSED):  # process-wide counters
+        registry.register(refusals)
     app.state.metrics_registry = registry
 
     @app.get("/metrics", include_in_schema=False)

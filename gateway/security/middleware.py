@@ -52,12 +52,8 @@ REFUSED = Counter(
     "folio_gateway_security_refused",
     "Requests and WebSocket handshakes the security layer refused, by code",
     ["code"],
-    registry=CollectorRegistry(),  # shown in each gateway's registry (``register``)
+    registry=CollectorRegistry(),  # shown in each gateway's registry (``gateway.api.app``)
 )
-
-
-def register(registry: CollectorRegistry) -> None:
-    registry.register(REFUSED)
 
 
 def role_of(scope: Scope) -> str | None:
