@@ -27,8 +27,7 @@ from coordination import keys
 from coordination.election import current_leader
 from coordination.store import update_with_retry
 from gateway.api import errors
-from gateway.api.route_docs import Domain, Namespace, Tenant, TopicPart
-from gateway.names import TopicName
+from gateway.api.route_docs import TopicRefPath
 
 if TYPE_CHECKING:
     from gateway.process import Gateway
@@ -148,8 +147,8 @@ def make_router(get_gateway: Callable[[], Gateway]) -> APIRouter:
         response_model=TopicAnalytics,
         responses=errors.responses(412),
     )
-    async def get_topic(domain: Domain, tenant: Tenant, namespace: Namespace, topic: TopicPart) -> Any:
-        name = TopicName.of(domain, tenant, namespace, topic)
+    async def get_topic(at: TopicRefPath) -> Any:
+        name = at.topic_name()
         kv = await get_gateway().store.get(keys.analytics_topic(name.path))
         if kv is None:  # no run has covered it yet: not an error (the dashboard asks before the first run)
             return {"topic": str(name), **NOT_RUN}

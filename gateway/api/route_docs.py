@@ -14,6 +14,7 @@ with ``ErrorBody``; names are documented with their pattern and checked by
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 from fastapi import Depends, Path, Query
@@ -23,6 +24,7 @@ from gateway.api import messaging_models as s
 from gateway.api.errors import responses
 from gateway.api.http_consume import FETCH_MAX
 from gateway.api.paging import LIMIT_MAX, OFFSET_MAX, SEARCH_MAX, PageParams
+from gateway.names import TopicName
 from gateway.protocol.params import NAME_CHARS_MAX
 from gateway.subscription_type import SubscriptionType
 
@@ -57,6 +59,45 @@ Subscription = Annotated[str, Path(json_schema_extra=s.SUBSCRIPTION_SCHEMA, desc
 Cluster = Annotated[
     str, Path(json_schema_extra=s.CLUSTER_SCHEMA, description="a cluster; Folio is the one cluster `folio`")
 ]
+
+
+@dataclass(frozen=True, slots=True)
+class TopicRef:
+    """What a messaging route's ``{domain}/{tenant}/{namespace}/{topic}`` names, as sent:
+    checked inside the route (``topic_name``), so a bad name is answered as the route's
+    other errors and after FastAPI's own 400s."""
+
+    domain: str
+    tenant: str
+    namespace: str
+    topic: str
+
+    def topic_name(self) -> TopicName:
+        return TopicName.of(self.domain, self.tenant, self.namespace, self.topic)
+
+
+async def topic_ref(domain: Domain, tenant: Tenant, namespace: Namespace, topic: TopicPart) -> TopicRef:
+    return TopicRef(domain, tenant, namespace, topic)
+
+
+TopicRefPath = Annotated[TopicRef, Depends(topic_ref)]
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumeRef(TopicRef):
+    """What ``/consume/{domain}/{tenant}/{namespace}/{topic}/{subscription}`` names, as
+    sent (checked inside the route, as ``TopicRef``)."""
+
+    subscription: str
+
+
+async def consume_ref(
+    domain: Domain, tenant: Tenant, namespace: Namespace, topic: TopicPart, subscription: Subscription
+) -> ConsumeRef:
+    return ConsumeRef(domain, tenant, namespace, topic, subscription)
+
+
+ConsumePath = Annotated[ConsumeRef, Depends(consume_ref)]
 Authoritative = Annotated[
     bool, Query(description="set by a gateway forwarding to the owner: do not redirect again")
 ]

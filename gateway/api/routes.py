@@ -22,16 +22,13 @@ from gateway.api.http_consume import HttpConsumers
 from gateway.api.http_io import json_response
 from gateway.api.route_docs import (
     Authoritative,
-    Domain,
-    Namespace,
-    Tenant,
-    TopicPart,
+    TopicRefPath,
 )
 from gateway.api.routes_consume import add_consume_routes
 from gateway.api.routes_publish import add_publish_routes
 from gateway.api.routes_ws import add_ws_routes
 from gateway.errors import GatewayError
-from gateway.names import InvalidName, TopicName
+from gateway.names import InvalidName
 from gateway.protocol.params import parse_authoritative
 from storage.formats.errors import FormatError
 
@@ -52,16 +49,9 @@ def make_router(gateway: Gateway) -> APIRouter:
         return Response("ok", media_type="text/plain")
 
     @router.get("/lookup/v2/topic/{domain}/{tenant}/{namespace}/{topic}", **docs.LOOKUP)
-    async def lookup(
-        domain: Domain,
-        tenant: Tenant,
-        namespace: Namespace,
-        topic: TopicPart,
-        request: Request,
-        authoritative: Authoritative = False,
-    ) -> Response:
+    async def lookup(at: TopicRefPath, request: Request, authoritative: Authoritative = False) -> Response:
         try:
-            name = TopicName.of(domain, tenant, namespace, topic)
+            name = at.topic_name()
             owner = await gateway.router.owner(name, authoritative=parse_authoritative(request.query_params))
         except (GatewayError, FormatError, InvalidName) as exc:
             return error_response(exc)
@@ -78,11 +68,9 @@ def make_router(gateway: Gateway) -> APIRouter:
         )
 
     @router.get("/lookup/v2/topic/{domain}/{tenant}/{namespace}/{topic}/bundle", **docs.LOOKUP_BUNDLE)
-    async def lookup_bundle(
-        domain: Domain, tenant: Tenant, namespace: Namespace, topic: TopicPart
-    ) -> Response:
+    async def lookup_bundle(at: TopicRefPath) -> Response:
         try:
-            name = TopicName.of(domain, tenant, namespace, topic)
+            name = at.topic_name()
             owner = await gateway.router.owner(name)
         except (GatewayError, FormatError, InvalidName) as exc:
             return error_response(exc)

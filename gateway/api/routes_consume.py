@@ -12,10 +12,9 @@ ack is a 409); ids that match nothing pending are answered as ``unmatched``.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Request
 from starlette.responses import Response
 
 from gateway.api import route_docs as docs
@@ -24,14 +23,11 @@ from gateway.api.http_consume import HttpConsumers, pull_params, settle
 from gateway.api.http_io import ACK_BODY_MAX, JSON, json_response, read_body
 from gateway.api.route_docs import (
     Authoritative,
+    ConsumePath,
+    ConsumeRef,
     ConsumerNameQuery,
     ConsumerQuery,
-    Domain,
     Max,
-    Namespace,
-    Subscription,
-    Tenant,
-    TopicPart,
     Wait,
 )
 from gateway.api.sse_consume import add_stream_route
@@ -47,30 +43,6 @@ from storage.formats.errors import FormatError
 
 if TYPE_CHECKING:
     from gateway.process import Gateway
-
-
-@dataclass(frozen=True, slots=True)
-class ConsumeRef:
-    """What ``/consume/{domain}/{tenant}/{namespace}/{topic}/{subscription}`` names, as
-    sent: checked inside the route, so a bad name is answered as the route's other errors."""
-
-    domain: str
-    tenant: str
-    namespace: str
-    topic: str
-    subscription: str
-
-    def topic_name(self) -> TopicName:
-        return TopicName.of(self.domain, self.tenant, self.namespace, self.topic)
-
-
-async def consume_ref(
-    domain: Domain, tenant: Tenant, namespace: Namespace, topic: TopicPart, subscription: Subscription
-) -> ConsumeRef:
-    return ConsumeRef(domain, tenant, namespace, topic, subscription)
-
-
-ConsumePath = Annotated[ConsumeRef, Depends(consume_ref)]
 
 
 def add_consume_routes(router: APIRouter, gateway: Gateway, consumers: HttpConsumers) -> None:

@@ -34,7 +34,7 @@ from gateway.api.route_docs import (
     Namespace,
     PartitionedTopic,
     Tenant,
-    TopicPart,
+    TopicRefPath,
 )
 from gateway.broker.publish_results import PublishResult
 from gateway.broker.topic import Topic
@@ -165,10 +165,7 @@ def add_publish_routes(router: APIRouter, gateway: Gateway) -> None:
 
     @router.post("/topics/{domain}/{tenant}/{namespace}/{topic}", **docs.PRODUCE)
     async def produce(
-        domain: Domain,
-        tenant: Tenant,
-        namespace: Namespace,
-        topic: TopicPart,
+        at: TopicRefPath,
         request: Request,
         authoritative: Authoritative = False,
         mark_duplicates: MarkDuplicates = False,
@@ -177,7 +174,7 @@ def add_publish_routes(router: APIRouter, gateway: Gateway) -> None:
         result per message (HTTP 200 even when some failed); a raw-body publish answers one
         ``ProducerAck`` (503 when the failure is retriable, 500 else)."""
         try:
-            name = TopicName.of(domain, tenant, namespace, topic)
+            name = at.topic_name()
         except InvalidName as exc:
             return error_response(exc)
         return await _produce(name, request)

@@ -39,12 +39,8 @@ from gateway.api.errors import error_response
 from gateway.api.http_consume import HttpConsumer, HttpConsumers, pull_params
 from gateway.api.route_docs import (
     STREAM,
+    ConsumePath,
     ConsumerQuery,
-    Domain,
-    Namespace,
-    Subscription,
-    Tenant,
-    TopicPart,
 )
 from gateway.api.wire_mapping import delivery_frames
 from gateway.broker.topic import Topic
@@ -117,11 +113,7 @@ def add_stream_route(
         **STREAM,
     )
     async def stream(
-        domain: Domain,
-        tenant: Tenant,
-        namespace: Namespace,
-        topic: TopicPart,
-        subscription: Subscription,
+        at: ConsumePath,
         request: Request,
         maxMessages: MaxMessages = 0,
         durationMs: Duration = 0,
@@ -130,8 +122,8 @@ def add_stream_route(
         with ``POST .../ack?consumerName=`` (the name the first event gives)."""
         query = dict(request.query_params)
         try:
-            name = TopicName.of(domain, tenant, namespace, topic)
-            check_subscription(subscription)
+            name = at.topic_name()
+            subscription = check_subscription(at.subscription)
             params = pull_params(query)
             where = await serve(name, query)
             if isinstance(where, Peer):
