@@ -2,7 +2,8 @@
 
 Owns: parsing Pulsar's ``MessageId`` and ``ResetCursorData`` JSON bodies into
 positions (``CursorTarget``), the JSON form of a message id, the ``X-Pulsar-*``
-headers of a peeked message and the JSON item of Folio's message browse.
+headers of a peeked message, the JSON item of Folio's message browse and the
+id and metadata every JSON view of a message shows (browse and search).
 Rules (docs/compatibility.md §1.8, §3.2): ``ResetCursorData`` is
 ``{ledgerId, entryId, partitionIndex?, batchIndex?, isExcluded?, excluded?,
 properties?}`` (ids Java longs, indexes Java ints, the flags booleans -
@@ -145,28 +146,40 @@ def message_headers(
     return {k: _latin1(v) for k, v in headers.items()}
 
 
-def browse_item(
-    position: MessagePosition, message: EntryMessage, entry_size: int, partition: int
-) -> dict[str, Any]:
-    """One message of Folio's JSON browse (``messages`` routes)."""
+def shown_message_id(position: MessagePosition, entry_size: int, partition: int) -> MessageId:
+    """The id a JSON view of a message gives it: its batch index and batch size only when
+    its entry holds more than one message."""
     batched = entry_size > 1
-    message_id = MessageId(
+    return MessageId(
         position.ledger_id,
         position.entry_id,
         partition,
         position.batch_index if batched else NO_BATCH,
         entry_size if batched else 0,
     )
+
+
+def message_fields(message: EntryMessage) -> dict[str, Any]:
+    """The metadata every JSON view of a message shows (browse and search)."""
     return {
-        "messageId": message_id.to_base64(),
-        "ledgerId": position.ledger_id,
-        "entryId": position.entry_id,
-        "batchIndex": position.batch_index if batched else None,
         "key": message.key.decode("utf-8", "replace") if message.key is not None else None,
         "properties": dict(message.properties),
         "publishTime": message.publish_time_ms,
         "eventTime": message.event_time_ms or 0,
         "producerName": message.producer_name,
+    }
+
+
+def browse_item(
+    position: MessagePosition, message: EntryMessage, entry_size: int, partition: int
+) -> dict[str, Any]:
+    """One message of Folio's JSON browse (``messages`` routes)."""
+    return {
+        "messageId": shown_message_id(position, entry_size, partition).to_base64(),
+        "ledgerId": position.ledger_id,
+        "entryId": position.entry_id,
+        "batchIndex": position.batch_index if entry_size > 1 else None,
+        **message_fields(message),
         "sequenceId": message.sequence_id,
         "schemaVersion": message.schema_version,
         "payload": base64.b64encode(message.payload).decode(),

@@ -24,6 +24,7 @@ from fastapi import APIRouter, Query, Request
 from starlette.responses import Response
 
 from gateway.api import errors
+from gateway.api.admin_bodies import message_fields, shown_message_id
 from gateway.api.admin_common import TOPIC, AdminRoute, json_response, on_owner, partition_count, topic_name
 from gateway.api.message_search import (
     FILTER_TEXT_MAX,
@@ -46,8 +47,7 @@ from gateway.broker.topic import Topic
 from gateway.meta.errors import InvalidArgument
 from gateway.meta.schema_types import display_value
 from storage.formats.entry_format import EntryMessage, decode_entry
-from storage.formats.message_id import MessageId
-from storage.formats.positions import EARLIEST, NO_BATCH, Position
+from storage.formats.positions import EARLIEST, MessagePosition, Position
 
 if TYPE_CHECKING:
     from gateway.process import Gateway
@@ -58,18 +58,12 @@ Text = Annotated[str | None, Query(max_length=FILTER_TEXT_MAX)]
 
 def _item(entry: Position, index: int, message: EntryMessage, size: int, partition: int) -> dict[str, Any]:
     batched = size > 1
-    message_id = MessageId(
-        entry.ledger_id, entry.entry_id, partition, index if batched else NO_BATCH, size if batched else 0
-    )
+    position = MessagePosition(entry.ledger_id, entry.entry_id, index)
     payload = message.payload[:PAYLOAD_PREVIEW_BYTES]
     return {
-        "messageId": message_id.to_base64(),
+        "messageId": shown_message_id(position, size, partition).to_base64(),
         "position": f"{entry.ledger_id}:{entry.entry_id}" + (f":{index}" if batched else ""),
-        "key": message.key.decode("utf-8", "replace") if message.key is not None else None,
-        "properties": dict(message.properties),
-        "publishTime": message.publish_time_ms,
-        "eventTime": message.event_time_ms or 0,
-        "producerName": message.producer_name,
+        **message_fields(message),
         "payload": base64.b64encode(payload).decode(),
         "payloadSize": len(message.payload),
         "payloadTruncated": len(payload) < len(message.payload),
