@@ -302,6 +302,9 @@ async def test_sessions_per_role_and_failed_auth_throttle(sec: SecureCluster) ->
         await asyncio.sleep(2.2)
         r = await http.get("/admin/v2/namespaces/ta/ns/topics", headers=good)
         assert r.status_code == 200, r.text
+        # a refusal of each counted kind happens in this test, so it holds run on its own
+        r = await http.post(f"/topics/{A}/grants", json=message("x"), headers=sec.auth("cons"))
+        assert r.status_code == 403, r.text
         # a relayed session's slot is the owner's: either gateway may have refused the 5th
         metrics = "".join(
             [(await http.get(f"{u}/metrics", headers=sec.auth(SUPERUSER))).text for u in sec.urls]
