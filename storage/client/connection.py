@@ -5,7 +5,8 @@ reply, write coalescing, reconnect with backoff, and the in-flight bound.
 Rules (docs/architecture.md §3 "Wire protocol"): many requests in flight per connection;
 the first request of an event-loop round is written at once (no loop round
 of latency), the rest of that round in one batch at its end (no drain per
-request);
+request); small requests are joined into one buffer (one copy costs less than
+an iovec each), large bodies go out vectored (not copied);
 at most ``in_flight_max`` requests on the wire and ``waiting_max`` queued
 behind them, anything more is refused at once with UNAVAILABLE; every request
 gets exactly one reply callback: the node's, or UNAVAILABLE when the
@@ -73,6 +74,7 @@ class ConnectionConfig:
 
 
 _encode_request_head = wire.encode_request_head
+JOIN_BYTES_MAX = 4096  # a body up to this size is joined with its head; larger ones go vectored
 _STATUS = {int(status): status for status in Status}
 
 
@@ -125,6 +127,7 @@ class NodeConnection:
         self._in_flight: dict[int, tuple[ReplyCallback, Any]] = {}
         self._waiting: deque[tuple[int, int, bytes, ReplyCallback, Any]] = deque()
         self._out: list[bytes] = []
+        self._out_bytes = 0
         self._flush_scheduled = False
         self._paused = False
         self._next_id = 1
@@ -166,11 +169,15 @@ class NodeConnection:
                 self._flush_scheduled = True
                 self._loop.call_soon(self._flush)
                 if not self._paused:  # the round's first request goes out at once
-                    self._transport.writelines((head, body))  # vectored: the body is not copied
+                    if len(body) <= JOIN_BYTES_MAX:
+                        self._transport.write(head + body)
+                    else:
+                        self._transport.writelines((head, body))  # vectored: the body is not copied
                     return rid
             out = self._out
             out.append(head)
             out.append(body)
+            self._out_bytes += len(body)
             return rid
         if self._closed or len(self._waiting) >= self.config.waiting_max:
             self._refuse(callback, token)
@@ -215,8 +222,13 @@ class NodeConnection:
         self._flush_scheduled = False
         if self._paused or self._transport is None or not self._out:
             return
-        self._transport.writelines(self._out)  # vectored: bodies are not copied into one buffer
-        self._out.clear()
+        out = self._out
+        if self._out_bytes <= JOIN_BYTES_MAX * (len(out) >> 1):  # small bodies on average: one buffer
+            self._transport.write(b"".join(out))
+        else:
+            self._transport.writelines(out)  # vectored: large bodies are not copied
+        out.clear()
+        self._out_bytes = 0
 
     def _admit_waiting(self) -> None:
         if self._transport is None:
@@ -227,6 +239,7 @@ class NodeConnection:
             self._in_flight[rid] = (callback, token)
             self._out.append(_encode_request_head(op, rid, len(body)))
             self._out.append(body)
+            self._out_bytes += len(body)
         self._schedule_flush()
 
     # ------------------------------------------------------------ receiving
@@ -286,6 +299,7 @@ class NodeConnection:
         self._transport = None
         self._protocol = None
         self._out.clear()
+        self._out_bytes = 0
         if not self._closed:
             self._note_failure(f"connection lost ({exc!r})")
         self._fail_all()

@@ -7,9 +7,10 @@ the fds of the one ``SyncJob`` it was handed (through the loop's executor, so
 the simulation decides when it returns). A small group (at most
 ``inline_sync_records``, by default ``INLINE_SYNC_RECORDS``, records and
 ``INLINE_SYNC_BYTES`` bytes: light load) is
-synced on the loop thread instead: that blocks the loop for one short fdatasync
-(~0.2 ms here) but saves the thread hand-off (~45 us of CPU and as much latency
-per sync, measured); larger groups keep the thread, so the sync overlaps reading
+synced on the loop thread instead, and its records are acked right after (no
+loop round in between): that blocks the loop for one short fdatasync (~0.2 ms
+here) but saves the thread hand-off (~45 us of CPU and as much latency per
+sync, measured); larger groups keep the thread, so the sync overlaps reading
 the next group (syncing 128 KiB entries inline cost W1 1 KiB ~15 %, measured).
 Rule (docs/architecture.md §3 durability contract): a record's ``on_durable`` callback runs
 only after an fdatasync covering it returned; an fdatasync failure is fatal.
@@ -110,6 +111,8 @@ class Journal:
         """Flush and wait until every queued record is durable (shutdown)."""
         while not self._core.idle:
             self._execute(self._core.on_flush(self._clock.now_ms()))
+            if self._core.idle:  # a small group is synced (and acked) inline
+                return
             fut: asyncio.Future[None] = self._loop.create_future()
             self._drained.append(fut)
             await fut
@@ -158,23 +161,27 @@ class Journal:
         file_id, offset = self._sync_position
         small = before[0] == file_id and offset - before[1] <= INLINE_SYNC_BYTES
         if count <= self._inline_sync_records and small and not self._writer.failpoints.fsync_delay_ms:
-            future: asyncio.Future[float] = self._loop.create_future()
             try:
-                future.set_result(self._writer.run_sync(job))
-            except Exception as exc:  # fatal in _sync_done, as from the thread
-                future.set_exception(exc)
-            self._loop.call_soon(self._sync_done, future, count, "loop thread")  # as the thread's
+                seconds = self._writer.run_sync(job)
+            except OSError as exc:  # anything else is a bug: it propagates, nothing is acked
+                fatal(f"journal fdatasync failed (on the loop thread): {exc!r}")
+            # completed here, not one loop round later: a Sync is always the last effect
+            # of its list, so nothing of the caller's list is left to run after this
+            self._synced(seconds, count)
             return
         future = self._loop.run_in_executor(self._executor, self._writer.run_sync, job)
-        future.add_done_callback(functools.partial(self._sync_done, count=count, where="sync thread"))
+        future.add_done_callback(functools.partial(self._sync_done, count=count))
 
-    def _sync_done(self, future: asyncio.Future[float], count: int, where: str) -> None:
+    def _sync_done(self, future: asyncio.Future[float], count: int) -> None:
         exc = future.exception()
         if exc is not None:
-            fatal(f"journal fdatasync failed (on the {where}): {exc!r}")
+            fatal(f"journal fdatasync failed (on the sync thread): {exc!r}")
+        self._synced(future.result(), count)
+
+    def _synced(self, seconds: float, count: int) -> None:
         self._sync_count += 1
         if self._on_sync is not None:
-            self._on_sync(future.result(), count)
+            self._on_sync(seconds, count)
         self.durable_position = self._sync_position
         self._execute(self._core.on_sync_done(self._clock.now_ms()))
         self._arm_timer()
