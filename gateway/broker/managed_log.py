@@ -162,6 +162,11 @@ class ManagedLog:
         return list(self._list.ledgers)
 
     @property
+    def ledger_count(self) -> int:
+        """``len(ledgers)`` without the copy (the upkeep asks every topic each second)."""
+        return len(self._list.ledgers)
+
+    @property
     def current_ledger_id(self) -> int:
         return self._list.ledgers[-1].ledger_id
 

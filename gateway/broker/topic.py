@@ -768,7 +768,7 @@ class Topic:
 
     def upkeep_needs_io(self, policies: TopicPolicies) -> bool:
         """Whether this visit's upkeep may do I/O (else ``maintain_in_place`` covers it)."""
-        subscriptions, ledgers = len(self.subscriptions), len(self.log.ledgers)
+        subscriptions, ledgers = len(self.subscriptions), self.log.ledger_count
         return upkeep.needs_io(policies, subscriptions, ledgers, self.entries_since_snapshot)
 
     def maintain_in_place(self, policies: TopicPolicies, now_ms: int) -> None:
@@ -815,12 +815,13 @@ class Topic:
         self.meter.sample(now_ms, (self.msg_in, self.bytes_in))
         for producer in self.producers.values():
             producer.meter.sample(now_ms, (producer.msg_in, producer.bytes_in))
-        for sub in [*self.subscriptions.values(), *self.readers.values()]:
-            sub.meter.sample(now_ms, _sub_counts(sub))
-            for record in sub.consumers.values():
-                record.meter.sample(
-                    now_ms, (record.msg_out, record.bytes_out, record.redelivered, record.acks)
-                )
+        for subs in (self.subscriptions, self.readers):
+            for sub in subs.values() if subs else ():
+                sub.meter.sample(now_ms, _sub_counts(sub))
+                for record in sub.consumers.values():
+                    record.meter.sample(
+                        now_ms, (record.msg_out, record.bytes_out, record.redelivered, record.acks)
+                    )
         if self.history.due(now_ms):
             rate_in, throughput_in = self.meter.rates(now_ms, (self.msg_in, self.bytes_in))
             rate_out = throughput_out = 0.0

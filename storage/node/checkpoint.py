@@ -60,6 +60,34 @@ class Checkpoint:
         )
 
 
+class CheckpointRows:
+    """The ``ledgers`` rows of the next checkpoint, kept up to date from the changes
+    since the last one: a checkpoint re-encodes only the ledgers that changed, and the
+    file it writes still lists every ledger held (the same format and promise)."""
+
+    def __init__(self) -> None:
+        self._rows: dict[int, list[int | bool]] = {}
+
+    def apply(self, changes: dict[int, tuple[bool, int, int] | None]) -> None:
+        rows = self._rows
+        for lid, state in changes.items():
+            if state is None:
+                rows.pop(lid, None)
+            else:
+                rows[lid] = [lid, *state]
+
+    def checkpoint_json(self, journal: tuple[int, int], deleted: list[tuple[int, int]]) -> bytes:
+        """The checkpoint file's bytes: what ``Checkpoint(journal, rows, deleted).to_json()`` gives."""
+        return orjson.dumps(
+            {
+                "version": VERSION,
+                "journal": list(journal),
+                "ledgers": list(self._rows.values()),
+                "deleted": [[first, last] for first, last in deleted],
+            }
+        )
+
+
 def load_checkpoint(data_dir: Path, disk: Disk = OS_DISK) -> Checkpoint | None:
     """The last checkpoint, or None for a fresh dir. Raises ``UnsupportedDataDir``
     (one line naming the problem) for a data dir of the old entry-log format."""
@@ -81,8 +109,9 @@ def load_checkpoint(data_dir: Path, disk: Disk = OS_DISK) -> Checkpoint | None:
     return checkpoint
 
 
-def save_checkpoint(data_dir: Path, checkpoint: Checkpoint, disk: Disk = OS_DISK) -> None:
-    write_atomically(data_dir, CHECKPOINT_FILE, checkpoint.to_json(), disk)
+def save_checkpoint(data_dir: Path, checkpoint: Checkpoint | bytes, disk: Disk = OS_DISK) -> None:
+    data = checkpoint if isinstance(checkpoint, bytes) else checkpoint.to_json()
+    write_atomically(data_dir, CHECKPOINT_FILE, data, disk)
 
 
 class CookieMismatch(Exception):

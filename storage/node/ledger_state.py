@@ -1,7 +1,8 @@
 """Per-ledger rules of a storage node: fencing, deletion, LAC, last entry stored (pure).
 
-Owns: one ``LedgerInfo`` per ledger this node holds, and the ids of deleted
-ledgers (``Tombstones``). No I/O.
+Owns: one ``LedgerInfo`` per ledger this node holds, the ids of deleted
+ledgers (``Tombstones``) and the ids changed since the last checkpoint took
+them (``take_changes``). No I/O.
 Rules (BookKeeper ``Bookie.fenceLedger`` / ``LedgerDescriptorImpl``):
 - the fenced flag is only ever set, never cleared; fencing an unknown ledger
   creates it, fenced (a recovering client may fence a node before any entry);
@@ -41,6 +42,7 @@ class LedgerStates:
         self.held: Mapping[int, LedgerInfo] = self._ledgers  # read-only view for the add fast path
         self.fenced: set[int] = set()  # read-only view for the add fast path
         self.deleted = Tombstones()
+        self._changed: set[int] = set()  # ids whose state changed since ``take_changes``
 
     def __len__(self) -> int:
         return len(self._ledgers)
@@ -65,6 +67,7 @@ class LedgerStates:
 
     def on_stored(self, ledger_id: int, entry_id: int, lac: int) -> bool:
         """An entry became durable. Returns True when the ledger's LAC advanced."""
+        self._changed.add(ledger_id)
         info = self._ledgers.get(ledger_id)
         if info is None:
             if ledger_id in self.deleted:
@@ -81,6 +84,7 @@ class LedgerStates:
         Returns True if it was already fenced (a deleted ledger counts as fenced)."""
         if ledger_id not in self._ledgers and ledger_id in self.deleted:
             return True
+        self._changed.add(ledger_id)
         self.fenced.add(ledger_id)
         info = self._ledgers.get(ledger_id)
         if info is None:
@@ -94,6 +98,7 @@ class LedgerStates:
         """Merge persisted state at start-up (flags only set, numbers only raised)."""
         if ledger_id in self.deleted:
             return
+        self._changed.add(ledger_id)
         info = self._ledgers.setdefault(ledger_id, LedgerInfo())
         info.fenced = info.fenced or fenced
         if info.fenced:
@@ -105,6 +110,7 @@ class LedgerStates:
         """The ledger was deleted from the cluster: forget its state, keep its id as
         a tombstone. Returns True if the node held state for it."""
         self.deleted.add(ledger_id)
+        self._changed.add(ledger_id)
         self.fenced.discard(ledger_id)
         return self._ledgers.pop(ledger_id, None) is not None
 
@@ -119,6 +125,14 @@ class LedgerStates:
         info = self._ledgers.get(ledger_id)
         return info is not None and info.lac > previous_lac
 
-    def snapshot(self) -> dict[int, tuple[bool, int, int]]:
-        """Everything needed to restore this state: id -> (fenced, lac, last)."""
-        return {lid: (i.fenced, i.lac, i.last_entry_id) for lid, i in self._ledgers.items()}
+    def take_changes(self) -> dict[int, tuple[bool, int, int] | None]:
+        """The state of each ledger changed since the previous call (None: no longer
+        held, i.e. deleted), then forgets them: a checkpoint's work is proportional to
+        what changed, not to every ledger the node holds."""
+        changed, self._changed = self._changed, set()
+        ledgers = self._ledgers
+        out: dict[int, tuple[bool, int, int] | None] = {}
+        for lid in changed:
+            info = ledgers.get(lid)
+            out[lid] = None if info is None else (info.fenced, info.lac, info.last_entry_id)
+        return out

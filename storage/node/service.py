@@ -34,7 +34,7 @@ from typing import Any
 from coordination.clock import Clock
 from storage import wire
 from storage.errors import BadRequest, Status
-from storage.node.checkpoint import Checkpoint, load_checkpoint, save_checkpoint
+from storage.node.checkpoint import CheckpointRows, load_checkpoint, save_checkpoint
 from storage.node.compaction import (
     COMPACTION_BYTES_PER_ROUND,
     COMPACTION_INTERVAL_S,
@@ -137,6 +137,7 @@ class NodeService:
         self._last_checkpoint: tuple[int, int] | None = None
         self._unjournaled_deletes = False  # tombstones only the next checkpoint will make durable
         self._checkpoint_lock = asyncio.Lock()
+        self._rows = CheckpointRows()  # the ledger rows of the next checkpoint, kept by change
         self._tasks: set[asyncio.Task[None]] = set()
 
     def spawn(self, coro: Coroutine[Any, Any, None]) -> None:
@@ -341,10 +342,9 @@ class NodeService:
             if position == self._last_checkpoint and not self._unjournaled_deletes:
                 return
             self._unjournaled_deletes = False
-            ledgers = self.ledgers.snapshot()
-            deleted = self._deleted.ranges()
+            self._rows.apply(self.ledgers.take_changes())
+            checkpoint = self._rows.checkpoint_json(position, self._deleted.ranges())
             await self.entries.write_index_files(position[0])
-            checkpoint = Checkpoint(position, ledgers, deleted)
             loop = asyncio.get_running_loop()
             await loop.run_in_executor(None, save_checkpoint, self.config.data_dir, checkpoint, self.disk)
             self.entries.checkpointed(position[0])

@@ -74,15 +74,16 @@ def test_delete_forgets_ledger_and_snapshot_roundtrip() -> None:
     s = LedgerStates()
     s.on_stored(1, 2, 1)
     s.fence(2)
-    snap = s.snapshot()
+    snap = s.take_changes()
     assert snap == {1: (False, 1, 2), 2: (True, NO_ENTRY, NO_ENTRY)}
     assert s.delete(1) is True
     assert s.delete(1) is False
     assert s.ledger_ids() == [2]
     t = LedgerStates()
-    for lid, (fenced, lac, last) in snap.items():
-        t.restore(lid, fenced, lac, last)
-    assert t.snapshot() == snap
+    for lid, state in snap.items():
+        assert state is not None
+        t.restore(lid, *state)
+    assert t.take_changes() == snap
 
 
 def test_a_deleted_ledger_refuses_adds_forever_and_a_fence_does_not_revive_it() -> None:
@@ -99,3 +100,15 @@ def test_a_deleted_ledger_refuses_adds_forever_and_a_fence_does_not_revive_it() 
         assert lid not in s
     assert s.deleted.ranges() == [(4, 4), (9, 9)]
     assert s.check_add(5, recovery=False) is Status.OK
+
+
+def test_take_changes_names_only_the_ledgers_changed_since_the_last_call() -> None:
+    s = LedgerStates()
+    for lid in range(1, 101):
+        s.on_stored(lid, 0, NO_ENTRY)
+    assert len(s.take_changes()) == 100
+    s.on_stored(7, 1, 0)
+    s.fence(8)
+    s.delete(9)
+    assert s.take_changes() == {7: (False, 0, 1), 8: (True, NO_ENTRY, 0), 9: None}
+    assert s.take_changes() == {}  # a checkpoint with nothing new re-encodes nothing
