@@ -145,3 +145,21 @@ def test_a_key_that_is_not_utf8_reads_with_replacement_characters() -> None:
     read = ReadRange(log, 1, 0, 0)
     (batch,) = batches(read, iter([(0, entry)]), RowsBuilder(read))
     assert batch.column("key") == pa.array(["\ufffdk", None], pa.string())
+
+
+@pytest.mark.parametrize("ledger_id", [0, 1, 127, 128, 2**21, 2**40, 2**63 - 1])
+@pytest.mark.parametrize("partition", [-1, 0, 5, 300])
+def test_message_ids_of_every_length_equal_the_ids_consumers_get(ledger_id: int, partition: int) -> None:
+    """Ids of every length mod 3 (varints of 1 to 9 bytes, entries of 1 to 1000
+    messages) in one batch, as ``MessageId.to_base64`` writes them."""
+    log = TopicPartition("persistent://t/n/x", "persistent://t/n/x", partition)
+    sizes = {0: 1, 1: 2, 127: 3, 128: 128, 2**14: 1000, 2**35: 1, 2**62: 129}
+    entries = [(e, encode_entry([EntryMessage(b"v", 5, "p", i) for i in range(n)])) for e, n in sizes.items()]
+    read = ReadRange(log, ledger_id, 0, 2**62)
+    got = [r["message_id"] for b in batches(read, iter(entries), RowsBuilder(read)) for r in b.to_pylist()]
+    want = [
+        MessageId(ledger_id, e, partition, i if n > 1 else -1, n).to_base64()
+        for e, n in sizes.items()
+        for i in range(n)
+    ]
+    assert got == want
