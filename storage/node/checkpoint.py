@@ -37,16 +37,6 @@ class Checkpoint:
     ledgers: dict[int, tuple[bool, int, int]] = field(default_factory=dict)  # id -> fenced, lac, last
     deleted: list[tuple[int, int]] = field(default_factory=list)  # tombstones: inclusive id ranges
 
-    def to_json(self) -> bytes:
-        return orjson.dumps(
-            {
-                "version": VERSION,
-                "journal": list(self.journal),
-                "ledgers": [[lid, f, lac, last] for lid, (f, lac, last) in self.ledgers.items()],
-                "deleted": [[first, last] for first, last in self.deleted],
-            }
-        )
-
     @staticmethod
     def from_json(data: bytes) -> Checkpoint:
         raw = orjson.loads(data)
@@ -77,15 +67,22 @@ class CheckpointRows:
                 rows[lid] = [lid, *state]
 
     def checkpoint_json(self, journal: tuple[int, int], deleted: list[tuple[int, int]]) -> bytes:
-        """The checkpoint file's bytes: what ``Checkpoint(journal, rows, deleted).to_json()`` gives."""
-        return orjson.dumps(
-            {
-                "version": VERSION,
-                "journal": list(journal),
-                "ledgers": list(self._rows.values()),
-                "deleted": [[first, last] for first, last in deleted],
-            }
-        )
+        """The checkpoint file's bytes, read back by ``Checkpoint.from_json``."""
+        return encode_checkpoint(journal, list(self._rows.values()), deleted)
+
+
+def encode_checkpoint(
+    journal: tuple[int, int], rows: list[list[int | bool]], deleted: list[tuple[int, int]]
+) -> bytes:
+    """The checkpoint file's layout, written here only: rows are [id, fenced, lac, last]."""
+    return orjson.dumps(
+        {
+            "version": VERSION,
+            "journal": list(journal),
+            "ledgers": rows,
+            "deleted": [[first, last] for first, last in deleted],
+        }
+    )
 
 
 def load_checkpoint(data_dir: Path, disk: Disk = OS_DISK) -> Checkpoint | None:
@@ -109,8 +106,8 @@ def load_checkpoint(data_dir: Path, disk: Disk = OS_DISK) -> Checkpoint | None:
     return checkpoint
 
 
-def save_checkpoint(data_dir: Path, checkpoint: Checkpoint | bytes, disk: Disk = OS_DISK) -> None:
-    data = checkpoint if isinstance(checkpoint, bytes) else checkpoint.to_json()
+def save_checkpoint(data_dir: Path, data: bytes, disk: Disk = OS_DISK) -> None:
+    """Write the checkpoint file's bytes (``encode_checkpoint``) atomically and durably."""
     write_atomically(data_dir, CHECKPOINT_FILE, data, disk)
 
 

@@ -26,8 +26,7 @@ def test_rows_kept_by_change_write_the_same_file_as_a_full_listing() -> None:
             deleted = [(1, 2)]
             data = rows.checkpoint_json((3, step), deleted)
             read = Checkpoint.from_json(data)  # the rows may come in another order
-            assert read == Checkpoint.from_json(Checkpoint((3, step), full, deleted).to_json())
-            assert read.ledgers == full and read.journal == (3, step)
+            assert read == Checkpoint((3, step), full, deleted)
 
 
 def test_a_checkpoint_reencodes_only_what_changed() -> None:
