@@ -34,7 +34,7 @@ from gateway.api.route_docs import (
     Namespace,
     PartitionedTopic,
     Tenant,
-    TopicRefPath,
+    TopicPart,
 )
 from gateway.broker.publish_results import PublishResult
 from gateway.broker.topic import Topic
@@ -164,8 +164,11 @@ def add_publish_routes(router: APIRouter, gateway: Gateway) -> None:
         return Response(producer_acks(results, schema_version), media_type=JSON)
 
     @router.post("/topics/{domain}/{tenant}/{namespace}/{topic}", **docs.PRODUCE)
-    async def produce(
-        at: TopicRefPath,
+    async def produce(  # parameters spelt out: a publish resolves no dependency (docs/architecture.md §13)
+        domain: Domain,
+        tenant: Tenant,
+        namespace: Namespace,
+        topic: TopicPart,
         request: Request,
         authoritative: Authoritative = False,
         mark_duplicates: MarkDuplicates = False,
@@ -174,7 +177,7 @@ def add_publish_routes(router: APIRouter, gateway: Gateway) -> None:
         result per message (HTTP 200 even when some failed); a raw-body publish answers one
         ``ProducerAck`` (503 when the failure is retriable, 500 else)."""
         try:
-            name = at.topic_name()
+            name = TopicName.of(domain, tenant, namespace, topic)
         except InvalidName as exc:
             return error_response(exc)
         return await _produce(name, request)
