@@ -175,6 +175,16 @@ class FaultCluster:
         return self.root / f"{process}.clockstep"
 
     def start(self) -> None:
+        """Start every process; if one fails to start, stop those started and drop the
+        network, so a failed start leaves nothing on the machine behind it."""
+        try:
+            self._start()
+        except BaseException:
+            with contextlib.suppress(Exception):
+                self.stop()
+            raise
+
+    def _start(self) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
         net = None
         if self.config.partitions:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import subprocess
 from dataclasses import dataclass, field
 
@@ -30,6 +31,22 @@ def ip(*args: str, check: bool = True) -> bool:
     if check and done.returncode != 0:
         raise RuntimeError(f"ip {' '.join(args)}: {done.stderr.strip()}")
     return done.returncode == 0
+
+
+def free_tag(tag: str) -> str:
+    """``tag`` or the next number after it that no link or namespace on the machine
+    uses: a run that died before ``close()`` leaves its bridge, links or namespaces
+    behind, and a later run in a process with the same PID modulo 10,000 must not
+    trip over them."""
+
+    def listed(*args: str) -> str:
+        return subprocess.run(["ip", *args], capture_output=True, text=True, timeout=30).stdout
+
+    names = set(re.findall(r"\bflt(\d+)", listed("-o", "link") + "\n" + listed("netns", "list")))
+    number = int(tag)
+    while str(number) in names:
+        number = (number + 1) % 10_000
+    return str(number)
 
 
 @dataclass
@@ -58,6 +75,7 @@ class Network:
         taken = subprocess.run(["ip", "-o", "addr"], capture_output=True, text=True, timeout=30).stdout
         while f" 10.89.{self.subnet}." in taken:  # another run's bridge (two runs side by side)
             self.subnet = 1 + self.subnet % 250
+        self.tag = free_tag(self.tag)
         ip("link", "add", self.bridge, "type", "bridge")
         self.up = True
         ip("addr", "add", f"{self.client_ip}/24", "dev", self.bridge)
@@ -117,7 +135,10 @@ class Network:
     def close(self) -> None:
         with contextlib.suppress(Exception):
             self.heal()
-        for name in self.members:  # a namespace's routes go with it
+        for i, name in enumerate(self.members):  # a namespace's routes go with it
+            # The veth first: a namespace outlives ``netns del`` while a process that has
+            # not yet exited is still in it, and so would its end of the link.
+            ip("link", "del", f"flt{self.tag}v{i}", check=False)
             ip("netns", "del", self.namespace(name), check=False)
         if self.up:
             ip("link", "del", self.bridge, check=False)
