@@ -73,10 +73,19 @@ def test_checkpoint_indexes_sealed_journal_files_and_they_serve_after_restart(
     with node.client() as c:
         assert set(c.add_many(5, [(e, payload(5, e)) for e in range(2000)]).values()) == {Status.OK}
     journal_dir = node.data_dir / "journal"
-    wait_until(lambda: len(list(journal_dir.glob("*.idx"))) >= 3, what="sealed journal files indexed")
+
+    def indexed() -> set[str]:
+        return {p.stem for p in journal_dir.glob("*.idx")}
+
+    # a checkpoint writes its index files one at a time (each made durable before the
+    # next): wait for every sealed file's, not for a count that a half-done round meets
+    wait_until(
+        lambda: len(indexed()) >= 3 and indexed() == {p.stem for p in journal_files(node)[:-1]},
+        what="every sealed journal file indexed",
+    )
     files = journal_files(node)  # a checkpoint deletes no journal file: they are the data
     assert len(files) >= 4 and files[0].name == "0000000001.journal"
-    assert {p.stem for p in journal_dir.glob("*.idx")} == {p.stem for p in files[:-1]}
+    assert indexed() == {p.stem for p in files[:-1]}
     assert not (node.data_dir / "entrylogs").exists()
     with node.client() as c:  # read back from the journal files
         assert c.read(5, 7)[1] == wire.Entry(5, 7, 6, payload(5, 7))

@@ -1,9 +1,10 @@
 """Seeded simulation of the gateway's topics and their ownership hand-over
 (gateway/broker/service.py, topic.py, subscription.py, cursor_store.py, the dispatcher
 of each subscription type in gateway/broker/dispatch/; the bundle ownership of
-gateway/ownership/owner.py) over the real managed log, ledger client and storage
-nodes in the simulated world (docs/testing.md §8). Each seed draws its subscription
-type: one consumer for Exclusive, two for Failover, Shared and Key_Shared.
+gateway/ownership/owner.py and the load manager of load_manager.py) over the real managed
+log, ledger client and storage nodes in the simulated world (docs/testing.md §8). Each
+seed draws its subscription type: one consumer for Exclusive, two for Failover, Shared
+and Key_Shared.
 
 Replay one seed:  FOLIO_SIM_TOPIC_SEED=<n> .venv/bin/python -m pytest tests/sim/test_topic_sim.py -q
 More seeds:       FOLIO_SIM_TOPIC_SEEDS=1000 .venv/bin/python -m pytest tests/sim/test_topic_sim.py -q
@@ -37,6 +38,7 @@ ACK_AHEAD_SEED = 4  # a subscription that acks past what it delivered: a message
 DEDUP_OFF_SEED = 1  # the producer's resends after a hand-over are stored twice
 CURSOR_RESET_SEED = 3  # a new owner that starts the subscription over: redeliveries, the cursor back
 KEY_SPREAD_SEED = 1  # Key_Shared served like Shared: one key's messages held by two consumers at once
+ASSIGN_SEED = 1  # its one hand-over is an "assign": only the load manager gives the bundle a new owner
 
 
 def report(outcome: TopicOutcome, test: str = "test_topic_keeps_every_confirmed_publish") -> str:
@@ -97,6 +99,20 @@ def test_control_key_shared_served_like_shared_gives_one_key_to_two_consumers() 
     )
 
 
+def test_control_without_a_load_manager_an_assign_hand_over_never_ends() -> None:
+    """The guard for the ``assign`` hand-overs: the live gateway never looks the topic up
+    by itself, so with no load manager running nobody gives its bundle an owner."""
+    scenario = make_topic_scenario(ASSIGN_SEED, sub_type=EXCLUSIVE, load_manager=False)
+    assert scenario.kinds == ("assign",)
+    outcome = run_topic(scenario)
+    name = "test_control_without_a_load_manager_an_assign_hand_over_never_ends"
+    assert outcome.stats.get("assigned", 0) == 0, report(outcome, name)
+    stalled = [v for v in outcome.violations if v.startswith("liveness: the clients not done")]
+    assert stalled, report(outcome, name)
+    with_it = run_topic(make_topic_scenario(ASSIGN_SEED, sub_type=EXCLUSIVE))
+    assert with_it.stats["assigned"] == 1 and not with_it.violations, report(with_it, name)
+
+
 def test_same_topic_seed_replays_exactly() -> None:
     first, again = run_topic(make_topic_scenario(3)), run_topic(make_topic_scenario(3))
     assert first.stats == again.stats and first.violations == again.violations
@@ -105,5 +121,5 @@ def test_same_topic_seed_replays_exactly() -> None:
 
 def test_the_seeds_cover_every_hand_over_kind_and_subscription_type() -> None:
     scenarios = [make_topic_scenario(seed) for seed in range(20)]
-    assert {kind for s in scenarios for kind in s.kinds} == {"kill", "unload", "cut"}
+    assert {kind for s in scenarios for kind in s.kinds} == {"kill", "unload", "cut", "assign"}
     assert {s.sub_type for s in scenarios} == set(SubscriptionType)

@@ -25,9 +25,13 @@ then the next owner acquires), ``unload`` (an unload request naming the next own
 the owner closes the topic gracefully - drain, cursor and dedup snapshot, ledger
 closed - releases the bundle, and the next owner takes up the assignment) or
 ``cut`` (the owner's handle on etcd fails: its lease session runs out locally, it
-drops the topic, and the next owner acquires once etcd expired the lease). A
-gateway that lost its lease takes part again as a new process. The storage faults
-are scenario.py's.
+drops the topic, and the next owner acquires once etcd expired the lease) or
+``assign`` (kill -9 of the owner, and the next owner does not look the topic up: the
+elected load manager, ``LoadManager`` of gateway/ownership/load_manager.py in a
+process of its own, ``gL``, sees the dead owner's registration and bundle key expire
+and assigns the bundle to the live gateway, whose ``OwnershipManager`` takes the
+assignment up). A gateway that lost its lease takes part again as a new process.
+The storage faults are scenario.py's.
 Clients: the producer publishes ``messages`` one-message publishes with sequence
 ids 0, 1, ... and up to ``window`` in flight over one FIFO connection, Pulsar's
 way: on any failure it waits for its requests in flight, reconnects to the owner
@@ -52,7 +56,8 @@ subscription acks the whole log whenever the consumer acks one message),
 ``cursor_reset`` (a new owner throws the restored cursor away and starts the
 subscription over from the earliest message), ``dedup`` off (the producer's
 resends store messages twice), ``key_spread`` (a Key_Shared subscription served by
-the Shared dispatcher).
+the Shared dispatcher), ``load_manager`` off (no load manager runs: an ``assign``
+hand-over never ends).
 """
 
 from __future__ import annotations
@@ -83,6 +88,7 @@ from gateway.broker.topic_policies import TopicPolicies
 from gateway.names import NamespaceName, TopicName
 from gateway.ownership.bundles import NamespaceBundle
 from gateway.ownership.held_bundles import LossReason
+from gateway.ownership.load_manager import LoadManager
 from gateway.ownership.owner import OwnershipManager
 from gateway.ownership.registry import GatewayRegistry
 from gateway.subscription_type import SubscriptionType
@@ -99,6 +105,7 @@ SUBSCRIPTION = "sub"
 PRODUCER = "p"
 REQUEST_TIMEOUT_S = 0.5
 GATEWAY_LEASE_S = 2  # a killed owner's bundle is free again after this long
+LOAD_ROUND_S = 0.2  # the load manager's round
 
 
 class RequestFailed(Exception):
@@ -112,7 +119,7 @@ class TopicScenario:
     window: int
     entries_per_ledger: int
     handover_ms: tuple[int, ...]  # when each hand-over happens, after the previous one
-    kinds: tuple[str, ...]  # "kill", "unload" or "cut" per hand-over
+    kinds: tuple[str, ...]  # "kill", "unload", "cut" or "assign" per hand-over
     ack_delay_ms: tuple[int, int]
     dedup: bool = True
     skip_recovery: bool = False
@@ -121,6 +128,7 @@ class TopicScenario:
     sub_type: SubscriptionType = SubscriptionType.EXCLUSIVE
     keys: int = 3  # each message's key is k<sequence id % keys>
     key_spread: bool = False
+    load_manager: bool = True
 
     @property
     def consumers(self) -> int:
@@ -134,7 +142,7 @@ class TopicScenario:
             f"kinds={list(self.kinds)} ack_delay_ms={self.ack_delay_ms} "
             f"dedup={self.dedup} skip_recovery={self.skip_recovery} ack_ahead={self.ack_ahead} "
             f"cursor_reset={self.cursor_reset} sub_type={self.sub_type} keys={self.keys} "
-            f"key_spread={self.key_spread} | " + self.storage.describe()
+            f"key_spread={self.key_spread} load_manager={self.load_manager} | " + self.storage.describe()
         )
 
 
@@ -147,11 +155,13 @@ def make_topic_scenario(
     cursor_reset: bool = False,
     sub_type: SubscriptionType | None = None,
     key_spread: bool = False,
+    load_manager: bool = True,
 ) -> TopicScenario:
     """``sub_type`` None: drawn from the seed (its own stream, so the other draws of a
-    seed stay what they were)."""
+    seed stay what they were; so is whether a ``kill`` becomes an ``assign``)."""
     rng = seeded(seed, "topic-scenario")
     types = seeded(seed, "topic-subscription")
+    assigns = seeded(seed, "topic-assign")
     storage = make_scenario(seed)
     storage = replace(storage, ensemble=3, nodes=max(storage.nodes, 3), writer_closes=False)
     handovers = rng.randint(1, 3)
@@ -161,7 +171,10 @@ def make_topic_scenario(
         window=rng.choice((1, 4, 8)),
         entries_per_ledger=rng.choice((3, 6, 50)),
         handover_ms=tuple(rng.randint(20, 250) for _ in range(handovers)),
-        kinds=tuple(rng.choice(("kill", "unload", "cut")) for _ in range(handovers)),
+        kinds=tuple(
+            "assign" if kind == "kill" and assigns.random() < 0.5 else kind
+            for kind in (rng.choice(("kill", "unload", "cut")) for _ in range(handovers))
+        ),
         ack_delay_ms=rng.choice(((1, 5), (5, 60), (20, 250))),
         dedup=dedup,
         skip_recovery=skip_recovery,
@@ -170,6 +183,7 @@ def make_topic_scenario(
         sub_type=sub_type or types.choice(tuple(SubscriptionType)),
         keys=types.randint(1, 4),
         key_spread=key_spread,
+        load_manager=load_manager,
     )
 
 
@@ -265,6 +279,8 @@ class TopicRun:
         self.gateways = [SimGateway(self, "gA"), SimGateway(self, "gB")]
         self.owner: SimGateway | None = None
         self.owners = 0  # owners so far
+        self.assigned = 0  # hand-overs the load manager carried out ("assign")
+        self.load_manager = Process(world.loop, "gL")
         self.client = Process(world.loop, "clients")
         self.rng = seeded(s.storage.seed, "clients")
         # producer
@@ -377,12 +393,39 @@ class TopicRun:
             await self._ready(new)
             if kind == "kill":
                 old.process.kill()
+            elif kind == "assign":
+                old.process.kill()
+                await self._assigned(new)
             elif kind == "unload" and old.serving:
                 with contextlib.suppress(RequestFailed, TimeoutError):
                     await self.call(old, functools.partial(self._request_unload, old, new))
             elif kind == "cut" and old.etcd is not None:
                 old.etcd.set_available(False)  # its lease runs out; it stops serving first
             await self._take_over(new)
+
+    async def lead_loads(self) -> None:
+        """The ``gL`` process: the load manager, elected first, and nothing else (it has
+        no registration, so it is never given a bundle)."""
+        etcd = self.world.memory.view()
+        session = await LeaseSession(etcd, GATEWAY_LEASE_S, clock=self.world.clock).start()
+        manager = LoadManager(etcd, session, "gL", interval_s=LOAD_ROUND_S, wall_clock=self.world.clock)
+        await manager.start()
+        while True:
+            await asyncio.sleep(1.0)
+
+    async def _assigned(self, gateway: SimGateway) -> None:
+        """Wait until ``gateway`` owns the topic's bundle without asking for it: once the
+        dead owner's lease expired, the load manager assigns the bundle to the one live
+        gateway, which acquires it (or, if that gateway lost its lease meanwhile, it
+        starts again and the assignment is decided afresh)."""
+        while True:
+            ownership = gateway.ownership
+            if gateway.serving and ownership is not None and ownership.owned_bundle_of(TOPIC) is not None:
+                self.assigned += 1
+                return
+            if not gateway.serving:
+                await self._ready(gateway)
+            await asyncio.sleep(0.01)
 
     @staticmethod
     async def _ready(gateway: SimGateway) -> None:
@@ -613,6 +656,8 @@ def _run_topic(world: World, s: TopicScenario) -> TopicOutcome:
     for node in nodes:
         node.start()
     loop.run_until(lambda: all(node.ready for node in nodes), 10.0)
+    if s.load_manager:
+        run.load_manager.start(run.lead_loads)
     run.gateways[0].start()
     run.deadline_ms = (
         max(s.storage.faults_end_ms, sum(s.handover_ms) + 2000 * GATEWAY_LEASE_S * len(s.kinds)) + 2000
@@ -713,6 +758,7 @@ def _run_topic(world: World, s: TopicScenario) -> TopicOutcome:
         "delivered": sum(len(d) for d in run.sessions),
         "cursor_writes": len(run.cursor_writes),
         "owners": run.owners,
+        "assigned": run.assigned,
         "node_kills": sum(n.process.kills for n in nodes),
         "sim_ms": world.clock.now_ms(),
     }
