@@ -3,7 +3,13 @@
 Owns: the ledger benchmark. For each entry size it measures throughput and
 add latency at saturation (a window of ``--inflight`` pipelined adds) and at
 half that rate (paced, open loop), and the raw append + fdatasync ceiling of
-the same disk. Prints figures; asserts nothing (speed is measured, not tested).
+the same disk, and the CPU each phase cost per entry: the bench's own process
+(the writer) and the three nodes together, beside what the nodes burn idle over
+the same time (their timers and background work), so the per-entry cost is not
+mistaken for a fixed one. The paced phases send in ticks of at least one
+millisecond (an event loop's timers are no finer), so the bench's sleeps never
+turn into a spin that takes the CPU from the nodes it measures. Prints figures;
+asserts nothing (speed is measured, not tested).
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ import orjson
 import uvloop
 
 from coordination.etcd_store import connect
+from folio.bench_cpu import CLOCK_TICKS, process_ticks
 from folio.bench_disk import DiskCeiling, measure
 from folio.bench_stats import percentile
 from folio.supervisor import LocalCluster, on_free_ports
@@ -30,6 +37,30 @@ from storage.client.writer import LedgerWriter
 from storage.runtime import tune_gc
 
 SETTLE_S = 3.0
+TICK_S = 0.001  # the paced phases' shortest sleep: one timer tick
+
+
+class Cpu:
+    """CPU seconds of the bench's own process and of the nodes since ``mark()``."""
+
+    def __init__(self, node_pids: list[int]) -> None:
+        self.node_pids = node_pids
+        self._client0 = 0.0
+        self._nodes0 = 0
+
+    def _nodes(self) -> int:
+        return sum(process_ticks(pid) for pid in self.node_pids)
+
+    def mark(self) -> None:
+        self._client0 = time.process_time()
+        self._nodes0 = self._nodes()
+
+    def since(self) -> tuple[float, float]:
+        """(client, nodes) CPU seconds since ``mark()``; nodes -1 when their PIDs are unknown."""
+        client = time.process_time() - self._client0
+        if not self.node_pids:
+            return client, -1.0
+        return client, (self._nodes() - self._nodes0) / CLOCK_TICKS
 
 
 @dataclass(frozen=True)
@@ -43,6 +74,21 @@ class Phase:
     p50_ms: float
     p99_ms: float
     ensemble_changes: int
+    client_us: float = 0.0  # the bench's own CPU per entry
+    nodes_us: float = -1.0  # the three nodes' CPU per entry (-1: nodes not started by the bench)
+    idle_nodes_us: float = -1.0  # what the nodes burn idle over the phase's time, per entry
+
+
+def with_cpu(phase: Phase, cpu: Cpu, idle_nodes_per_s: float) -> Phase:
+    """``phase`` with the CPU it cost per entry (from ``cpu``'s mark at its start)."""
+    client, nodes = cpu.since()
+    n = max(1, phase.entries)
+    return replace(
+        phase,
+        client_us=client / n * 1e6,
+        nodes_us=nodes / n * 1e6 if nodes >= 0 else -1.0,
+        idle_nodes_us=idle_nodes_per_s * phase.seconds / n * 1e6 if nodes >= 0 else -1.0,
+    )
 
 
 async def saturate(writer: LedgerWriter, size: int, seconds: float, inflight: int) -> Phase:
@@ -100,7 +146,7 @@ async def paced(writer: LedgerWriter, size: int, seconds: float, rate: float) ->
             future.add_done_callback(functools.partial(record, started))
             futures.append(future)
             sent += 1
-        await asyncio.sleep(max(0.0, start + sent / rate - time.perf_counter()))
+        await asyncio.sleep(max(TICK_S, start + sent / rate - time.perf_counter()))
     await asyncio.gather(*futures)
     elapsed = time.perf_counter() - start
     return Phase(
@@ -116,20 +162,30 @@ async def paced(writer: LedgerWriter, size: int, seconds: float, rate: float) ->
     )
 
 
-async def bench(etcd: str, sizes: list[int], seconds: float, inflight: int, light_rate: float) -> list[Phase]:
+async def bench(
+    etcd: str, sizes: list[int], seconds: float, inflight: int, light_rate: float, node_pids: list[int]
+) -> list[Phase]:
     store = await connect(etcd)
     client = LedgerClient(store)
+    cpu = Cpu(node_pids)
     phases: list[Phase] = []
     try:
         for size in sizes:
             writer = await client.create(3, 3, 2)
             warm = await saturate(writer, size, min(1.0, seconds / 4), inflight)
             del warm
-            full = await saturate(writer, size, seconds, inflight)
             await asyncio.sleep(SETTLE_S)  # let nodes finish background flushing of the last phase
-            half = await paced(writer, size, seconds, full.entries_per_s / 2)
+            cpu.mark()
+            await asyncio.sleep(SETTLE_S)  # the nodes idle: their fixed cost per second
+            idle = cpu.since()[1] / SETTLE_S
+            cpu.mark()
+            full = with_cpu(await saturate(writer, size, seconds, inflight), cpu, idle)
             await asyncio.sleep(SETTLE_S)
-            light = await paced(writer, size, seconds, light_rate)
+            cpu.mark()
+            half = with_cpu(await paced(writer, size, seconds, full.entries_per_s / 2), cpu, idle)
+            await asyncio.sleep(SETTLE_S)
+            cpu.mark()
+            light = with_cpu(await paced(writer, size, seconds, light_rate), cpu, idle)
             phases += [full, half, replace(light, mode=f"{light_rate:.0f}/s")]
             await writer.close()
             await client.delete(writer.ledger_id)
@@ -155,17 +211,22 @@ def run_bench(args: argparse.Namespace) -> int:
         )
         started = time.monotonic()
         tune_gc()  # as every long-running Folio process does (storage/runtime.py)
-        phases = uvloop.run(bench(etcd, sizes, args.seconds, args.inflight, args.light_rate))
+        node_pids = [node.pid for node in cluster.nodes] if cluster else []
+        phases = uvloop.run(bench(etcd, sizes, args.seconds, args.inflight, args.light_rate, node_pids))
         ceilings: list[DiskCeiling] = [measure(root / "ceiling", size) for size in sizes]
     finally:
         if cluster is not None:
             cluster.stop()
             shutil.rmtree(root, ignore_errors=True)
-    print(f"\n{'entry':>7} {'load':<11} {'entries/s':>10} {'MB/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'chg':>4}")
+    print(
+        f"\n{'entry':>7} {'load':<11} {'entries/s':>10} {'MB/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'chg':>4}"
+        f"  {'CPU us/entry: bench':>19} {'3 nodes':>8} {'nodes idle':>10}"
+    )
     for p in phases:
+        nodes = f"{p.nodes_us:>8.1f} {p.idle_nodes_us:>10.1f}" if p.nodes_us >= 0 else f"{'-':>8} {'-':>10}"
         print(
             f"{p.entry_bytes:>7} {p.mode:<11} {p.entries_per_s:>10,.0f} {p.mb_per_s:>8.1f} {p.p50_ms:>8.2f}"
-            f" {p.p99_ms:>8.2f} {p.ensemble_changes:>4}"
+            f" {p.p99_ms:>8.2f} {p.ensemble_changes:>4}  {p.client_us:>19.1f} {nodes}"
         )
     print("\ndisk ceiling on the same disk (one writer):")
     print(
