@@ -78,7 +78,13 @@ class CpuMonitor:
         self._machine0 = machine_ticks()
         return self
 
+    def seconds(self) -> dict[str, float]:
+        """CPU seconds each group has used since ``start()`` (the monitor keeps running)."""
+        now = self._group_ticks()
+        return {name: (now[name] - self._ticks0[name]) / CLOCK_TICKS for name in self.groups}
+
     def stop(self) -> dict[str, float]:
+        """CPU % of one core per group since ``start()``, with ``machine`` and ``other``."""
         seconds = time.monotonic() - self._t0
         busy, total = machine_ticks()
         now = self._group_ticks()

@@ -28,7 +28,7 @@ import orjson
 import uvloop
 
 from coordination.etcd_store import connect
-from folio.bench_cpu import CLOCK_TICKS, process_ticks
+from folio.bench_cpu import CpuMonitor
 from folio.bench_disk import DiskCeiling, measure
 from folio.bench_stats import percentile
 from folio.supervisor import LocalCluster, on_free_ports
@@ -38,29 +38,6 @@ from storage.runtime import tune_gc
 
 SETTLE_S = 3.0
 TICK_S = 0.001  # the paced phases' shortest sleep: one timer tick
-
-
-class Cpu:
-    """CPU seconds of the bench's own process and of the nodes since ``mark()``."""
-
-    def __init__(self, node_pids: list[int]) -> None:
-        self.node_pids = node_pids
-        self._client0 = 0.0
-        self._nodes0 = 0
-
-    def _nodes(self) -> int:
-        return sum(process_ticks(pid) for pid in self.node_pids)
-
-    def mark(self) -> None:
-        self._client0 = time.process_time()
-        self._nodes0 = self._nodes()
-
-    def since(self) -> tuple[float, float]:
-        """(client, nodes) CPU seconds since ``mark()``; nodes -1 when their PIDs are unknown."""
-        client = time.process_time() - self._client0
-        if not self.node_pids:
-            return client, -1.0
-        return client, (self._nodes() - self._nodes0) / CLOCK_TICKS
 
 
 @dataclass(frozen=True)
@@ -79,15 +56,17 @@ class Phase:
     idle_nodes_us: float = -1.0  # what the nodes burn idle over the phase's time, per entry
 
 
-def with_cpu(phase: Phase, cpu: Cpu, idle_nodes_per_s: float) -> Phase:
-    """``phase`` with the CPU it cost per entry (from ``cpu``'s mark at its start)."""
-    client, nodes = cpu.since()
+def with_cpu(phase: Phase, cpu: CpuMonitor, idle_nodes_per_s: float) -> Phase:
+    """``phase`` with the CPU it cost per entry (``cpu`` started with the phase; its
+    ``nodes`` group empty when the bench did not start the nodes)."""
+    used = cpu.seconds()
     n = max(1, phase.entries)
+    known = bool(cpu.groups["nodes"])
     return replace(
         phase,
-        client_us=client / n * 1e6,
-        nodes_us=nodes / n * 1e6 if nodes >= 0 else -1.0,
-        idle_nodes_us=idle_nodes_per_s * phase.seconds / n * 1e6 if nodes >= 0 else -1.0,
+        client_us=used["client"] / n * 1e6,
+        nodes_us=used["nodes"] / n * 1e6 if known else -1.0,
+        idle_nodes_us=idle_nodes_per_s * phase.seconds / n * 1e6 if known else -1.0,
     )
 
 
@@ -167,7 +146,7 @@ async def bench(
 ) -> list[Phase]:
     store = await connect(etcd)
     client = LedgerClient(store)
-    cpu = Cpu(node_pids)
+    cpu = CpuMonitor({"client": [os.getpid()], "nodes": node_pids})
     phases: list[Phase] = []
     try:
         for size in sizes:
@@ -175,16 +154,16 @@ async def bench(
             warm = await saturate(writer, size, min(1.0, seconds / 4), inflight)
             del warm
             await asyncio.sleep(SETTLE_S)  # let nodes finish background flushing of the last phase
-            cpu.mark()
+            cpu.start()
             await asyncio.sleep(SETTLE_S)  # the nodes idle: their fixed cost per second
-            idle = cpu.since()[1] / SETTLE_S
-            cpu.mark()
+            idle = cpu.seconds()["nodes"] / SETTLE_S
+            cpu.start()
             full = with_cpu(await saturate(writer, size, seconds, inflight), cpu, idle)
             await asyncio.sleep(SETTLE_S)
-            cpu.mark()
+            cpu.start()
             half = with_cpu(await paced(writer, size, seconds, full.entries_per_s / 2), cpu, idle)
             await asyncio.sleep(SETTLE_S)
-            cpu.mark()
+            cpu.start()
             light = with_cpu(await paced(writer, size, seconds, light_rate), cpu, idle)
             phases += [full, half, replace(light, mode=f"{light_rate:.0f}/s")]
             await writer.close()
