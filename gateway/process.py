@@ -167,9 +167,7 @@ class Gateway:
             load_provider=self.load_report,
             version=folio_version(),
         )
-        self.ownership = OwnershipManager(
-            store, session, config.gateway_id, config.http_url, registry=self.registry
-        )
+        self.ownership = OwnershipManager(store, session, self.registry)
         self.load_manager = LoadManager(
             store,
             session,

@@ -86,33 +86,31 @@ class OwnerInfo:
 
 
 class OwnershipManager:
-    """Bundle ownership for gateway ``gateway_id``; ``await start()`` before use."""
+    """Bundle ownership for the gateway ``registry`` registers (its id and address
+    come from there); ``await start()`` before use. ``start()`` also starts the
+    registry; whoever made the registry closes it."""
 
     def __init__(
         self,
         store: MetadataStore,
         session: LeaseSession,
-        gateway_id: str,
-        http_url: str,
+        registry: GatewayRegistry,
         *,
-        registry: GatewayRegistry | None = None,
         policy: BalancePolicy | None = None,
         unload_timeout_s: float = DEFAULT_UNLOAD_TIMEOUT_S,
     ) -> None:
         self.store = store
         self.session = session
-        self.gateway_id = gateway_id
-        self.http_url = http_url
+        self.registry = registry
+        self.gateway_id = registry.gateway_id
         self.policy = policy or BalancePolicy()
         self.unload_timeout_s = unload_timeout_s
-        self._own_registry = registry is None
-        self.registry = registry or GatewayRegistry(store, session, gateway_id, http_url)
         self._mine = HeldBundles()
         self.view = OwnershipView()  # the three caches, decoded
         self._acquiring: dict[NamespaceBundle, asyncio.Task[bool]] = {}
         self._unloading: set[NamespaceBundle] = set()  # unload requests being carried out
         self._leaving: dict[NamespaceBundle, LossReason] = {}  # releases in flight
-        self._hooks = Hooks(gateway_id)
+        self._hooks = Hooks(self.gateway_id)
         self._bundles = WatchedPrefix(store, keys.BUNDLES, self._on_owner_change)
         self._assigned = WatchedPrefix(store, keys.BUNDLE_ASSIGN, self._on_assignment_change)
         self._unload_requests = WatchedPrefix(store, keys.BUNDLE_UNLOAD, self._on_unload_change)
@@ -162,8 +160,6 @@ class OwnershipManager:
                 await task
         for cache in (self._bundles, self._assigned, self._unload_requests):
             await cache.close()
-        if self._own_registry:
-            await self.registry.close()
 
     # -- callbacks ----------------------------------------------------------------------
 
@@ -373,7 +369,7 @@ class OwnershipManager:
             raise OwnershipSessionLost(f"gateway {self.gateway_id}: {self.session.lost_reason}")
 
     def _self_info(self, bundle: NamespaceBundle) -> OwnerInfo:
-        return OwnerInfo(self.gateway_id, self.http_url, bundle, True)
+        return OwnerInfo(self.gateway_id, self.registry.info.http_url, bundle, True)
 
     async def _info_of(self, bundle: NamespaceBundle, owner: str) -> OwnerInfo:
         if owner == self.gateway_id:

@@ -25,6 +25,7 @@ from gateway.ownership.errors import OwnershipSessionLost
 from gateway.ownership.key_records import assignment_key, owner_key, unload_key
 from gateway.ownership.load_manager import LoadManager
 from gateway.ownership.owner import LossReason, OwnershipManager
+from gateway.ownership.registry import GatewayRegistry
 
 pytestmark = pytest.mark.component
 
@@ -58,7 +59,8 @@ async def make_gw(etcd_store: EtcdStore) -> AsyncIterator[MakeGw]:
         known: Iterable[NamespaceBundle] = (),
     ) -> Gw:
         session = await LeaseSession(etcd_store, ttl_s).start()
-        owner = OwnershipManager(etcd_store, session, gateway_id, f"http://{gateway_id}:8080", policy=POLICY)
+        registry = GatewayRegistry(etcd_store, session, gateway_id, f"http://{gateway_id}:8080")
+        owner = OwnershipManager(etcd_store, session, registry, policy=POLICY)
         gw = Gw(gateway_id, session, owner)
         made.append(gw)
         owner.on_bundle_lost(lambda nb, reason: gw.lost.append((nb, reason)))
@@ -93,6 +95,7 @@ async def make_gw(etcd_store: EtcdStore) -> AsyncIterator[MakeGw]:
         if gw.load_manager is not None:
             await gw.load_manager.close()
         await gw.owner.close(release=False)
+        await gw.owner.registry.close()
         await gw.session.close()
 
 

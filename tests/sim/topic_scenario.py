@@ -230,7 +230,7 @@ class SimGateway:
         self.gateway_id = f"{self.name}.{self.process.incarnation}"
         url = f"http://{self.name}:8080"
         registry = GatewayRegistry(etcd, session, self.gateway_id, url, wall_clock=world.clock)
-        ownership = OwnershipManager(etcd, session, self.gateway_id, url, registry=registry)
+        ownership = OwnershipManager(etcd, session, registry)
 
         async def lost(bundle: NamespaceBundle, _reason: LossReason) -> None:
             await service.drop_where(bundle.contains)
