@@ -64,10 +64,15 @@ class _Run:
     delivered_ms: int
     messages: list[Message]
     live: int  # messages of ``messages`` still pending here
+    after_found: int = 0  # index after the last ``find``: acks come in delivery order, mostly
 
     def find(self, position: MessagePosition) -> Message:
         messages = self.messages
-        return messages[bisect.bisect_left(messages, position, key=_position)]
+        index = self.after_found
+        if index >= len(messages) or messages[index].position != position:
+            index = bisect.bisect_left(messages, position, key=_position)
+        self.after_found = index + 1
+        return messages[index]
 
     def pending(self, message: Message) -> Pending:
         return Pending(self.consumer_id, message, self.redelivery_count, self.delivered_ms)
@@ -251,6 +256,7 @@ class PendingTracker:
         if run.live:
             if len(run.messages) >= COMPACT_MIN and run.live * 2 <= len(run.messages):
                 run.messages = list(self._live(run))
+                run.after_found = 0
             return
         run.messages = []
         timers.dead += 1
