@@ -170,6 +170,26 @@ class PendingTracker:
                 removed.append(held)
         return removed, missing
 
+    def ack_counts(
+        self, positions: Iterable[MessagePosition]
+    ) -> tuple[dict[ConsumerId, int], list[MessagePosition]]:
+        """``ack`` for a caller that needs no ``Pending``: per consumer, how many of the
+        messages removed from it were not nacked; and the positions that were not pending."""
+        by_position, consumers = self._by_position, self._consumers
+        settled: dict[ConsumerId, int] = {}
+        missing: list[MessagePosition] = []
+        for position in positions:
+            held = by_position.pop(position, None)
+            if held is None:
+                missing.append(position)
+            elif isinstance(held, _Run):
+                consumer_id = held.consumer_id
+                settled[consumer_id] = settled.get(consumer_id, 0) + 1
+                self._left_run(held, consumers[consumer_id])
+            else:
+                self._prune(consumers[held.consumer_id])
+        return settled, missing
+
     def nack(self, consumer_id: ConsumerId, position: MessagePosition, now_ms: int) -> Pending | None:
         """Mark a message pending on ``consumer_id`` as due back after its nack
         delay; returns it if it was pending there and not nacked already."""
