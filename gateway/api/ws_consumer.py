@@ -57,6 +57,7 @@ from gateway.protocol.ws_commands import (
     Seek,
     Unsubscribe,
     parse_command,
+    plain_ack_id,
 )
 from gateway.protocol.ws_frames import (
     active_notice,
@@ -199,7 +200,16 @@ class ConsumerSession:
 
     def _fast_ack(self, data: str) -> bool:
         """Acks of ids this session delivered, without decoding them (Pulsar's proxy
-        keeps the same id cache); anything else goes through ``parse_command``."""
+        keeps the same id cache); anything else goes through ``parse_command``. The
+        usual frame, one id as Pulsar's clients send it, is not even parsed."""
+        message_id = plain_ack_id(data)
+        if message_id is not None:
+            self.acking = True
+            position = self.delivered.pop(message_id, None)
+            if position is None:
+                return False
+            self.acks.append(position)
+            return True
         try:
             obj = orjson.loads(data)
         except orjson.JSONDecodeError:

@@ -1,8 +1,10 @@
 """Commands a WebSocket consumer or reader sends to the gateway (pure).
 
-Owns: the ``Command`` union and ``parse_command``. Rules (docs/compatibility.md
-§1.6.3, §7 rows 1 and 4): dispatch on ``type``; a frame whose ``type`` is
-absent, null or not a known value is an individual ack (upstream behaviour).
+Owns: the ``Command`` union and ``parse_command``, and ``plain_ack_id``: the id
+of the one-id ack frame Pulsar's clients send, read without parsing JSON.
+Rules (docs/compatibility.md §1.6.3, §7 rows 1 and 4): dispatch on ``type``; a
+frame whose ``type`` is absent, null or not a known value is an individual ack
+(upstream behaviour).
 Bad JSON, a wrong field type, a missing or undecodable id, or a bad
 ``permitMessages`` is ``FrameError`` ws_code 3 (upstream closes the socket
 with code 3). Ids are base64 ``MessageIdData`` or the string ``L:E[:P[:B]]``.
@@ -96,6 +98,9 @@ class ReconsumeLater:
 
 
 RECONSUME_DELAY_MAX_MS = 7 * 24 * 3600 * 1000
+_PLAIN_ACK_HEAD = '{"messageId":"'
+_PLAIN_ACK_TAIL = '"}'
+_PLAIN_ACK_CHARS = len(_PLAIN_ACK_HEAD) + len(_PLAIN_ACK_TAIL)
 
 Command = Ack | AckCumulative | Nack | Permit | Unsubscribe | IsEndOfTopic | Seek | ReconsumeLater
 
@@ -121,6 +126,19 @@ def parse_command(data: str | bytes) -> Command:
         delay = get_int(obj, "delayMs", 0, RECONSUME_DELAY_MAX_MS)
         return ReconsumeLater(_single_id(obj, kind), delay or 0)
     return _ack(obj, kind)
+
+
+def plain_ack_id(data: str) -> str | None:
+    """The id text of a frame that is exactly ``{"messageId":"ID"}`` (no space, no other
+    field, no quote or backslash in ``ID``: the frame Pulsar's clients send to ack one
+    message), found without parsing the frame; else None. For an ``ID`` the gateway sent
+    (base64) that frame is ``parse_command``'s ``Ack([ID])``; any other text (one holding
+    a control character JSON forbids raw, say) must go through ``parse_command``."""
+    if len(data) >= _PLAIN_ACK_CHARS and data.startswith(_PLAIN_ACK_HEAD) and data.endswith(_PLAIN_ACK_TAIL):
+        text = data[len(_PLAIN_ACK_HEAD) : -len(_PLAIN_ACK_TAIL)]
+        if '"' not in text and "\\" not in text:
+            return text
+    return None
 
 
 def _ack(obj: JsonObject, kind: str | None) -> Ack | AckCumulative:

@@ -1,6 +1,7 @@
 """Key_Shared hashing: which 16-bit slot a message's sticky key falls in (pure).
 
-Owns: the sticky-key rule (``sticky_key``), Pulsar's Murmur3 hash of a key
+Owns: the sticky-key rule (``sticky_key``, ``sticky_slot``; a message without
+a key has ``NONE_SLOT``, hashed once), Pulsar's Murmur3 hash of a key
 (``key_hash``, ``key_slot``) and the hash of a consistent-hashing ring point
 (``ring_point_hash``). Selectors (hash ranges, consistent ring, sticky ranges)
 live in the Key_Shared dispatcher and use only these functions, so every
@@ -58,8 +59,14 @@ def sticky_key(ordering_key: bytes | None, partition_key: bytes | None) -> bytes
     return NONE_KEY
 
 
+NONE_SLOT = key_slot(NONE_KEY)  # the slot of every message without a key
+
+
 def sticky_slot(ordering_key: bytes | None, partition_key: bytes | None) -> int:
-    """``key_slot(sticky_key(...))``: the slot a message is routed by."""
+    """``key_slot(sticky_key(...))``: the slot a message is routed by (a message
+    without either key, the usual one, is not hashed: ``NONE_SLOT``)."""
+    if ordering_key is None and partition_key is None:
+        return NONE_SLOT
     return key_slot(sticky_key(ordering_key, partition_key))
 
 

@@ -21,6 +21,7 @@ from gateway.protocol.ws_commands import (
     Seek,
     Unsubscribe,
     parse_command,
+    plain_ack_id,
 )
 from gateway.protocol.ws_frames import (
     active_notice,
@@ -209,3 +210,29 @@ def test_garbage_never_escapes_as_another_error(text: str) -> None:
         parse_command(orjson.dumps({"messageId": text}))
     except FrameError as exc:
         assert exc.ws_code == 3
+
+
+@given(ids, st.text(max_size=30))
+def test_plain_ack_id_is_the_id_json_reads(message_id: MessageId, text: str) -> None:
+    sent = message_id.to_base64()
+    frame = orjson.dumps({"messageId": sent}).decode()
+    assert plain_ack_id(frame) == sent
+    assert parse_command(frame) == Ack([message_id])
+    found = plain_ack_id(orjson.dumps({"messageId": text}).decode())
+    assert found == (None if '"' in text or "\\" in text or any(c < " " for c in text) else text)
+
+
+@pytest.mark.parametrize(
+    "frame",
+    [
+        '{"messageId": "CAMQADAA"}',
+        '{"messageId":"CAMQADAA"} ',
+        '{"messageId":"CAMQADAA","ackType":"cumulative"}',
+        '{"type":"negativeAcknowledge","messageId":"CAMQADAA"}',
+        '{"messageId":"CA\\u004dQADAA"}',
+        '{"messageId":"}',
+        '[{"messageId":"CAMQADAA"}]',
+    ],
+)
+def test_plain_ack_id_of_any_other_frame_is_none(frame: str) -> None:
+    assert plain_ack_id(frame) is None

@@ -63,6 +63,8 @@ class MultiConsumerDispatcher(ABC):
         # the highest position ever given to ``on_messages``: one beyond it is new to
         # this dispatcher (not pending, delayed or queued), so it needs no look-ups
         self._seen_to: MessagePosition | None = None
+        # Key_Shared's ``_released`` needs each acked message; Shared has no such hook
+        self._hooks_released = type(self)._released is not MultiConsumerDispatcher._released
 
     # ------------------------------------------------------------ inputs
 
@@ -134,11 +136,16 @@ class MultiConsumerDispatcher(ABC):
     def on_ack(
         self, consumer_id: ConsumerId, positions: Iterable[MessagePosition], now_ms: int
     ) -> list[Effect]:
-        removed, missing = self._pending.ack(positions)
+        settled: dict[ConsumerId, int]  # credit back per consumer, released once
+        removed: list[Pending] = []
+        if self._hooks_released:
+            removed, missing = self._pending.ack(positions)
+            settled = {}
+        else:  # no ``_released`` hook to call: no ``Pending`` is built per acked message
+            settled, missing = self._pending.ack_counts(positions)
         for position in missing:
             self._forget(position)  # acked while queued for redelivery: don't resend
             self._delayed.remove(position)
-        settled: dict[ConsumerId, int] = {}  # credit back per consumer, released once
         released = self._released
         for pending in removed:
             if pending.nack_due_ms is None:  # a nacked one gave its credit back already

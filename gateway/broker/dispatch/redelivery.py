@@ -64,10 +64,15 @@ class _Run:
     delivered_ms: int
     messages: list[Message]
     live: int  # messages of ``messages`` still pending here
+    after_found: int = 0  # index after the last ``find``: acks come in delivery order, mostly
 
     def find(self, position: MessagePosition) -> Message:
         messages = self.messages
-        return messages[bisect.bisect_left(messages, position, key=_position)]
+        index = self.after_found
+        if index >= len(messages) or messages[index].position != position:
+            index = bisect.bisect_left(messages, position, key=_position)
+        self.after_found = index + 1
+        return messages[index]
 
     def pending(self, message: Message) -> Pending:
         return Pending(self.consumer_id, message, self.redelivery_count, self.delivered_ms)
@@ -165,6 +170,26 @@ class PendingTracker:
                 removed.append(held)
         return removed, missing
 
+    def ack_counts(
+        self, positions: Iterable[MessagePosition]
+    ) -> tuple[dict[ConsumerId, int], list[MessagePosition]]:
+        """``ack`` for a caller that needs no ``Pending``: per consumer, how many of the
+        messages removed from it were not nacked; and the positions that were not pending."""
+        by_position, consumers = self._by_position, self._consumers
+        settled: dict[ConsumerId, int] = {}
+        missing: list[MessagePosition] = []
+        for position in positions:
+            held = by_position.pop(position, None)
+            if held is None:
+                missing.append(position)
+            elif isinstance(held, _Run):
+                consumer_id = held.consumer_id
+                settled[consumer_id] = settled.get(consumer_id, 0) + 1
+                self._left_run(held, consumers[consumer_id])
+            else:
+                self._prune(consumers[held.consumer_id])
+        return settled, missing
+
     def nack(self, consumer_id: ConsumerId, position: MessagePosition, now_ms: int) -> Pending | None:
         """Mark a message pending on ``consumer_id`` as due back after its nack
         delay; returns it if it was pending there and not nacked already."""
@@ -251,6 +276,7 @@ class PendingTracker:
         if run.live:
             if len(run.messages) >= COMPACT_MIN and run.live * 2 <= len(run.messages):
                 run.messages = list(self._live(run))
+                run.after_found = 0
             return
         run.messages = []
         timers.dead += 1
