@@ -201,6 +201,9 @@ class _Lane:
                 await asyncio.gather(sender, return_exceptions=True)
 
     async def _send(self, ws: ClientConnection) -> None:
+        """Send frames as they come; once the task is done and every frame is answered,
+        close the session: no reply is coming then to end the receive side (the window
+        can empty before the task finishes, when its last rows filled whole frames)."""
         while True:
             self.wake.clear()
             frames = self.window.unsent()
@@ -208,6 +211,8 @@ class _Lane:
                 await ws.send(frame.data, text=True)
             if not frames:
                 if self.closing:
+                    if not self.window.frames:
+                        await ws.close()
                     return
                 await self.wake.wait()
 

@@ -5,6 +5,7 @@ twice with dedup off (the control)."""
 from __future__ import annotations
 
 import shutil
+import threading
 import time
 from functools import partial
 
@@ -14,6 +15,8 @@ import pytest
 from publish import Sent, create_namespace, create_partitioned, publish
 from pyspark import TaskContext
 from pyspark.sql.types import BinaryType, StringType, StructField, StructType
+from pyspark_folio.options import WriteOptions
+from pyspark_folio.writer import PublishedCount, publish_batches
 
 pytestmark = pytest.mark.component
 
@@ -91,6 +94,29 @@ def test_write_round_trips_columns(folio, spark, source_options):
         (r.key or "", r.value, dict(r.properties)) for r in _read(spark, source_options, topic).collect()
     )
     assert got == [("", b"more", {}), ("k1", b"text", {"a": "1"})]
+
+
+def test_a_task_whose_frames_are_all_answered_before_its_rows_end_finishes(folio, source_options):
+    """The task's last rows fill whole frames, so it queues no frame when its rows end;
+    the replies to all of them came before: the session ends all the same (it used to
+    wait for a reply that never came, and the task hung)."""
+    topic = "persistent://public/default/spark-write-whole-frames"
+    given = {**source_options, "topic": topic, "batchmessages": "100"}  # lower case, as Spark passes them
+    options = WriteOptions.parse(given)
+
+    def rows():
+        yield pa.RecordBatch.from_pydict({"value": [b"v%d" % i for i in range(200)]})
+        time.sleep(5.0)  # both frames are answered meanwhile
+
+    done: list[PublishedCount] = []
+
+    def write() -> None:
+        done.append(publish_batches(options, tuple(folio.urls), "whole-frames", 0, rows()))
+
+    thread = threading.Thread(target=write, daemon=True)  # a hung task must not hang the test run
+    thread.start()
+    thread.join(60)
+    assert [(c.rows, c.duplicates) for c in done] == [(200, 0)]
 
 
 def test_replayed_streaming_batch_is_stored_once_with_dedup(folio, spark, source_options, tmp_path):

@@ -61,6 +61,18 @@ def test_messages_are_the_bytes_orjson_gives_for_each_row():
     assert only.to_pylist() == ['{"payload":"aMOp","sequenceId":5},', '{"payload":"","sequenceId":6},']
 
 
+def test_payloads_are_standard_base64_whatever_their_length_and_offset():
+    values = [bytes(range(n)) for n in range(12)]
+    for kind in (pa.binary(), pa.large_binary(), pa.string()):
+        given = [v.hex() for v in values] if kind == pa.string() else values
+        column = pa.array([b"skipped" if kind != pa.string() else "skipped", *given], kind).slice(1)
+        messages, _ = encode_messages(pa.RecordBatch.from_arrays([column], ["value"]), 0)
+        payloads = [orjson.loads(m[:-1])["payload"] for m in messages.to_pylist()]
+        assert payloads == [
+            b64encode_as_string(v if kind != pa.string() else v.hex().encode()) for v in values
+        ]
+
+
 def test_frames_end_at_the_message_or_byte_limit_and_keep_order_across_batches():
     pending = Pending()
     for first in (0, 7):  # two record batches of 7 rows, payloads of 10 bytes
