@@ -167,6 +167,12 @@ def parse_publish_object(obj: JsonObject, now_ms: int, max_payload: int) -> Publ
             context = obj.get("context")
             if type(context) is str and is_text(context):
                 return PublishRequest(decode_base64_payload(payload_text, max_payload, context), {}, context)
+            # payload and a plain sequence id (a deduplicating writer's batch item, as
+            # the Spark connector writes them)
+            sequence_id = obj.get("sequenceId")
+            if type(sequence_id) is int and 0 <= sequence_id <= INT64_MAX:
+                payload = decode_base64_payload(payload_text, max_payload)
+                return PublishRequest(payload, sequence_id=sequence_id)
     context = _context(obj)
     if payload_text is None:
         raise FrameError(WS_PAYLOAD_ENCODING_ERROR, "Missing payload: a base64 string is required", context)

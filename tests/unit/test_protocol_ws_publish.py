@@ -5,6 +5,7 @@ Folio batch frames, and the reply shapes byte for byte."""
 from __future__ import annotations
 
 import base64
+import json
 
 import orjson
 import pytest
@@ -404,3 +405,28 @@ def test_a_payload_and_context_frame_fails_as_before(data: str, code: int, conte
 
 def test_a_number_context_comes_back_as_its_json_text_on_the_short_way_too() -> None:
     assert single(frame(payload="", context=5)).context == "5"
+
+
+def _parsed(data: bytes) -> PublishRequest | tuple[int, str]:
+    try:
+        parsed = parse_publish(data, NOW, MAX)
+    except ProtocolError as exc:
+        return exc.ws_code, exc.message
+    assert isinstance(parsed, PublishRequest)
+    return parsed
+
+
+@given(
+    st.one_of(
+        st.integers(-(2**64), 2**64),
+        st.sampled_from([0, 2**63 - 1, 2**63, -1, 3.0, 3.5, True, "7", "x", None, [1], {}]),
+    ),
+    st.binary(max_size=8),
+)
+def test_payload_and_sequence_id_read_as_every_other_field_set(sequence_id: object, payload: bytes) -> None:
+    """``{payload, sequenceId}`` (a deduplicating writer's item) has its own short path:
+    it must answer what the general reading answers, which a null context leads to."""
+    fields = {"payload": b64(payload), "sequenceId": sequence_id}
+    fast = _parsed(json.dumps(fields).encode())  # json: orjson writes no int beyond 64 bits
+    general = _parsed(json.dumps({**fields, "context": None}).encode())
+    assert fast == general
