@@ -48,8 +48,12 @@ lint: setup
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports --no-cache
 
+# two passes: every test but the fault runs on both cores (pytest-xdist, a test file per
+# worker), then the fault runs alone, so their timing (power losses that bite, the heal
+# bound) is measured on a box nothing else in the suite is loading
 test: lint chromium npm java
-	$(PY) -m pytest -q --durations=30 --junitxml=.folio/test-results.xml
+	$(PY) -m pytest -q -n 2 --dist loadfile -m "not quiet" --durations=30 --junitxml=.folio/test-results.xml
+	$(PY) -m pytest -q -m quiet --durations=10 --junitxml=.folio/test-results-quiet.xml
 
 unit: setup
 	$(PY) -m pytest -q -m "unit or sim"

@@ -39,7 +39,8 @@ from coordination.etcd_server import EmbeddedEtcd
 from coordination.etcd_store import EtcdStore, connect
 
 _namespaces = itertools.count(1)
-_REPORT = pytest.StashKey[list[str]]()
+_REPORT_KEY = "folio-run-report"
+_reported: list[str] = []  # the run_report lines of every test, in the printing process
 
 TESTS = Path(__file__).resolve().parent
 TIERS = ("unit", "sim", "contract", "component")
@@ -53,6 +54,7 @@ FOLDER_MARKERS: dict[str, tuple[str, ...]] = {
     "topology": ("component",),
     "analytics": ("component",),
     "spark": ("component", "spark"),
+    "faults": ("quiet",),  # not a tier: each file there marks its own
 }
 
 
@@ -75,15 +77,24 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.fixture
 def run_report(request: pytest.FixtureRequest) -> Callable[[str], None]:
-    lines = request.config.stash.setdefault(_REPORT, [])
-    return lines.append
+    """Lines ride on the test's report (``user_properties``), which pytest-xdist carries
+    from its workers to the process that prints the summary."""
+
+    def report(line: str) -> None:
+        request.node.user_properties.append((_REPORT_KEY, line))
+
+    return report
 
 
-def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
-    lines = config.stash.get(_REPORT, [])
-    if lines:
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if report.when == "call":
+        _reported.extend(line for key, line in report.user_properties if key == _REPORT_KEY)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if _reported:
         terminalreporter.section("fault runs and their controls")
-        for line in lines:
+        for line in _reported:
             terminalreporter.write_line(line)
 
 
