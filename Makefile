@@ -52,8 +52,10 @@ lint: setup
 # worker), then the fault runs alone, so their timing (power losses that bite, the heal
 # bound) is measured on a box nothing else in the suite is loading
 test: lint chromium npm java
-	$(PY) -m pytest -q -n 2 --dist loadfile -m "not quiet" --durations=30 --junitxml=.folio/test-results.xml
-	$(PY) -m pytest -q -m quiet --durations=10 --junitxml=.folio/test-results-quiet.xml
+	status=0; \
+	$(PY) -m pytest -q -n 2 --dist loadfile -m "not quiet" --durations=30 --junitxml=.folio/test-results.xml || status=$$?; \
+	$(PY) -m pytest -q -m quiet --durations=10 --junitxml=.folio/test-results-quiet.xml || status=$$?; \
+	exit $$status
 
 unit: setup
 	$(PY) -m pytest -q -m "unit or sim"

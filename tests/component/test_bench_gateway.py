@@ -164,7 +164,9 @@ async def test_w2_producer_reconnects_when_the_topic_moves(batched: bool) -> Non
         await produce_paced(link, pace, batched, result)
     assert len(fake.sessions) == 2 and result.reconnects == 1, (fake.sessions, result.reconnects)
     assert result.sent == pace.expected == 200 and result.replies == 200, result
-    assert 1 <= result.errors < 20 and "4503" in result.first_error, result
+    # the frames in flight when the session closed: how many depends on how far the replies
+    # trail the pace (on a loaded box, more than the 20 answered before the close)
+    assert 1 <= result.errors <= 200 - fake.close_after and "4503" in result.first_error, result
     assert len(result.ack_ms) == 200 - result.errors
 
 
