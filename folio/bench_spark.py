@@ -16,8 +16,8 @@ the topic; a write of ``WARM_ROWS`` rows to a topic of their own), so Spark's
 Python worker processes are up, as in a session that already read or wrote;
 the warm-up write's time (mostly starting those processes) is printed too.
 The read then runs ``READ_PASSES`` times, each pass printed; the median pass
-is the read's figure (the JVM's JIT still speeds the row conversion up over
-the first passes).
+is the read's figure (one pass on a shared box can be disturbed; the passes
+show the spread).
 A WebSocket reader stops after ``--ws-seconds`` (its rate is what it read by then). Reports msg/s,
 the Spark session's start time and CPU per process group (storage nodes,
 gateways, the Spark JVM, its Python workers). Rules: every figure is
@@ -45,7 +45,7 @@ from folio.supervisor import LocalCluster, on_free_ports
 
 TOPIC = "spark-bench"
 WARM_ROWS = 10
-READ_PASSES = 3  # the JVM is still compiling its row conversion over the first reads
+READ_PASSES = 3  # on a shared box one pass can be disturbed: the median, and every pass printed
 
 
 def _children(pid: int) -> list[int]:
