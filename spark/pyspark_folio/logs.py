@@ -1,6 +1,7 @@
 """What the connector reads from etcd and the ledger client (asyncio I/O).
 
-Owns: ``open_client`` (an etcd store and a ``LedgerClient`` on it),
+Owns: ``connect_store`` (an etcd store, connecting retried; the writer's too),
+``open_client`` (an etcd store and a ``LedgerClient`` on it),
 ``snapshot_logs`` (the selected topic partitions and their ledgers, each open
 ledger bounded by what its storage nodes hold durably now: plan.durable_prefix) and
 ``read_entries`` (a range of one ledger, fetched in byte-bounded chunks from any
@@ -36,18 +37,21 @@ CONNECT_ATTEMPTS = 5
 CONNECT_RETRY_S = 1.0
 
 
+async def connect_store(connection: Connection) -> EtcdStore:
+    """An etcd store; connecting is retried (a loaded executor may see etcd time
+    out) up to CONNECT_ATTEMPTS times before the task fails."""
+    for attempt in range(CONNECT_ATTEMPTS - 1):
+        try:
+            return await connect(connection.etcd, namespace=connection.etcd_namespace)
+        except Unavailable:
+            await asyncio.sleep(CONNECT_RETRY_S * (attempt + 1))
+    return await connect(connection.etcd, namespace=connection.etcd_namespace)
+
+
 @asynccontextmanager
 async def open_client(connection: Connection) -> AsyncIterator[tuple[EtcdStore, LedgerClient]]:
-    """A store and ledger client; connecting is retried (a loaded executor may see
-    etcd time out) up to CONNECT_ATTEMPTS times before the task fails."""
-    for attempt in range(CONNECT_ATTEMPTS):
-        try:
-            store = await connect(connection.etcd, namespace=connection.etcd_namespace)
-            break
-        except Unavailable:
-            if attempt == CONNECT_ATTEMPTS - 1:
-                raise
-            await asyncio.sleep(CONNECT_RETRY_S * (attempt + 1))
+    """A store (``connect_store``) and a ledger client on it."""
+    store = await connect_store(connection)
     client = LedgerClient(store)
     try:
         yield store, client

@@ -56,7 +56,7 @@ from websockets.asyncio.client import connect as ws_connect
 from websockets.exceptions import InvalidStatus, WebSocketException
 
 from coordination import keys
-from coordination.etcd_store import connect
+from pyspark_folio.logs import connect_store
 from pyspark_folio.names import PARTITION_SUFFIX, path_of
 from pyspark_folio.options import Connection, WriteOptions
 from pyspark_folio.write_frames import Pending, encode_messages, route
@@ -87,7 +87,7 @@ def _gateways(connection: Connection, given: tuple[str, ...]) -> tuple[str, ...]
         return given
 
     async def live() -> tuple[str, ...]:
-        store = await connect(connection.etcd, namespace=connection.etcd_namespace)
+        store = await connect_store(connection)
         try:
             items = await store.list_prefix(keys.GATEWAYS)
         finally:
@@ -102,7 +102,7 @@ def _gateways(connection: Connection, given: tuple[str, ...]) -> tuple[str, ...]
 
 async def _partition_count(connection: Connection, topic: str) -> int:
     """The topic's partitions (0: not partitioned), from etcd."""
-    store = await connect(connection.etcd, namespace=connection.etcd_namespace)
+    store = await connect_store(connection)
     try:
         kv = await store.get(keys.partitioned(path_of(topic)))
     finally:
