@@ -38,7 +38,7 @@ import orjson
 from starlette.websockets import WebSocket
 
 from gateway.api.errors import close_code, protocol_close_code
-from gateway.api.wire_mapping import delivery_frames, position_of
+from gateway.api.wire_mapping import encoded_delivery_frames, position_of
 from gateway.api.ws_session import Outbound, read_frames
 from gateway.broker import dead_letters, topic_admin
 from gateway.broker.consumers import Delivery
@@ -142,21 +142,17 @@ class ConsumerSession:
         return deliveries[done:] if done < count else []
 
     def _send_frames(self, deliveries: list[Delivery]) -> None:
-        partition = self.partition
-        frames = delivery_frames(deliveries, partition)
+        ids, frames = encoded_delivery_frames(deliveries, self.partition)
         delivered = self.delivered
         if self.acking:  # a client that never acked keeps no ids: 1,000 of them would pin 120 MB
             if len(delivered) > DELIVERED_IDS_MAX:  # acks of forgotten ids parse them
                 delivered.clear()
-            delivered.update(
-                zip([f["messageId"] for f in frames], [d.position for d in deliveries], strict=True)
-            )
+            delivered.update(zip(ids, [d.position for d in deliveries], strict=True))
         if self.batch_delivery:
             self.out.send(messages_frame(frames))
             self.out.flush()
         else:
-            dumps = orjson.dumps
-            self.out.send_burst([dumps(frame) for frame in frames])
+            self.out.send_burst(frames)
 
     # Throttled (the gateway's delivery budget) ------------------------------
 

@@ -269,8 +269,9 @@ def test_entry_ids_base64_matches_message_id(ledger: int, entry: int, partition:
 def test_delivery_frame_ids_match_message_id(
     ledger: int, entry: int, partition: int, index: int, size: int
 ) -> None:
-    from gateway.api.wire_mapping import delivery_frames
+    from gateway.api.wire_mapping import delivery_frames, encoded_delivery_frames
     from gateway.broker.consumers import Delivery
+    from gateway.protocol.ws_frames import encode_frame
     from storage.formats.entry_format import EntryMessage
     from storage.formats.positions import MessagePosition
 
@@ -281,3 +282,30 @@ def test_delivery_frame_ids_match_message_id(
     assert [f["messageId"] for f in frames] == [
         MessageId(ledger, e, partition, index, size).to_base64() for e in (entry, entry + 1)
     ]
+    ids, encoded = encoded_delivery_frames(runs, partition)
+    assert ids == [f["messageId"] for f in frames]
+    assert encoded == [encode_frame(f) for f in frames]
+
+
+def test_encoded_delivery_frames_are_the_frames_encoded_for_every_kind_of_message() -> None:
+    from gateway.api.wire_mapping import delivery_frames, encoded_delivery_frames
+    from gateway.broker.consumers import Delivery
+    from gateway.protocol.ws_frames import encode_frame
+    from storage.formats.entry_format import EntryMessage
+    from storage.formats.positions import MessagePosition
+
+    plain = EntryMessage(b"plain", 1_700_000_000_000, "p", 0)
+    later = EntryMessage(b"", 1_700_000_000_120, "p", 1)  # another publish time: another tail
+    keyed = EntryMessage(b"k", 1_700_000_000_000, "p", 2, key=b"\xffkey")
+    props = EntryMessage(b"p", 1_700_000_000_000, "p", 3, properties={"a": "\u00e9"})
+    timed = EntryMessage(b"t", 1_700_000_000_000, "p", 4, event_time_ms=1_600_000_000_001)
+    batch = [(plain, 0), (plain, 2), (later, 2), (keyed, 0), (props, 1), (timed, 0)]
+    runs = [Delivery(MessagePosition(5, 1, i), m, count, 6) for i, (m, count) in enumerate(batch)]
+    runs += [
+        Delivery(MessagePosition(5, 2, -1), plain, 0, 0),
+        Delivery(MessagePosition(5, 3, -1), later, 0, 0),
+    ]
+    frames = delivery_frames(runs, 3)
+    ids, encoded = encoded_delivery_frames(runs, 3)
+    assert ids == [f["messageId"] for f in frames]
+    assert encoded == [encode_frame(f) for f in frames]
