@@ -15,7 +15,7 @@ from typing import Any
 import orjson
 from pybase64 import b64encode, b64encode_as_string
 
-from gateway.broker.consumers import Delivery
+from gateway.broker.dispatch.base import Deliver
 from gateway.protocol.timefmt import format_iso
 from gateway.protocol.ws_frames import MESSAGE_FRAME_HEAD as HEAD
 from gateway.protocol.ws_frames import MESSAGE_FRAME_PAYLOAD as PAYLOAD
@@ -25,19 +25,20 @@ from storage.formats.message_id import NO_BATCH_TAIL, MessageId, batch_tail, ent
 from storage.formats.positions import MessagePosition
 
 
-def delivery_frames(deliveries: Sequence[Delivery], partition: int) -> list[dict[str, Any]]:
+def delivery_frames(deliveries: Sequence[Deliver], partition: int) -> list[dict[str, Any]]:
     """The frames of ``deliveries`` (message ids as Pulsar encodes them; see ``message_frame``).
     Deliveries come in runs of one entry: its id prefix is looked up once per run."""
     frames = []
     ledger_id = entry_id = -1
     prefix = b""
     for delivery in deliveries:
-        message = delivery.message
-        p = delivery.position
+        message = delivery.content
+        routed = delivery.message
+        p = routed.position
         if p.entry_id != entry_id or p.ledger_id != ledger_id:
             ledger_id, entry_id = p.ledger_id, p.entry_id
             prefix = entry_prefix(ledger_id, entry_id, partition)
-        batch_size = delivery.batch_size
+        batch_size = routed.batch_size
         tail = batch_tail(p.batch_index, batch_size) if batch_size else NO_BATCH_TAIL
         if message.properties or message.event_time_ms or message.key is not None:
             frame = _full_frame(b64encode_as_string(prefix + tail), message, delivery.redelivery_count)
@@ -53,7 +54,7 @@ def delivery_frames(deliveries: Sequence[Delivery], partition: int) -> list[dict
     return frames
 
 
-def encoded_delivery_frames(deliveries: Sequence[Delivery], partition: int) -> tuple[list[str], list[bytes]]:
+def encoded_delivery_frames(deliveries: Sequence[Deliver], partition: int) -> tuple[list[str], list[bytes]]:
     """The message ids of ``deliveries`` and their frames encoded, each byte for byte
     ``encode_frame`` of its ``delivery_frames`` frame; a message with no property, event
     time or key is encoded without a dict, behind the tail its entry's messages share
@@ -65,12 +66,13 @@ def encoded_delivery_frames(deliveries: Sequence[Delivery], partition: int) -> t
     publish_time = redeliveries = -1  # of ``plain_tail``; a redelivery count is never -1
     join = b"".join
     for delivery in deliveries:
-        message = delivery.message
-        p = delivery.position
+        message = delivery.content
+        routed = delivery.message
+        p = routed.position
         if p.entry_id != entry_id or p.ledger_id != ledger_id:
             ledger_id, entry_id = p.ledger_id, p.entry_id
             prefix = entry_prefix(ledger_id, entry_id, partition)
-        batch_size = delivery.batch_size
+        batch_size = routed.batch_size
         tail = batch_tail(p.batch_index, batch_size) if batch_size else NO_BATCH_TAIL
         message_id = b64encode_as_string(prefix + tail)
         ids.append(message_id)
