@@ -17,12 +17,25 @@ from pybase64 import b64encode, b64encode_as_string
 
 from gateway.broker.dispatch.base import Deliver
 from gateway.protocol.timefmt import format_iso
-from gateway.protocol.ws_frames import MESSAGE_FRAME_HEAD as HEAD
-from gateway.protocol.ws_frames import MESSAGE_FRAME_PAYLOAD as PAYLOAD
-from gateway.protocol.ws_frames import message_frame, plain_message_tail
+from gateway.protocol.ws_frames import message_frame
 from storage.formats.entry_format import EntryMessage
 from storage.formats.message_id import NO_BATCH_TAIL, MessageId, batch_tail, entry_prefix
 from storage.formats.positions import MessagePosition
+
+# ``message_frame`` of a message with no property, event time or key, encoded without a
+# dict: ``PLAIN_HEAD + id + PLAIN_PAYLOAD + base64(payload) + plain_message_tail(publish
+# time, redelivery count)`` is byte for byte ``encode_frame(message_frame(id, payload, {},
+# publish time, redelivery count))`` (base64 and the time need no JSON escaping).
+PLAIN_HEAD = b'{"messageId":"'
+PLAIN_PAYLOAD = b'","payload":"'
+
+
+def plain_message_tail(publish_time_ms: int, redelivery_count: int) -> bytes:
+    """The end of a plain message's encoded frame, from the payload's closing quote on."""
+    return b'","properties":{},"publishTime":"%s","redeliveryCount":%d}' % (
+        format_iso(publish_time_ms).encode(),
+        redelivery_count,
+    )
 
 
 def delivery_frames(deliveries: Sequence[Deliver], partition: int) -> list[dict[str, Any]]:
@@ -58,7 +71,7 @@ def encoded_delivery_frames(deliveries: Sequence[Deliver], partition: int) -> tu
     """The message ids of ``deliveries`` and their frames encoded, each byte for byte
     ``encode_frame`` of its ``delivery_frames`` frame; a message with no property, event
     time or key is encoded without a dict, behind the tail its entry's messages share
-    (``ws_frames.plain_message_tail``)."""
+    (``plain_message_tail``)."""
     ids: list[str] = []
     frames: list[bytes] = []
     ledger_id = entry_id = -1
@@ -83,7 +96,7 @@ def encoded_delivery_frames(deliveries: Sequence[Deliver], partition: int) -> tu
             publish_time, redeliveries = message.publish_time_ms, delivery.redelivery_count
             plain_tail = plain_message_tail(publish_time, redeliveries)
         payload = b64encode(message.payload)
-        frames.append(join((HEAD, message_id.encode(), PAYLOAD, payload, plain_tail)))
+        frames.append(join((PLAIN_HEAD, message_id.encode(), PLAIN_PAYLOAD, payload, plain_tail)))
     return ids, frames
 
 

@@ -2,9 +2,7 @@
 
 Owns: publish requests (``PublishRequest``, ``parse_publish``), publish
 replies (``publish_ok``, ``publish_error``, ``publish_batch_reply``), the
-message frames pushed to consumers and readers (``message_frame``; encoded
-without a dict for a message with no property, event time or key:
-``MESSAGE_FRAME_HEAD``, ``MESSAGE_FRAME_PAYLOAD``, ``plain_message_tail``; and
+message frames pushed to consumers and readers (``message_frame``,
 ``messages_frame``), the small server frames (``end_of_topic_reply``,
 ``active_notice``, ``ranges_notice``) and ``encode_frame``. Consumer commands
 live in ``ws_commands`` (their one home: import them from there).
@@ -83,8 +81,6 @@ PUBLISH_BATCH_MAX = 1000
 DELIVER_AFTER_MAX_MS = 100 * 365 * 24 * 3600 * 1000  # a fixed bound (100 years) documents exactly
 
 __all__ = [
-    "MESSAGE_FRAME_HEAD",
-    "MESSAGE_FRAME_PAYLOAD",
     "PUBLISH_BATCH_MAX",
     "PublishBatch",
     "PublishRequest",
@@ -96,7 +92,6 @@ __all__ = [
     "messages_frame",
     "parse_publish",
     "parse_publish_object",
-    "plain_message_tail",
     "publish_batch_reply",
     "publish_error",
     "publish_error_dict",
@@ -343,23 +338,6 @@ def message_frame(
     if key is not None:
         frame["key"] = key
     return frame
-
-
-# The encoded ``message_frame`` of a message with no property, event time or key, built
-# without a dict: ``MESSAGE_FRAME_HEAD + id + MESSAGE_FRAME_PAYLOAD + base64(payload) +
-# plain_message_tail(publish_time_ms, redelivery_count)`` is byte for byte
-# ``encode_frame(message_frame(id, payload, {}, publish_time_ms, redelivery_count))``
-# (base64 and the time need no JSON escaping). The messages of one entry share the tail.
-MESSAGE_FRAME_HEAD = b'{"messageId":"'
-MESSAGE_FRAME_PAYLOAD = b'","payload":"'
-
-
-def plain_message_tail(publish_time_ms: int, redelivery_count: int) -> bytes:
-    """The end of a plain message's encoded frame, from the payload's closing quote on."""
-    return b'","properties":{},"publishTime":"%s","redeliveryCount":%d}' % (
-        format_iso(publish_time_ms).encode(),
-        redelivery_count,
-    )
 
 
 def messages_frame(frames: Sequence[bytes]) -> bytes:

@@ -26,14 +26,11 @@ from gateway.protocol.ws_commands import (
     plain_ack_id,
 )
 from gateway.protocol.ws_frames import (
-    MESSAGE_FRAME_HEAD,
-    MESSAGE_FRAME_PAYLOAD,
     active_notice,
     encode_frame,
     end_of_topic_reply,
     message_frame,
     messages_frame,
-    plain_message_tail,
     ranges_notice,
 )
 from storage.formats.message_id import EARLIEST_ID, LATEST_ID, MessageId
@@ -85,10 +82,12 @@ def test_a_plain_message_frame_built_from_pieces_is_the_encoded_dict(
     payload: bytes, publish_time_ms: int, redelivery_count: int
 ) -> None:
     frame = message_frame("CAMQADAA", payload, {}, publish_time_ms, redelivery_count)
+    from gateway.api.wire_mapping import PLAIN_HEAD, PLAIN_PAYLOAD, plain_message_tail
+
     pieces = (
-        MESSAGE_FRAME_HEAD
+        PLAIN_HEAD
         + b"CAMQADAA"
-        + MESSAGE_FRAME_PAYLOAD
+        + PLAIN_PAYLOAD
         + pybase64.b64encode(payload)
         + plain_message_tail(publish_time_ms, redelivery_count)
     )
