@@ -30,7 +30,8 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from gateway.broker.broker_errors import ConsumerBusy, TooManyRequests
-from gateway.broker.consumers import Delivery, PullSink
+from gateway.broker.consumers import PullSink
+from gateway.broker.dispatch.base import Deliver
 from gateway.broker.subscription import Subscription
 from gateway.broker.topic import Topic
 from gateway.protocol.params import ConsumerParams, parse_consumer_params
@@ -83,7 +84,7 @@ class HttpConsumer(PullSink):
     topic: Topic
     sub: Subscription | None = None
     consumer_id: int = 0
-    buffer: deque[Delivery] = field(default_factory=deque)
+    buffer: deque[Deliver] = field(default_factory=deque)
     arrived: asyncio.Event = field(default_factory=asyncio.Event)
     last_used_ms: int = 0
     closed: bool = False
@@ -96,9 +97,9 @@ class HttpConsumer(PullSink):
     seen_bytes: int = 0  # ... and their payload bytes: the average sizes its credit
 
     # ConsumerSink
-    def deliver(self, deliveries: list[Delivery]) -> None:
+    def deliver(self, deliveries: list[Deliver]) -> None:
         self.buffer.extend(deliveries)
-        size = sum([len(d.message.payload) for d in deliveries])
+        size = sum([len(d.content.payload) for d in deliveries])
         self.seen += len(deliveries)
         self.seen_bytes += size
         self.held_bytes += size
@@ -132,7 +133,7 @@ class HttpConsumer(PullSink):
         self.held_bytes = 0
         self.buffer.clear()
 
-    async def fetch(self, max_messages: int, wait_ms: int, refuse: bool = True) -> list[Delivery]:
+    async def fetch(self, max_messages: int, wait_ms: int, refuse: bool = True) -> list[Deliver]:
         """Up to ``max_messages`` (and ``FETCH_BYTES_MAX``) delivered messages, waiting up to
         ``wait_ms`` for one; ``refuse``: raise 429 when nothing is held here and the
         gateway's budget is full (else just wait: an event stream)."""
@@ -152,10 +153,10 @@ class HttpConsumer(PullSink):
             self.arrived.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.arrived.wait(), wait_ms / 1000)
-        out: list[Delivery] = []
+        out: list[Deliver] = []
         size = 0
         while self.buffer and len(out) < max_messages:
-            payload = len(self.buffer[0].message.payload)
+            payload = len(self.buffer[0].content.payload)
             if out and size + payload > FETCH_BYTES_MAX:
                 break
             out.append(self.buffer.popleft())

@@ -44,7 +44,8 @@ from coordination.store import MetadataStore
 from gateway.api.wire_mapping import delivery_frames
 from gateway.broker import dead_letters
 from gateway.broker.broker_errors import SubscriptionNotFound
-from gateway.broker.consumers import Delivery, PullSink
+from gateway.broker.consumers import PullSink
+from gateway.broker.dispatch.base import Deliver
 from gateway.broker.subscription import Subscription
 from gateway.broker.topic import Topic
 from gateway.broker.webhook_core import (
@@ -85,8 +86,8 @@ def _now_ms() -> int:
     return int(time.monotonic() * 1000)
 
 
-def _payload_size(delivery: Delivery) -> int:
-    return len(delivery.message.payload)
+def _payload_size(delivery: Deliver) -> int:
+    return len(delivery.content.payload)
 
 
 def topic_of(path: str) -> TopicName:
@@ -112,7 +113,7 @@ class WebhookPusher(PullSink):
         self.config = config
         self.revision = revision
         self._http = http
-        self._buffer: deque[Delivery] = deque()
+        self._buffer: deque[Deliver] = deque()
         self._arrived = asyncio.Event()
         self._workers: list[asyncio.Task[None]] = []
         self._backoff = Backoff(config.minBackoffMs, config.maxBackoffMs)
@@ -124,7 +125,7 @@ class WebhookPusher(PullSink):
         self.last_success_ms: int | None = None  # wall clock
 
     # ConsumerSink
-    def deliver(self, deliveries: list[Delivery]) -> None:
+    def deliver(self, deliveries: list[Deliver]) -> None:
         self._buffer.extend(deliveries)
         self._arrived.set()
 
@@ -192,7 +193,7 @@ class WebhookPusher(PullSink):
                 self.last_error = f"internal error: {exc!r}"
                 self.close("error", str(exc))
 
-    async def _push(self, batch: list[Delivery]) -> None:
+    async def _push(self, batch: list[Deliver]) -> None:
         """POST ``batch`` until it is acked or dead-lettered (or this pusher stops)."""
         body = orjson.dumps(
             {
@@ -253,7 +254,7 @@ class WebhookPusher(PullSink):
             return outcome(exc)  # "refused" or "failed": nothing that maps ports or hosts
         return None if attempt_outcome(status) else f"HTTP {status}"
 
-    def _done(self, batch: list[Delivery]) -> None:
+    def _done(self, batch: list[Deliver]) -> None:
         sub = self.sub
         if sub is None or self.closed:
             return
@@ -262,14 +263,14 @@ class WebhookPusher(PullSink):
         self.totals.acked += acked
         sub.permits(self.consumer_id, len(batch))
 
-    async def _dead_letter(self, batch: list[Delivery]) -> bool:
+    async def _dead_letter(self, batch: list[Deliver]) -> bool:
         name = self.topic.name
         local = self.config.deadLetterTopic
         target = str(name.sibling(local) if local else dead_letters.letter_topics(name, self.subscription)[1])
         try:
             for delivery in batch:
                 await dead_letters.dead_letter(
-                    self.topic, target, delivery.message, delivery.position, self.subscription
+                    self.topic, target, delivery.content, delivery.position, self.subscription
                 )
         except Exception as exc:  # stays unacked: pushed again after the back-off
             self.last_error = f"dead-letter to {target} failed: {exc}"

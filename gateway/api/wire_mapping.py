@@ -1,6 +1,7 @@
 """Conversions between the wire shapes (gateway.protocol) and the broker's types.
 
-Owns: message-id <-> position mapping for one topic, and delivery frames.
+Owns: message-id <-> position mapping for one topic, and delivery frames (as
+JSON objects for the REST and webhook bodies, encoded for WebSocket sessions).
 Rule: a message id names a topic partition by its ``partition`` field; an id
 whose partition is not this topic's is not this topic's message (acks of it
 move nothing).
@@ -11,39 +12,49 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from pybase64 import b64encode_as_string
+import orjson
+from pybase64 import b64encode, b64encode_as_string
 
-from gateway.broker.consumers import Delivery
+from gateway.broker.dispatch.base import Deliver
 from gateway.protocol.timefmt import format_iso
 from gateway.protocol.ws_frames import message_frame
+from storage.formats.entry_format import EntryMessage
 from storage.formats.message_id import NO_BATCH_TAIL, MessageId, batch_tail, entry_prefix
 from storage.formats.positions import MessagePosition
 
+# ``message_frame`` of a message with no property, event time or key, encoded without a
+# dict: ``PLAIN_HEAD + id + PLAIN_PAYLOAD + base64(payload) + plain_message_tail(publish
+# time, redelivery count)`` is byte for byte ``encode_frame(message_frame(id, payload, {},
+# publish time, redelivery count))`` (base64 and the time need no JSON escaping).
+PLAIN_HEAD = b'{"messageId":"'
+PLAIN_PAYLOAD = b'","payload":"'
 
-def delivery_frames(deliveries: Sequence[Delivery], partition: int) -> list[dict[str, Any]]:
+
+def plain_message_tail(publish_time_ms: int, redelivery_count: int) -> bytes:
+    """The end of a plain message's encoded frame, from the payload's closing quote on."""
+    return b'","properties":{},"publishTime":"%s","redeliveryCount":%d}' % (
+        format_iso(publish_time_ms).encode(),
+        redelivery_count,
+    )
+
+
+def delivery_frames(deliveries: Sequence[Deliver], partition: int) -> list[dict[str, Any]]:
     """The frames of ``deliveries`` (message ids as Pulsar encodes them; see ``message_frame``).
     Deliveries come in runs of one entry: its id prefix is looked up once per run."""
     frames = []
     ledger_id = entry_id = -1
     prefix = b""
     for delivery in deliveries:
-        message = delivery.message
-        p = delivery.position
+        message = delivery.content
+        routed = delivery.message
+        p = routed.position
         if p.entry_id != entry_id or p.ledger_id != ledger_id:
             ledger_id, entry_id = p.ledger_id, p.entry_id
             prefix = entry_prefix(ledger_id, entry_id, partition)
-        batch_size = delivery.batch_size
+        batch_size = routed.batch_size
         tail = batch_tail(p.batch_index, batch_size) if batch_size else NO_BATCH_TAIL
         if message.properties or message.event_time_ms or message.key is not None:
-            frame = message_frame(
-                b64encode_as_string(prefix + tail),
-                message.payload,
-                message.properties,
-                message.publish_time_ms,
-                delivery.redelivery_count,
-                message.event_time_ms or 0,
-                message.key.decode("utf-8", "replace") if message.key is not None else None,
-            )
+            frame = _full_frame(b64encode_as_string(prefix + tail), message, delivery.redelivery_count)
         else:  # message_frame of a message with no property, event time or key, inlined
             frame = {
                 "messageId": b64encode_as_string(prefix + tail),
@@ -54,6 +65,52 @@ def delivery_frames(deliveries: Sequence[Delivery], partition: int) -> list[dict
             }
         frames.append(frame)
     return frames
+
+
+def encoded_delivery_frames(deliveries: Sequence[Deliver], partition: int) -> tuple[list[str], list[bytes]]:
+    """The message ids of ``deliveries`` and their frames encoded, each byte for byte
+    ``encode_frame`` of its ``delivery_frames`` frame; a message with no property, event
+    time or key is encoded without a dict, behind the tail its entry's messages share
+    (``plain_message_tail``)."""
+    ids: list[str] = []
+    frames: list[bytes] = []
+    ledger_id = entry_id = -1
+    prefix = plain_tail = b""
+    publish_time = redeliveries = -1  # of ``plain_tail``; a redelivery count is never -1
+    join = b"".join
+    for delivery in deliveries:
+        message = delivery.content
+        routed = delivery.message
+        p = routed.position
+        if p.entry_id != entry_id or p.ledger_id != ledger_id:
+            ledger_id, entry_id = p.ledger_id, p.entry_id
+            prefix = entry_prefix(ledger_id, entry_id, partition)
+        batch_size = routed.batch_size
+        tail = batch_tail(p.batch_index, batch_size) if batch_size else NO_BATCH_TAIL
+        message_id = b64encode_as_string(prefix + tail)
+        ids.append(message_id)
+        if message.properties or message.event_time_ms or message.key is not None:
+            frames.append(orjson.dumps(_full_frame(message_id, message, delivery.redelivery_count)))
+            continue
+        if message.publish_time_ms != publish_time or delivery.redelivery_count != redeliveries:
+            publish_time, redeliveries = message.publish_time_ms, delivery.redelivery_count
+            plain_tail = plain_message_tail(publish_time, redeliveries)
+        payload = b64encode(message.payload)
+        frames.append(join((PLAIN_HEAD, message_id.encode(), PLAIN_PAYLOAD, payload, plain_tail)))
+    return ids, frames
+
+
+def _full_frame(message_id: str, message: EntryMessage, redelivery_count: int) -> dict[str, Any]:
+    """``message_frame`` of a message with a property, an event time or a key."""
+    return message_frame(
+        message_id,
+        message.payload,
+        message.properties,
+        message.publish_time_ms,
+        redelivery_count,
+        message.event_time_ms or 0,
+        message.key.decode("utf-8", "replace") if message.key is not None else None,
+    )
 
 
 def position_of(message_id: MessageId, partition: int) -> MessagePosition | None:

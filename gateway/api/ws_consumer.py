@@ -38,11 +38,10 @@ import orjson
 from starlette.websockets import WebSocket
 
 from gateway.api.errors import close_code, protocol_close_code
-from gateway.api.wire_mapping import delivery_frames, position_of
+from gateway.api.wire_mapping import encoded_delivery_frames, position_of
 from gateway.api.ws_session import Outbound, read_frames
 from gateway.broker import dead_letters, topic_admin
-from gateway.broker.consumers import Delivery
-from gateway.broker.dispatch.base import HashRange
+from gateway.broker.dispatch.base import Deliver, HashRange
 from gateway.broker.subscription import Subscription
 from gateway.broker.topic import Topic
 from gateway.errors import GatewayError
@@ -75,9 +74,9 @@ FRAME_OVERHEAD = 160  # a delivery frame's fields beside its base64 payload, abo
 DELIVERED_IDS_MAX = 4096  # ids kept per session for the fast ack path (~120 bytes each)
 
 
-def _framed_size(deliveries: list[Delivery]) -> int:
+def _framed_size(deliveries: list[Deliver]) -> int:
     """About what ``deliveries`` take as frames: base64 payloads plus the frame's fields."""
-    return sum([len(d.message.payload) for d in deliveries]) * 4 // 3 + FRAME_OVERHEAD * len(deliveries)
+    return sum([len(d.content.payload) for d in deliveries]) * 4 // 3 + FRAME_OVERHEAD * len(deliveries)
 
 
 class ConsumerSession:
@@ -103,7 +102,7 @@ class ConsumerSession:
         self.reader = False
         self.delivered: dict[str, MessagePosition] = {}  # id as sent -> position, until acked
         self.acking = False  # the client acked something: its ids are worth keeping
-        self.backlog: deque[list[Delivery]] = deque()  # deliveries not framed yet (socket backed up)
+        self.backlog: deque[list[Deliver]] = deque()  # deliveries not framed yet (socket backed up)
         self.backlog_bytes = 0  # their frames' size, estimated (``_framed_size``)
         self.acks: list[MessagePosition] = []  # fast acks of frames read in a row, not applied yet
         self.max_retries = 0  # maxRedeliverCount: reconsumeLater beyond it goes to the DLQ
@@ -111,7 +110,7 @@ class ConsumerSession:
 
     # ConsumerSink ---------------------------------------------------------
 
-    def deliver(self, deliveries: list[Delivery]) -> None:
+    def deliver(self, deliveries: list[Deliver]) -> None:
         if self.backlog:  # in order: behind what waits unframed
             self.backlog.append(deliveries)
             self.backlog_bytes += _framed_size(deliveries)
@@ -123,7 +122,7 @@ class ConsumerSession:
                 self.backlog_bytes += _framed_size(rest)
         self.gateway.deliveries.sent(self)
 
-    def _send_some(self, deliveries: list[Delivery]) -> list[Delivery]:
+    def _send_some(self, deliveries: list[Deliver]) -> list[Deliver]:
         """Frame and send ``deliveries`` from the first, a slice at a time, while fewer than
         ``FRAMES_AHEAD_BYTES`` wait unsent (the socket takes each slice at once if it can);
         the rest (in order) are returned."""
@@ -135,28 +134,24 @@ class ConsumerSession:
                 break
             end = done
             while end < count and room > 0:
-                room -= len(deliveries[end].message.payload) * 4 // 3 + FRAME_OVERHEAD
+                room -= len(deliveries[end].content.payload) * 4 // 3 + FRAME_OVERHEAD
                 end += 1
             self._send_frames(deliveries if done == 0 and end == count else deliveries[done:end])
             done = end
         return deliveries[done:] if done < count else []
 
-    def _send_frames(self, deliveries: list[Delivery]) -> None:
-        partition = self.partition
-        frames = delivery_frames(deliveries, partition)
+    def _send_frames(self, deliveries: list[Deliver]) -> None:
+        ids, frames = encoded_delivery_frames(deliveries, self.partition)
         delivered = self.delivered
         if self.acking:  # a client that never acked keeps no ids: 1,000 of them would pin 120 MB
             if len(delivered) > DELIVERED_IDS_MAX:  # acks of forgotten ids parse them
                 delivered.clear()
-            delivered.update(
-                zip([f["messageId"] for f in frames], [d.position for d in deliveries], strict=True)
-            )
+            delivered.update(zip(ids, [d.message.position for d in deliveries], strict=True))
         if self.batch_delivery:
             self.out.send(messages_frame(frames))
             self.out.flush()
         else:
-            dumps = orjson.dumps
-            self.out.send_burst([dumps(frame) for frame in frames])
+            self.out.send_burst(frames)
 
     # Throttled (the gateway's delivery budget) ------------------------------
 

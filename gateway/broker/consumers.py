@@ -1,11 +1,12 @@
 """What a subscription hands its consumers, and the dispatcher for each type.
 
-Owns: ``Delivery`` (one message for one consumer) and what leads to it (the
-dispatcher's input from entries read, ``read_messages``, and its ``Deliver``
-effects resolved to messages, ``resolve_deliveries``), the ``ConsumerSink``
-protocol a connected session implements (WebSocket, HTTP consume),
-``ConsumerRecord`` (a consumer's settings and counters) and
-``DISPATCHERS``, the dispatcher of each subscription type.
+Owns: what leads to a delivery (the dispatcher's input from entries read,
+``read_messages``, and its ``Deliver`` effects resolved to their messages,
+``resolve_deliveries``: a sink gets the dispatcher's effects themselves, one
+object per delivered message), the ``ConsumerSink`` protocol a connected
+session implements (WebSocket, HTTP consume), ``ConsumerRecord`` (a consumer's
+settings and counters) and ``DISPATCHERS``, the dispatcher of each
+subscription type.
 """
 
 from __future__ import annotations
@@ -35,18 +36,12 @@ from storage.formats.positions import MessagePosition, Position
 READ_BYTES_MAX = 64 * 1024  # bytes of entries one dispatch round takes (fan-out: x consumers)
 
 
-@dataclass(slots=True, unsafe_hash=True)  # immutable by convention, not frozen: one per delivery
-class Delivery:
-    position: MessagePosition
-    message: EntryMessage
-    redelivery_count: int
-    batch_size: int  # messages in the entry (0 when the entry holds one message)
-
-
 class ConsumerSink(Protocol):
     """What a subscription needs from a connected consumer session."""
 
-    def deliver(self, deliveries: list[Delivery]) -> None: ...
+    def deliver(self, deliveries: list[Deliver]) -> None:
+        """``deliveries`` in order, each with its ``content`` set."""
+        ...
 
     def active_changed(self, active: bool) -> None: ...
 
@@ -93,15 +88,16 @@ DISPATCHERS: dict[SubscriptionType, Callable[[DispatcherConfig], Dispatcher]] = 
 
 def resolve_deliveries(
     delivers: list[Deliver], messages_at: Callable[[MessagePosition], list[EntryMessage] | None]
-) -> tuple[dict[ConsumerId, list[Delivery]], list[Deliver]]:
-    """The deliveries of ``delivers`` per consumer, in order, for the messages
-    ``messages_at`` has at hand; and the effects whose entry it has not. Deliveries come
+) -> tuple[dict[ConsumerId, list[Deliver]], list[Deliver]]:
+    """``delivers`` per consumer, in order, for the messages ``messages_at`` has at hand,
+    each with its ``content`` set; and the effects whose entry it has not. Deliveries come
     in runs of one entry to one consumer: each run looks its entry up once."""
-    out: dict[ConsumerId, list[Delivery]] = {}
+    out: dict[ConsumerId, list[Deliver]] = {}
     missing: list[Deliver] = []
     messages: list[EntryMessage] | None = None
-    ledger_id = entry_id = batch_size = -1
-    run: list[Delivery] = []
+    ledger_id = entry_id = -1
+    batched = False
+    run: list[Deliver] = []
     run_consumer: ConsumerId | None = None
     for effect in delivers:
         position = effect.message.position
@@ -111,13 +107,12 @@ def resolve_deliveries(
                 missing.append(effect)
                 continue
             ledger_id, entry_id = position.ledger_id, position.entry_id
-            batch_size = len(messages) if len(messages) > 1 else 0
-        index = position.batch_index if batch_size and position.batch_index > 0 else 0
-        delivery = Delivery(position, messages[index], effect.redelivery_count, batch_size)
+            batched = len(messages) > 1
+        effect.content = messages[position.batch_index if batched and position.batch_index > 0 else 0]
         if effect.consumer_id != run_consumer:
             run_consumer = effect.consumer_id
             run = out.setdefault(run_consumer, [])
-        run.append(delivery)
+        run.append(effect)
     return out, missing
 
 

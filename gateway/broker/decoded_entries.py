@@ -11,7 +11,7 @@ then in the managed log's entry cache (no I/O), and only then read from the
 storage nodes; positions are confirmed entries only (the managed log never
 hands out anything past its last confirmed entry), so a decoded entry never
 changes and needs no invalidation. The dispatchers' view of an entry's
-messages (``Message``: position, Key_Shared slot, deliver-at) is built once
+messages (``Message``: position, Key_Shared slot, deliver-at, batch size) is built once
 per entry here too and shared by every subscription: 1,000 subscriptions of a
 hot topic, each holding 1,000 unacked messages, hold 1,000 of these, not a
 million.
@@ -81,12 +81,13 @@ class DecodedEntries:
         decoded = self.messages(position, payload)
         ledger_id, entry_id = position.ledger_id, position.entry_id
         new_position = tuple.__new__  # MessagePosition(...) without its Python-level __new__
-        batched = len(decoded) > 1
+        batch_size = len(decoded) if len(decoded) > 1 else 0
         view = [
             Message(
-                new_position(MessagePosition, (ledger_id, entry_id, index if batched else NO_BATCH)),
+                new_position(MessagePosition, (ledger_id, entry_id, index if batch_size else NO_BATCH)),
                 sticky_slot(m.ordering_key, m.key),
                 m.deliver_at_ms,
+                batch_size,
             )
             for index, m in enumerate(decoded)
         ]

@@ -40,7 +40,6 @@ from gateway.broker.consumers import (
     DISPATCHERS,
     ConsumerRecord,
     ConsumerSink,
-    Delivery,
     read_messages,
     resolve_deliveries,
 )
@@ -417,14 +416,14 @@ class Subscription:
                 found = self.topic.decoded.messages(entry, payload)
         return found
 
-    def send(self, deliveries: dict[ConsumerId, list[Delivery]]) -> None:
+    def send(self, deliveries: dict[ConsumerId, list[Deliver]]) -> None:
         """Hand ``deliveries`` to their consumers' sinks (counted in the stats)."""
         now = self._now()
         for consumer_id, items in deliveries.items():
             record = self.consumers.get(consumer_id)
             if record is None:
                 continue
-            size = sum([len(d.message.payload) for d in items])  # a list: quicker than a generator
+            size = sum([len(d.content.payload) for d in items])  # a list: quicker than a generator
             record.msg_out += len(items)
             record.bytes_out += size
             self.msg_out += len(items)

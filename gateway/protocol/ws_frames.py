@@ -340,9 +340,9 @@ def message_frame(
     return frame
 
 
-def messages_frame(messages: Sequence[JsonObject]) -> bytes:
-    """Folio batched delivery: ``{"type":"messages","messages":[...]}``."""
-    return orjson.dumps({"type": "messages", "messages": list(messages)})
+def messages_frame(frames: Sequence[bytes]) -> bytes:
+    """Folio batched delivery of encoded message frames: ``{"type":"messages","messages":[...]}``."""
+    return b'{"type":"messages","messages":[' + b",".join(frames) + b"]}"
 
 
 def end_of_topic_reply(flag: bool) -> bytes:

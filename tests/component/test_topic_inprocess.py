@@ -16,9 +16,8 @@ from clusters import LedgerCluster
 from coordination.clock import WallClock
 from gateway.broker import log_takeover
 from gateway.broker.broker_errors import TopicTerminated, TopicUnavailable
-from gateway.broker.consumers import Delivery
 from gateway.broker.dispatch import ConsumerInfo
-from gateway.broker.dispatch.base import HashRange
+from gateway.broker.dispatch.base import Deliver, HashRange
 from gateway.broker.log_policy import Retention, RolloverPolicy
 from gateway.broker.log_state import LogConfig, TopicNotFound
 from gateway.broker.service import BrokerService, NamespaceView
@@ -34,12 +33,12 @@ pytestmark = pytest.mark.component
 
 class Sink:
     def __init__(self) -> None:
-        self.got: list[Delivery] = []
+        self.got: list[Deliver] = []
         self.event = asyncio.Event()
         self.closed: str | None = None
         self.active: list[bool] = []
 
-    def deliver(self, deliveries: list[Delivery]) -> None:
+    def deliver(self, deliveries: list[Deliver]) -> None:
         self.got.extend(deliveries)
         self.event.set()
 
@@ -52,7 +51,7 @@ class Sink:
     def close(self, code: str, reason: str) -> None:
         self.closed = code
 
-    async def wait_for(self, n: int, timeout: float = 10.0) -> list[Delivery]:
+    async def wait_for(self, n: int, timeout: float = 10.0) -> list[Deliver]:
         async def loop() -> None:
             while len(self.got) < n:
                 self.event.clear()
@@ -113,7 +112,7 @@ async def test_publish_deliver_ack_and_resume(services: Factory) -> None:
     results = await asyncio.gather(*(topic.publish(message(i)) for i in range(50)))
     assert len({r.message_id for r in results}) == 50
     got = await sink.wait_for(50)
-    assert [d.message.payload for d in got] == [f"m{i}".encode() for i in range(50)]
+    assert [d.content.payload for d in got] == [f"m{i}".encode() for i in range(50)]
     sub.ack(cid, [d.position for d in got[:30]])
     await sub.persist()
     await service.unload(TOPIC)
@@ -121,7 +120,7 @@ async def test_publish_deliver_ack_and_resume(services: Factory) -> None:
     sink2 = Sink()
     await topic2.subscribe("s", SubscriptionType.EXCLUSIVE, ConsumerInfo("c"), sink2)
     got2 = await sink2.wait_for(20)
-    assert [d.message.payload for d in got2] == [f"m{i}".encode() for i in range(30, 50)]
+    assert [d.content.payload for d in got2] == [f"m{i}".encode() for i in range(30, 50)]
 
 
 async def test_lone_messages_of_one_loop_round_share_an_entry(services: Factory) -> None:
@@ -169,7 +168,7 @@ async def test_rollover_and_trim(services: Factory) -> None:
     await asyncio.sleep(0.2)
     assert len(topic.log.ledgers) >= 4
     got = await sink.wait_for(23)
-    assert sorted(d.message.payload for d in got) == sorted(f"m{i}".encode() for i in range(23))
+    assert sorted(d.content.payload for d in got) == sorted(f"m{i}".encode() for i in range(23))
     sub.ack(cid, [d.position for d in got])
     await topic.maintain_once()
     assert len(topic.log.ledgers) <= 2
@@ -333,7 +332,7 @@ async def test_redeliveries_whose_entries_must_be_read_back_are_not_overtaken(se
     late = topic.publish(message(10))  # published while they are read back
     await late
     got = await second.wait_for(11)
-    assert [d.message.payload for d in got] == [f"m{i}".encode() for i in range(11)]
+    assert [d.content.payload for d in got] == [f"m{i}".encode() for i in range(11)]
     assert [d.redelivery_count for d in got] == [1] * 10 + [0]
 
 

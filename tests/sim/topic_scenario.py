@@ -74,10 +74,9 @@ import orjson
 from coordination import keys
 from coordination.memory_store import MemoryStore
 from coordination.session import LeaseSession
-from gateway.broker.consumers import Delivery
 from gateway.broker.cursor_core import Cursor
 from gateway.broker.dispatch import ConsumerInfo
-from gateway.broker.dispatch.base import HashRange
+from gateway.broker.dispatch.base import Deliver, HashRange
 from gateway.broker.log_policy import Retention, RolloverPolicy
 from gateway.broker.log_state import LogConfig
 from gateway.broker.publish_results import PublishResult
@@ -518,10 +517,10 @@ class TopicRun:
         index = -1
 
         class Sink:
-            def deliver(self, deliveries: list[Delivery]) -> None:
+            def deliver(self, deliveries: list[Deliver]) -> None:
                 sub = run._subs.get(index)
                 for d in deliveries:
-                    run.on_delivery(index, d.position, d.message)
+                    run.on_delivery(index, d.position, d.content)
                     low, high = run.s.ack_delay_ms
                     delay = run.rng.randint(low, high) / 1000
                     if sub is not None:

@@ -25,6 +25,7 @@ from gateway.protocol.ws_commands import (
 from gateway.protocol.ws_frames import (
     DELIVER_AFTER_MAX_MS,
     active_notice,
+    encode_frame,
     end_of_topic_reply,
     message_frame,
     messages_frame,
@@ -122,7 +123,7 @@ def test_document_references_resolve() -> None:
             publish_batch_reply([publish_ok_dict(ID), publish_error_dict(8, "send failed")], "batch-1"),
         ),
         ("PublishBatchReply", publish_batch_reply([publish_ok_dict(BATCH_ID)])),
-        ("MessagesBatch", messages_frame([message_frame(ID, b"\x00\xff", {"a": "b"}, NOW, 0)])),
+        ("MessagesBatch", messages_frame([encode_frame(message_frame(ID, b"\x00\xff", {"a": "b"}, NOW, 0))])),
         ("EndOfTopicReply", end_of_topic_reply(False)),
         ("ActiveNotice", active_notice(True)),
         ("RangesNotice", ranges_notice([HashRange(0, 16383), HashRange(32768, 65535)])),

@@ -50,7 +50,7 @@ class _Sub:
 
 
 def _delivery(size: int) -> Any:
-    return SimpleNamespace(message=SimpleNamespace(payload=b"x" * size))
+    return SimpleNamespace(content=SimpleNamespace(payload=b"x" * size))
 
 
 async def test_credit_stops_at_the_consumer_bytes_bound_and_a_full_budget_refuses_with_429() -> None:

@@ -4,6 +4,7 @@ round trips, tolerant decoding and typed errors for garbage."""
 from __future__ import annotations
 
 import base64
+from typing import TYPE_CHECKING
 
 import pytest
 from hypothesis import given
@@ -24,6 +25,10 @@ from storage.formats.message_id import (
     parse_start,
 )
 from storage.formats.positions import EARLIEST, LATEST, NO_BATCH, MessagePosition, Position
+
+if TYPE_CHECKING:
+    from gateway.broker.dispatch.base import Deliver
+    from storage.formats.entry_format import EntryMessage
 
 pytestmark = pytest.mark.unit
 
@@ -269,15 +274,50 @@ def test_entry_ids_base64_matches_message_id(ledger: int, entry: int, partition:
 def test_delivery_frame_ids_match_message_id(
     ledger: int, entry: int, partition: int, index: int, size: int
 ) -> None:
-    from gateway.api.wire_mapping import delivery_frames
-    from gateway.broker.consumers import Delivery
+    from gateway.api.wire_mapping import delivery_frames, encoded_delivery_frames
+    from gateway.protocol.ws_frames import encode_frame
     from storage.formats.entry_format import EntryMessage
     from storage.formats.positions import MessagePosition
 
     message = EntryMessage(b"x", 1_700_000_000_000, "p", 0)
     # two entries in one run: the second must not reuse the first one's id prefix
-    runs = [Delivery(MessagePosition(ledger, e, index), message, 0, size) for e in (entry, entry + 1)]
+    runs = [delivery(MessagePosition(ledger, e, index), message, 0, size) for e in (entry, entry + 1)]
     frames = delivery_frames(runs, partition)
     assert [f["messageId"] for f in frames] == [
         MessageId(ledger, e, partition, index, size).to_base64() for e in (entry, entry + 1)
     ]
+    ids, encoded = encoded_delivery_frames(runs, partition)
+    assert ids == [f["messageId"] for f in frames]
+    assert encoded == [encode_frame(f) for f in frames]
+
+
+def test_encoded_delivery_frames_are_the_frames_encoded_for_every_kind_of_message() -> None:
+    from gateway.api.wire_mapping import delivery_frames, encoded_delivery_frames
+    from gateway.protocol.ws_frames import encode_frame
+    from storage.formats.entry_format import EntryMessage
+    from storage.formats.positions import MessagePosition
+
+    plain = EntryMessage(b"plain", 1_700_000_000_000, "p", 0)
+    later = EntryMessage(b"", 1_700_000_000_120, "p", 1)  # another publish time: another tail
+    keyed = EntryMessage(b"k", 1_700_000_000_000, "p", 2, key=b"\xffkey")
+    props = EntryMessage(b"p", 1_700_000_000_000, "p", 3, properties={"a": "\u00e9"})
+    timed = EntryMessage(b"t", 1_700_000_000_000, "p", 4, event_time_ms=1_600_000_000_001)
+    batch = [(plain, 0), (plain, 2), (later, 2), (keyed, 0), (props, 1), (timed, 0)]
+    runs = [delivery(MessagePosition(5, 1, i), m, count, 6) for i, (m, count) in enumerate(batch)]
+    runs += [
+        delivery(MessagePosition(5, 2, -1), plain, 0, 0),
+        delivery(MessagePosition(5, 3, -1), later, 0, 0),
+    ]
+    frames = delivery_frames(runs, 3)
+    ids, encoded = encoded_delivery_frames(runs, 3)
+    assert ids == [f["messageId"] for f in frames]
+    assert encoded == [encode_frame(f) for f in frames]
+
+
+def delivery(position: MessagePosition, content: EntryMessage, redeliveries: int, batch_size: int) -> Deliver:
+    """A ``Deliver`` as a subscription hands it to a sink (its ``content`` set)."""
+    from gateway.broker.dispatch.base import ConsumerId, Deliver, Message
+
+    effect = Deliver(ConsumerId(1), Message(position, batch_size=batch_size), redeliveries)
+    effect.content = content
+    return effect

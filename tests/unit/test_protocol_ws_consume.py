@@ -5,12 +5,14 @@ id forms and garbage, limits, and the Folio notices."""
 from __future__ import annotations
 
 import orjson
+import pybase64
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from gateway.broker.dispatch.base import HashRange
 from gateway.protocol.errors import FrameError
+from gateway.protocol.timefmt import EPOCH_MS_MAX, EPOCH_MS_MIN
 from gateway.protocol.ws_commands import (
     ACK_BATCH_MAX,
     Ack,
@@ -66,9 +68,31 @@ def test_message_frame_omits_zero_event_time_and_absent_key() -> None:
 
 def test_batched_delivery_frame() -> None:
     one = message_frame("CAMQADAA", b"a", {}, 0, 0)
-    assert messages_frame([one, one]) == (
+    assert messages_frame([encode_frame(one), encode_frame(one)]) == (
         b'{"type":"messages","messages":[' + encode_frame(one) + b"," + encode_frame(one) + b"]}"
     )
+
+
+@given(
+    st.binary(max_size=300),
+    st.integers(min_value=EPOCH_MS_MIN, max_value=EPOCH_MS_MAX),
+    st.integers(min_value=0, max_value=2**31),
+)
+def test_a_plain_message_frame_built_from_pieces_is_the_encoded_dict(
+    payload: bytes, publish_time_ms: int, redelivery_count: int
+) -> None:
+    frame = message_frame("CAMQADAA", payload, {}, publish_time_ms, redelivery_count)
+    from gateway.api.wire_mapping import PLAIN_HEAD, PLAIN_PAYLOAD, plain_message_tail
+
+    pieces = (
+        PLAIN_HEAD
+        + b"CAMQADAA"
+        + PLAIN_PAYLOAD
+        + pybase64.b64encode(payload)
+        + plain_message_tail(publish_time_ms, redelivery_count)
+    )
+    assert pieces == encode_frame(frame)
+    assert orjson.loads(pieces) == frame
 
 
 def test_server_notices() -> None:

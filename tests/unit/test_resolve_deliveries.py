@@ -1,5 +1,5 @@
-"""resolve_deliveries: Deliver effects become deliveries per consumer, in order,
-with each message taken from its own entry (runs of one entry look it up once;
+"""resolve_deliveries: Deliver effects are handed out per consumer, in order,
+each with its message taken from its own entry (runs of one entry look it up once;
 a change of entry, however small, looks again), and effects whose entry is not
 at hand are handed back."""
 
@@ -45,14 +45,12 @@ def test_runs_interleaved_consumers_entries_and_a_missing_entry() -> None:
         deliver(A, 1, 0, 1),  # back to an earlier entry
     ]
     out, missing = resolve_deliveries(effects, messages_at)
-    got = {
-        c: [(d.message.payload.decode(), d.batch_size, d.redelivery_count) for d in ds]
-        for c, ds in out.items()
-    }
+    got = {c: [(d.content.payload.decode(), d.redelivery_count) for d in ds] for c, ds in out.items()}
     assert got == {
-        A: [("1:0:0", 3, 0), ("1:0:2", 3, 0), ("1:1:0", 0, 0), ("1:0:1", 3, 0)],
-        B: [("1:0:1", 3, 3), ("2:0:1", 2, 0)],
+        A: [("1:0:0", 0), ("1:0:2", 0), ("1:1:0", 0), ("1:0:1", 0)],
+        B: [("1:0:1", 3), ("2:0:1", 0)],
     }
+    assert all(d is e for d, e in zip(out[B], effects[2:4], strict=True))  # the effects themselves
     assert [d.position for d in out[A]] == [
         MessagePosition(1, 0, 0),
         MessagePosition(1, 0, 2),

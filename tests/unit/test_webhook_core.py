@@ -180,7 +180,7 @@ async def test_a_pusher_whose_push_fails_unexpectedly_stops_for_a_restart() -> N
 
     pusher._push = broken  # type: ignore[method-assign]
     worker = asyncio.get_running_loop().create_task(pusher._work())
-    pusher.deliver([SimpleNamespace(message=SimpleNamespace(payload=b"x"))])  # type: ignore[list-item]
+    pusher.deliver([SimpleNamespace(content=SimpleNamespace(payload=b"x"))])  # type: ignore[list-item]
     await asyncio.wait_for(worker, 5)  # returns: the pusher closed itself
     assert pusher.closed and pusher.state == "stopped"
     assert pusher.last_error == "internal error: RuntimeError('boom')"

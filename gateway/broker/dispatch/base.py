@@ -17,7 +17,8 @@ Contract with the subscription actor (the shell):
 - ``RewindTo(p)``: set the read position back to entry ``p`` and drop results
   of reads issued before the rewind (an epoch, as Pulsar's consumer epoch).
 - ``Deliver`` names a message by position; the shell resolves the payload
-  (entry cache, else a storage read) and sends it with ``redelivery_count``.
+  (entry cache, else a storage read) into its ``content`` and hands the effect
+  to the consumer's sink, which sends it with ``redelivery_count``.
 - ``DeadLetter``: publish the message to the consumer's dead-letter topic,
   then ack it on the cursor; the dispatcher has already forgotten it.
 - the shell applies an ack to the cursor before calling ``on_ack``.
@@ -31,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import NewType, Protocol
 
 from gateway.broker.flow import FlowLimits
+from storage.formats.entry_format import EntryMessage
 from storage.formats.key_hash import HASH_RANGE_SIZE
 from storage.formats.positions import MessagePosition, Position
 
@@ -78,11 +80,13 @@ class ConsumerInfo:
 
 @dataclass(slots=True, unsafe_hash=True)  # immutable by convention, not frozen: per message
 class Message:
-    """A message as read from the log: what a dispatcher needs to route it."""
+    """A message as read from the log: what a dispatcher needs to route it, and the
+    size of its entry's batch (its message id carries it)."""
 
     position: MessagePosition
     hash_slot: int = 0  # Key_Shared slot (see key_hash.py); ignored by the other types
     deliver_at_ms: int | None = None  # delayed delivery (Shared, Key_Shared only)
+    batch_size: int = 0  # messages in its entry (0 when the entry holds one message)
 
     @property
     def entry(self) -> Position:
@@ -92,13 +96,20 @@ class Message:
 # ---------------------------------------------------------------- effects
 
 
-@dataclass(slots=True, unsafe_hash=True)  # immutable by convention, not frozen: per message
+@dataclass(slots=True, unsafe_hash=True)  # not frozen: per message, and the shell sets ``content``
 class Deliver:
-    """Send ``message`` to ``consumer_id``; it was delivered ``redelivery_count`` times before."""
+    """Send ``message`` to ``consumer_id``; it was delivered ``redelivery_count`` times before.
+    The shell sets ``content`` (the message itself) once it has the entry at hand, and
+    hands the effect as it is to the consumer's sink: one object per delivered message."""
 
     consumer_id: ConsumerId
     message: Message
     redelivery_count: int
+    content: EntryMessage = field(init=False, compare=False, repr=False)  # unset until resolved
+
+    @property
+    def position(self) -> MessagePosition:
+        return self.message.position
 
 
 class RejectReason(enum.Enum):
