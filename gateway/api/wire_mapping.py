@@ -9,7 +9,7 @@ move nothing).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import orjson
@@ -38,14 +38,12 @@ def plain_message_tail(publish_time_ms: int, redelivery_count: int) -> bytes:
     )
 
 
-def delivery_frames(deliveries: Sequence[Deliver], partition: int) -> list[dict[str, Any]]:
-    """The frames of ``deliveries`` (message ids as Pulsar encodes them; see ``message_frame``).
-    Deliveries come in runs of one entry: its id prefix is looked up once per run."""
-    frames = []
+def _with_ids(deliveries: Sequence[Deliver], partition: int) -> Iterator[tuple[Deliver, str]]:
+    """Each of ``deliveries`` with its message id as Pulsar encodes it. Deliveries come in
+    runs of one entry: its id prefix is computed once per run."""
     ledger_id = entry_id = -1
     prefix = b""
     for delivery in deliveries:
-        message = delivery.content
         routed = delivery.message
         p = routed.position
         if p.entry_id != entry_id or p.ledger_id != ledger_id:
@@ -53,11 +51,19 @@ def delivery_frames(deliveries: Sequence[Deliver], partition: int) -> list[dict[
             prefix = entry_prefix(ledger_id, entry_id, partition)
         batch_size = routed.batch_size
         tail = batch_tail(p.batch_index, batch_size) if batch_size else NO_BATCH_TAIL
+        yield delivery, b64encode_as_string(prefix + tail)
+
+
+def delivery_frames(deliveries: Sequence[Deliver], partition: int) -> list[dict[str, Any]]:
+    """The frames of ``deliveries`` (see ``message_frame``)."""
+    frames = []
+    for delivery, message_id in _with_ids(deliveries, partition):
+        message = delivery.content
         if message.properties or message.event_time_ms or message.key is not None:
-            frame = _full_frame(b64encode_as_string(prefix + tail), message, delivery.redelivery_count)
+            frame = _full_frame(message_id, message, delivery.redelivery_count)
         else:  # message_frame of a message with no property, event time or key, inlined
             frame = {
-                "messageId": b64encode_as_string(prefix + tail),
+                "messageId": message_id,
                 "payload": b64encode_as_string(message.payload),
                 "properties": {},
                 "publishTime": format_iso(message.publish_time_ms),
@@ -74,20 +80,11 @@ def encoded_delivery_frames(deliveries: Sequence[Deliver], partition: int) -> tu
     (``plain_message_tail``)."""
     ids: list[str] = []
     frames: list[bytes] = []
-    ledger_id = entry_id = -1
-    prefix = plain_tail = b""
+    plain_tail = b""
     publish_time = redeliveries = -1  # of ``plain_tail``; a redelivery count is never -1
     join = b"".join
-    for delivery in deliveries:
+    for delivery, message_id in _with_ids(deliveries, partition):
         message = delivery.content
-        routed = delivery.message
-        p = routed.position
-        if p.entry_id != entry_id or p.ledger_id != ledger_id:
-            ledger_id, entry_id = p.ledger_id, p.entry_id
-            prefix = entry_prefix(ledger_id, entry_id, partition)
-        batch_size = routed.batch_size
-        tail = batch_tail(p.batch_index, batch_size) if batch_size else NO_BATCH_TAIL
-        message_id = b64encode_as_string(prefix + tail)
         ids.append(message_id)
         if message.properties or message.event_time_ms or message.key is not None:
             frames.append(orjson.dumps(_full_frame(message_id, message, delivery.redelivery_count)))
