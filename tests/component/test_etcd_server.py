@@ -15,8 +15,9 @@ from pathlib import Path
 import pytest
 
 from coordination.errors import Unavailable
-from coordination.etcd_server import EmbeddedEtcd, EtcdStartError, find_etcd_binary, free_port
+from coordination.etcd_server import EmbeddedEtcd, EtcdStartError, find_etcd_binary
 from coordination.etcd_store import EtcdStore, connect, parse_endpoints
+from coordination.ports import free_ports
 from coordination.session import LeaseSession
 from coordination.watch_stream import close_watch
 
@@ -80,7 +81,9 @@ def test_context_manager_and_start_failures_are_clear(tmp_path: Path) -> None:
         pid = server.pid
         assert pid is not None and alive(pid)
         taken = server.client_port
-        clash = EmbeddedEtcd(tmp_path / "b", client_port=taken, peer_port=free_port(), startup_timeout_s=10)
+        clash = EmbeddedEtcd(
+            tmp_path / "b", client_port=taken, peer_port=free_ports(1)[0], startup_timeout_s=10
+        )
         with pytest.raises(EtcdStartError, match="address already in use"):
             clash.start()
         assert not clash.running()

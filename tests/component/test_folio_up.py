@@ -14,7 +14,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from folioup import FolioUp, command_of, free_port_block, port_flags
+from folioup import FolioUp, command_of, port_flags
+
+from coordination.ports import free_ports
 
 pytestmark = pytest.mark.component
 
@@ -35,7 +37,7 @@ def healthy(url: str) -> bool:
 
 
 def test_folio_up_status_restart_and_clean_stop(tmp_path: Path) -> None:
-    base = free_port_block(10)
+    base = free_ports(10, consecutive=True)[0]
     data = str(tmp_path / "data")
     with FolioUp(tmp_path, "--data", data, *port_flags(base), "--auditor-grace-ms", "5000") as up:
         lines = up.lines

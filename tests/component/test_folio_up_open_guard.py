@@ -22,9 +22,10 @@ from pathlib import Path
 
 import httpx
 import pytest
-from folioup import FolioUp, free_port_block, port_flags
+from folioup import FolioUp, port_flags
 from test_webhook_egress import Listener
 
+from coordination.ports import free_ports
 from storage import wire, wire_auth
 
 pytestmark = pytest.mark.component
@@ -44,7 +45,7 @@ def ask_node_info(port: int, proof: bytes) -> bytes:
 
 
 async def test_open_mode_nodes_and_webhooks(tmp_path: Path) -> None:
-    base = free_port_block(10)
+    base = free_ports(10, consecutive=True)[0]
     data = tmp_path / "data"
     with FolioUp(tmp_path, "--data", str(data), *port_flags(base), "--no-analytics") as up:
         banner = up.wait_ready()

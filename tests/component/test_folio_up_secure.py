@@ -23,16 +23,17 @@ import httpx
 import orjson
 import pytest
 import websockets
-from folioup import FolioUp, free_port_block, port_flags
+from folioup import FolioUp, port_flags
 from websockets.exceptions import InvalidStatus
 
+from coordination.ports import free_ports
 from storage import wire
 
 pytestmark = pytest.mark.component
 
 
 async def test_folio_up_secure(tmp_path: Path) -> None:
-    base = free_port_block(10)
+    base = free_ports(10, consecutive=True)[0]
     data = tmp_path / "data"
     with FolioUp(tmp_path, "--secure", "--data", str(data), *port_flags(base)) as up:
         banner = up.wait_ready()

@@ -17,7 +17,6 @@ consumers per topic, consumers per subscription) likewise, counted on /metrics.
 from __future__ import annotations
 
 import asyncio
-import socket
 import time
 from collections.abc import Awaitable, Callable
 
@@ -27,6 +26,8 @@ import pytest
 import websockets
 from clusters import MessagingCluster
 from websockets.exceptions import InvalidStatus
+
+from coordination.ports import free_ports
 
 pytestmark = pytest.mark.component
 
@@ -48,9 +49,7 @@ async def exchange(host: str, port: int, data: bytes, timeout: float = 10.0) -> 
 
 async def test_head_limits(messaging_cluster: Callable[..., Awaitable[MessagingCluster]]) -> None:
     cluster = await messaging_cluster(gateways=0)
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        metrics_port = probe.getsockname()[1]
+    metrics_port = free_ports(1)[0]
     gateway = await cluster.add_gateway(
         "--header-timeout",
         "2",

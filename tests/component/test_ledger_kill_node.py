@@ -116,9 +116,13 @@ async def test_control_checker_detects_loss_on_a_truncated_ledger(ledger_cluster
 
 
 async def test_a_paused_member_is_replaced_after_the_add_timeout(ledger_cluster) -> None:  # type: ignore[no-untyped-def]
-    """SIGSTOP (no connection error at all): the add timeout counts as a failure."""
-    cluster = await ledger_cluster(4)
-    client = LedgerClient(await cluster.store(), seed=41, writer_config=WriterConfig(add_timeout_ms=400))
+    """SIGSTOP (no connection error at all): the add timeout counts as a failure.
+
+    Two spare nodes and a 1.5 s timeout: on a box loaded by other tests a live node
+    can miss a shorter timeout too, and with one spare that second "failure" left no
+    node to replace it (QuorumLost, seen in a parallel suite run)."""
+    cluster = await ledger_cluster(5)
+    client = LedgerClient(await cluster.store(), seed=41, writer_config=WriterConfig(add_timeout_ms=1500))
     writer = await client.create(ensemble_size=3, write_quorum=3, ack_quorum=2)
     paused = cluster.node(writer.metadata.last_ensemble[0])
     payloads = [make_payload(seq, 512) for seq in range(1000)]

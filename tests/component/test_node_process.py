@@ -22,6 +22,7 @@ from nodeproc import (
     wait_until,
 )
 
+from coordination.ports import free_ports
 from storage import wire
 from storage.errors import Status
 from storage.node.journal_io import scan_file
@@ -364,13 +365,7 @@ def test_sigterm_stops_cleanly_and_cookie_guards_the_data_dir(
     assert node_record(etcd_endpoint, ns, node.address) is not None
     assert node.terminate() == 0
     assert node_record(etcd_endpoint, ns, node.address) is None  # lease revoked at once
-    other = NodeProcess(node.data_dir, etcd_endpoint, namespace=ns, port=_free_port())
+    other = NodeProcess(node.data_dir, etcd_endpoint, namespace=ns, port=free_ports(1)[0])
     other.start(expect_ready=False)
     assert other.wait(20) == 2
     assert "belongs to node" in other.log_text()
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])

@@ -21,6 +21,8 @@ from pathlib import Path
 
 import pytest
 
+from coordination.ports import free_ports
+
 pytestmark = pytest.mark.component
 
 
@@ -30,12 +32,6 @@ def taken_port() -> Iterator[int]:
         holder.bind(("127.0.0.1", 0))
         holder.listen()
         yield holder.getsockname()[1]
-
-
-def unused_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def run(args: list[str], timeout: float = 60) -> subprocess.CompletedProcess[str]:
@@ -79,7 +75,7 @@ def test_gateway_port_in_use(taken_port: int) -> None:
 
 @pytest.mark.parametrize("kind", ["gateway", "storage"])
 def test_missing_etcd_is_one_clear_line_naming_it(kind: str, tmp_path: Path) -> None:
-    endpoint = f"127.0.0.1:{unused_port()}"
+    endpoint = f"127.0.0.1:{free_ports(1)[0]}"
     module = ["gateway.main", "--port", "0"] if kind == "gateway" else ["storage.node", "--port", "0"]
     extra = [] if kind == "gateway" else ["--data-dir", str(tmp_path / "d")]
     log = tmp_path / "stderr.log"

@@ -16,7 +16,6 @@ tells ports or hosts apart.
 from __future__ import annotations
 
 import asyncio
-import socket
 from collections.abc import Awaitable, Callable
 
 import httpx
@@ -25,6 +24,7 @@ import pytest
 from clusters import MessagingCluster
 
 from coordination import keys
+from coordination.ports import free_ports
 
 pytestmark = pytest.mark.component
 
@@ -61,12 +61,6 @@ class Listener:
 
         self.server = await asyncio.start_server(handle, "127.0.0.1", 0)
         self.port = self.server.sockets[0].getsockname()[1]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 async def last_error(http: httpx.AsyncClient, base: str, topic: str, url: str) -> tuple[str | None, int]:
@@ -144,7 +138,9 @@ async def test_forbidden_targets_are_refused_at_the_request_and_at_send_time(
         r = await http.put(f"{listed_base}{ADMIN}/ssrf-loop/subscription/s/webhook", json={"url": own})
         assert r.status_code == 400 and "a port of this cluster" in r.json()["reason"], r.text
         # an allowed host with nothing listening: "failed", as every other failure reads
-        error, _ = await last_error(http, listed_base, "ssrf-closed", f"http://127.0.0.1:{free_port()}/h")
+        error, _ = await last_error(
+            http, listed_base, "ssrf-closed", f"http://127.0.0.1:{free_ports(1)[0]}/h"
+        )
         assert error == "failed"
     assert listener.server is not None
     listener.server.close()
@@ -157,7 +153,7 @@ async def test_etcd_peer_port_and_the_gateways_metrics_port_are_refused(
     ``--metrics-address`` are ports of the cluster too: 400 at the request. The
     control, a free loopback port, is accepted (open mode)."""
     cluster = await messaging_cluster(gateways=0)
-    metrics_port = free_port()
+    metrics_port = free_ports(1)[0]
     gateway = await cluster.add_gateway("--metrics-address", f"127.0.0.1:{metrics_port}")
     store = await cluster.ledgers.store()
     peers = [url for member in await store.cluster_members() for url in member.peer_urls]  # type: ignore[attr-defined]
@@ -169,7 +165,7 @@ async def test_etcd_peer_port_and_the_gateways_metrics_port_are_refused(
         for i, url in enumerate(targets):
             r = await http.put(f"{base}{ADMIN}/own-port-{i}/subscription/s/webhook", json={"url": url})
             assert r.status_code == 400 and "a port of this cluster" in r.json()["reason"], (url, r.text)
-        control = f"http://127.0.0.1:{free_port()}/hook"
+        control = f"http://127.0.0.1:{free_ports(1)[0]}/hook"
         r = await http.put(f"{base}{ADMIN}/own-port-c/subscription/s/webhook", json={"url": control})
         assert r.status_code == 204, r.text
         assert (await http.delete(f"{base}{ADMIN}/own-port-c/subscription/s/webhook")).status_code == 204

@@ -5,7 +5,6 @@ pip install (spark-daemon.sh), the connector auto-registered on the worker. Slow
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -14,6 +13,8 @@ from pathlib import Path
 import pyspark
 import pytest
 from publish import Sent, publish
+
+from coordination.ports import free_ports
 
 pytestmark = [pytest.mark.component, pytest.mark.standalone, pytest.mark.timeout(900)]
 
@@ -32,17 +33,11 @@ spark.stop()
 """
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def test_read_on_a_standalone_master_and_worker(folio, source_options, tmp_path: Path):
     topic = "persistent://public/default/spark-standalone"
     publish(folio.urls[0], topic, [Sent(topic, None, f"s{i:04d}".encode()) for i in range(1000)])
     home = Path(pyspark.__file__).parent
-    port = _free_port()
+    port = free_ports(1)[0]
     env = {
         **os.environ,
         "SPARK_HOME": str(home),
@@ -54,7 +49,7 @@ def test_read_on_a_standalone_master_and_worker(folio, source_options, tmp_path:
     }
     daemon = str(home / "sbin" / "spark-daemon.sh")
     url = f"spark://127.0.0.1:{port}"
-    master_args = ["--host", "127.0.0.1", "--port", str(port), "--webui-port", str(_free_port())]
+    master_args = ["--host", "127.0.0.1", "--port", str(port), "--webui-port", str(free_ports(1)[0])]
     worker_args = [
         "--host",
         "127.0.0.1",
@@ -63,7 +58,7 @@ def test_read_on_a_standalone_master_and_worker(folio, source_options, tmp_path:
         "--memory",
         "2g",
         "--webui-port",
-        str(_free_port()),
+        str(free_ports(1)[0]),
         url,
     ]
     subprocess.run([daemon, "start", MASTER, "1", *master_args], env=env, check=True, timeout=60)
