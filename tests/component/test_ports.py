@@ -4,6 +4,7 @@ kernel's ephemeral range, free, never handed out twice, and consecutive on reque
 from __future__ import annotations
 
 import socket
+from pathlib import Path
 
 from coordination import ports
 
@@ -11,7 +12,7 @@ from coordination import ports
 def test_ports_are_distinct_free_and_below_the_ephemeral_range() -> None:
     chosen = ports.free_ports(50)
     assert len(set(chosen)) == 50
-    low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+    low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
     assert all(ports.LOWEST <= p < low for p in chosen)
     assert all(ports.port_free(p) for p in chosen)
     assert not set(ports.free_ports(50)) & set(chosen)  # the walk never repeats itself early
