@@ -104,9 +104,23 @@ def test_a_task_whose_frames_are_all_answered_before_its_rows_end_finishes(folio
     given = {**source_options, "topic": topic, "batchmessages": "100"}  # lower case, as Spark passes them
     options = WriteOptions.parse(given)
 
+    stats_url = f"{folio.urls[0]}/admin/v2/persistent/public/default/spark-write-whole-frames/stats"
+    answered: list[bool] = []
+
     def rows():
         yield pa.RecordBatch.from_pydict({"value": [b"v%d" % i for i in range(200)]})
-        time.sleep(5.0)  # both frames are answered meanwhile
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:  # both frames stored, so answered ...
+            try:
+                if _stored(stats_url) >= 200:
+                    break
+            except (httpx.HTTPError, KeyError):
+                pass  # the topic is loaded by the first frame
+            time.sleep(0.1)
+        else:
+            return
+        time.sleep(0.5)  # ... and the two replies have reached the task
+        answered.append(True)
 
     done: list[PublishedCount] = []
 
@@ -116,6 +130,7 @@ def test_a_task_whose_frames_are_all_answered_before_its_rows_end_finishes(folio
     thread = threading.Thread(target=write, daemon=True)  # a hung task must not hang the test run
     thread.start()
     thread.join(60)
+    assert answered, "the two frames were not stored within 30 s"
     assert [(c.rows, c.duplicates) for c in done] == [(200, 0)]
 
 
