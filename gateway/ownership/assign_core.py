@@ -2,7 +2,9 @@
 
 Owns: ``BalancePolicy`` (weights and thresholds), the load ``score`` of a gateway,
 ``least_loaded`` (also used by lookup, so a gateway's own pick agrees with the
-load manager's) and ``decide``: cluster view + ``now_ms`` -> effects.
+load manager's), ``LookupPicks`` (lookup's recent picks for unowned bundles,
+counted until they are owned, so concurrent lookups spread new bundles) and
+``decide``: cluster view + ``now_ms`` -> effects.
 A gateway's score weighs its bundles, topics, sessions, cpu and message rate; the
 message rate is the sum of its per-bundle rates (in + out) when its report has
 them, else its publish rate ``msg_rate_in`` (reports of older gateways).
@@ -54,11 +56,14 @@ the assignment first, so the bundle's next owner is known before it is released.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Set
+from collections.abc import Callable, Mapping, Set
 from dataclasses import dataclass, field
 
 from gateway.ownership.bundles import NamespaceBundle
 from gateway.ownership.key_records import Assignment, GatewayInfo, LoadReport
+
+PICK_HOLD_MS = 10_000  # a lookup's pick for an unowned bundle counts this long unless it is owned sooner
+PICKS_MAX = 10_000  # lookup picks remembered at most (one per unowned bundle looked up)
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,6 +150,57 @@ def least_loaded_gateway(
     return least_loaded(
         {g: score(info.load, counts.get(g, 0), policy) for g, info in serving(gateways).items()}
     )
+
+
+class LookupPicks:
+    """One gateway's recent lookup picks for unowned bundles: ``pick`` is lookup's
+    choice of who acquires one.
+
+    Rule: lookups running at the same time must not all pick the same gateway
+    because none of them sees the others' picks among the ownership keys yet (a
+    client looking up many new topics at once would put every bundle on the one
+    gateway that looked least loaded at the start). So a pick counts as one of the
+    picked gateway's bundles, and another lookup of the same bundle gets the same
+    answer, until the bundle is owned, the pick is ``hold_ms`` old (its client never
+    followed it) or its gateway no longer serves. At most ``picks_max`` are kept,
+    the oldest dropped first.
+    """
+
+    def __init__(self, hold_ms: int = PICK_HOLD_MS, picks_max: int = PICKS_MAX) -> None:
+        self.hold_ms = hold_ms
+        self.picks_max = picks_max
+        self._picks: dict[NamespaceBundle, tuple[str, int]] = {}  # bundle -> (gateway, picked at)
+
+    def __len__(self) -> int:
+        return len(self._picks)
+
+    def pick(
+        self,
+        bundle: NamespaceBundle,
+        gateways: Mapping[str, GatewayInfo],
+        counts: Mapping[str, int],
+        owned: Callable[[NamespaceBundle], bool],
+        policy: BalancePolicy,
+        now_ms: int,
+    ) -> str | None:
+        """Who should acquire ``bundle`` (unowned): ``counts`` are the bundles each
+        gateway owns, ``owned`` says whether a bundle has an owner now."""
+        candidates = serving(gateways)
+        for other, (gateway, at) in list(self._picks.items()):
+            if owned(other) or now_ms - at >= self.hold_ms or gateway not in candidates:
+                del self._picks[other]
+        held = self._picks.get(bundle)
+        if held is not None:
+            return held[0]
+        pending = dict(counts)
+        for gateway, _ in self._picks.values():
+            pending[gateway] = pending.get(gateway, 0) + 1
+        target = least_loaded_gateway(gateways, pending, policy)
+        if target is not None:
+            if len(self._picks) >= self.picks_max:
+                del self._picks[next(iter(self._picks))]
+            self._picks[bundle] = (target, now_ms)
+        return target
 
 
 # ---------------------------------------------------------------- effects

@@ -14,7 +14,9 @@ Rules (docs/architecture.md §6, docs/compatibility.md §5):
 - Lookup of an owned bundle answers its owner (from the cache; a fresh etcd read
   only when the cache disagrees with itself). For an unowned bundle the target
   is the load manager's assignment if there is one for a live gateway, else the
-  least loaded live gateway by ``assign_core``'s score (ties by id); if the
+  least loaded live gateway by ``assign_core``'s score (ties by id), counting
+  this gateway's recent picks of bundles not yet owned (``LookupPicks``: many
+  lookups at once spread their bundles); if the
   target is this gateway it acquires now, otherwise it answers the target, which
   acquires on its first (authoritative) request (``acquire_if_unowned``).
 - An assignment to this gateway is taken up as soon as the bundle has no owner
@@ -46,7 +48,7 @@ from coordination.store import MetadataStore
 from coordination.tasks import cancel_and_wait
 from gateway.names import NamespaceName, TopicName
 from gateway.ownership import requests
-from gateway.ownership.assign_core import BalancePolicy, least_loaded_gateway
+from gateway.ownership.assign_core import BalancePolicy, LookupPicks
 from gateway.ownership.bundles import (
     DEFAULT_NUM_BUNDLES,
     BundleRange,
@@ -107,6 +109,7 @@ class OwnershipManager:
         self.unload_timeout_s = unload_timeout_s
         self._mine = HeldBundles()
         self.view = OwnershipView()  # the three caches, decoded
+        self._picks = LookupPicks()  # lookup's picks for unowned bundles, until they are owned
         self._acquiring: dict[NamespaceBundle, asyncio.Task[bool]] = {}
         self._unloading: set[NamespaceBundle] = set()  # unload requests being carried out
         self._leaving: dict[NamespaceBundle, LossReason] = {}  # releases in flight
@@ -397,6 +400,9 @@ class OwnershipManager:
         live.setdefault(self.gateway_id, self.registry.info)
         return live
 
+    def _has_owner(self, bundle: NamespaceBundle) -> bool:
+        return self._mine.holds(bundle) or self.view.owner(bundle) is not None
+
     def _target_for(self, bundle: NamespaceBundle) -> str:
         """Who should acquire an unowned bundle: the load manager's pick, else the least loaded."""
         live = self._live_gateways()
@@ -404,7 +410,8 @@ class OwnershipManager:
         if assigned is not None and assigned in live:
             return assigned
         counts = self.view.counts(self.owned_bundles(), self.gateway_id)
-        target = least_loaded_gateway(live, counts, self.policy)
+        now_ms = self.session.clock.now_ms()
+        target = self._picks.pick(bundle, live, counts, self._has_owner, self.policy, now_ms)
         if target is None:
             raise NoGatewayAvailable("no live gateway")
         return target

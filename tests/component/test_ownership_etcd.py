@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 
@@ -148,6 +149,31 @@ async def test_lookup_from_either_gateway_names_the_same_owner(make_gw: MakeGw) 
     # gw-b acquires on its first (authoritative) request for the topic
     assert (await b.owner.lookup(other, authoritative=True)).is_self
     assert b.owner.is_owner(other)
+
+
+async def test_many_new_topics_looked_up_at_once_spread_over_both_gateways(make_gw: MakeGw) -> None:
+    """A client looks 200 new topics up at once through one gateway and goes where each
+    answer says (an authoritative lookup there acquires): the four bundles end two on
+    each gateway. Each lookup used to see no owner yet for the others and pick the same
+    gateway, so every bundle went to it."""
+    a, b = await make_gw("gw-a"), await make_gw("gw-b")
+    await eventually(lambda: a.owner.registry.get("gw-b") is not None)
+    by_id = {"gw-a": a, "gw-b": b}
+    topics = [TopicName.parse(f"persistent://public/default/many-{i}") for i in range(200)]
+    assert len({bundle_for(str(t), 4) for t in topics}) == 4
+
+    async def follow(topic: TopicName) -> str:
+        info = await a.owner.lookup(topic)
+        if not info.is_self:
+            info = await by_id[info.gateway_id].owner.lookup(topic, authoritative=True)
+            assert info.is_self
+        return info.gateway_id
+
+    served = await asyncio.gather(*(follow(t) for t in topics))
+    owners = {bundle_for(str(t), 4): g for t, g in zip(topics, served, strict=True)}
+    assert sorted(Counter(owners.values()).values()) == [2, 2], owners
+    for topic, gateway in zip(topics, served, strict=True):  # every answer was the bundle's owner
+        assert by_id[gateway].owner.is_owner(topic)
 
 
 async def test_authoritative_lookups_racing_agree(make_gw: MakeGw) -> None:

@@ -18,6 +18,7 @@ from gateway.ownership.assign_core import (
     ClearAssignment,
     ClusterView,
     Effect,
+    LookupPicks,
     Unload,
     decide,
     least_loaded_gateway,
@@ -354,6 +355,43 @@ def test_least_loaded_gateway_matches_decide() -> None:
     view = ClusterView(live, owners=owned(b=2, c=1), known={BUNDLES[10]})
     assert decide(view, POLICY, NOW) == [Assign(BUNDLES[10], "c")]
     assert least_loaded_gateway({}, {}, POLICY) is None
+
+
+def test_lookups_at_once_spread_new_bundles_and_agree_on_each() -> None:
+    """Four bundles looked up before any is owned: two each, not all four on the
+    gateway that looked least loaded first (the picks count as its bundles)."""
+    live = gateways(gw("a"), gw("b"))
+    picks = LookupPicks(hold_ms=1_000)
+    unowned = lambda _b: False  # noqa: E731 - nothing is owned yet
+    chosen = [picks.pick(b, live, {}, unowned, POLICY, NOW) for b in BUNDLES[:4]]
+    assert chosen == ["a", "b", "a", "b"]
+    assert [least_loaded_gateway(live, {}, POLICY)] * 4 == ["a"] * 4  # the control: without picks
+    # the same bundle again while its pick holds: the same gateway, whatever the counts say now
+    assert picks.pick(BUNDLES[1], live, {"b": 9}, unowned, POLICY, NOW + 999) == "b"
+    assert len(picks) == 4
+
+
+def test_a_pick_ends_when_owned_old_or_its_gateway_is_gone() -> None:
+    live = gateways(gw("a"), gw("b"))
+    picks = LookupPicks(hold_ms=1_000)
+    first, second = BUNDLES[0], BUNDLES[1]
+    assert picks.pick(first, live, {}, lambda _b: False, POLICY, NOW) == "a"
+    # owned now: counted by its owner's key (counts), no longer as a pick
+    assert picks.pick(second, live, {"a": 1}, lambda b: b == first, POLICY, NOW) == "b"
+    assert len(picks) == 1
+    # an old pick no longer counts, and its bundle is decided again
+    assert picks.pick(second, live, {"b": 3}, lambda _b: False, POLICY, NOW + 1_000) == "a"
+    # a pick of a gateway that is gone (or not serving) is decided again
+    assert picks.pick(second, gateways(gw("b")), {}, lambda _b: False, POLICY, NOW + 1_001) == "b"
+
+
+def test_picks_are_bounded() -> None:
+    picks = LookupPicks(hold_ms=1_000, picks_max=3)
+    live = gateways(gw("a"), gw("b"))
+    for bundle in BUNDLES[:10]:
+        picks.pick(bundle, live, {}, lambda _b: False, POLICY, NOW)
+    assert len(picks) == 3
+    assert picks.pick(BUNDLES[9], live, {}, lambda _b: False, POLICY, NOW) is not None
 
 
 @st.composite
