@@ -19,7 +19,7 @@ from gateway.broker.dispatch.base import Deliver
 from gateway.protocol.timefmt import format_iso
 from gateway.protocol.ws_frames import message_frame
 from storage.formats.entry_format import EntryMessage
-from storage.formats.message_id import NO_BATCH_TAIL, MessageId, batch_tail, entry_prefix
+from storage.formats.message_id import MessageId, entry_prefix, id_rest_base64, ids_head_base64
 from storage.formats.positions import MessagePosition
 
 # ``message_frame`` of a message with no property, event time or key, encoded without a
@@ -42,16 +42,14 @@ def _with_ids(deliveries: Sequence[Deliver], partition: int) -> Iterator[tuple[D
     """Each of ``deliveries`` with its message id as Pulsar encodes it. Deliveries come in
     runs of one entry: its id prefix is computed once per run."""
     ledger_id = entry_id = -1
-    prefix = b""
+    head, carry = "", b""
     for delivery in deliveries:
         routed = delivery.message
         p = routed.position
         if p.entry_id != entry_id or p.ledger_id != ledger_id:
             ledger_id, entry_id = p.ledger_id, p.entry_id
-            prefix = entry_prefix(ledger_id, entry_id, partition)
-        batch_size = routed.batch_size
-        tail = batch_tail(p.batch_index, batch_size) if batch_size else NO_BATCH_TAIL
-        yield delivery, b64encode_as_string(prefix + tail)
+            head, carry = ids_head_base64(entry_prefix(ledger_id, entry_id, partition))
+        yield delivery, head + id_rest_base64(carry, p.batch_index, routed.batch_size)
 
 
 def delivery_frames(deliveries: Sequence[Deliver], partition: int) -> list[dict[str, Any]]:

@@ -239,6 +239,9 @@ def _skip_field(data: bytes, pos: int, wire: int) -> int:
     return end
 
 
+BATCH_RESTS_CACHED = 32  # (carry, entry size) pairs whose ids' rests are kept: 2.2 MB at most
+
+
 def entry_ids_base64(ledger_id: int, entry_id: int, partition: int, count: int) -> list[str]:
     """Base64 ids of the ``count`` messages of one entry, byte-identical to
     ``MessageId(...).to_base64()`` (the publish path answers every message of a batch
@@ -246,9 +249,39 @@ def entry_ids_base64(ledger_id: int, entry_id: int, partition: int, count: int) 
     partition's come from caches: with many topics an entry often holds one message,
     and a cache of whole entry prefixes would miss every time."""
     prefix = ledger_field(ledger_id) + entry_field(entry_id) + partition_field(partition)
+    head, carry = ids_head_base64(prefix)
     if count == 1:
-        return [b64encode_as_string(prefix + NO_BATCH_TAIL)]
-    return [b64encode_as_string(prefix + batch_tail(index, count)) for index in range(count)]
+        return [head + _no_batch_rest_base64(carry)]
+    return [head + rest for rest in _batch_rests_base64(carry, count)]
+
+
+def ids_head_base64(prefix: bytes) -> tuple[str, bytes]:
+    """An entry's id prefix (``entry_prefix``) split for base64, which encodes each
+    3-byte group on its own: its whole groups encoded once for every message of the
+    entry, and the 0-2 bytes left over (the carry), which ``id_rest_base64`` encodes
+    with each message's own fields."""
+    whole = len(prefix) - len(prefix) % 3
+    return b64encode_as_string(prefix[:whole]), prefix[whole:]
+
+
+def id_rest_base64(carry: bytes, batch_index: int, batch_size: int) -> str:
+    """What follows ``ids_head_base64``'s head in a message's base64 id: the carry and
+    the batch fields (``NO_BATCH_TAIL`` for a message alone in its entry, size 0)."""
+    if not batch_size:
+        return _no_batch_rest_base64(carry)
+    return _batch_rests_base64(carry, batch_size)[batch_index]
+
+
+@functools.lru_cache(maxsize=256)  # one per carry (0-2 bytes) in use
+def _no_batch_rest_base64(carry: bytes) -> str:
+    return b64encode_as_string(carry + NO_BATCH_TAIL)
+
+
+@functools.lru_cache(maxsize=BATCH_RESTS_CACHED)
+def _batch_rests_base64(carry: bytes, count: int) -> tuple[str, ...]:
+    """base64 of ``carry + batch_tail(index, count)`` for each index of an entry of
+    ``count`` messages (``carry``: 0-2 bytes; about 70 bytes an index, as str objects)."""
+    return tuple(b64encode_as_string(carry + batch_tail(index, count)) for index in range(count))
 
 
 @functools.lru_cache(maxsize=4096)

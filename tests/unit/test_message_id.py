@@ -321,3 +321,20 @@ def delivery(position: MessagePosition, content: EntryMessage, redeliveries: int
     effect = Deliver(ConsumerId(1), Message(position, batch_size=batch_size), redeliveries)
     effect.content = content
     return effect
+
+
+@given(
+    st.integers(0, 2**63 - 1),
+    st.integers(0, 2**63 - 1),
+    st.integers(-1, 2**31 - 1),
+    st.integers(2, 40),
+)
+def test_entry_ids_base64_matches_message_id_for_every_prefix_length(
+    ledger: int, entry: int, partition: int, count: int
+) -> None:
+    """The prefix's whole 3-byte groups are encoded apart from the cached rests: every
+    prefix length (so every carry of 0, 1 or 2 bytes) gives the same ids."""
+    from storage.formats.message_id import entry_ids_base64
+
+    expected = [MessageId(ledger, entry, partition, i, count).to_base64() for i in range(count)]
+    assert entry_ids_base64(ledger, entry, partition, count) == expected
