@@ -63,7 +63,7 @@ from gateway.ownership.bundles import NamespaceBundle
 from gateway.ownership.key_records import Assignment, GatewayInfo, LoadReport
 
 PICK_HOLD_MS = 10_000  # a lookup's pick for an unowned bundle counts this long unless it is owned sooner
-PICKS_MAX = 10_000  # lookup picks remembered at most (one per unowned bundle looked up)
+PICKS_MAX = 1_000  # lookup picks remembered at most (one per unowned bundle looked up; each pick scans them)
 
 
 @dataclass(frozen=True, slots=True)
