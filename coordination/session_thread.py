@@ -97,6 +97,9 @@ class EtcdRefresher:
             channel.close()
 
 
+UNSAFE_FOREVER_MS = 2**62  # the local deadline of a lease kept by --unsafe-keep-lease-on-loss
+
+
 class ThreadLeaseSession(LeaseSession):
     """A ``LeaseSession`` whose keepalives run on a thread with its own etcd channel."""
 
@@ -148,10 +151,14 @@ class ThreadLeaseSession(LeaseSession):
         self._beat = self._event_loop.call_later(HEARTBEAT_S, self._heartbeat)
 
     def valid_until_ms(self) -> int:
-        return 0 if self._lost_now else super().valid_until_ms()
+        if self._lost_now:
+            return 0
+        # the zombie of the controls: its local deadline never passes either (else it steps
+        # down in the moment between that deadline and the thread's next "refresh")
+        return UNSAFE_FOREVER_MS if self.unsafe_ignore_loss else super().valid_until_ms()
 
     def is_valid(self, now_ms: int | None = None) -> bool:
-        return not self._lost_now and super().is_valid(now_ms)
+        return not self._lost_now and (self.unsafe_ignore_loss or super().is_valid(now_ms))
 
     async def refresh_now(self) -> None:
         if self.lost.is_set() or self._lost_now or self._thread is None or not self._thread.is_alive():
